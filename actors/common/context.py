@@ -1,0 +1,32 @@
+"""The per-request context handed to handlers: who asks, until when, what they have seen."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from store.uri import Identity
+
+
+@dataclass(slots=True)
+class Ctx:
+    identity: Identity
+    deadline: float  # time.monotonic() by which the reply must leave
+    index_seq: int = 0  # read-your-writes: the index sequence the caller has seen acknowledged
+    deprecated: list[str] = field(default_factory=list)  # aliases used; the host adds `Deprecation: true`
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    @classmethod
+    def local(cls, identity: Identity | None = None, timeout_s: float = 30.0) -> Ctx:
+        """A context for calling a handler in-process (tests, benchmarks)."""
+        return cls(identity or Identity(), time.monotonic() + timeout_s)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """A work-queue delivery: which try this is, so a job can tell a retry from a first run."""
+
+    delivered: int
+    queue: str

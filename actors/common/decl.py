@@ -1,0 +1,64 @@
+"""Declaring what an actor serves, without importing the bus.
+
+    class Retriever:
+        @handles("search.find", FindRequest)
+        async def find(self, req: FindRequest, ctx: Ctx) -> FindResult: ...
+
+        @consumes("ingest", IngestJob)
+        async def run_job(self, job: IngestJob, att: Attempt) -> None: ...
+
+The runtime's actor host reads these marks and binds them to subjects, queue groups and
+JetStream consumers; the actor stays plain Python that a unit test can call directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+_MARK = "__skald_decl__"
+
+
+@dataclass(frozen=True, slots=True)
+class Handles:
+    op: str
+    request: type
+    timeout_s: float = 30.0
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Consumes:
+    queue: str
+    job: type
+    ack_wait_s: float = 60.0
+    max_deliver: int = 8
+    concurrency: int = 2
+
+
+def handles(op: str, request: type, *, timeout_s: float = 30.0) -> Callable[[Any], Any]:
+    def mark(fn: Any) -> Any:
+        setattr(fn, _MARK, Handles(op, request, timeout_s))
+        return fn
+
+    return mark
+
+
+def consumes(queue: str, job: type, *, ack_wait_s: float = 60.0, max_deliver: int = 8,
+             concurrency: int = 2) -> Callable[[Any], Any]:
+    def mark(fn: Any) -> Any:
+        setattr(fn, _MARK, Consumes(queue, job, ack_wait_s, max_deliver, concurrency))
+        return fn
+
+    return mark
+
+
+def declarations(actor: object) -> list[tuple[Handles | Consumes, Callable[..., Any]]]:
+    out = []
+    for name in dir(type(actor)):
+        fn = getattr(type(actor), name, None)
+        decl = getattr(fn, _MARK, None)
+        if decl is not None:
+            out.append((decl, getattr(actor, name)))
+    return out

@@ -1,0 +1,84 @@
+"""The ports actors need from the outside world. `runtime/` supplies the implementations.
+
+Every port is small and async; implementations run CPU-heavy work (embedding) off the
+event loop and put a timeout on every network call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+import msgspec
+import numpy as np
+
+from messages.index import IndexChange
+
+
+class Embedder(Protocol):
+    name: str  # model identity; an index is only valid for the model that built it
+    dim: int
+
+    async def embed_query(self, text: str) -> np.ndarray: ...
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+class Usage(msgspec.Struct, kw_only=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class Completion(msgspec.Struct, kw_only=True):
+    text: str
+    usage: Usage
+    model: str
+
+
+class LLM(Protocol):
+    """A chat model. `extractive` is True for the offline default, which never calls a model."""
+
+    name: str
+    extractive: bool
+
+    async def complete(self, system: str, user: str, *, max_tokens: int = 512,
+                       timeout_s: float | None = None, json: bool = False) -> Completion: ...
+
+
+class Summarizer(Protocol):
+    """The LLM tasks of ingest: L0 abstracts and L1 overviews."""
+
+    name: str
+    extractive: bool
+
+    async def file_abstract(self, name: str, text: str) -> str: ...
+
+    async def dir_overview(self, name: str, children: list[tuple[str, bool, str]], readme: str | None) -> str: ...
+
+    async def dir_abstract(self, name: str, overview: str) -> str: ...
+
+
+class Waiter(Protocol):
+    async def wait(self, timeout_s: float) -> bytes | None: ...
+
+
+class Bus(Protocol):
+    """What an actor may do on the bus, beyond answering its requests."""
+
+    async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None: ...
+
+    async def enqueue(self, queue: str, payload: msgspec.Struct, msg_id: str) -> None: ...
+
+    async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int: ...
+
+    async def notify(self, name: str, payload: msgspec.Struct) -> None: ...
+
+    def waiter(self, event_name: str) -> AbstractAsyncContextManager[Waiter]: ...
+
+    async def index_last_seq(self) -> int: ...
+
+    def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]: ...
+
+    async def info(self) -> dict[str, Any]: ...

@@ -1,0 +1,128 @@
+"""Pure helpers of ingest: which nodes get rows, what text each row embeds, skill frontmatter,
+tags. No I/O here."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+import yaml
+
+from actors.common import extract
+from messages.errors import InvalidArgument
+from messages.index import IndexRow
+from store.uri import category_of, context_type_of, join_uri
+
+TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}=[^\s=,][^\s,]{0,127}$")
+EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
+MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (seed 003), within reason
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_tags(tags: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """Strict `k=v` tags (seed 004); anything else is refused, never guessed at."""
+    if not tags:
+        return ()
+    bad = [t for t in tags if not isinstance(t, str) or not TAG_RE.match(t)]
+    if bad:
+        raise InvalidArgument("tags must be strict k=v strings", {"invalid": bad[:10]})
+    return tuple(dict.fromkeys(tags))
+
+
+def dir_has_rows(segments: tuple[str, ...]) -> bool:
+    """Directories worth a row: not the roots, not a bare user root or a peers listing."""
+    if len(segments) < 2:
+        return False
+    if segments[0] == "user":
+        if len(segments) == 2:
+            return False
+        if segments[2] == "sessions":
+            return False
+        if segments[2] == "peers" and len(segments) <= 4:
+            return False
+    return True
+
+
+def file_is_indexed(segments: tuple[str, ...]) -> bool:
+    if not segments or segments[-1].startswith("."):
+        return False
+    return not (segments[0] == "user" and len(segments) > 2 and segments[2] == "sessions")
+
+
+def is_text(data: bytes) -> bool:
+    return b"\x00" not in data[:8192]
+
+
+def parse_skill(text: str) -> tuple[str, str]:
+    """(name, description) from a SKILL.md's YAML frontmatter; both are required."""
+    if not text.startswith("---"):
+        raise InvalidArgument("SKILL.md must start with YAML frontmatter (---)")
+    end = text.find("\n---", 3)
+    if end < 0:
+        raise InvalidArgument("SKILL.md frontmatter is not closed")
+    try:
+        meta = yaml.safe_load(text[3:end])
+    except yaml.YAMLError as e:
+        raise InvalidArgument(f"SKILL.md frontmatter is not YAML: {e}") from e
+    if not isinstance(meta, dict):
+        raise InvalidArgument("SKILL.md frontmatter must be a mapping")
+    name, desc = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument("SKILL.md frontmatter needs a name")
+    if not isinstance(desc, str) or not desc.strip():
+        raise InvalidArgument("SKILL.md frontmatter needs a description")
+    name = name.strip()
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", name) or ".." in name:
+        raise InvalidArgument(f"skill name {name!r} is not a valid path segment")
+    return name, " ".join(desc.split())
+
+
+def file_texts(segments: tuple[str, ...], text: str, summary: str) -> tuple[str, str]:
+    """(abstract, text to embed) of a file row, by what the file is."""
+    name = segments[-1]
+    ctype = context_type_of(segments)
+    if ctype == "memory":
+        body = extract.strip_frontmatter(text).strip()
+        return body[:MEMORY_ABSTRACT_MAX], body[: EMBED_CHARS * 2]
+    if ctype == "skill" and name == "SKILL.md":
+        try:
+            sname, desc = parse_skill(text)
+            return desc, f"{sname}: {desc}"
+        except InvalidArgument:
+            pass
+    body = extract.strip_frontmatter(text)
+    return summary, f"{name}\n{summary}\n{body[:EMBED_CHARS]}"
+
+
+def vec_bytes(v: np.ndarray) -> bytes:
+    return np.asarray(v, dtype="<f4").tobytes()
+
+
+def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],
+             created_at: float, updated_at: float, content_hash: str, model: str, vector: np.ndarray,
+             owner: str) -> IndexRow:
+    ctype = context_type_of(segments)
+    cat = category_of(segments) if ctype == "memory" else ""
+    if ctype == "memory" and cat and not any(t.startswith("memory_type=") for t in tags) and level == 2:
+        tags = (*tags, f"memory_type={cat}")
+    return IndexRow(
+        account=account, uri=join_uri(segments), level=level, parent_uri=join_uri(segments[:-1]),
+        context_type=ctype, category=cat, abstract=abstract, tags=tags, created_at=created_at,
+        updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vec_bytes(vector),
+    )
+
+
+def owner_of(segments: tuple[str, ...]) -> str:
+    """The space a row belongs to: `user/{id}`, `agent`, or `resources`."""
+    if segments[:1] == ("user",) and len(segments) > 1:
+        return f"user/{segments[1]}"
+    return segments[0] if segments else ""
+
+
+def slug(text: str, fallback: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_-]+", "-", text.strip().lower()).strip("-")[:60]
+    return s or fallback

@@ -1,0 +1,1 @@
+"""The retriever: find, grep, glob and tree reads over a replica of the vector index."""

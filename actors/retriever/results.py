@@ -1,0 +1,53 @@
+"""Turning index hits into seed-004 results: threshold, level suffixes, dedup by URI, grouping."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from messages.index import IndexRow
+from messages.search import FindResult, MatchedContext
+
+SUFFIX = {0: "/.abstract.md", 1: "/.overview.md"}
+
+
+def served_uri(row_uri: str, level: int) -> str:
+    """A directory hit is served as its `.abstract.md` (L0) or `.overview.md` (L1); idempotent."""
+    suffix = SUFFIX.get(level)
+    if suffix is None or row_uri.endswith(suffix):
+        return row_uri
+    return row_uri + suffix
+
+
+def node_uri(uri: str) -> str:
+    """The node a served URI names (strips a level suffix); idempotent."""
+    for suffix in SUFFIX.values():
+        if uri.endswith(suffix):
+            return uri[: -len(suffix)]
+    return uri
+
+
+def passes(score: float, threshold: float | None, gte: bool = False) -> bool:
+    """Strict `>` by default (seed 002), `>=` when asked."""
+    if threshold is None:
+        return True
+    return score >= threshold if gte else score > threshold
+
+
+def to_matched(row: IndexRow, score: float) -> MatchedContext:
+    return MatchedContext(context_type=row.context_type, uri=served_uri(row.uri, row.level), level=row.level,
+                          score=round(float(score), 6), category=row.category, abstract=row.abstract,
+                          tags=list(row.tags) or None)
+
+
+def group(items: Iterable[MatchedContext], limit: int) -> FindResult:
+    """Dedup by served URI (best score wins), sort by score, cut at `limit`, group by context type."""
+    best: dict[str, MatchedContext] = {}
+    for m in items:
+        cur = best.get(m.uri)
+        if cur is None or m.score > cur.score:
+            best[m.uri] = m
+    ranked = sorted(best.values(), key=lambda m: (-m.score, m.uri))[:limit]
+    out = FindResult(memories=[], resources=[], skills=[], total=len(ranked))
+    for m in ranked:
+        {"memory": out.memories, "skill": out.skills}.get(m.context_type, out.resources).append(m)
+    return out

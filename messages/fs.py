@@ -1,0 +1,134 @@
+"""File-tree operations on `viking://` URIs (reads served by the retriever, writes by the indexer)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+Uri = Annotated[str, Meta(min_length=1, max_length=4096)]
+NodeLimit = Annotated[int, Meta(ge=1, le=100_000)]
+
+
+class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class ReadRequest(_Req):
+    uri: Uri
+    offset: Annotated[int, Meta(ge=0)] = 0
+    limit: Annotated[int, Meta(ge=-1)] = -1  # characters; -1 = to the end
+
+
+class ReadResult(msgspec.Struct, kw_only=True):
+    uri: str
+    content: str
+    size: int
+    truncated: bool = False
+
+
+class LsRequest(_Req):
+    uri: Uri
+    recursive: bool = False
+    show_hidden: bool = False
+    node_limit: NodeLimit = 1000
+
+
+class Entry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    uri: str
+    name: str
+    is_dir: bool
+    size: int
+    created_at: float
+    updated_at: float
+    abstract: str | None = None
+
+
+class LsResult(msgspec.Struct, kw_only=True):
+    uri: str
+    entries: list[Entry]
+    truncated: bool = False
+
+
+class TreeRequest(_Req):
+    uri: Uri
+    level_limit: Annotated[int, Meta(ge=1, le=64)] = 3
+    node_limit: NodeLimit = 1000
+    show_hidden: bool = False
+
+
+class TreeNode(msgspec.Struct, kw_only=True, omit_defaults=True):
+    uri: str
+    name: str
+    is_dir: bool
+    children: list[TreeNode] | None = None
+
+
+class TreeResult(msgspec.Struct, kw_only=True):
+    uri: str
+    tree: TreeNode
+    count: int
+    truncated: bool = False
+
+
+class StatRequest(_Req):
+    uri: Uri
+
+
+class StatResult(msgspec.Struct, kw_only=True):
+    uri: str
+    is_dir: bool
+    size: int
+    created_at: float
+    updated_at: float
+
+
+class AbstractRequest(_Req):
+    uri: Uri
+
+
+class TextResult(msgspec.Struct, kw_only=True):
+    uri: str
+    content: str
+
+
+class WriteRequest(_Req):
+    uri: Uri
+    content: str
+    mode: Literal["replace", "append", "create"] = "replace"
+    wait: bool = True
+
+
+class WriteResult(msgspec.Struct, kw_only=True):
+    uri: str
+    size: int
+    created: bool
+    index_job: str
+    indexed: bool
+    index_seq: int = 0
+
+
+class MkdirRequest(_Req):
+    uri: Uri
+    parents: bool = True
+
+
+class RmRequest(_Req):
+    uri: Uri
+    recursive: bool = False
+    wait: bool = True
+
+
+class MvRequest(_Req):
+    from_uri: Uri
+    to_uri: Uri
+    wait: bool = True
+
+
+class ChangeResult(msgspec.Struct, kw_only=True):
+    uri: str
+    index_job: str | None = None
+    indexed: bool = False
+    index_seq: int = 0
+    removed: int = 0

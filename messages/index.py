@@ -1,0 +1,42 @@
+"""Index rows as they travel on the index stream (one subject per row, latest kept)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
+    """One retrievable node: a file (level 2) or a directory's abstract (0) / overview (1).
+
+    `uri` is the node itself (the directory for levels 0 and 1); the `.abstract.md` /
+    `.overview.md` suffix is added when it is served. `vector` is little-endian float32.
+    """
+
+    account: str
+    uri: str
+    level: int
+    parent_uri: str
+    context_type: str
+    category: str = ""
+    abstract: str = ""
+    tags: tuple[str, ...] = ()
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    active_count: int = 0
+    owner: str = ""
+    content_hash: str = ""
+    model: str = ""
+    vector: bytes = b""
+
+
+class IndexDelete(msgspec.Struct, kw_only=True, frozen=True):
+    account: str
+    uri: str
+    level: int
+
+
+class IndexChange(msgspec.Struct, kw_only=True, frozen=True):
+    """The body of one message on the index stream."""
+
+    upsert: IndexRow | None = None
+    delete: IndexDelete | None = None

@@ -1,0 +1,87 @@
+"""Ingest requests (resources, skills, memories) and the work-queue job that indexes them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+Name = Annotated[str, Meta(min_length=1, max_length=255)]
+MEMORY_CATEGORIES = ("events", "entities", "preferences", "experiences", "profile", "cases", "patterns", "tools")
+
+
+class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class AddResourceRequest(_Req):
+    """Exactly one of `path` (a file or directory readable by the server) or `content` (+ `name`)."""
+
+    path: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
+    content: str | None = None
+    name: Name | None = None
+    target_uri: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
+    reason: str = ""
+    wait: bool = False
+
+
+class AddSkillRequest(_Req):
+    """A skill package: a directory holding `SKILL.md`, or the text of a `SKILL.md`."""
+
+    path: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
+    content: str | None = None
+    scope: Literal["agent", "user"] = "agent"
+    wait: bool = False
+
+
+class WriteMemoryRequest(_Req):
+    category: Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+    content: Annotated[str, Meta(min_length=1)]
+    name: Name | None = None
+    tags: list[str] | None = None
+    wait: bool = True
+
+
+class IngestResult(msgspec.Struct, kw_only=True):
+    job_id: str
+    root_uri: str
+    status: Literal["queued", "done", "failed"]
+    files: int = 0
+    directories: int = 0
+    rows: int = 0
+    index_seq: int = 0
+    error: str | None = None
+    generator: str = ""
+
+
+class IngestJob(msgspec.Struct, kw_only=True, frozen=True):
+    """What the indexer's work queue carries: rows to drop, subtrees to (re)index, and directories
+    whose summaries (and their ancestors') must be regenerated afterwards. Replaying a job is
+    harmless: every step is an upsert or a delete by key."""
+
+    job_id: str
+    account: str
+    index_roots: tuple[str, ...] = ()
+    remove_rows: tuple[tuple[str, int], ...] = ()
+    refresh_dirs: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+class IngestDone(msgspec.Struct, kw_only=True):
+    job_id: str
+    root_uri: str
+    status: Literal["done", "failed"]
+    files: int = 0
+    directories: int = 0
+    rows: int = 0
+    index_seq: int = 0
+    error: str | None = None
+    generator: str = ""
+
+
+class IngestProgress(msgspec.Struct, kw_only=True):
+    job_id: str
+    done: int
+    total: int
+    stage: str

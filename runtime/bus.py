@@ -1,0 +1,162 @@
+"""Everything Skald does with NATS besides request/reply: JetStream streams, work queues, the
+index log, events. The only module (with host.py) that touches nats-py's JetStream API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NATS
+from nats.js import api
+from nats.js.errors import BadRequestError, NotFoundError
+
+from messages import subjects as S
+from messages.index import IndexChange
+
+log = logging.getLogger("skald.bus")
+_enc = msgspec.msgpack.Encoder()
+_change_dec = msgspec.msgpack.Decoder(IndexChange)
+
+DUPLICATE_WINDOW_S = 120.0
+WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+def stream_name(prefix: str, kind: str) -> str:
+    return f"{prefix}_{kind}".upper().replace(".", "_").replace("-", "_")
+
+
+async def ensure_streams(js: Any, prefix: str) -> None:
+    """Create or update Skald's three streams (idempotent; every worker calls it on start)."""
+    configs = [
+        api.StreamConfig(
+            name=stream_name(prefix, "work"), subjects=[f"{prefix}.work.>"],
+            retention=api.RetentionPolicy.WORK_QUEUE, storage=api.StorageType.FILE,
+            duplicate_window=DUPLICATE_WINDOW_S, max_msg_size=8 * 1024 * 1024,
+        ),
+        api.StreamConfig(
+            # One message kept per row subject: the stream *is* the latest state of the index.
+            name=stream_name(prefix, "index"), subjects=[f"{prefix}.index.row.>"],
+            retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
+            max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S,
+        ),
+        api.StreamConfig(
+            name=stream_name(prefix, "events"), subjects=[f"{prefix}.evt.>"],
+            retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
+            duplicate_window=DUPLICATE_WINDOW_S,
+        ),
+    ]
+    for cfg in configs:
+        try:
+            await js.add_stream(config=cfg)
+        except BadRequestError:
+            await js.update_stream(config=cfg)
+
+
+class Waiter:
+    def __init__(self) -> None:
+        self.fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    async def wait(self, timeout_s: float) -> bytes | None:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.fut), timeout_s)
+        except TimeoutError:
+            return None
+
+
+class NatsBus:
+    """The `Bus` port over one NATS connection."""
+
+    def __init__(self, nc: NATS, prefix: str) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=10.0)
+        self.prefix = prefix
+
+    async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None:
+        await self.js.publish(S.event(self.prefix, name), msgspec.json.encode(payload),
+                              headers={"Nats-Msg-Id": msg_id})
+
+    async def enqueue(self, queue: str, payload: msgspec.Struct, msg_id: str) -> None:
+        await self.js.publish(S.work(self.prefix, queue), msgspec.json.encode(payload),
+                              headers={"Nats-Msg-Id": msg_id})
+
+    async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
+        """Publish row changes concurrently; returns the highest stream sequence acknowledged."""
+        if not changes:
+            return 0
+        last = 0
+        window = 256
+        for i in range(0, len(changes), window):
+            acks = await asyncio.gather(*(
+                self.js.publish(S.index_row(self.prefix, token), _enc.encode(ch))
+                for token, ch in changes[i : i + window]
+            ))
+            last = max(last, max(a.seq for a in acks))
+        return last
+
+    async def notify(self, name: str, payload: msgspec.Struct) -> None:
+        """Core NATS, not stored: progress and other things nobody needs to replay."""
+        await self.nc.publish(f"{self.prefix}.note.{name}", msgspec.json.encode(payload))
+
+    @contextlib.asynccontextmanager
+    async def waiter(self, event_name: str) -> AsyncIterator[Waiter]:
+        w = Waiter()
+
+        async def cb(msg: Any) -> None:
+            if not w.fut.done():
+                w.fut.set_result(msg.data)
+
+        sub = await self.nc.subscribe(S.event(self.prefix, event_name), cb=cb)
+        try:
+            yield w
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def index_last_seq(self) -> int:
+        try:
+            info = await self.js.stream_info(stream_name(self.prefix, "index"))
+        except NotFoundError:
+            return 0
+        return int(info.state.last_seq)
+
+    async def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
+        """Batches of (stream seq, change) from `start_seq` on, for as long as the caller iterates."""
+        queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+
+        async def cb(msg: Any) -> None:
+            queue.put_nowait((msg.metadata.sequence.stream, msg.data))
+
+        cfg = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start_seq))
+        sub = await self.js.subscribe(f"{self.prefix}.index.row.>", stream=stream_name(self.prefix, "index"),
+                                      cb=cb, ordered_consumer=True, config=cfg,
+                                      pending_msgs_limit=1_000_000, pending_bytes_limit=2**31 - 1)
+        try:
+            while True:
+                first = await queue.get()
+                batch = [first]
+                while not queue.empty() and len(batch) < 4096:
+                    batch.append(queue.get_nowait())
+                out = []
+                for seq, data in batch:
+                    try:
+                        out.append((seq, _change_dec.decode(data)))
+                    except msgspec.DecodeError:
+                        log.error("undecodable index change at seq %d skipped", seq)
+                yield out
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for kind in ("work", "index", "events"):
+            try:
+                si = await self.js.stream_info(stream_name(self.prefix, kind))
+                out[kind] = {"messages": si.state.messages, "last_seq": si.state.last_seq}
+            except Exception as e:  # noqa: BLE001 - reported, not raised: stats must answer
+                out[kind] = {"error": str(e)}
+        return out

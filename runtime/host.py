@@ -1,0 +1,291 @@
+"""The actor host: binds declared handlers to subjects and work queues, and makes every request
+get exactly one reply.
+
+Per request: size check, decode into the declared Struct (JSON or msgpack), identity from
+headers, a deadline, the handler in its own task under a bounded semaphore (nats-py runs a
+subscription's callbacks one at a time, so awaiting inside the callback would serialise the
+worker), then a typed reply. Nothing a client sends can raise out of here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import api
+
+from actors.common.context import Attempt, Ctx
+from actors.common.decl import Consumes, Handles, declarations
+from messages import errors as E
+from messages import subjects as S
+from messages.envelope import (
+    CONTENT_TYPE,
+    H_ACCOUNT,
+    H_AGENT,
+    H_DEPRECATION,
+    H_INDEX_SEQ,
+    H_PEER,
+    H_STATUS,
+    H_TIMEOUT_MS,
+    H_USER,
+    MSGPACK,
+    ErrorBody,
+    Reply,
+)
+from messages.system import Empty, HealthResult, WorkerInfo
+from runtime import __version__
+from runtime.bus import stream_name
+from runtime.config import Config
+from store.uri import Identity, check_name
+
+log = logging.getLogger("skald.host")
+_json = msgspec.json.Encoder()
+_mp = msgspec.msgpack.Encoder()
+NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+def _error(code: str, message: str, details: dict[str, Any] | None = None) -> Reply:
+    return Reply(status="error", error=ErrorBody(code=code, message=message, details=details or {}))
+
+
+class ActorHost:
+    def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object]) -> None:
+        self.nc = nc
+        self.cfg = cfg
+        self.actors = actors
+        self.worker_id = cfg.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._subs: list[Any] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[Any]] = []
+        self._in_flight = 0
+        self._handled = 0
+        self._started = time.time()
+        self._stopping = asyncio.Event()
+        self._decoders: dict[tuple[type, bool], Any] = {}
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for name, actor in self.actors.items():
+            hook = getattr(actor, "start", None)
+            if hook is not None:
+                await hook()
+            for decl, fn in declarations(actor):
+                if isinstance(decl, Handles):
+                    subject = S.request(self.cfg.prefix, decl.op)
+                    sub = await self.nc.subscribe(subject, queue=name, cb=self._callback(decl, fn))
+                    self._subs.append(sub)
+                elif isinstance(decl, Consumes):
+                    for _ in range(decl.concurrency):
+                        self._loops.append(asyncio.create_task(self._consume(decl, fn), name=f"consume-{decl.queue}"))
+        health = S.request(self.cfg.prefix, S.SYSTEM_HEALTH)
+        self._subs.append(await self.nc.subscribe(health, queue="system", cb=self._callback(
+            Handles(S.SYSTEM_HEALTH, Empty, 5.0), self._health)))
+        await self.nc.flush()
+
+    async def stop(self) -> None:
+        """Stop taking work, let requests in flight finish, then stop the actors."""
+        self._stopping.set()
+        for sub in self._subs:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=self.cfg.request_timeout_s)
+        for t in self._loops:
+            t.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        for actor in self.actors.values():
+            hook = getattr(actor, "stop", None)
+            if hook is not None:
+                with contextlib.suppress(Exception):
+                    await hook()
+
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(worker_id=self.worker_id, actors=sorted(self.actors), in_flight=self._in_flight,
+                          handled=self._handled, started_at=self._started)
+
+    async def _health(self, req: Empty, ctx: Ctx) -> HealthResult:
+        actors: dict[str, Any] = {}
+        for name, actor in self.actors.items():
+            probe = getattr(actor, "health", None)
+            actors[name] = probe() if probe else {"status": "ok"}
+        return HealthResult(status="ok", version=__version__, actors=actors, worker=self.info())
+
+    # ----- request / reply -------------------------------------------------------------
+
+    def _decoder(self, typ: type, msgpack: bool) -> Any:
+        key = (typ, msgpack)
+        dec = self._decoders.get(key)
+        if dec is None:
+            dec = msgspec.msgpack.Decoder(typ) if msgpack else msgspec.json.Decoder(typ)
+            self._decoders[key] = dec
+        return dec
+
+    def _callback(self, decl: Handles, fn: Callable[..., Any]) -> Callable[[Msg], Any]:
+        async def on_msg(msg: Msg) -> None:
+            if self._in_flight >= self.cfg.max_concurrency:
+                await self._reply(msg, _error("UNAVAILABLE", "worker at capacity; retry",
+                                              {"max_concurrency": self.cfg.max_concurrency}), [])
+                return
+            self._in_flight += 1
+            task = asyncio.create_task(self._serve(msg, decl, fn))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+        return on_msg
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        self._in_flight -= 1
+        self._handled += 1
+
+    async def _serve(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> None:
+        ctx: Ctx | None = None
+        try:
+            reply, ctx = await self._run(msg, decl, fn)
+        except BaseException as e:  # noqa: BLE001 - the one place nothing may escape
+            log.exception("handler crashed on %s", msg.subject)
+            reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
+        await self._reply(msg, reply, ctx.deprecated if ctx else [])
+
+    async def _run(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
+        hdrs = msg.headers or {}
+        data = msg.data or b""
+        if len(data) > self.cfg.max_body_bytes:
+            return _error("INVALID_ARGUMENT", "request body too large",
+                          {"max_bytes": self.cfg.max_body_bytes, "bytes": len(data)}), None
+        msgpack = hdrs.get(CONTENT_TYPE, "").startswith(MSGPACK)
+        if not data.strip():
+            data = b"\x80" if msgpack else b"{}"
+        try:
+            req = self._decoder(decl.request, msgpack).decode(data)
+        except msgspec.ValidationError as e:
+            return _error("INVALID_ARGUMENT", str(e), {"type": decl.request.__name__}), None
+        except msgspec.DecodeError as e:
+            kind = "msgpack" if msgpack else "JSON"
+            return _error("INVALID_ARGUMENT", f"body is not valid {kind}: {e}"), None
+        try:
+            ident = self._identity(hdrs)
+        except E.SkaldError as e:
+            return _error(e.code, e.message, e.details), None
+        timeout = decl.timeout_s
+        if (raw := hdrs.get(H_TIMEOUT_MS)) is not None:
+            with contextlib.suppress(ValueError):
+                timeout = max(0.001, min(timeout, int(raw) / 1000))
+        seq = 0
+        if (raw := hdrs.get(H_INDEX_SEQ)) is not None:
+            with contextlib.suppress(ValueError):
+                seq = max(0, int(raw))
+        ctx = Ctx(ident, time.monotonic() + timeout, seq)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await fn(req, ctx)
+        except TimeoutError:
+            return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout}), ctx
+        except E.SkaldError as e:
+            return _error(e.code, e.message, e.details), ctx
+        return Reply(status="ok", result=result), ctx
+
+    def _identity(self, hdrs: dict[str, str]) -> Identity:
+        account = check_name("account", hdrs.get(H_ACCOUNT) or "default")
+        user = check_name("user", hdrs.get(H_USER) or "default")
+        agent = check_name("agent", hdrs.get(H_AGENT) or "default")
+        peer = hdrs.get(H_PEER) or None
+        if peer is not None:
+            check_name("peer", peer)
+        return Identity(account=account, user=user, agent=agent, peer=peer)
+
+    async def _reply(self, msg: Msg, reply: Reply, deprecated: list[str]) -> None:
+        if not msg.reply:
+            return
+        msgpack = (msg.headers or {}).get(CONTENT_TYPE, "").startswith(MSGPACK)
+        try:
+            body = _mp.encode(reply) if msgpack else _json.encode(reply)
+        except (TypeError, ValueError, OverflowError) as e:
+            log.exception("unencodable reply")
+            reply = _error("INTERNAL", f"reply could not be encoded ({type(e).__name__})")
+            body = _json.encode(reply)
+        if len(body) > self.nc.max_payload:
+            reply = _error("INVALID_ARGUMENT", "reply too large for one message; lower the limit",
+                           {"bytes": len(body), "max_payload": self.nc.max_payload})
+            body = _mp.encode(reply) if msgpack else _json.encode(reply)
+        headers = {H_STATUS: reply.error.code if reply.error else "OK"}
+        if msgpack:
+            headers[CONTENT_TYPE] = MSGPACK
+        if deprecated:
+            headers[H_DEPRECATION] = "true"
+        with contextlib.suppress(Exception):
+            await self.nc.publish(msg.reply, body, headers=headers)
+
+    # ----- work queues -----------------------------------------------------------------
+
+    async def _consume(self, decl: Consumes, fn: Callable[..., Any]) -> None:
+        js = self.nc.jetstream(timeout=10.0)
+        cfg = api.ConsumerConfig(
+            durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=decl.ack_wait_s,
+            max_deliver=decl.max_deliver, max_ack_pending=256, max_waiting=512,
+            filter_subject=S.work(self.cfg.prefix, decl.queue),
+        )
+        psub = None
+        while psub is None and not self._stopping.is_set():
+            try:
+                psub = await js.pull_subscribe(S.work(self.cfg.prefix, decl.queue), durable=decl.queue,
+                                               stream=stream_name(self.cfg.prefix, "work"), config=cfg)
+            except Exception:  # noqa: BLE001 - another worker may be creating it at the same moment
+                log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)
+                await asyncio.sleep(0.5)
+        dec = msgspec.json.Decoder(decl.job)
+        while not self._stopping.is_set():
+            try:
+                msgs = await psub.fetch(1, timeout=1.0)
+            except (NatsTimeout, TimeoutError):
+                continue
+            except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
+                if self._stopping.is_set():
+                    return
+                await asyncio.sleep(0.5)
+                continue
+            for m in msgs:
+                await self._run_job(m, decl, fn, dec)
+
+    async def _run_job(self, m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any) -> None:
+        delivered = m.metadata.num_delivered
+        try:
+            job = dec.decode(m.data)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            log.error("poison job on %s dropped: %r", decl.queue, m.data[:200])
+            await m.term()
+            return
+
+        async def keep_alive() -> None:
+            while True:
+                await asyncio.sleep(decl.ack_wait_s / 3)
+                with contextlib.suppress(Exception):
+                    await m.in_progress()
+
+        beat = asyncio.create_task(keep_alive())
+        try:
+            await fn(job, Attempt(delivered=delivered, queue=decl.queue))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job on %s failed (delivery %d)", decl.queue, delivered)
+            if delivered >= decl.max_deliver:
+                await m.term()
+            else:
+                await m.nak(delay=NAK_DELAYS_S[min(delivered - 1, len(NAK_DELAYS_S) - 1)])
+            return
+        finally:
+            beat.cancel()
+        await m.ack_sync()

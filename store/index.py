@@ -1,0 +1,429 @@
+"""The vector index: rows of every account with an hnswlib graph and exact numpy search.
+
+Which engine answers depends on how many rows a query may touch: a selective scope (a
+subtree, a level, a context type) is scored exactly with one matrix product over just those
+rows, while a broad scope asks hnswlib and post-filters, over-fetching by the scope's
+selectivity. A selective hnswlib filter would be 8-45x slower than brute force over the
+allowed rows (NATS-NOTES.md), so it is never used.
+
+Scopes are URI prefixes. Rows are kept in a sorted list of `account NUL uri/` keys, so the
+rows under a prefix are one contiguous slice found by bisection, and accounts can never see
+each other's rows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import hnswlib
+import msgspec
+import numpy as np
+
+from messages.index import IndexRow
+
+BRUTE_FORCE_MAX = 8_000  # rows; below this an exact matrix product beats the graph walk
+SMALL_INDEX = 2_000  # the whole index is scored exactly while it is this small
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 64  # recall@10 ~0.998 at 100k clustered rows (NATS-NOTES.md)
+CONTEXT_TYPES = ("resource", "memory", "skill")
+
+
+def row_key(account: str, uri: str, level: int) -> str:
+    return f"{account}\x00{uri}\x00{level}"
+
+
+def _sort_key(account: str, uri: str) -> str:
+    return f"{account}\x00{uri}/"
+
+
+def row_subject_token(account: str, uri: str, level: int) -> str:
+    """A NATS-safe token naming one row (its subject on the index stream)."""
+    return hashlib.sha1(row_key(account, uri, level).encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class Query:
+    """Everything a search may restrict; `None` means unrestricted."""
+
+    account: str
+    prefixes: list[str] | None = None  # canonical viking:// URIs (directories or files)
+    levels: frozenset[int] | None = None
+    context_types: frozenset[str] | None = None
+    since: float | None = None
+    until: float | None = None
+    time_field: str = "updated_at"
+    predicate: Callable[[IndexRow], bool] | None = None  # tags, metadata filter, ...
+
+
+@dataclass(slots=True)
+class Hit:
+    row: IndexRow
+    score: float
+
+
+@dataclass(slots=True)
+class SearchTrace:
+    engine: str
+    scope_rows: int
+    examined: int
+
+
+class VectorIndex:
+    """Thread-safe for one writer and many readers through a single lock (writes are short)."""
+
+    def __init__(self, dim: int, model: str = "", capacity: int = 1024) -> None:
+        self.dim = dim
+        self.model = model
+        self._lock = threading.RLock()
+        self._labels: dict[str, int] = {}
+        self._rows: list[IndexRow | None] = []
+        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
+        self._level = np.zeros(capacity, dtype=np.int8)
+        self._ctype = np.zeros(capacity, dtype=np.int8)
+        self._updated = np.zeros(capacity, dtype=np.float64)
+        self._created = np.zeros(capacity, dtype=np.float64)
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._sorted_keys: list[str] = []
+        self._sorted_labels: list[int] = []
+        self._free: list[int] = []
+        self._live = 0
+        self._graph = hnswlib.Index(space="ip", dim=dim)
+        self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
+        self._graph.set_ef(HNSW_EF_SEARCH)
+        self.applied_seq = 0
+
+    # ----- writes -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._live
+
+    def _grow(self, need: int) -> None:
+        cap = self._vecs.shape[0]
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive"):
+            old = getattr(self, name)
+            arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
+            arr[: old.shape[0]] = old
+            setattr(self, name, arr)
+        self._graph.resize_index(new)
+
+    def upsert_many(self, rows: Iterable[tuple[IndexRow, np.ndarray]]) -> int:
+        items = list(rows)
+        if not items:
+            return 0
+        with self._lock:
+            labels: list[int] = []
+            vecs: list[np.ndarray] = []
+            for row, vec in items:
+                if vec.shape != (self.dim,):
+                    raise ValueError(f"vector of dim {vec.shape} for an index of dim {self.dim}")
+                key = row_key(row.account, row.uri, row.level)
+                label = self._labels.get(key)
+                if label is None:
+                    label = self._free.pop() if self._free else len(self._rows)
+                    if label == len(self._rows):
+                        self._rows.append(None)
+                    self._grow(label + 1)
+                    self._labels[key] = label
+                    sk = _sort_key(row.account, row.uri)
+                    pos = bisect.bisect_right(self._sorted_keys, sk)
+                    self._sorted_keys.insert(pos, sk)
+                    self._sorted_labels.insert(pos, label)
+                    self._live += 1
+                self._rows[label] = row
+                self._vecs[label] = vec
+                self._level[label] = row.level
+                self._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
+                self._updated[label] = row.updated_at
+                self._created[label] = row.created_at
+                self._alive[label] = True
+                labels.append(label)
+                vecs.append(vec)
+            # Dedup within the batch: the last vector for a label wins.
+            last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
+            lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
+            mat = np.stack(list(last.values())).astype(np.float32, copy=False)
+            # hnswlib un-deletes a reused label on add (a freed label may come back).
+            self._graph.add_items(mat, lab, num_threads=1)
+            return len(items)
+
+    def delete(self, account: str, uri: str, level: int) -> bool:
+        with self._lock:
+            key = row_key(account, uri, level)
+            label = self._labels.pop(key, None)
+            if label is None:
+                return False
+            sk = _sort_key(account, uri)
+            lo = bisect.bisect_left(self._sorted_keys, sk)
+            hi = bisect.bisect_right(self._sorted_keys, sk)
+            for i in range(lo, hi):
+                if self._sorted_labels[i] == label:
+                    del self._sorted_keys[i]
+                    del self._sorted_labels[i]
+                    break
+            self._rows[label] = None
+            self._alive[label] = False
+            self._graph.mark_deleted(label)
+            self._free.append(label)
+            self._live -= 1
+            return True
+
+    def get(self, account: str, uri: str, level: int) -> IndexRow | None:
+        label = self._labels.get(row_key(account, uri, level))
+        return None if label is None else self._rows[label]
+
+    def rows_under(self, account: str, prefix: str) -> list[IndexRow]:
+        with self._lock:
+            return [r for lab in self._scope_labels(account, [prefix]) if (r := self._rows[lab]) is not None]
+
+    # ----- reads ------------------------------------------------------------------
+
+    def _ranges(self, account: str, prefixes: list[str] | None) -> list[tuple[int, int]]:
+        if prefixes is None:
+            starts = [f"{account}\x00"]
+        else:
+            starts = [_sort_key(account, p.rstrip("/")) for p in prefixes]
+            # A root-level prefix ("viking://") covers the account.
+            starts = [f"{account}\x00" if s.endswith("\x00viking:///") else s for s in starts]
+        spans = []
+        for s in sorted(set(starts)):
+            lo = bisect.bisect_left(self._sorted_keys, s)
+            hi = bisect.bisect_left(self._sorted_keys, s + "\U0010ffff")
+            if hi > lo:
+                spans.append((lo, hi))
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(spans):
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        return merged
+
+    def _scope_labels(self, account: str, prefixes: list[str] | None) -> list[int]:
+        out: list[int] = []
+        for lo, hi in self._ranges(account, prefixes):
+            out.extend(self._sorted_labels[lo:hi])
+        return out
+
+    def _in_scope(self, row: IndexRow, account: str, prefixes: list[str] | None) -> bool:
+        if row.account != account:
+            return False
+        if prefixes is None:
+            return True
+        u = row.uri + "/"
+        for p in prefixes:
+            p = p.rstrip("/") + "/"
+            if p == "viking:///" or u.startswith(p):
+                return True
+        return False
+
+    def _mask(self, labels: np.ndarray, q: Query) -> np.ndarray:
+        m = self._alive[labels]
+        if q.levels is not None:
+            m &= np.isin(self._level[labels], np.fromiter(q.levels, dtype=np.int8))
+        if q.context_types is not None:
+            codes = [CONTEXT_TYPES.index(c) for c in q.context_types if c in CONTEXT_TYPES]
+            m &= np.isin(self._ctype[labels], np.array(codes, dtype=np.int8))
+        if q.since is not None or q.until is not None:
+            t = (self._created if q.time_field == "created_at" else self._updated)[labels]
+            if q.since is not None:
+                m &= t >= q.since
+            if q.until is not None:
+                m &= t <= q.until
+        return m
+
+    def _selectivity(self, q: Query, scope_rows: int) -> float:
+        total = max(1, self._live)
+        frac = scope_rows / total
+        if q.levels is not None or q.context_types is not None:
+            n = self._live
+            lv = self._level[: len(self._rows)]
+            al = self._alive[: len(self._rows)]
+            m = al.copy()
+            if q.levels is not None:
+                m &= np.isin(lv, np.fromiter(q.levels, dtype=np.int8))
+            if q.context_types is not None:
+                codes = [CONTEXT_TYPES.index(c) for c in q.context_types if c in CONTEXT_TYPES]
+                m &= np.isin(self._ctype[: len(self._rows)], np.array(codes, dtype=np.int8))
+            frac *= max(int(m.sum()), 0) / max(n, 1)
+        return frac
+
+    def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], SearchTrace]:
+        """The k best rows by cosine similarity among those the query allows, best first."""
+        with self._lock:
+            if self._live == 0 or k <= 0:
+                return [], SearchTrace("empty", 0, 0)
+            scope_rows = sum(hi - lo for lo, hi in self._ranges(q.account, q.prefixes))
+            if scope_rows == 0:
+                return [], SearchTrace("empty", 0, 0)
+            if self._live <= SMALL_INDEX or scope_rows <= BRUTE_FORCE_MAX:
+                return self._exact(vec, q, k, scope_rows)
+            sel = self._selectivity(q, scope_rows)
+            if sel * self._live <= BRUTE_FORCE_MAX:
+                return self._exact(vec, q, k, scope_rows)
+            return self._graph_search(vec, q, k, sel, scope_rows)
+
+    def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int) -> tuple[list[Hit], SearchTrace]:
+        labels = np.asarray(self._scope_labels(q.account, q.prefixes), dtype=np.int64)
+        labels = labels[self._mask(labels, q)]
+        if labels.size == 0:
+            return [], SearchTrace("exact", scope_rows, 0)
+        scores = self._vecs[labels] @ vec
+        hits: list[Hit] = []
+        # Take candidates in score order; the predicate (tags, metadata) may reject some.
+        want = k if q.predicate is None else min(labels.size, k * 4)
+        while True:
+            top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            hits = []
+            for i in top.tolist():
+                row = self._rows[int(labels[i])]
+                if row is None or (q.predicate is not None and not q.predicate(row)):
+                    continue
+                hits.append(Hit(row, float(scores[i])))
+                if len(hits) >= k:
+                    break
+            if len(hits) >= k or want >= labels.size:
+                return hits, SearchTrace("exact", scope_rows, int(labels.size))
+            want = min(labels.size, want * 4)
+
+    def _graph_search(
+        self, vec: np.ndarray, q: Query, k: int, sel: float, scope_rows: int
+    ) -> tuple[list[Hit], SearchTrace]:
+        fetch = min(self._live, max(k * 2, math.ceil(k / max(sel, 1e-6) * 1.5) + 10))
+        while True:
+            self._graph.set_ef(max(HNSW_EF_SEARCH, fetch))
+            labels, dists = self._graph.knn_query(vec, k=fetch, num_threads=1)
+            labs = labels[0].astype(np.int64)
+            ok = self._mask(labs, q)
+            hits: list[Hit] = []
+            for lab, d, good in zip(labs.tolist(), dists[0].tolist(), ok.tolist(), strict=True):
+                if not good:
+                    continue
+                row = self._rows[lab]
+                if row is None or not self._in_scope(row, q.account, q.prefixes):
+                    continue
+                if q.predicate is not None and not q.predicate(row):
+                    continue
+                hits.append(Hit(row, 1.0 - d))
+                if len(hits) >= k:
+                    break
+            if len(hits) >= k or fetch >= self._live:
+                self._graph.set_ef(HNSW_EF_SEARCH)
+                return hits, SearchTrace("hnsw", scope_rows, fetch)
+            if fetch * 4 > self._live // 4:
+                self._graph.set_ef(HNSW_EF_SEARCH)
+                return self._exact(vec, q, k, scope_rows)
+            fetch *= 4
+
+    def scan(self, q: Query, k: int) -> list[IndexRow]:
+        """Rows the query allows, newest first, with no vector: a find that only filters."""
+        with self._lock:
+            labels = np.asarray(self._scope_labels(q.account, q.prefixes), dtype=np.int64)
+            labels = labels[self._mask(labels, q)]
+            t = (self._created if q.time_field == "created_at" else self._updated)[labels]
+            out: list[IndexRow] = []
+            for i in np.argsort(-t, kind="stable").tolist():
+                row = self._rows[int(labels[i])]
+                if row is None or (q.predicate is not None and not q.predicate(row)):
+                    continue
+                out.append(row)
+                if len(out) >= k:
+                    break
+            return out
+
+    # ----- persistence ------------------------------------------------------------
+
+    def content_hash(self) -> str:
+        """Identical for two replicas holding the same rows, whatever order they arrived in."""
+        h = hashlib.sha256()
+        with self._lock:
+            for key in sorted(self._labels):
+                row = self._rows[self._labels[key]]
+                assert row is not None
+                h.update(key.encode())
+                h.update(row.content_hash.encode())
+                h.update(repr(row.updated_at).encode())
+        return h.hexdigest()
+
+    def save(self, directory: Path) -> None:
+        """Write a snapshot atomically (a temp directory renamed over the old one)."""
+        directory = Path(directory)
+        tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        with self._lock:
+            n = len(self._rows)
+            np.save(tmp / "vectors.npy", self._vecs[:n])
+            (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(self._rows))
+            self._graph.save_index(str(tmp / "graph.bin"))
+            meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n}
+            (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        old = directory.parent / f".tmp-old-{uuid.uuid4().hex}"
+        if directory.exists():
+            os.rename(directory, old)
+        os.rename(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, directory: Path, dim: int, model: str) -> VectorIndex | None:
+        """The snapshot in `directory`, or None when there is none usable for this model."""
+        directory = Path(directory)
+        try:
+            meta = msgspec.json.decode((directory / "meta.json").read_bytes())
+        except (FileNotFoundError, msgspec.DecodeError):
+            return None
+        if meta.get("dim") != dim or meta.get("model") != model:
+            return None
+        n = int(meta["rows"])
+        idx = cls(dim, model, capacity=max(1024, n))
+        rows = msgspec.msgpack.decode((directory / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
+        vecs = np.load(directory / "vectors.npy")
+        idx._graph = hnswlib.Index(space="ip", dim=dim)
+        idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._vecs.shape[0])
+        idx._graph.set_ef(HNSW_EF_SEARCH)
+        idx._vecs[:n] = vecs
+        idx._rows = rows
+        for label, row in enumerate(rows):
+            if row is None:
+                idx._free.append(label)
+                continue
+            idx._labels[row_key(row.account, row.uri, row.level)] = label
+            idx._level[label] = row.level
+            idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
+            idx._updated[label] = row.updated_at
+            idx._created[label] = row.created_at
+            idx._alive[label] = True
+            idx._live += 1
+        pairs = sorted((_sort_key(r.account, r.uri), lab) for lab, r in enumerate(rows) if r is not None)
+        idx._sorted_keys = [p[0] for p in pairs]
+        idx._sorted_labels = [p[1] for p in pairs]
+        idx.applied_seq = int(meta.get("applied_seq", 0))
+        return idx
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            n = len(self._rows)
+            lv = self._level[:n][self._alive[:n]]
+            return {
+                "rows": self._live,
+                "level0": int((lv == 0).sum()),
+                "level1": int((lv == 1).sum()),
+                "level2": int((lv == 2).sum()),
+                "applied_seq": self.applied_seq,
+                "dim": self.dim,
+            }

@@ -1,0 +1,38 @@
+"""`.index.json` in each directory: what the indexer knows of that directory's files (content
+hash, abstract, tags), so a directory summary never re-reads or re-summarises unchanged siblings.
+
+It is a cache, never the truth: a missing or stale entry is recomputed from the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from store.tree import write_atomic_sync
+
+SIDECAR = ".index.json"
+
+
+class FileFacts(msgspec.Struct, kw_only=True, omit_defaults=True):
+    mtime_ns: int
+    size: int
+    sha: str
+    abstract: str
+    tags: tuple[str, ...] = ()
+    summarizer: str = ""
+
+
+_dec = msgspec.json.Decoder(dict[str, FileFacts])
+
+
+def load(directory: Path) -> dict[str, FileFacts]:
+    try:
+        return _dec.decode((directory / SIDECAR).read_bytes())
+    except (FileNotFoundError, NotADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+
+
+def save(directory: Path, facts: dict[str, FileFacts]) -> None:
+    write_atomic_sync(directory / SIDECAR, msgspec.json.encode(dict(sorted(facts.items()))))

@@ -1,0 +1,198 @@
+"""`viking://` URIs: parsing, tenancy and the mapping onto the data directory.
+
+Every URI a request carries goes through `resolve()` before anything touches the disk, so
+traversal (`..`, percent-encoded dots, absolute paths, backslashes, symlinks out of the tree)
+and cross-tenant access are refused in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from messages.errors import InvalidArgument, PermissionDenied
+
+SCHEME = "viking://"
+ROOTS = ("resources", "user", "agent")
+# `viking://user/memories` has no user id: the seeds refuse it and point at `viking://~/...`.
+RESERVED_USER_SEGMENTS = frozenset({"memories", "resources", "skills", "peers", "privacy", "sessions"})
+# Only these spaces exist under a peer (seed 002 §5).
+PEER_SEARCHABLE = frozenset({"memories", "resources"})
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+MAX_URI = 4096
+MAX_SEGMENT = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who is asking: tenancy is (account, user, agent), narrowed to one peer when given."""
+
+    account: str = "default"
+    user: str = "default"
+    agent: str = "default"
+    peer: str | None = None
+    is_root: bool = False
+
+    @property
+    def user_root(self) -> str:
+        return f"{SCHEME}user/{self.user}"
+
+
+def check_name(kind: str, value: str) -> str:
+    if not NAME_RE.match(value) or ".." in value:
+        raise InvalidArgument(f"invalid {kind} {value!r}", {"field": kind})
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class VikingPath:
+    """A resolved URI: its canonical form, its segments and its place on disk."""
+
+    uri: str
+    segments: tuple[str, ...]
+    account: str
+    path: Path
+
+    @property
+    def is_root(self) -> bool:
+        return not self.segments
+
+    @property
+    def name(self) -> str:
+        return self.segments[-1] if self.segments else ""
+
+    @property
+    def parent_uri(self) -> str:
+        return join_uri(self.segments[:-1]) if self.segments else ""
+
+
+def join_uri(segments: tuple[str, ...] | list[str]) -> str:
+    return SCHEME + "/".join(segments)
+
+
+def split_uri(uri: str) -> list[str]:
+    """Segments of a URI string, refusing anything that could escape the tree."""
+    if not isinstance(uri, str) or not uri.startswith(SCHEME):
+        raise InvalidArgument(f"not a viking:// URI: {uri!r}", {"uri": uri})
+    if len(uri) > MAX_URI:
+        raise InvalidArgument("URI too long", {"max": MAX_URI})
+    raw = uri[len(SCHEME) :]
+    decoded = unquote(raw)
+    if unquote(decoded) != decoded:
+        raise InvalidArgument("doubly encoded URI refused", {"uri": uri})
+    if any(c in decoded for c in ("\\", "\x00")) or any(ord(c) < 32 for c in decoded):
+        raise InvalidArgument("URI contains a forbidden character", {"uri": uri})
+    if decoded.startswith("/"):
+        raise InvalidArgument("absolute paths are not URIs", {"uri": uri})
+    parts = decoded.rstrip("/").split("/") if decoded.strip("/") else []
+    for seg in parts:
+        if seg in ("", ".", ".."):
+            raise InvalidArgument("path traversal refused", {"uri": uri})
+        if len(seg.encode()) > MAX_SEGMENT:
+            raise InvalidArgument("URI segment too long", {"max": MAX_SEGMENT})
+    return parts
+
+
+def canonical(uri: str, ident: Identity) -> tuple[str, ...]:
+    """Expand `viking://~`, check the root and the tenant; return the canonical segments."""
+    parts = split_uri(uri)
+    if parts and parts[0] == "~":
+        parts = ["user", ident.user, *parts[1:]]
+    if not parts:
+        return ()
+    if parts[0] not in ROOTS:
+        raise InvalidArgument(f"unknown root viking://{parts[0]}", {"roots": list(ROOTS)})
+    if parts[0] == "user" and len(parts) > 1:
+        uid = parts[1]
+        if uid in RESERVED_USER_SEGMENTS:
+            raise InvalidArgument(
+                f"viking://user/{uid} has no user id; use viking://~/{uid}", {"uri": uri}
+            )
+        check_name("user", uid)
+        if uid != ident.user and not ident.is_root:
+            raise PermissionDenied("another user's space", {"uri": uri})
+        if len(parts) > 3 and parts[2] == "peers":
+            peer = parts[3]
+            if ident.peer is not None and peer != ident.peer and not ident.is_root:
+                raise PermissionDenied("another peer's space", {"uri": uri})
+    return tuple(parts)
+
+
+class Namespace:
+    """Maps canonical segments of one account onto `{data}/accounts/{account}/...`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.accounts = self.data_dir / "accounts"
+
+    def account_root(self, account: str) -> Path:
+        return self.accounts / check_name("account", account)
+
+    def resolve(self, uri: str, ident: Identity) -> VikingPath:
+        segs = canonical(uri, ident)
+        root = self.account_root(ident.account)
+        path = root.joinpath(*segs) if segs else root
+        self._refuse_escape(root, path, uri)
+        return VikingPath(join_uri(segs), segs, ident.account, path)
+
+    def from_path(self, account: str, path: Path) -> VikingPath:
+        root = self.account_root(account)
+        rel = path.relative_to(root)
+        segs = tuple(rel.parts)
+        return VikingPath(join_uri(segs), segs, account, path)
+
+    def child(self, parent: VikingPath, name: str) -> VikingPath:
+        segs = (*parent.segments, name)
+        return VikingPath(join_uri(segs), segs, parent.account, parent.path / name)
+
+    @staticmethod
+    def _refuse_escape(root: Path, path: Path, uri: str) -> None:
+        """A symlink planted anywhere on the way must not lead outside the account."""
+        real_root = os.path.realpath(root)
+        real = os.path.realpath(path)
+        if real != real_root and not real.startswith(real_root + os.sep):
+            raise PermissionDenied("path leaves the tree", {"uri": uri})
+        probe = path
+        while True:
+            if probe.is_symlink():
+                raise PermissionDenied("symlinks are not followed", {"uri": uri})
+            if probe == root or probe.parent == probe:
+                break
+            probe = probe.parent
+
+
+def context_type_of(segments: tuple[str, ...]) -> str:
+    """memory / skill / resource, from where a node lives."""
+    if "memories" in segments[:5] and segments[:1] == ("user",):
+        return "memory"
+    if "skills" in segments[:3]:
+        return "skill"
+    return "resource"
+
+
+def category_of(segments: tuple[str, ...]) -> str:
+    """The memory category: the segment after `memories` (events, entities, ...)."""
+    if "memories" in segments:
+        i = segments.index("memories")
+        if i + 1 < len(segments):
+            return segments[i + 1]
+    return ""
+
+
+def default_roots(ident: Identity, context_type: str | None = None) -> list[str]:
+    """Where a search with no target looks (seed 004: the user's root and public resources)."""
+    user = ident.user_root
+    if ident.peer:
+        user_spaces = [f"{user}/peers/{ident.peer}/memories", f"{user}/peers/{ident.peer}/resources"]
+    else:
+        user_spaces = [user]
+    if context_type == "memory":
+        return [f"{u}" for u in user_spaces] if ident.peer else [f"{user}/memories"]
+    if context_type == "skill":
+        return [f"{user}/skills", f"{SCHEME}agent/skills"]
+    if context_type == "resource":
+        return [f"{SCHEME}resources", *user_spaces]
+    return [*user_spaces, f"{SCHEME}resources", f"{SCHEME}agent/skills"]
