@@ -14,7 +14,7 @@ from messages.errors import InvalidArgument
 from messages.index import IndexRow
 from store.uri import category_of, context_type_of, join_uri
 
-TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}=[^\s=,][^\s,]{0,127}$")
+TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}=[^\s=,]{1,128}$")
 EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
 MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (seed 003), within reason
 

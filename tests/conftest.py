@@ -1,0 +1,61 @@
+"""Layered fixtures: one real nats-server per test session, then a Skald worker per test with its
+own subject prefix and data directory, then clients."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.app import Worker
+from runtime.client import SkaldClient
+from runtime.config import Config
+from runtime.natsserver import EmbeddedNats
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNats]:
+    srv = EmbeddedNats(tmp_path_factory.mktemp("nats"), port=-1)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def nats_url(nats_server: EmbeddedNats) -> str:
+    return nats_server.url
+
+
+def make_config(url: str, data_dir: Path, prefix: str | None = None, **kw: object) -> Config:
+    cfg = Config.from_env(env={}, data_dir=data_dir, nats_url=url, embedder="hash")
+    cfg.prefix = prefix or f"t{next(_ids)}x{abs(hash(str(data_dir))) % 10_000}"
+    cfg.snapshot_interval_s = 3600
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+@pytest.fixture
+async def skald(nats_url: str, tmp_path: Path) -> AsyncIterator[Worker]:
+    """Indexer + retriever in this process, on a real NATS server, with the hashed embedder."""
+    w = Worker(make_config(nats_url, tmp_path / "data"), embedded=False)
+    await w.start()
+    yield w
+    await w.stop()
+
+
+@pytest.fixture
+async def client(skald: Worker, nats_url: str) -> AsyncIterator[SkaldClient]:
+    c = await SkaldClient.connect(nats_url)
+    c.prefix = skald.cfg.prefix
+    yield c
+    await c.close()
+
+
+def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]

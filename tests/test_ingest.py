@@ -1,0 +1,89 @@
+"""resources.add, skills.add and memories.write: files land in the tree and rows in the index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from messages import errors as E
+from runtime.client import SkaldClient
+
+
+async def test_add_directory_resource(client: SkaldClient, tmp_path: Path) -> None:
+    """A local folder is copied under viking://resources, summarised bottom-up and indexed."""
+    src = tmp_path / "handbook"
+    (src / "ops").mkdir(parents=True)
+    (src / "README.md").write_text("# Handbook\n\nHow the team runs production.\n")
+    (src / "ops" / "oncall.md").write_text("# On-call\n\nPage the primary first. Escalate after 15 minutes.\n")
+    (src / "ops" / "deploy.py").write_text("def deploy(env):\n    pass\n\nclass Rollout:\n    def step(self):\n"
+                                           "        pass\n")
+    (src / ".secret").write_text("hidden files are not imported")
+    r = await client.call("resources.add", {"path": str(src), "wait": True})
+    assert r["status"] == "done" and r["root_uri"] == "viking://resources/handbook"
+    assert r["files"] == 3 and r["directories"] >= 2 and r["generator"] == "extractive"
+    ls = await client.call("fs.ls", {"uri": "viking://resources/handbook", "show_hidden": True})
+    names = {e["name"] for e in ls["entries"]}
+    assert ".secret" not in names and {"README.md", "ops", ".abstract.md", ".overview.md"} <= names
+    ov = await client.call("fs.overview", {"uri": "viking://resources/handbook"})
+    assert "How the team runs production" in ov["content"]
+    code = await client.call("fs.overview", {"uri": "viking://resources/handbook/ops/deploy.py"})
+    assert "def deploy(env)" in code["content"] and "class Rollout" in code["content"]
+    hits = await client.call("search.find", {"query": "escalate page primary on-call"})
+    assert hits["resources"][0]["uri"] == "viking://resources/handbook/ops/oncall.md"
+    assert len(hits["resources"][0]["abstract"]) <= 256
+
+
+async def test_add_text_resource_and_queue_without_wait(client: SkaldClient) -> None:
+    r = await client.call("resources.add", {"content": "# Tea\n\nGreen tea brews at 80 degrees.", "name": "tea.md"})
+    assert r["status"] == "queued" and r["root_uri"] == "viking://resources/tea.md"
+    r2 = await client.call("resources.add", {"content": "# Tea\n\nGreen tea brews at 80 degrees.",
+                                             "name": "tea2.md", "wait": True})
+    assert r2["status"] == "done" and r2["index_seq"] > 0
+    with pytest.raises(E.InvalidArgument):
+        await client.call("resources.add", {"content": "x", "path": "/tmp"})
+    with pytest.raises(E.NotFound):
+        await client.call("resources.add", {"path": "/no/such/dir"})
+    with pytest.raises(E.InvalidArgument):
+        await client.call("resources.add", {"content": "x", "target_uri": "viking://~/memories"})
+
+
+async def test_skill_package_needs_name_and_description(client: SkaldClient, tmp_path: Path) -> None:
+    pkg = tmp_path / "pdf-tools"
+    pkg.mkdir()
+    (pkg / "SKILL.md").write_text("---\nname: pdf-tools\ndescription: Extract tables and text from PDF files.\n"
+                                  "---\n\n# PDF tools\n\nUse pdfplumber.\n")
+    (pkg / "helper.py").write_text("def extract(path):\n    pass\n")
+    r = await client.call("skills.add", {"path": str(pkg), "wait": True})
+    assert r["status"] == "done" and r["root_uri"] == "viking://agent/skills/pdf-tools"
+    hits = await client.call("search.find", {"query": "extract tables from pdf", "context_type": "skill"})
+    assert hits["skills"] and all(h["context_type"] == "skill" for h in hits["skills"])
+    top = {h["uri"]: h for h in hits["skills"]}
+    assert top["viking://agent/skills/pdf-tools/SKILL.md"]["abstract"] == "Extract tables and text from PDF files."
+    ab = await client.call("fs.abstract", {"uri": "viking://agent/skills/pdf-tools"})
+    assert "Extract tables" in ab["content"]
+    for bad in ("no frontmatter", "---\nname: x\n---\n", "---\ndescription: d\n---\n", "---\nname: ../x\n"
+                "description: d\n---\n", "---\n: [\n---\n"):
+        with pytest.raises(E.InvalidArgument):
+            await client.call("skills.add", {"content": bad})
+    mine = await client.call("skills.add", {"content": "---\nname: mine\ndescription: Personal helper.\n---\n",
+                                            "scope": "user", "wait": True})
+    assert mine["root_uri"] == "viking://user/default/skills/mine"
+
+
+async def test_memory_is_indexed_with_category_and_whole_body(client: SkaldClient) -> None:
+    body = "# Summary\n\nAlice moved to Lisbon in March.\n\n# Details\n\nShe works remotely for a bakery chain."
+    r = await client.call("memories.write", {"category": "events", "content": body, "tags": ["project=move"]})
+    assert r["status"] == "done" and r["root_uri"].startswith("viking://user/default/memories/events/mem_")
+    again = await client.call("memories.write", {"category": "events", "content": body})
+    assert again["root_uri"] == r["root_uri"]
+    hits = await client.call("search.find", {"query": "where did Alice move", "context_type": "memory", "level": 2})
+    m = hits["memories"][0]
+    assert m["uri"] == r["root_uri"] and m["category"] == "events" and m["abstract"] == body
+    assert "memory_type=events" in m["tags"] and "project=move" in m["tags"]
+    tagged = await client.call("search.find", {"query": "Alice", "tags": ["memory_type=events", "project=move"]})
+    assert [x["uri"] for x in tagged["memories"]] == [r["root_uri"]]
+    with pytest.raises(E.InvalidArgument):
+        await client.call("memories.write", {"category": "Bad Category", "content": "x"})
+    with pytest.raises(E.InvalidArgument):
+        await client.call("memories.write", {"category": "events", "content": "x", "tags": ["nokey"]})

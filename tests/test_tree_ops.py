@@ -1,0 +1,98 @@
+"""The tree over NATS: every fs operation, kept in sync with the index."""
+
+from __future__ import annotations
+
+import pytest
+
+from messages import errors as E
+from runtime.client import SkaldClient
+
+
+async def uris(client: SkaldClient, query: str, **kw: object) -> list[str]:
+    r = await client.call("search.find", {"query": query, **kw})
+    return [m["uri"] for m in r["memories"] + r["resources"] + r["skills"]]
+
+
+async def test_write_then_read_stat_ls_tree(client: SkaldClient) -> None:
+    """What fs.write accepts, fs.read/stat/ls/tree show at once."""
+    w = await client.call("fs.write", {"uri": "viking://resources/proj/guide.md",
+                                       "content": "# Guide\n\nInstall with pip. Run the server."})
+    assert w["uri"] == "viking://resources/proj/guide.md" and w["created"] and w["indexed"]
+    r = await client.call("fs.read", {"uri": "viking://resources/proj/guide.md"})
+    assert r["content"].startswith("# Guide")
+    part = await client.call("fs.read", {"uri": "viking://resources/proj/guide.md", "offset": 2, "limit": 5})
+    assert part["content"] == "Guide" and part["truncated"]
+    st = await client.call("fs.stat", {"uri": "viking://resources/proj/guide.md"})
+    assert not st["is_dir"] and st["size"] == len(r["content"].encode())
+    ls = await client.call("fs.ls", {"uri": "viking://resources/proj"})
+    assert [e["name"] for e in ls["entries"]] == ["guide.md"]
+    assert ls["entries"][0]["abstract"].startswith("Guide.")
+    hidden = await client.call("fs.ls", {"uri": "viking://resources/proj", "show_hidden": True})
+    assert {".abstract.md", ".overview.md"} <= {e["name"] for e in hidden["entries"]}
+    tree = await client.call("fs.tree", {"uri": "viking://resources"})
+    assert tree["tree"]["children"][0]["name"] == "proj"
+    assert tree["tree"]["children"][0]["children"][0]["uri"] == "viking://resources/proj/guide.md"
+
+
+async def test_write_modes(client: SkaldClient) -> None:
+    """create refuses an existing file; append appends; replace replaces."""
+    u = "viking://resources/notes/a.md"
+    await client.call("fs.write", {"uri": u, "content": "one", "mode": "create"})
+    with pytest.raises(E.Conflict):
+        await client.call("fs.write", {"uri": u, "content": "two", "mode": "create"})
+    await client.call("fs.write", {"uri": u, "content": " two", "mode": "append"})
+    assert (await client.call("fs.read", {"uri": u}))["content"] == "one two"
+    await client.call("fs.write", {"uri": u, "content": "three"})
+    assert (await client.call("fs.read", {"uri": u}))["content"] == "three"
+
+
+async def test_directory_summaries_generated_bottom_up(client: SkaldClient) -> None:
+    """Each directory gets .abstract.md (L0) and .overview.md (L1), parents from children."""
+    await client.call("fs.write", {"uri": "viking://resources/kb/net/dns.md",
+                                   "content": "# DNS\n\nName resolution turns host names into addresses."})
+    net = await client.call("fs.overview", {"uri": "viking://resources/kb/net"})
+    assert "dns.md" in net["content"] and "Name resolution" in net["content"]
+    kb = await client.call("fs.overview", {"uri": "viking://resources/kb"})
+    assert "net/" in kb["content"]
+    ab = await client.call("fs.abstract", {"uri": "viking://resources/kb/net"})
+    assert ab["content"].startswith("net")
+    r = await client.call("search.find", {"query": "name resolution host names", "level": [0, 1]})
+    got = [m["uri"] for m in r["resources"]]
+    assert "viking://resources/kb/net/.abstract.md" in got or "viking://resources/kb/net/.overview.md" in got
+
+
+async def test_rm_and_mv_keep_index_in_sync(client: SkaldClient) -> None:
+    """A removed file is no longer found; a moved file is found at its new URI only."""
+    await client.call("fs.write", {"uri": "viking://resources/a/x.md", "content": "zebra migration patterns"})
+    await client.call("fs.write", {"uri": "viking://resources/a/y.md", "content": "penguin colonies in winter"})
+    assert "viking://resources/a/x.md" in await uris(client, "zebra migration")
+    await client.call("fs.rm", {"uri": "viking://resources/a/x.md"})
+    assert "viking://resources/a/x.md" not in await uris(client, "zebra migration")
+    with pytest.raises(E.NotFound):
+        await client.call("fs.read", {"uri": "viking://resources/a/x.md"})
+    await client.call("fs.mv", {"from_uri": "viking://resources/a", "to_uri": "viking://resources/b"})
+    found = await uris(client, "penguin colonies")
+    assert "viking://resources/b/y.md" in found
+    assert not any(u.startswith("viking://resources/a/") for u in found)
+    with pytest.raises(E.Conflict):
+        await client.call("fs.rm", {"uri": "viking://resources/b"})
+    await client.call("fs.rm", {"uri": "viking://resources/b", "recursive": True})
+    assert not any(u.startswith("viking://resources/b") for u in await uris(client, "penguin colonies"))
+
+
+async def test_mkdir(client: SkaldClient) -> None:
+    await client.call("fs.mkdir", {"uri": "viking://resources/empty/inner"})
+    st = await client.call("fs.stat", {"uri": "viking://resources/empty/inner"})
+    assert st["is_dir"]
+    with pytest.raises(E.NotFound):
+        await client.call("fs.mkdir", {"uri": "viking://resources/none/x", "parents": False})
+
+
+async def test_reads_of_unknown_uris_are_not_found(client: SkaldClient) -> None:
+    for op in ("fs.read", "fs.stat", "fs.ls", "fs.tree", "fs.abstract", "fs.overview"):
+        with pytest.raises(E.NotFound):
+            await client.call(op, {"uri": "viking://resources/does/not/exist"})
+    with pytest.raises(E.NotFound):
+        await client.call("search.grep", {"uri": "viking://resources/nope", "pattern": "x"})
+    with pytest.raises(E.NotFound):
+        await client.call("fs.rm", {"uri": "viking://resources/nope"})
