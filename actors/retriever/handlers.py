@@ -271,6 +271,7 @@ class Retriever:
         starts = W.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
         found, cut = await asyncio.to_thread(W.glob, self.ns, starts, vp, pattern, req.node_limit,
                                              frozenset(tags) if tags else None)
+        found.sort(key=lambda f: f[0])
         if not (req.extra_fields or tags or req.include_tags):
             return Q.GlobResult(matches=[u for u, _, _, _ in found], count=len(found), truncated=cut)
         allowed = {"is_dir", "size", "updated_at", "created_at", "abstract", "name", "tags", "context_type"}

@@ -1,0 +1,88 @@
+"""The actor host's guarantees, with a small actor of the test's own on a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import msgspec
+import nats
+import pytest
+
+from actors.common.context import Ctx
+from actors.common.decl import handles
+from messages import errors as E
+from runtime.client import SkaldClient
+from runtime.config import Config
+from runtime.host import ActorHost
+
+
+class Nap(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    seconds: float = 0.0
+    fail: str = ""
+
+
+class Sleeper:
+    @handles("test.nap", Nap, timeout_s=5.0)
+    async def nap(self, req: Nap, ctx: Ctx) -> dict:
+        if req.fail == "typed":
+            raise E.Conflict("typed failure", {"why": "asked"})
+        if req.fail == "crash":
+            raise RuntimeError("boom")
+        if req.fail == "deprecated":
+            ctx.deprecated.append("max_chars")
+        await asyncio.sleep(req.seconds)
+        return {"slept": req.seconds, "user": ctx.identity.user}
+
+
+@pytest.fixture
+async def host(nats_url: str) -> AsyncIterator[tuple[ActorHost, SkaldClient]]:
+    cfg = Config.from_env(env={}, nats_url=nats_url)
+    cfg.prefix = "hosttest"
+    cfg.max_concurrency = 4
+    nc = await nats.connect(nats_url)
+    h = ActorHost(nc, cfg, {"sleeper": Sleeper()})
+    await h.start()
+    c = await SkaldClient.connect(nats_url, user="bob")
+    c.prefix = "hosttest"
+    yield h, c
+    await c.close()
+    await h.stop()
+    await nc.drain()
+
+
+async def test_requests_run_concurrently(host: tuple[ActorHost, SkaldClient]) -> None:
+    """One slow request does not hold up the next: a task per request, not per subscription."""
+    _, c = host
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    out = await asyncio.gather(*(c.call("test.nap", {"seconds": 0.3}) for _ in range(4)))
+    assert loop.time() - t0 < 1.1 and all(o["user"] == "bob" for o in out)
+
+
+async def test_deadline_exceeded_is_a_typed_reply(host: tuple[ActorHost, SkaldClient]) -> None:
+    _, c = host
+    with pytest.raises(E.DeadlineExceeded):
+        await c.call("test.nap", {"seconds": 2.0}, timeout_s=0.2)
+
+
+async def test_capacity_answers_unavailable(host: tuple[ActorHost, SkaldClient]) -> None:
+    """Past max_concurrency the worker says UNAVAILABLE at once instead of queueing without bound."""
+    _, c = host
+    results = await asyncio.gather(*(c.call("test.nap", {"seconds": 0.5}) for _ in range(8)),
+                                   return_exceptions=True)
+    unavailable = [r for r in results if isinstance(r, E.Unavailable)]
+    assert len(unavailable) == 4 and sum(isinstance(r, dict) for r in results) == 4
+
+
+async def test_typed_errors_crashes_and_deprecation(host: tuple[ActorHost, SkaldClient]) -> None:
+    h, c = host
+    with pytest.raises(E.Conflict) as ei:
+        await c.call("test.nap", {"fail": "typed"})
+    assert ei.value.details == {"why": "asked"}
+    with pytest.raises(E.Internal):
+        await c.call("test.nap", {"fail": "crash"})
+    resp, hdrs = await c.raw("test.nap", b'{"fail": "deprecated"}')
+    assert resp.status == "ok" and hdrs.get("Deprecation") == "true"
+    assert (await c.call("system.health"))["worker"]["in_flight"] >= 0
+    assert h.info().handled >= 3

@@ -1,0 +1,80 @@
+"""Every subject answers garbage with exactly one INVALID_ARGUMENT reply and stays healthy."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from runtime.client import SkaldClient
+
+# subject -> (a valid body, its required fields, its URI-bearing field or None)
+SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
+    "fs.read": ({"uri": "viking://resources/x.md"}, ["uri"], "uri"),
+    "fs.ls": ({"uri": "viking://resources"}, ["uri"], "uri"),
+    "fs.tree": ({"uri": "viking://resources"}, ["uri"], "uri"),
+    "fs.stat": ({"uri": "viking://resources"}, ["uri"], "uri"),
+    "fs.abstract": ({"uri": "viking://resources"}, ["uri"], "uri"),
+    "fs.overview": ({"uri": "viking://resources"}, ["uri"], "uri"),
+    "fs.write": ({"uri": "viking://resources/x.md", "content": "x"}, ["uri", "content"], "uri"),
+    "fs.mkdir": ({"uri": "viking://resources/d"}, ["uri"], "uri"),
+    "fs.rm": ({"uri": "viking://resources/x.md"}, ["uri"], "uri"),
+    "fs.mv": ({"from_uri": "viking://resources/x.md", "to_uri": "viking://resources/y.md"},
+              ["from_uri", "to_uri"], "from_uri"),
+    "resources.add": ({"content": "x", "name": "x.md"}, [], "target_uri"),
+    "skills.add": ({"content": "---\nname: s\ndescription: d\n---\n"}, [], None),
+    "memories.write": ({"category": "events", "content": "x"}, ["category", "content"], None),
+    "search.find": ({"query": "x"}, [], "target_uri"),
+    "search.grep": ({"uri": "viking://resources", "pattern": "x"}, ["uri", "pattern"], "uri"),
+    "search.glob": ({"pattern": "*"}, ["pattern"], "uri"),
+    "system.health": ({}, [], None),
+    "system.stats": ({}, [], None),
+}
+BAD_URIS = ["not-a-uri", "viking://resources/../../etc/passwd", "viking://resources/%2e%2e/x",
+            "viking://resources/%252e%252e/x", "viking:///etc/passwd", "viking://nosuchroot/x",
+            "viking://resources/a\\b", "viking://resources/a\x00b", "viking://resources/" + "a" * 300]
+
+
+async def expect_invalid(client: SkaldClient, op: str, body: bytes) -> dict:
+    resp, headers = await client.raw(op, body)
+    assert resp.status == "error", (op, body[:80])
+    assert resp.error and resp.error["code"] == "INVALID_ARGUMENT", (op, body[:80], resp.error)
+    assert headers["Skald-Status"] == "INVALID_ARGUMENT"
+    return resp.error
+
+
+@pytest.mark.parametrize("op", sorted(SUBJECTS))
+async def test_garbage_gets_invalid_argument(client: SkaldClient, op: str) -> None:
+    valid, required, uri_field = SUBJECTS[op]
+    for junk in (b"\xff\xfe not json", b"[1, 2]", b'"a string"', b"{", b"null", b"123"):
+        await expect_invalid(client, op, junk)
+    await expect_invalid(client, op, msgspec.json.encode({**valid, "no_such_field": 1}))
+    for field in required:
+        await expect_invalid(client, op, msgspec.json.encode({k: v for k, v in valid.items() if k != field}))
+    for field, value in valid.items():
+        wrong = 12345 if isinstance(value, str) else "wrong"
+        err = await expect_invalid(client, op, msgspec.json.encode({**valid, field: wrong}))
+        assert f"$.{field}" in err["message"]
+    if uri_field:
+        for bad in BAD_URIS:
+            await expect_invalid(client, op, msgspec.json.encode({**valid, uri_field: bad}))
+    health = await client.call("system.health")
+    assert health["status"] == "ok"
+
+
+async def test_oversized_body_is_refused(client: SkaldClient) -> None:
+    big = msgspec.json.encode({"uri": "viking://resources/big.md", "content": "x" * (1024 * 1024 + 10)})
+    err = await expect_invalid(client, "fs.write", big)
+    assert err["details"]["max_bytes"] == 1024 * 1024
+
+
+async def test_msgpack_bodies_get_msgpack_replies(client: SkaldClient) -> None:
+    r = await client.call("fs.write", {"uri": "viking://resources/mp.md", "content": "msgpack works"}, msgpack=True)
+    assert r["uri"] == "viking://resources/mp.md"
+    resp, headers = await client.raw("fs.read", b"\xc1", {"Content-Type": "application/msgpack"})
+    assert headers["Content-Type"] == "application/msgpack" and resp.error["code"] == "INVALID_ARGUMENT"
+
+
+async def test_bad_identity_headers_are_refused(client: SkaldClient) -> None:
+    for hdr in ({"Skald-User": "../root"}, {"Skald-Account": "a/b"}, {"Skald-Actor-Peer": "x y"}):
+        resp, _ = await client.raw("fs.ls", msgspec.json.encode({"uri": "viking://resources"}), hdr)
+        assert resp.error and resp.error["code"] == "INVALID_ARGUMENT"
