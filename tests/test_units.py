@@ -1,0 +1,147 @@
+"""Pure cores: token estimate, extracts, URIs, glob translation, find parameters, results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from actors.common import extract as X
+from actors.indexer import rows as R
+from actors.retriever import params as P
+from actors.retriever import results as Rs
+from actors.retriever.walk import glob_regex
+from messages import errors as E
+from messages.index import IndexRow
+from runtime.embedders import HashEmbedder
+from store.index import Query, VectorIndex
+from store.tokens import estimate_tokens
+from store.uri import Identity, canonical, context_type_of, default_roots
+
+
+@pytest.mark.parametrize("text,tokens", [
+    ("", 0), ("abcd", 1), ("abcde", 2), ("你好", 3), ("こんにちは", 8), ("안녕", 3), ("ＡＢ", 3),
+    ("😀", 2), ("a😀", 3), ("中文 text", 5),
+])
+def test_token_estimate(text: str, tokens: int) -> None:
+    assert estimate_tokens(text) == tokens
+
+
+def test_abstract_cuts_at_sentence_boundary() -> None:
+    text = "# Title\n\n" + "This sentence is fine. " * 30
+    a = X.file_abstract("t.md", text)
+    assert len(a) <= 256 and a.endswith(".") and a.startswith("Title.")
+    assert X.cut_sentences("第一句。第二句。", 5) == "第一句。"
+
+
+def test_overview_by_source_type() -> None:
+    assert X.text_overview("m.md", "# Summary\n\nMet Bob.\n\n# Detail\n\nLong.") == "Met Bob."
+    assert "def f(x)" in X.text_overview("a.py", "import os\n\ndef f(x):\n    return x\n")
+    assert X.text_overview("d.md", "# A\n\npara one\n\n## B\n\ntext").startswith("- A\n  - B")
+
+
+@pytest.mark.parametrize("uri,err", [
+    ("viking://resources/../x", E.InvalidArgument), ("viking://resources/%2e%2e/x", E.InvalidArgument),
+    ("viking://resources/%252e%252e/x", E.InvalidArgument), ("viking://user/memories", E.InvalidArgument),
+    ("viking://user/mallory/x", E.PermissionDenied), ("viking://other/x", E.InvalidArgument),
+    ("http://resources/x", E.InvalidArgument), ("viking:///abs", E.InvalidArgument),
+])
+def test_uri_refusals(uri: str, err: type) -> None:
+    with pytest.raises(err):
+        canonical(uri, Identity(user="alice"))
+
+
+def test_uri_aliases_and_types() -> None:
+    me = Identity(user="alice")
+    assert canonical("viking://~/memories/events", me) == ("user", "alice", "memories", "events")
+    assert canonical("viking://resources/a%20b/", me) == ("resources", "a b")
+    assert context_type_of(("user", "a", "memories", "events", "x.md")) == "memory"
+    assert context_type_of(("agent", "skills", "s", "SKILL.md")) == "skill"
+    assert default_roots(Identity(user="u", peer="p"), "memory") == [
+        "viking://user/u/peers/p/memories", "viking://user/u/peers/p/resources"]
+
+
+@pytest.mark.parametrize("pattern,path,ok", [
+    ("**/*.md", "a/b/c.md", True), ("**/*.md", "c.md", True), ("*/.md", "a/.md", True),
+    ("*.md", "a/b.md", False), ("a/?.py", "a/b.py", True), ("[ab]*.txt", "c.txt", False),
+    ("[!a]*.txt", "c.txt", True), ("docs/**", "docs/x/y", True),
+])
+def test_glob_translation(pattern: str, path: str, ok: bool) -> None:
+    assert bool(glob_regex(pattern).match(path)) is ok
+
+
+def test_time_parsing_and_decay() -> None:
+    now = 1_800_000_000.0
+    assert P.parse_time("2h", "since", now) == now - 7200
+    assert P.parse_time("2026-01-01", "since", now) == 1767225600.0
+    assert P.parse_decay("0") == 0.0 and P.parse_decay("7d") == 7 * 86400 and P.parse_decay(None) is None
+    assert P.time_score(now - 86400, now, 7 * 86400) == 1.0
+    assert math.isclose(P.time_score(now - (7 + 30) * 86400, now, 7 * 86400), 0.5)
+    assert P.time_score(0.0, now, 0.0) == 1.0
+
+
+def test_filter_forms() -> None:
+    row = IndexRow(account="a", uri="viking://resources/x", level=2, parent_uri="viking://resources",
+                   context_type="resource", category="", tags=("k=v",), updated_at=10.0)
+    assert P.compile_filter({"level": [1, 2], "updated_at": {"gte": 5}})(row)  # type: ignore[misc]
+    assert not P.compile_filter({"or": [{"level": 0}, {"context_type": "memory"}]})(row)  # type: ignore[misc]
+    assert P.compile_filter({"op": "must_not", "field": "tags", "conds": ["x=y"]})(row)  # type: ignore[misc]
+    with pytest.raises(E.InvalidArgument):
+        P.compile_filter({"op": "fuzzy", "field": "level"})
+
+
+def test_suffixes_idempotent_and_grouping() -> None:
+    u = Rs.served_uri("viking://resources/d", 0)
+    assert u == "viking://resources/d/.abstract.md" and Rs.served_uri(u, 0) == u
+    assert Rs.node_uri(Rs.node_uri(u)) == "viking://resources/d"
+    assert Rs.passes(0.5, 0.5) is False and Rs.passes(0.5, 0.5, gte=True) is True
+
+
+def test_tags_strict() -> None:
+    assert R.check_tags(["a=b", "a=b"]) == ("a=b",)
+    for bad in (["a"], ["=b"], ["a=b=c"], ["a= b"]):
+        with pytest.raises(E.InvalidArgument):
+            R.check_tags(bad)
+
+
+def _rows(n: int, dim: int) -> list[tuple[IndexRow, np.ndarray]]:
+    """Clustered vectors (random Gaussians make a useless graph benchmark, NATS-NOTES.md)."""
+    rng = np.random.default_rng(7)
+    centers = rng.normal(size=(7, dim)).astype(np.float32)
+    out = []
+    for i in range(n):
+        v = centers[i % 7] + 0.35 * rng.normal(size=dim).astype(np.float32)
+        uri = f"viking://resources/t{i % 7}/doc{i}"
+        out.append((IndexRow(account="acc", uri=uri, level=2, parent_uri=uri.rsplit("/", 1)[0],
+                             context_type="resource", updated_at=float(i)), v / np.linalg.norm(v)))
+    return out
+
+
+def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import store.index
+
+    monkeypatch.setattr(store.index, "BRUTE_FORCE_MAX", 1000)  # so 3,000 rows take the graph path
+    monkeypatch.setattr(store.index, "SMALL_INDEX", 1000)
+    emb = HashEmbedder()
+    idx = VectorIndex(emb.dim, emb.name)
+    rows = _rows(3000, emb.dim)
+    idx.upsert_many(rows)
+    q = rows[1234][1]
+    hits, trace = idx.search(q, Query(account="acc"), 5)
+    scores = np.stack([v for _, v in rows]) @ q
+    best = rows[int(np.argmax(scores))][0].uri
+    assert trace.engine == "hnsw" and math.isclose(hits[0].score, float(scores.max()), abs_tol=1e-5)
+    best = hits[0].row.uri
+    sub, tr2 = idx.search(q, Query(account="acc", prefixes=[best.rsplit("/", 1)[0]]), 5)
+    assert tr2.engine == "exact" and sub[0].row.uri == best
+    assert all(h.row.uri.startswith(best.rsplit("/", 1)[0] + "/") for h in sub)
+    assert idx.search(q, Query(account="other"), 5)[0] == []
+    assert idx.delete("acc", best, 2)
+    assert idx.search(q, Query(account="acc"), 1)[0][0].row.uri != best
+    idx.applied_seq = 42
+    idx.save(tmp_path / "snap")
+    back = VectorIndex.load(tmp_path / "snap", emb.dim, emb.name)
+    assert back is not None and len(back) == len(idx) and back.applied_seq == 42
+    assert back.content_hash() == idx.content_hash()
+    assert VectorIndex.load(tmp_path / "snap", emb.dim, "another-model") is None
