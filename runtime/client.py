@@ -20,7 +20,15 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from messages import errors as E
 from messages.envelope import (
-    CONTENT_TYPE, H_ACCOUNT, H_AGENT, H_API_KEY, H_INDEX_SEQ, H_PEER, H_TIMEOUT_MS, H_USER, MSGPACK,
+    CONTENT_TYPE,
+    H_ACCOUNT,
+    H_AGENT,
+    H_API_KEY,
+    H_INDEX_SEQ,
+    H_PEER,
+    H_TIMEOUT_MS,
+    H_USER,
+    MSGPACK,
 )
 
 

