@@ -40,6 +40,7 @@ class Config:
     llm_timeout_s: float = 60.0
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
+    work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Config:

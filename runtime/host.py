@@ -232,8 +232,9 @@ class ActorHost:
 
     async def _consume(self, decl: Consumes, fn: Callable[..., Any]) -> None:
         js = self.nc.jetstream(timeout=10.0)
+        ack_wait = self.cfg.work_ack_wait_s or decl.ack_wait_s
         cfg = api.ConsumerConfig(
-            durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=decl.ack_wait_s,
+            durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ack_wait,
             max_deliver=decl.max_deliver, max_ack_pending=256, max_waiting=512,
             filter_subject=S.work(self.cfg.prefix, decl.queue),
         )
@@ -257,9 +258,9 @@ class ActorHost:
                 await asyncio.sleep(0.5)
                 continue
             for m in msgs:
-                await self._run_job(m, decl, fn, dec)
+                await self._run_job(m, decl, fn, dec, ack_wait)
 
-    async def _run_job(self, m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any) -> None:
+    async def _run_job(self, m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> None:
         delivered = m.metadata.num_delivered
         try:
             job = dec.decode(m.data)
@@ -270,7 +271,7 @@ class ActorHost:
 
         async def keep_alive() -> None:
             while True:
-                await asyncio.sleep(decl.ack_wait_s / 3)
+                await asyncio.sleep(ack_wait / 3)
                 with contextlib.suppress(Exception):
                     await m.in_progress()
 

@@ -1,0 +1,84 @@
+"""OpenAI-compatible clients against a small real HTTP server the test starts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from runtime.embedders import OpenAIEmbedder
+from runtime.llm import LLMSummarizer, OpenAIChat
+
+
+class ModelServer(BaseHTTPRequestHandler):
+    mode = "ok"
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if type(self).mode == "fail":
+            self.send_response(500)
+            self.end_headers()
+            return
+        if type(self).mode == "hang":
+            time.sleep(2)
+        if self.path.endswith("/embeddings"):
+            data = [{"index": i, "embedding": [float(len(t)), 1.0, 0.0, 0.0]} for i, t in enumerate(body["input"])]
+            out = {"data": data, "usage": {"total_tokens": 7}}
+        else:
+            text = "garbage" if type(self).mode == "empty" else "A short model summary."
+            out = {"choices": [{"message": {"content": "" if type(self).mode == "empty" else text}}],
+                   "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}, "model": "m1"}
+        raw = json.dumps(out).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    ModelServer.mode = "ok"
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), ModelServer)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+    srv.server_close()
+
+
+async def test_openai_embedder_normalises_and_learns_dim(server: str) -> None:
+    e = OpenAIEmbedder(server, "emb", api_key="k", timeout_s=1.0, query_prefix="query: ")
+    await e.probe()
+    assert e.dim == 4
+    v = await e.embed_query("abc")
+    assert np.isclose(np.linalg.norm(v), 1.0) and v[0] > v[1]  # len("query: abc") = 10
+    m = await e.embed_passages(["a", "bb", "ccc"])
+    assert m.shape == (3, 4) and e.usage_tokens == 21  # probe, query, passages
+
+
+async def test_openai_chat_reports_usage_and_times_out(server: str) -> None:
+    chat = OpenAIChat(server, "m1", timeout_s=0.5)
+    c = await chat.complete("sys", "user")
+    assert c.text == "A short model summary." and c.usage.total_tokens == 16 and c.model == "m1"
+    ModelServer.mode = "hang"
+    with pytest.raises(TimeoutError):
+        await chat.complete("sys", "user", timeout_s=0.3)
+
+
+@pytest.mark.parametrize("mode", ["fail", "hang", "empty"])
+async def test_llm_summarizer_falls_back_to_extract(server: str, mode: str) -> None:
+    s = LLMSummarizer(OpenAIChat(server, "m1", timeout_s=0.3))
+    ok = await s.file_abstract("a.md", "# Title\n\nFirst sentence. Second one.")
+    assert ok == "A short model summary." and s.fallbacks == 0 and s.usage_tokens == 16
+    ModelServer.mode = mode
+    got = await s.file_abstract("a.md", "# Title\n\nFirst sentence. Second one.")
+    assert got == "Title. First sentence. Second one." and s.fallbacks == 1
