@@ -44,6 +44,8 @@ class WriteMemoryRequest(_Req):
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
+    """The reply of an ingest request, and the `ingest.done.{job_id}` event a finished job publishes."""
+
     job_id: str
     root_uri: str
     status: Literal["queued", "done", "failed"]
@@ -66,18 +68,6 @@ class IngestJob(msgspec.Struct, kw_only=True, frozen=True):
     remove_rows: tuple[tuple[str, int], ...] = ()
     refresh_dirs: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
-
-
-class IngestDone(msgspec.Struct, kw_only=True):
-    job_id: str
-    root_uri: str
-    status: Literal["done", "failed"]
-    files: int = 0
-    directories: int = 0
-    rows: int = 0
-    index_seq: int = 0
-    error: str | None = None
-    generator: str = ""
 
 
 class IngestProgress(msgspec.Struct, kw_only=True):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from runtime.client import SkaldClient
-from tests.test_processes import wait_ready
+from tests.test_processes import reap, wait_ready
 
 
 def worker(url: str, data: Path, prefix: str) -> subprocess.Popen[str]:
@@ -68,10 +68,4 @@ async def test_ingest_killed_mid_job_resumes_on_another_worker(nats_url: str, tm
             assert len(uris) == 3000
             assert (await c.call("fs.overview", {"uri": "viking://resources/bulk/part3"}))["content"]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdout, p.stderr):
-                if f:
-                    f.close()
+        reap(procs)

@@ -34,10 +34,7 @@ def wait_ready(p: subprocess.Popen[str], timeout: float = 30.0) -> str:
     return line.split()[-1]
 
 
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    ps: list[subprocess.Popen[str]] = []
-    yield ps
+def reap(ps: list[subprocess.Popen[str]]) -> None:
     for p in ps:
         if p.poll() is None:
             p.kill()
@@ -45,6 +42,13 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
         for f in (p.stdout, p.stderr):
             if f:
                 f.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    ps: list[subprocess.Popen[str]] = []
+    yield ps
+    reap(ps)
 
 
 async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: list) -> None:

@@ -62,7 +62,7 @@ class Indexer:
             raise InvalidArgument("names starting with '.' are reserved", {"uri": vp.uri})
         return vp
 
-    async def _submit(self, job: I.IngestJob, wait: bool, ctx: Ctx) -> I.IngestDone | None:
+    async def _submit(self, job: I.IngestJob, wait: bool, ctx: Ctx) -> I.IngestResult | None:
         """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""
         if not wait:
             await self.bus.enqueue(INGEST_QUEUE, job, job.job_id)
@@ -70,7 +70,7 @@ class Indexer:
         async with self.bus.waiter(f"ingest.done.{job.job_id}") as w:
             await self.bus.enqueue(INGEST_QUEUE, job, job.job_id)
             raw = await w.wait(max(0.0, ctx.remaining() - 0.05))
-        return msgspec.json.decode(raw, type=I.IngestDone) if raw else None
+        return msgspec.json.decode(raw, type=I.IngestResult) if raw else None
 
     @staticmethod
     def _job_id() -> str:
@@ -146,12 +146,10 @@ class Indexer:
         return F.ChangeResult(uri=dst.uri, index_job=job.job_id, indexed=bool(done), removed=len(keys),
                               index_seq=done.index_seq if done else 0)
 
-    def _result(self, job: I.IngestJob, root: str, done: I.IngestDone | None) -> I.IngestResult:
+    def _result(self, job: I.IngestJob, root: str, done: I.IngestResult | None) -> I.IngestResult:
         if done is None:
             return I.IngestResult(job_id=job.job_id, root_uri=root, status="queued", generator=self.summarizer.name)
-        return I.IngestResult(job_id=job.job_id, root_uri=root, status=done.status, files=done.files,
-                              directories=done.directories, rows=done.rows, index_seq=done.index_seq,
-                              error=done.error, generator=done.generator)
+        return msgspec.structs.replace(done, root_uri=root)
 
     @handles(S.RESOURCES_ADD, I.AddResourceRequest, timeout_s=600.0)
     async def add_resource(self, req: I.AddResourceRequest, ctx: Ctx) -> I.IngestResult:
@@ -231,14 +229,14 @@ class Indexer:
         except Exception as e:
             if att.delivered >= 6:
                 self.jobs_failed += 1
-                await self.bus.publish_event(f"ingest.done.{job.job_id}", I.IngestDone(
+                await self.bus.publish_event(f"ingest.done.{job.job_id}", I.IngestResult(
                     job_id=job.job_id, root_uri=",".join(job.index_roots), status="failed", error=str(e)),
                     f"ingest.done.{job.job_id}")
             raise
         self.jobs_done += 1
         await self.bus.publish_event(f"ingest.done.{job.job_id}", done, f"ingest.done.{job.job_id}")
 
-    async def process(self, job: I.IngestJob) -> I.IngestDone:
+    async def process(self, job: I.IngestJob) -> I.IngestResult:
         """Run one job to the end: deletes, file rows, directory summaries bottom-up, publish."""
         ident = Identity(account=job.account, is_root=True)
         changes: list[tuple[str, IndexChange]] = []
@@ -274,7 +272,7 @@ class Indexer:
         dir_changes = await self._dir_rows(job, ordered)
         changes += dir_changes
         seq = await self.bus.publish_index(changes)
-        return I.IngestDone(job_id=job.job_id, root_uri=",".join(job.index_roots), status="done",
+        return I.IngestResult(job_id=job.job_id, root_uri=",".join(job.index_roots), status="done",
                             files=len(files), directories=len(ordered), rows=len(changes), index_seq=seq,
                             generator=self.summarizer.name)
 
