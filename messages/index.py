@@ -26,6 +26,7 @@ class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
     owner: str = ""
     content_hash: str = ""
     model: str = ""
+    text: str = ""  # what keyword (BM25) search reads: the file's text (bounded), or the L0/L1 text
     vector: bytes = b""
 
 

@@ -37,6 +37,16 @@ class FindRequest(_Req):
     telemetry: bool | dict[str, Any] = False
 
 
+class SearchRequest(FindRequest, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """seed 004 `search()`: find's parameters plus session-aware planning and the search type.
+    `mode="context"` belongs to the assembler."""
+
+    search_type: Literal["semantic", "keywords", "hybrid"] = "semantic"
+    mode: Literal["list", "context"] = "list"
+    session_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    score_gte: bool = False
+
+
 class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
     context_type: str
     uri: str

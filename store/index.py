@@ -29,6 +29,7 @@ import msgspec
 import numpy as np
 
 from messages.index import IndexRow
+from store.bm25 import KeywordIndex
 
 BRUTE_FORCE_MAX = 8_000  # rows; below this an exact matrix product beats the graph walk
 SMALL_INDEX = 2_000  # the whole index is scored exactly while it is this small
@@ -96,7 +97,9 @@ class VectorIndex:
         self._sorted_keys: list[str] = []
         self._sorted_labels: list[int] = []
         self._free: list[int] = []
+        self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
         self._live = 0
+        self.keywords = KeywordIndex()
         self._graph = hnswlib.Index(space="ip", dim=dim)
         self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
         self._graph.set_ef(HNSW_EF_SEARCH)
@@ -142,7 +145,12 @@ class VectorIndex:
                     self._sorted_keys.insert(pos, sk)
                     self._sorted_labels.insert(pos, label)
                     self._live += 1
+                old = self._rows[label]
+                if old is not None and old.parent_uri != row.parent_uri:
+                    self._children.get(f"{old.account}\x00{old.parent_uri}", set()).discard(label)
+                self._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
                 self._rows[label] = row
+                self.keywords.add(label, row.text or row.abstract)
                 self._vecs[label] = vec
                 self._level[label] = row.level
                 self._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
@@ -173,7 +181,15 @@ class VectorIndex:
                     del self._sorted_keys[i]
                     del self._sorted_labels[i]
                     break
+            old = self._rows[label]
+            if old is not None:
+                kids = self._children.get(f"{old.account}\x00{old.parent_uri}")
+                if kids is not None:
+                    kids.discard(label)
+                    if not kids:
+                        del self._children[f"{old.account}\x00{old.parent_uri}"]
             self._rows[label] = None
+            self.keywords.remove(label)
             self._alive[label] = False
             self._graph.mark_deleted(label)
             self._free.append(label)
@@ -328,6 +344,56 @@ class VectorIndex:
                 return self._exact(vec, q, k, scope_rows)
             fetch *= 4
 
+    def search_children(self, vec: np.ndarray, account: str, parent_uri: str, q: Query,
+                        k: int) -> list[Hit]:
+        """The k best direct children of one directory (exact: a directory's children are few)."""
+        with self._lock:
+            kids = self._children.get(f"{account}\x00{parent_uri}")
+            if not kids:
+                return []
+            labels = np.fromiter(kids, dtype=np.int64, count=len(kids))
+            labels = labels[self._mask(labels, q)]
+            if labels.size == 0:
+                return []
+            scores = self._vecs[labels] @ vec
+            order = np.argsort(-scores, kind="stable")
+            hits: list[Hit] = []
+            for i in order.tolist():
+                row = self._rows[int(labels[i])]
+                if row is None or (q.predicate is not None and not q.predicate(row)):
+                    continue
+                hits.append(Hit(row, float(scores[i])))
+                if len(hits) >= k:
+                    break
+            return hits
+
+    def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
+        """BM25 over the rows the query allows."""
+        def allow(label: int) -> bool:
+            row = self._rows[label]
+            return row is not None and self.allows(row, q)
+
+        return [Hit(r, s) for lab, s in self.keywords.search(text, k, allow) if (r := self._rows[lab]) is not None]
+
+    def label_of(self, account: str, uri: str, level: int) -> int | None:
+        return self._labels.get(row_key(account, uri, level))
+
+    def row_at(self, label: int) -> IndexRow | None:
+        return self._rows[label] if 0 <= label < len(self._rows) else None
+
+    def allows(self, row: IndexRow, q: Query) -> bool:
+        """Whether one row passes every restriction of a query (for candidates found elsewhere)."""
+        if not self._in_scope(row, q.account, q.prefixes):
+            return False
+        if q.levels is not None and row.level not in q.levels:
+            return False
+        if q.context_types is not None and row.context_type not in q.context_types:
+            return False
+        t = row.created_at if q.time_field == "created_at" else row.updated_at
+        if (q.since is not None and t < q.since) or (q.until is not None and t > q.until):
+            return False
+        return q.predicate is None or q.predicate(row)
+
     def scan(self, q: Query, k: int) -> list[IndexRow]:
         """Rows the query allows, newest first, with no vector: a find that only filters."""
         with self._lock:
@@ -403,6 +469,8 @@ class VectorIndex:
                 idx._free.append(label)
                 continue
             idx._labels[row_key(row.account, row.uri, row.level)] = label
+            idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
+            idx.keywords.add(label, row.text or row.abstract)
             idx._level[label] = row.level
             idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
             idx._updated[label] = row.updated_at

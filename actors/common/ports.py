@@ -47,6 +47,14 @@ class LLM(Protocol):
                        timeout_s: float | None = None, json: bool = False) -> Completion: ...
 
 
+class Reranker(Protocol):
+    """Relevance of each document to a query; raises on any failure (callers fall back)."""
+
+    name: str
+
+    async def rerank(self, query: str, documents: list[str]) -> list[float]: ...
+
+
 class Summarizer(Protocol):
     """The LLM tasks of ingest: L0 abstracts and L1 overviews."""
 

@@ -281,7 +281,7 @@ class Indexer:
         by_dir: dict[Path, dict[str, sidecar.FileFacts]] = {}
         for i in range(0, len(files), EMBED_BATCH):
             batch = files[i : i + EMBED_BATCH]
-            pending: list[tuple[VikingPath, str, tuple[str, ...], os.stat_result, str, str]] = []
+            pending: list[tuple[VikingPath, str, tuple[str, ...], os.stat_result, str, str, str]] = []
             for vp in batch:
                 try:
                     st = vp.path.stat()
@@ -304,15 +304,15 @@ class Indexer:
                 abstract, embed_text = R.file_texts(vp.segments, text, summary)
                 facts[vp.name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=sha,
                                                    abstract=summary, tags=tags, summarizer=self.summarizer.name)
-                pending.append((vp, abstract, tags, st, embed_text, sha))
+                pending.append((vp, abstract, tags, st, embed_text, sha, text))
             if not pending:
                 continue
             vecs = await self.embedder.embed_passages([p[4] for p in pending])
-            for (vp, abstract, tags, st, _, sha), vec in zip(pending, vecs, strict=True):
+            for (vp, abstract, tags, st, _, sha, body), vec in zip(pending, vecs, strict=True):
                 row = R.make_row(vp.account, vp.segments, 2, abstract, tags=tags,
                                  created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
                                  content_hash=sha, model=self.embedder.name, vector=vec,
-                                 owner=R.owner_of(vp.segments))
+                                 owner=R.owner_of(vp.segments), text=f"{vp.name}\n{body}")
                 out.append((row_subject_token(vp.account, vp.uri, 2), IndexChange(upsert=row)))
             await self.bus.notify(f"ingest.progress.{job.job_id}", I.IngestProgress(
                 job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files"))
@@ -348,7 +348,8 @@ class Indexer:
                 rows.append((R.make_row(vp.account, vp.segments, level, abstract,
                                         tags=(), created_at=min(st.st_ctime, now), updated_at=now,
                                         content_hash=R.sha256(text.encode()), model=self.embedder.name,
-                                        vector=np.zeros(1), owner=R.owner_of(vp.segments)), text))
+                                        vector=np.zeros(1), owner=R.owner_of(vp.segments),
+                                        text=f"{vp.name}\n{text}"), text))
         if not rows:
             return []
         vecs = await self.embedder.embed_passages([t for _, t in rows])

@@ -17,6 +17,7 @@ from store.uri import category_of, context_type_of, join_uri
 TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}=[^\s=,]{1,128}$")
 EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
 MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (seed 003), within reason
+KEYWORD_CHARS = 16_000  # text a row carries for BM25: identifiers and error codes deep in a file still match
 
 
 def sha256(data: bytes) -> str:
@@ -104,7 +105,7 @@ def vec_bytes(v: np.ndarray) -> bytes:
 
 def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],
              created_at: float, updated_at: float, content_hash: str, model: str, vector: np.ndarray,
-             owner: str) -> IndexRow:
+             owner: str, text: str = "") -> IndexRow:
     ctype = context_type_of(segments)
     cat = category_of(segments) if ctype == "memory" else ""
     if ctype == "memory" and cat and not any(t.startswith("memory_type=") for t in tags) and level == 2:
@@ -113,6 +114,7 @@ def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str,
         account=account, uri=join_uri(segments), level=level, parent_uri=join_uri(segments[:-1]),
         context_type=ctype, category=cat, abstract=abstract, tags=tags, created_at=created_at,
         updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vec_bytes(vector),
+        text=text[:KEYWORD_CHARS],
     )
 
 

@@ -18,11 +18,12 @@ import numpy as np
 from actors.common import extract
 from actors.common.context import Ctx
 from actors.common.decl import handles
-from actors.common.ports import Bus, Embedder
+from actors.common.ports import LLM, Bus, Embedder, Reranker
 from actors.indexer.rows import check_tags
 from actors.retriever import params as P
 from actors.retriever import results as Rs
 from actors.retriever import walk as W
+from actors.retriever.searching import SearchSettings, run_search
 from actors.retriever.stats import StatsCollector
 from messages import fs as F
 from messages import search as Q
@@ -49,10 +50,14 @@ APPLY_CHUNK = 256
 
 
 class Retriever:
-    def __init__(self, ns: Namespace, embedder: Embedder, bus: Bus, state_dir: Path,
+    def __init__(self, ns: Namespace, embedder: Embedder, bus: Bus, state_dir: Path, llm: LLM,
+                 reranker: Reranker | None = None, settings: SearchSettings | None = None,
                  clock: Callable[[], float] = time.time, snapshot_interval_s: float = 30.0) -> None:
         self.ns = ns
         self.embedder = embedder
+        self.llm = llm
+        self.reranker = reranker
+        self.settings = settings or SearchSettings()
         self.bus = bus
         self.state_dir = Path(state_dir)
         self.clock = clock
@@ -238,6 +243,25 @@ class Retriever:
         if req.telemetry:
             result.telemetry = {"latency_ms": round(latency, 3), **{k: v for k, v in prov.items() if k.endswith("_ms")}}
         return result
+
+    @handles(S.SEARCH_SEARCH, Q.SearchRequest, timeout_s=60.0)
+    async def search(self, req: Q.SearchRequest, ctx: Ctx) -> Q.FindResult:
+        return await run_search(self, req, ctx)
+
+    def rerank_fn(self, timeout_s: float):  # type: ignore[no-untyped-def]
+        """The reranker as the descent wants it: scores, or None on any failure (counted upstream)."""
+        if self.reranker is None:
+            return None
+        reranker = self.reranker
+
+        async def call(query: str, docs: list[str]) -> list[float] | None:
+            try:
+                return await asyncio.wait_for(reranker.rerank(query, docs), timeout_s)
+            except Exception as e:  # noqa: BLE001 - any failure falls back to vector scores
+                log.warning("rerank failed, falling back to vector scores: %s", e)
+                return None
+
+        return call
 
     async def _inline_content(self, result: Q.FindResult, ident: Identity) -> None:
         for m in (*result.memories, *result.resources, *result.skills):

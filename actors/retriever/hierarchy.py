@@ -1,0 +1,175 @@
+"""Directory-recursive retrieval (seed 002), as a pure core over an index interface.
+
+THINKING: a global search over directories (levels 0 and 1) finds where to start; the default
+roots join at score 0 so an empty global hit list still descends; a max-heap expands the best
+directories first, up to four per round, scoring their children (rerank when configured),
+propagating the parent's score, keeping what passes the threshold and pushing non-leaf
+children back; it stops when the top-k has not changed for three rounds or the pool has not
+grown for three rounds. QUICK is the flat search `find` uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from messages.index import IndexRow
+from store.index import Hit, Query
+
+GLOBAL_SEARCH_TOPK = 10  # more starting candidates make the later rerank more precise
+MAX_PARALLEL_CHILD_SEARCHES = 4  # bounds the fan-out of one round
+MAX_CONVERGENCE_ROUNDS = 3
+HOTNESS_HALF_LIFE_DAYS = 7.0
+TRACE_REJECTED = 5  # rejected children listed per directory in a trajectory
+
+Rerank = Callable[[str, list[str]], Awaitable[list[float] | None]]
+
+
+class TreeIndex(Protocol):
+    def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], Any]: ...
+
+    def search_children(self, vec: np.ndarray, account: str, parent_uri: str, q: Query, k: int) -> list[Hit]: ...
+
+    def allows(self, row: IndexRow, q: Query) -> bool: ...
+
+
+def hotness(active_count: int, updated_at: float | None, now: float) -> float:
+    """`(1+n)/(2+n) * 2^(-age_days/7)`: use raises it toward 1, age halves it weekly; no time = 0."""
+    if not updated_at:
+        return 0.0
+    age_days = max(0.0, now - updated_at) / 86400.0
+    n = max(0, active_count)
+    return (1 + n) / (2 + n) * math.exp(-math.log(2) * age_days / HOTNESS_HALF_LIFE_DAYS)
+
+
+def propagate(child: float, parent: float, alpha: float) -> float:
+    """`alpha * child + (1 - alpha) * parent`, or the child's own score under a zero-score parent."""
+    return alpha * child + (1 - alpha) * parent if parent else child
+
+
+def passes(score: float, threshold: float, gte: bool) -> bool:
+    return score >= threshold if gte else score > threshold
+
+
+@dataclass(slots=True)
+class Params:
+    limit: int = 10
+    threshold: float | None = None
+    score_gte: bool = False
+    alpha: float = 1.0  # score_propagation_alpha
+    hotness_alpha: float = 0.0
+    now: float = 0.0
+
+
+@dataclass(slots=True)
+class Outcome:
+    hits: list[tuple[IndexRow, float]]
+    trace: dict[str, Any] = field(default_factory=dict)
+    rerank_used: bool = False
+    rerank_fallback: bool = False
+
+
+async def _scores(rerank: Rerank | None, query: str, hits: list[Hit], out: Outcome) -> list[float]:
+    base = [h.score for h in hits]
+    if rerank is None or not hits:
+        return base
+    got = await rerank(query, [h.row.abstract or h.row.uri for h in hits])
+    out.rerank_used = True
+    if got is None or len(got) != len(hits) or not all(math.isfinite(s) for s in got):
+        out.rerank_fallback = True
+        return base
+    return list(got)
+
+
+async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, collect: Query,
+                   roots: list[str], p: Params, rerank: Rerank | None = None) -> Outcome:
+    """Descend from the best directories; `scope` bounds where to look, `collect` what to keep."""
+    out = Outcome(hits=[])
+    threshold = p.threshold if p.threshold is not None else 0.0
+    gq = Query(account=scope.account, prefixes=scope.prefixes, levels=frozenset({0, 1}),
+               context_types=scope.context_types)
+    global_hits, _ = index.search(vec, gq, max(p.limit, GLOBAL_SEARCH_TOPK))
+    dir_scores = await _scores(rerank, text, global_hits, out)
+    starts: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for h, s in zip(global_hits, dir_scores, strict=True):
+        if h.row.uri not in seen:
+            seen.add(h.row.uri)
+            starts.append((h.row.uri, s))
+    for uri in roots:
+        if uri not in seen:
+            seen.add(uri)
+            starts.append((uri, 0.0))
+    trace: dict[str, Any] = {"starting_points": [{"uri": u, "score": round(s, 6)} for u, s in starts], "rounds": []}
+    heap = [(-s, u) for u, s in starts]
+    heapq.heapify(heap)
+    visited: set[str] = set()
+    pool: dict[tuple[str, int], tuple[IndexRow, float]] = {}
+    child_k = max(p.limit * 2, 20)
+    prev_topk: list[tuple[str, int]] = []
+    prev_size = 0
+    converge = stagnant = 0
+    reason = "queue_empty"
+    child_scope = Query(account=scope.account, prefixes=scope.prefixes)
+    while heap:
+        batch: list[tuple[str, float]] = []
+        while heap and len(batch) < MAX_PARALLEL_CHILD_SEARCHES:
+            neg, uri = heapq.heappop(heap)
+            if uri in visited:
+                continue
+            visited.add(uri)
+            batch.append((uri, -neg))
+        if not batch:
+            break
+        results = [index.search_children(vec, scope.account, uri, child_scope, child_k) for uri, _ in batch]
+        scored = await asyncio.gather(*(_scores(rerank, text, hits, out) for hits in results))
+        rnd: list[dict[str, Any]] = []
+        for (uri, parent), hits, scores in zip(batch, results, scored, strict=True):
+            entry: dict[str, Any] = {"uri": uri, "score": round(parent, 6), "children": len(hits), "kept": 0,
+                                     "pushed": 0, "rejected": []}
+            for h, s in zip(hits, scores, strict=True):
+                final = propagate(s, parent, p.alpha)
+                if not passes(final, threshold, p.score_gte):
+                    if len(entry["rejected"]) < TRACE_REJECTED:
+                        entry["rejected"].append({"uri": h.row.uri, "level": h.row.level, "score": round(final, 6)})
+                    continue
+                if index.allows(h.row, collect):
+                    key = (h.row.uri, h.row.level)
+                    if key not in pool or final > pool[key][1]:
+                        pool[key] = (h.row, final)
+                    entry["kept"] += 1
+                if h.row.level != 2 and h.row.uri not in visited:
+                    heapq.heappush(heap, (-final, h.row.uri))
+                    entry["pushed"] += 1
+            rnd.append(entry)
+        trace["rounds"].append(rnd)
+        topk = [k for k, _ in sorted(pool.items(), key=lambda kv: -kv[1][1])[: p.limit]]
+        if topk == prev_topk and len(topk) >= p.limit:
+            converge += 1
+            if converge >= MAX_CONVERGENCE_ROUNDS:
+                reason = "topk_stable"
+                break
+        elif len(pool) == prev_size:
+            stagnant += 1
+            if stagnant >= MAX_CONVERGENCE_ROUNDS:
+                reason = "stagnant"
+                break
+        else:
+            converge = stagnant = 0
+            prev_topk, prev_size = topk, len(pool)
+    trace["convergence"] = reason
+    trace["visited"] = len(visited)
+    final_hits = list(pool.values())
+    if p.hotness_alpha > 0:
+        a = p.hotness_alpha
+        final_hits = [(r, (1 - a) * s + a * hotness(r.active_count, r.updated_at, p.now)) for r, s in final_hits]
+    final_hits.sort(key=lambda rs: (-rs[1], rs[0].uri, rs[0].level))
+    out.hits = final_hits
+    out.trace = trace
+    return out

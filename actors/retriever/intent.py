@@ -1,0 +1,110 @@
+"""Intent analysis (seed 002 §3): session context + query -> a plan of typed queries.
+
+Bounded on every side: the archive overview is cut at 30,000 characters, only the last five
+messages with text are shown, at most three queries are used (the original first), the model
+call runs under a timeout fuse, and any failure falls back to the original query and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import msgspec
+
+from actors.common.ports import LLM
+
+MAX_SUMMARY_CHARS = 30_000
+MAX_RECENT_MESSAGES = 5
+MAX_QUERIES = 3
+CONTEXT_TYPES = ("memory", "resource", "skill")
+
+SYSTEM = """You plan retrieval for an AI agent's context store. Given the conversation so far and the
+user's current request, answer with JSON only:
+{"reasoning": "<one sentence>", "queries": [{"query": "...", "context_type": "memory|resource|skill",
+ "intent": "<why>", "priority": 1-5}]}
+Styles: skill queries start with a verb ("extract tables from PDF"); resource queries are noun phrases
+("RFC template"); memory queries read "the user's ..." ("the user's code style preferences").
+Give 0 queries for greetings or chit-chat, at most 5 otherwise."""
+
+
+class TypedQuery(msgspec.Struct, kw_only=True):
+    query: str
+    context_type: str | None = None  # None: every type (the original query)
+    intent: str = ""
+    priority: int = 3
+
+
+class QueryPlan(msgspec.Struct, kw_only=True):
+    queries: list[TypedQuery]
+    reasoning: str = ""
+    status: str = "original"  # original | planned | failed | timeout | off
+    error: str | None = None
+
+
+def original(query: str, status: str = "original", error: str | None = None) -> QueryPlan:
+    return QueryPlan(queries=[TypedQuery(query=query)], status=status, error=error)
+
+
+def build_prompt(query: str, summary: str, recent: list[tuple[str, str]]) -> str:
+    parts = []
+    if summary:
+        parts.append("## Conversation summary\n" + summary[:MAX_SUMMARY_CHARS])
+    msgs = [(r, t) for r, t in recent if t.strip()][-MAX_RECENT_MESSAGES:]
+    if msgs:
+        parts.append("## Recent messages\n" + "\n".join(f"[{r}]: {t}" for r, t in msgs))
+    parts.append("## Current request\n" + query)
+    return "\n\n".join(parts)
+
+
+def parse_plan(text: str, query: str) -> QueryPlan:
+    """The model's JSON -> a plan of at most three queries, the original first; raises on garbage."""
+    body = text.strip()
+    fence = re.search(r"```(?:json)?\s*(.*?)```", body, flags=re.S)
+    if fence:
+        body = fence.group(1)
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("no JSON object in the planner's answer")
+    data: Any = json.loads(body[start : end + 1])
+    if not isinstance(data, dict) or not isinstance(data.get("queries", []), list):
+        raise ValueError("planner JSON has no queries list")
+    planned: list[TypedQuery] = []
+    for q in data.get("queries", []):
+        if not isinstance(q, dict) or not isinstance(q.get("query"), str) or not q["query"].strip():
+            continue
+        ct = q.get("context_type")
+        prio = q.get("priority", 3)
+        planned.append(TypedQuery(query=q["query"].strip(), context_type=ct if ct in CONTEXT_TYPES else "resource",
+                                  intent=str(q.get("intent", ""))[:500],
+                                  priority=prio if isinstance(prio, int) and not isinstance(prio, bool) else 3))
+    reasoning = str(data.get("reasoning", ""))[:2000]
+    if not planned:
+        return QueryPlan(queries=[], reasoning=reasoning, status="planned")
+    planned.sort(key=lambda t: t.priority)
+    out = [TypedQuery(query=query)]
+    for t in planned:
+        if len(out) >= MAX_QUERIES:
+            break
+        if t.query.lower() != query.lower():
+            out.append(t)
+    return QueryPlan(queries=out, reasoning=reasoning, status="planned")
+
+
+async def analyze(llm: LLM, query: str, summary: str, recent: list[tuple[str, str]],
+                  timeout_s: float) -> QueryPlan:
+    """Never raises: the fuse or any failure yields the original query with the reason."""
+    if llm.extractive:
+        return original(query)
+    if not summary and not any(t.strip() for _, t in recent):
+        return original(query)
+    try:
+        c = await asyncio.wait_for(llm.complete(SYSTEM, build_prompt(query, summary, recent), max_tokens=600,
+                                                json=True), timeout_s)
+        return parse_plan(c.text, query)
+    except TimeoutError:
+        return original(query, "timeout", f"intent analysis exceeded {timeout_s}s")
+    except Exception as e:  # noqa: BLE001 - reported in the plan, never raised
+        return original(query, "failed", f"{type(e).__name__}: {e}"[:500])
