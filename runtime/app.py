@@ -56,7 +56,8 @@ async def connect(urls: list[str], name: str, attempts: int = 30) -> NATS:
     for i in range(attempts):
         try:
             return await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
-                                      connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+                                      connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                      drain_timeout=5)
         except Exception as e:  # noqa: BLE001 - retried, then reported
             last = e
             await asyncio.sleep(min(2.0, 0.1 * (i + 1)))

@@ -247,18 +247,23 @@ class ActorHost:
                 log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)
                 await asyncio.sleep(0.5)
         dec = msgspec.json.Decoder(decl.job)
-        while not self._stopping.is_set():
-            try:
-                msgs = await psub.fetch(1, timeout=1.0)
-            except (NatsTimeout, TimeoutError):
-                continue
-            except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
-                if self._stopping.is_set():
-                    return
-                await asyncio.sleep(0.5)
-                continue
-            for m in msgs:
-                await self._run_job(m, decl, fn, dec, ack_wait)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    msgs = await psub.fetch(1, timeout=1.0)
+                except (NatsTimeout, TimeoutError):
+                    continue
+                except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
+                    if self._stopping.is_set():
+                        return
+                    await asyncio.sleep(0.5)
+                    continue
+                for m in msgs:
+                    await self._run_job(m, decl, fn, dec, ack_wait)
+        finally:
+            if psub is not None:
+                with contextlib.suppress(Exception):
+                    await psub.unsubscribe()
 
     async def _run_job(self, m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> None:
         delivered = m.metadata.num_delivered

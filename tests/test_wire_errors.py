@@ -24,6 +24,7 @@ SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
     "skills.add": ({"content": "---\nname: s\ndescription: d\n---\n"}, [], None),
     "memories.write": ({"category": "events", "content": "x"}, ["category", "content"], None),
     "search.find": ({"query": "x"}, [], "target_uri"),
+    "search.search": ({"query": "x", "session_id": "s1"}, [], "target_uri"),
     "search.grep": ({"uri": "viking://resources", "pattern": "x"}, ["uri", "pattern"], "uri"),
     "search.glob": ({"pattern": "*"}, ["pattern"], "uri"),
     "system.health": ({}, [], None),

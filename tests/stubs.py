@@ -1,0 +1,54 @@
+"""A small real HTTP server for model endpoints (chat, embeddings, rerank), scripted by the test."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Respond = Callable[[str, dict[str, Any]], tuple[int, Any, float]]
+
+
+class ModelStub:
+    def __init__(self, respond: Respond) -> None:
+        self.respond = respond
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                stub.calls.append((self.path, body))
+                status, out, delay = stub.respond(self.path, body)
+                if delay:
+                    time.sleep(delay)
+                raw = out if isinstance(out, bytes) else json.dumps(out).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def chat(text: str, tokens: int = 20) -> dict[str, Any]:
+    return {"choices": [{"message": {"content": text}}], "model": "stub",
+            "usage": {"prompt_tokens": tokens, "completion_tokens": 5, "total_tokens": tokens + 5}}
