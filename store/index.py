@@ -98,6 +98,9 @@ class VectorIndex:
         self._sorted_labels: list[int] = []
         self._free: list[int] = []
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
+        self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
+        self._by_level: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
+        self._level_arr: dict[frozenset[int], np.ndarray] = {}
         self._live = 0
         self.keywords = KeywordIndex()
         self._graph = hnswlib.Index(space="ip", dim=dim)
@@ -148,8 +151,18 @@ class VectorIndex:
                 old = self._rows[label]
                 if old is not None and old.parent_uri != row.parent_uri:
                     self._children.get(f"{old.account}\x00{old.parent_uri}", set()).discard(label)
-                self._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
+                    self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
+                pkey = f"{row.account}\x00{row.parent_uri}"
+                kids = self._children.setdefault(pkey, set())
+                if label not in kids:
+                    kids.add(label)
+                    self._children_arr.pop(pkey, None)
                 self._rows[label] = row
+                if old is not None and old.level != row.level:
+                    self._by_level.get(old.level, set()).discard(label)
+                if label not in self._by_level.setdefault(row.level, set()):
+                    self._by_level[row.level].add(label)
+                    self._level_arr.clear()
                 self.keywords.add(label, row.text or row.abstract)
                 self._vecs[label] = vec
                 self._level[label] = row.level
@@ -184,10 +197,14 @@ class VectorIndex:
             old = self._rows[label]
             if old is not None:
                 kids = self._children.get(f"{old.account}\x00{old.parent_uri}")
+                self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
                 if kids is not None:
                     kids.discard(label)
                     if not kids:
                         del self._children[f"{old.account}\x00{old.parent_uri}"]
+            if old is not None:
+                self._by_level.get(old.level, set()).discard(label)
+                self._level_arr.clear()
             self._rows[label] = None
             self.keywords.remove(label)
             self._alive[label] = False
@@ -286,6 +303,8 @@ class VectorIndex:
                 return [], SearchTrace("empty", 0, 0)
             if self._live <= SMALL_INDEX or scope_rows <= BRUTE_FORCE_MAX:
                 return self._exact(vec, q, k, scope_rows)
+            if q.levels is not None and sum(len(self._by_level.get(lv, ())) for lv in q.levels) <= BRUTE_FORCE_MAX:
+                return self._exact_levels(vec, q, k, scope_rows)
             sel = self._selectivity(q, scope_rows)
             if sel * self._live <= BRUTE_FORCE_MAX:
                 return self._exact(vec, q, k, scope_rows)
@@ -314,6 +333,30 @@ class VectorIndex:
             if len(hits) >= k or want >= labels.size:
                 return hits, SearchTrace("exact", scope_rows, int(labels.size))
             want = min(labels.size, want * 4)
+
+    def _exact_levels(self, vec: np.ndarray, q: Query, k: int, scope_rows: int) -> tuple[list[Hit], SearchTrace]:
+        """Directory-level searches (the descent's global step): few rows, scored exactly, scope checked
+        per candidate in score order."""
+        labels = self._level_arr.get(q.levels)  # type: ignore[arg-type]
+        if labels is None:
+            labels = np.fromiter(sorted(set().union(*(self._by_level.get(lv, set()) for lv in q.levels or ()))),
+                                 dtype=np.int64)
+            self._level_arr[q.levels] = labels  # type: ignore[index]
+        labels = labels[self._mask(labels, q)]
+        if labels.size == 0:
+            return [], SearchTrace("exact-levels", scope_rows, 0)
+        scores = self._vecs[labels] @ vec
+        hits: list[Hit] = []
+        for i in np.argsort(-scores, kind="stable").tolist():
+            row = self._rows[int(labels[i])]
+            if row is None or not self._in_scope(row, q.account, q.prefixes):
+                continue
+            if q.predicate is not None and not q.predicate(row):
+                continue
+            hits.append(Hit(row, float(scores[i])))
+            if len(hits) >= k:
+                break
+        return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
 
     def _graph_search(
         self, vec: np.ndarray, q: Query, k: int, sel: float, scope_rows: int
@@ -348,10 +391,14 @@ class VectorIndex:
                         k: int) -> list[Hit]:
         """The k best direct children of one directory (exact: a directory's children are few)."""
         with self._lock:
-            kids = self._children.get(f"{account}\x00{parent_uri}")
-            if not kids:
-                return []
-            labels = np.fromiter(kids, dtype=np.int64, count=len(kids))
+            pkey = f"{account}\x00{parent_uri}"
+            labels = self._children_arr.get(pkey)
+            if labels is None:
+                kids = self._children.get(pkey)
+                if not kids:
+                    return []
+                labels = np.fromiter(kids, dtype=np.int64, count=len(kids))
+                self._children_arr[pkey] = labels
             labels = labels[self._mask(labels, q)]
             if labels.size == 0:
                 return []
@@ -381,9 +428,10 @@ class VectorIndex:
     def row_at(self, label: int) -> IndexRow | None:
         return self._rows[label] if 0 <= label < len(self._rows) else None
 
-    def allows(self, row: IndexRow, q: Query) -> bool:
-        """Whether one row passes every restriction of a query (for candidates found elsewhere)."""
-        if not self._in_scope(row, q.account, q.prefixes):
+    def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool:
+        """Whether one row passes every restriction of a query (for candidates found elsewhere);
+        `scoped` when the caller already knows the row lies inside the query's prefixes."""
+        if not scoped and not self._in_scope(row, q.account, q.prefixes):
             return False
         if q.levels is not None and row.level not in q.levels:
             return False
@@ -471,6 +519,7 @@ class VectorIndex:
             idx._labels[row_key(row.account, row.uri, row.level)] = label
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
             idx.keywords.add(label, row.text or row.abstract)
+            idx._by_level.setdefault(row.level, set()).add(label)
             idx._level[label] = row.level
             idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
             idx._updated[label] = row.updated_at

@@ -36,7 +36,7 @@ class TreeIndex(Protocol):
 
     def search_children(self, vec: np.ndarray, account: str, parent_uri: str, q: Query, k: int) -> list[Hit]: ...
 
-    def allows(self, row: IndexRow, q: Query) -> bool: ...
+    def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool: ...
 
 
 def hotness(active_count: int, updated_at: float | None, now: float) -> float:
@@ -139,7 +139,8 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
                     if len(entry["rejected"]) < TRACE_REJECTED:
                         entry["rejected"].append({"uri": h.row.uri, "level": h.row.level, "score": round(final, 6)})
                     continue
-                if index.allows(h.row, collect):
+                # Children of a directory inside the scope are inside it too.
+                if index.allows(h.row, collect, scoped=True):
                     key = (h.row.uri, h.row.level)
                     if key not in pool or final > pool[key][1]:
                         pool[key] = (h.row, final)
@@ -149,7 +150,7 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
                     entry["pushed"] += 1
             rnd.append(entry)
         trace["rounds"].append(rnd)
-        topk = [k for k, _ in sorted(pool.items(), key=lambda kv: -kv[1][1])[: p.limit]]
+        topk = [k for k, _ in heapq.nlargest(p.limit, pool.items(), key=lambda kv: kv[1][1])]
         if topk == prev_topk and len(topk) >= p.limit:
             converge += 1
             if converge >= MAX_CONVERGENCE_ROUNDS:
