@@ -387,32 +387,56 @@ class VectorIndex:
                 return self._exact(vec, q, k, scope_rows)
             fetch *= 4
 
+    def _child_labels(self, account: str, parent_uri: str) -> np.ndarray | None:
+        pkey = f"{account}\x00{parent_uri}"
+        labels = self._children_arr.get(pkey)
+        if labels is None:
+            kids = self._children.get(pkey)
+            if not kids:
+                return None
+            labels = np.fromiter(kids, dtype=np.int64, count=len(kids))
+            self._children_arr[pkey] = labels
+        return labels
+
     def search_children(self, vec: np.ndarray, account: str, parent_uri: str, q: Query,
                         k: int) -> list[Hit]:
         """The k best direct children of one directory (exact: a directory's children are few)."""
+        return self.search_children_many(vec, account, [parent_uri], q, k)[0]
+
+    def search_children_many(self, vec: np.ndarray, account: str, parents: list[str], q: Query,
+                             k: int) -> list[list[Hit]]:
+        """`search_children` for several directories with one matrix product."""
         with self._lock:
-            pkey = f"{account}\x00{parent_uri}"
-            labels = self._children_arr.get(pkey)
-            if labels is None:
-                kids = self._children.get(pkey)
-                if not kids:
-                    return []
-                labels = np.fromiter(kids, dtype=np.int64, count=len(kids))
-                self._children_arr[pkey] = labels
-            labels = labels[self._mask(labels, q)]
-            if labels.size == 0:
-                return []
-            scores = self._vecs[labels] @ vec
-            order = np.argsort(-scores, kind="stable")
-            hits: list[Hit] = []
-            for i in order.tolist():
-                row = self._rows[int(labels[i])]
-                if row is None or (q.predicate is not None and not q.predicate(row)):
+            groups = [self._child_labels(account, p) for p in parents]
+            present = [g for g in groups if g is not None]
+            if not present:
+                return [[] for _ in parents]
+            labels = np.concatenate(present)
+            scores_all = self._vecs[labels] @ vec
+            ok_all = self._mask(labels, q)
+            out: list[list[Hit]] = []
+            start = 0
+            for g in groups:
+                if g is None:
+                    out.append([])
                     continue
-                hits.append(Hit(row, float(scores[i])))
-                if len(hits) >= k:
-                    break
-            return hits
+                end = start + g.size
+                lab, sc, ok = labels[start:end], scores_all[start:end], ok_all[start:end]
+                start = end
+                idx = np.flatnonzero(ok)
+                if idx.size > k and q.predicate is None:
+                    idx = idx[np.argpartition(-sc[idx], k - 1)[:k]]
+                idx = idx[np.argsort(-sc[idx], kind="stable")]
+                hits: list[Hit] = []
+                for i in idx.tolist():
+                    row = self._rows[int(lab[i])]
+                    if row is None or (q.predicate is not None and not q.predicate(row)):
+                        continue
+                    hits.append(Hit(row, float(sc[i])))
+                    if len(hits) >= k:
+                        break
+                out.append(hits)
+            return out
 
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""

@@ -34,7 +34,8 @@ Rerank = Callable[[str, list[str]], Awaitable[list[float] | None]]
 class TreeIndex(Protocol):
     def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], Any]: ...
 
-    def search_children(self, vec: np.ndarray, account: str, parent_uri: str, q: Query, k: int) -> list[Hit]: ...
+    def search_children_many(self, vec: np.ndarray, account: str, parents: list[str], q: Query,
+                             k: int) -> list[list[Hit]]: ...
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool: ...
 
@@ -113,6 +114,7 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
     pool: dict[tuple[str, int], tuple[IndexRow, float]] = {}
     child_k = max(p.limit * 2, 20)
     prev_topk: list[tuple[str, int]] = []
+    last_topk: list[tuple[str, int]] = []  # this round's top-k, whatever the convergence bookkeeping did
     prev_size = 0
     converge = stagnant = 0
     reason = "queue_empty"
@@ -127,33 +129,41 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
             batch.append((uri, -neg))
         if not batch:
             break
-        results = [index.search_children(vec, scope.account, uri, child_scope, child_k) for uri, _ in batch]
+        results = index.search_children_many(vec, scope.account, [u for u, _ in batch], child_scope, child_k)
         if rerank is None:
             scored: list[list[float]] = [[h.score for h in hits] for hits in results]
         else:
             scored = list(await asyncio.gather(*(_scores(rerank, text, hits, out) for hits in results)))
         rnd: list[dict[str, Any]] = []
+        changed: set[tuple[str, int]] = set()
+        allows, gte, alpha = index.allows, p.score_gte, p.alpha
         for (uri, parent), hits, scores in zip(batch, results, scored, strict=True):
             entry: dict[str, Any] = {"uri": uri, "score": round(parent, 6), "children": len(hits), "kept": 0,
                                      "pushed": 0, "rejected": []}
             for h, s in zip(hits, scores, strict=True):
-                final = propagate(s, parent, p.alpha)
-                if not passes(final, threshold, p.score_gte):
+                final = alpha * s + (1 - alpha) * parent if parent else s
+                if not (final >= threshold if gte else final > threshold):
                     if len(entry["rejected"]) < TRACE_REJECTED:
                         entry["rejected"].append({"uri": h.row.uri, "level": h.row.level, "score": round(final, 6)})
                     continue
+                row = h.row
                 # Children of a directory inside the scope are inside it too.
-                if index.allows(h.row, collect, scoped=True):
-                    key = (h.row.uri, h.row.level)
-                    if key not in pool or final > pool[key][1]:
-                        pool[key] = (h.row, final)
+                if allows(row, collect, True):
+                    key = (row.uri, row.level)
+                    cur = pool.get(key)
+                    if cur is None or final > cur[1]:
+                        pool[key] = (row, final)
+                        changed.add(key)
                     entry["kept"] += 1
-                if h.row.level != 2 and h.row.uri not in visited:
-                    heapq.heappush(heap, (-final, h.row.uri))
+                if row.level != 2 and row.uri not in visited:
+                    heapq.heappush(heap, (-final, row.uri))
                     entry["pushed"] += 1
             rnd.append(entry)
         trace["rounds"].append(rnd)
-        topk = [k for k, _ in heapq.nlargest(p.limit, pool.items(), key=lambda kv: kv[1][1])]
+        # Scores only rise, so the new top-k lies within the old top-k and what changed this round.
+        cands = set(last_topk) | changed
+        topk = heapq.nlargest(p.limit, cands, key=lambda key: (pool[key][1], key))
+        last_topk = topk
         if topk == prev_topk and len(topk) >= p.limit:
             converge += 1
             if converge >= MAX_CONVERGENCE_ROUNDS:
