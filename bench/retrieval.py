@@ -144,7 +144,8 @@ async def quality(tmp: Path, url: str, embedder: str, n_queries: int) -> None:
     queries = [(q, u) for u, _, q, _ in sample[: len(sample) // 2]] + \
               [(f"what happened in {c}", u) for u, _, _, c in sample[len(sample) // 2 :]]
     retr = w.host.actors["retriever"]  # type: ignore[union-attr]
-    print(f"  {'method':<10} {'recall@10':>9} {'MRR':>6}   ({len(queries)} queries: half paraphrases, half ticket codes)")
+    print(f"  {'method':<10} {'recall@10':>9} {'MRR':>6}   "
+          f"({len(queries)} queries: half paraphrases, half ticket codes)")
     for method in ("quick", "thinking", "keywords", "hybrid"):
         hits = rr = 0.0
         for q, want in queries:
