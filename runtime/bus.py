@@ -11,10 +11,14 @@ from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NATS
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
+from messages import errors as E
 from messages import subjects as S
+from messages.envelope import H_ACCOUNT, H_AGENT, H_PEER, H_TIMEOUT_MS, H_USER
 from messages.index import IndexChange
 
 log = logging.getLogger("skald.bus")
@@ -67,13 +71,81 @@ class Waiter:
             return None
 
 
+H_FORWARDED = "Skald-Forwarded"
+LEASE_TTL_S = 6.0
+
+
 class NatsBus:
     """The `Bus` port over one NATS connection."""
 
-    def __init__(self, nc: NATS, prefix: str) -> None:
+    def __init__(self, nc: NATS, prefix: str, worker_id: str = "", lease_ttl_s: float = LEASE_TTL_S) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=10.0)
         self.prefix = prefix
+        self.worker_id = worker_id
+        self.lease_ttl_s = lease_ttl_s
+        self._kv: Any = None
+
+    # ----- leases (single writer per key across workers) -------------------------------------
+
+    async def _leases(self) -> Any:
+        if self._kv is None:
+            name = stream_name(self.prefix, "leases")
+            try:
+                self._kv = await self.js.key_value(name)
+            except Exception:  # noqa: BLE001 - absent: create it (another worker may race us)
+                try:
+                    self._kv = await self.js.create_key_value(bucket=name, ttl=self.lease_ttl_s, history=1)
+                except Exception:  # noqa: BLE001
+                    self._kv = await self.js.key_value(name)
+        return self._kv
+
+    async def lease_create(self, key: str, owner: str) -> int | None:
+        kv = await self._leases()
+        try:
+            return int(await kv.create(key, owner.encode()))
+        except KeyWrongLastSequenceError:
+            return None
+
+    async def lease_get(self, key: str) -> tuple[str, int] | None:
+        kv = await self._leases()
+        try:
+            e = await kv.get(key)
+        except (KeyNotFoundError, KeyDeletedError):
+            return None
+        return (e.value or b"").decode(), int(e.revision or 0)
+
+    async def lease_renew(self, key: str, owner: str, rev: int) -> int | None:
+        """Compare-and-set on the revision: a stale owner's renewal fails (fencing)."""
+        kv = await self._leases()
+        try:
+            return int(await kv.update(key, owner.encode(), last=rev))
+        except KeyWrongLastSequenceError:
+            return None
+
+    async def lease_release(self, key: str, rev: int) -> None:
+        kv = await self._leases()
+        with contextlib.suppress(Exception):
+            await kv.delete(key, last=rev)
+
+    async def forward(self, worker_id: str, op: str, body: msgspec.Struct, identity: Any, timeout_s: float) -> Any:
+        """Send a request to one worker (the owner of what it touches); its result or its typed error."""
+        headers = {H_ACCOUNT: identity.account, H_USER: identity.user, H_AGENT: identity.agent,
+                   H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), H_FORWARDED: "1"}
+        if identity.peer:
+            headers[H_PEER] = identity.peer
+        try:
+            msg = await self.nc.request(f"{self.prefix}.direct.{worker_id}.{op}", msgspec.json.encode(body),
+                                        timeout=timeout_s + 0.25, headers=headers)
+        except NoRespondersError as e:
+            raise E.Unavailable("owner unreachable", {"worker": worker_id}) from e
+        except NatsTimeout as e:
+            raise E.DeadlineExceeded("owner did not answer in time", {"worker": worker_id}) from e
+        env = msgspec.json.decode(msg.data)
+        if env.get("status") == "ok":
+            return env.get("result")
+        err = env.get("error") or {}
+        raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
 
     async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None:
         await self.js.publish(S.event(self.prefix, name), msgspec.json.encode(payload),

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 ALL_ACTORS = ("session", "archive", "indexer", "retriever", "assembler")
-IMPLEMENTED_ACTORS = ("indexer", "retriever")
+IMPLEMENTED_ACTORS = ("session", "archive", "indexer", "retriever")
 
 
 def default_data_dir() -> Path:
@@ -49,6 +49,7 @@ class Config:
     recall_intent_timeout_s: float = 5.0
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
+    lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery
 
     @classmethod

@@ -26,7 +26,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 
 from actors.common.context import Attempt, Ctx
-from actors.common.decl import Consumes, Handles, declarations
+from actors.common.decl import Consumes, Handles, RetryLater, declarations
 from messages import errors as E
 from messages import subjects as S
 from messages.envelope import (
@@ -55,16 +55,21 @@ _mp = msgspec.msgpack.Encoder()
 NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
+def new_worker_id(cfg: Config) -> str:
+    raw = cfg.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
+
+
 def _error(code: str, message: str, details: dict[str, Any] | None = None) -> Reply:
     return Reply(status="error", error=ErrorBody(code=code, message=message, details=details or {}))
 
 
 class ActorHost:
-    def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object]) -> None:
+    def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object], worker_id: str = "") -> None:
         self.nc = nc
         self.cfg = cfg
         self.actors = actors
-        self.worker_id = cfg.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.worker_id = worker_id or new_worker_id(cfg)
         self._subs: list[Any] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
@@ -86,6 +91,9 @@ class ActorHost:
                     subject = S.request(self.cfg.prefix, decl.op)
                     sub = await self.nc.subscribe(subject, queue=name, cb=self._callback(decl, fn))
                     self._subs.append(sub)
+                    # The same handler addressed to this worker alone (owners receive forwarded work).
+                    direct = f"{self.cfg.prefix}.direct.{self.worker_id}.{decl.op}"
+                    self._subs.append(await self.nc.subscribe(direct, cb=self._callback(decl, fn)))
                 elif isinstance(decl, Consumes):
                     for _ in range(decl.concurrency):
                         self._loops.append(asyncio.create_task(self._consume(decl, fn), name=f"consume-{decl.queue}"))
@@ -187,7 +195,7 @@ class ActorHost:
         if (raw := hdrs.get(H_INDEX_SEQ)) is not None:
             with contextlib.suppress(ValueError):
                 seq = max(0, int(raw))
-        ctx = Ctx(ident, time.monotonic() + timeout, seq)
+        ctx = Ctx(ident, time.monotonic() + timeout, seq, forwarded=hdrs.get("Skald-Forwarded") == "1")
         try:
             async with asyncio.timeout(timeout):
                 result = await fn(req, ctx)
@@ -285,6 +293,9 @@ class ActorHost:
             await fn(job, Attempt(delivered=delivered, queue=decl.queue))
         except asyncio.CancelledError:
             raise
+        except RetryLater as r:
+            await m.nak(delay=r.delay_s)
+            return
         except Exception:
             log.exception("job on %s failed (delivery %d)", decl.queue, delivered)
             if delivered >= decl.max_deliver:

@@ -14,6 +14,7 @@ class Ctx:
     deadline: float  # time.monotonic() by which the reply must leave
     index_seq: int = 0  # read-your-writes: the index sequence the caller has seen acknowledged
     deprecated: list[str] = field(default_factory=list)  # aliases used; the host adds `Deprecation: true`
+    forwarded: bool = False  # sent on by another worker to the owner of what it touches
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

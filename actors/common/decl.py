@@ -20,6 +20,15 @@ from typing import Any
 _MARK = "__skald_decl__"
 
 
+class RetryLater(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a job that is not ready yet (e.g. waiting for its predecessor): the work queue
+    redelivers it after `delay_s` without holding a worker, and it is not a failure."""
+
+    def __init__(self, delay_s: float, reason: str = "") -> None:
+        super().__init__(reason)
+        self.delay_s = delay_s
+
+
 @dataclass(frozen=True, slots=True)
 class Handles:
     op: str

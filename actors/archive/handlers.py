@@ -1,0 +1,186 @@
+"""The archive actor: Phase 2 of each archive, from the `archive` work queue.
+
+Any number of workers share one durable consumer. An archive whose predecessor is still pending
+is redelivered later instead of blocking a worker (the cascading hang OpenViking hit). The
+model's answer is journaled before it is applied, so a crash after the model answered replays
+the journal instead of calling the model again. `.done` is written last; any failure writes
+`.failed.json` and the raw messages stay visible until a later archive rolls them forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from actors.archive import phase2 as P
+from actors.common import archive_state as A
+from actors.common import session_files as Fs
+from actors.common.context import Attempt
+from actors.common.decl import RetryLater, consumes
+from actors.common.ports import LLM
+from actors.common.session_files import lease_key
+from messages.ingest import IngestJob
+from messages.sessions import Phase2Job
+from store.tree import write_atomic_sync
+from store.uri import Identity, Namespace
+
+log = logging.getLogger("skald.archive")
+JOURNAL = ".phase2.journal.json"
+PREDECESSOR_WAIT_S = 1.0
+
+
+class Archiver:
+    def __init__(self, ns: Namespace, llm: LLM, bus: Any, clock: Callable[[], float] = time.time,
+                 llm_timeout_s: float = 120.0) -> None:
+        self.ns = ns
+        self.llm = llm
+        self.bus = bus
+        self.clock = clock
+        self.llm_timeout_s = llm_timeout_s
+        self.model_calls = 0
+        self.completed = 0
+        self.failed = 0
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "model": self.llm.name, "model_calls": self.model_calls,
+                "completed": self.completed, "failed": self.failed}
+
+    @consumes("archive", Phase2Job, ack_wait_s=120.0, max_deliver=1000, concurrency=2)
+    async def run(self, job: Phase2Job, att: Attempt) -> None:
+        ident = Identity(account=job.account, user=job.user)
+        vp = self.ns.resolve(f"viking://~/sessions/{job.session_id}", ident)
+        listings = await asyncio.to_thread(lambda: [Fs.read_archive(vp.path, i) for i in Fs.archive_indexes(vp.path)])
+        states = A.scan(listings)
+        target = next((s for s in states if s.listing.archive_id == job.archive_id), None)
+        key = lease_key(job.account, job.user, job.session_id)
+        if target is None:
+            return  # the session was deleted
+        if target.state != "pending":
+            await self._finished(key, job, target.state)
+            return
+        before = [s for s in states if s.listing.index < target.listing.index]
+        if any(s.state == "pending" for s in before):
+            raise RetryLater(PREDECESSOR_WAIT_S, "waiting for an earlier archive")
+        rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
+        adir = vp.path / "history" / job.archive_id
+        try:
+            state = await self._phase2(vp, adir, job, ident, target, rolled)
+        except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
+            log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
+            await asyncio.to_thread(Fs.write_json, adir / ".failed.json",
+                                    {"stage": getattr(e, "stage", "phase2"), "error": f"{type(e).__name__}: {e}"[:2000],
+                                     "time": self.clock()})
+            self.failed += 1
+            state = "failed"
+        await self._finished(key, job, state)
+
+    async def _finished(self, key: str, job: Phase2Job, state: str) -> None:
+        await self.bus.publish_event(f"archive.finished.{key}.{job.archive_id}",
+                                     _Finished(session_id=job.session_id, archive_id=job.archive_id, state=state),
+                                     f"archive.finished.{key}.{job.archive_id}.{state}")
+
+    async def _phase2(self, vp: Any, adir: Any, job: Phase2Job, ident: Identity, target: A.ArchiveState,
+                      rolled: list[A.ArchiveState]) -> str:
+        sources = [*rolled, target]
+        messages = [m for s in sources for m in s.listing.messages]
+        requests: list[P.Request] = []
+        for s in sources:
+            meta = Fs.read_json(vp.path / "history" / s.listing.archive_id / ".meta.json") or {}
+            for r in meta.get("checkpoint_requests") or []:
+                requests.append(P.Request(index=len(requests), turn_anchor_message_id=r.get("turn_anchor_message_id"),
+                                          source_message_ids=list(r.get("source_message_ids") or []),
+                                          budget_tokens=int(r.get("budget_tokens", 400)),
+                                          archive_id=s.listing.archive_id))
+        out = await self._model_output(adir, messages, requests)
+        if len(out.checkpoint_summaries) != len(requests):
+            raise _Stage("validate", f"{len(out.checkpoint_summaries)} summaries for {len(requests)} checkpoints")
+        records = P.checkpoint_records(requests, out.checkpoint_summaries)
+        abstract = _abstract(out.overview)
+        await asyncio.to_thread(write_atomic_sync, adir / ".overview.md", out.overview.encode())
+        await asyncio.to_thread(write_atomic_sync, adir / ".abstract.md", abstract.encode())
+        await asyncio.to_thread(Fs.merge_meta, adir / ".meta.json", {
+            "checkpoints": records, "overview_tokens": P.estimate_tokens(out.overview),
+            "rolled_forward": [s.listing.archive_id for s in rolled]})
+        await self._memories(job, ident, out, messages)
+        coverage = {
+            "starting_message_id": messages[0].id if messages else None,
+            "ending_message_id": messages[-1].id if messages else None,
+            "coverage_start_archive": sources[0].listing.archive_id,
+            "coverage_end_archive": target.listing.archive_id,
+            "covered_failed_archives": [s.listing.archive_id for s in rolled],
+            "completed_at": self.clock(),
+        }
+        await asyncio.to_thread(Fs.write_json, adir / ".done", coverage)  # last: the archive is now covered
+        self.completed += 1
+        return "completed"
+
+    async def _model_output(self, adir: Any, messages: list[Any], requests: list[P.Request]) -> P.Output:
+        """One model call per archive, ever: a journaled answer is re-applied, not re-asked."""
+        journal = Fs.read_json(adir / JOURNAL)
+        if journal is None:
+            if self.llm.extractive:
+                out = P.extractive(messages, requests)
+                text = msgspec.json.encode({"overview": out.overview, "checkpoint_summaries": out.checkpoint_summaries,
+                                            "memories": out.memories}).decode()
+                journal = {"text": text, "model": self.llm.name, "usage": {}}
+            else:
+                prompt = P.format_input(messages, requests)
+                self.model_calls += 1
+                try:
+                    c = await asyncio.wait_for(self.llm.complete(P.SYSTEM, prompt, max_tokens=2000, json=True),
+                                               self.llm_timeout_s)
+                except Exception as e:
+                    raise _Stage("llm", f"{type(e).__name__}: {e}") from e
+                journal = {"text": c.text, "model": c.model, "usage": msgspec.to_builtins(c.usage)}
+            await asyncio.to_thread(Fs.write_json, adir / JOURNAL, journal)
+        try:
+            return P.parse_output(str(journal.get("text", "")), len(requests))
+        except ValueError as e:
+            raise _Stage("parse", str(e)) from e
+
+    async def _memories(self, job: Phase2Job, ident: Identity, out: P.Output, messages: list[Any]) -> None:
+        """Long-term memories, named from the messages they came from: replays rewrite the same files."""
+        uris = []
+        base = self.ns.resolve("viking://~/memories", ident)
+        src = hashlib.sha1("\x00".join(m.id for m in messages).encode()).hexdigest()[:10]
+        for i, mem in enumerate(out.memories):
+            cat = mem["category"]
+            if cat == "profile":
+                path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
+                existing = Fs.read_text(path)
+                if mem["content"] in existing:
+                    continue
+                body = (existing.rstrip() + "\n\n" + mem["content"]).strip()
+            else:
+                name = f"{cat}_{job.session_id[:24]}_{src}_{i}.md"
+                path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
+            await asyncio.to_thread(write_atomic_sync, path, body.encode())
+            uris.append(uri)
+        if uris:
+            jid = hashlib.sha1(f"{job.account}/{job.user}/{job.session_id}/{job.archive_id}".encode()).hexdigest()
+            await self.bus.enqueue("ingest", IngestJob(job_id=jid, account=job.account, index_roots=tuple(uris)),
+                                   f"memories-{jid}")
+
+
+class _Finished(msgspec.Struct, kw_only=True):
+    session_id: str
+    archive_id: str
+    state: str
+
+
+class _Stage(Exception):  # noqa: N818
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def _abstract(overview: str) -> str:
+    from actors.common import extract
+
+    return extract.cut_sentences(extract.first_paragraph(overview) or overview, extract.ABSTRACT_MAX)

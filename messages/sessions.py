@@ -1,0 +1,169 @@
+"""Sessions (seed 001): messages with typed parts, the session subjects, the Phase 2 job."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+SessionId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")]
+MessageId = Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+MessageKind = Literal["user_query", "assistant_step", "tool_transport", "checkpoint"]
+MAX_PARTS = 256
+
+
+class TextPart(msgspec.Struct, tag="text", kw_only=True, forbid_unknown_fields=True):
+    text: str
+
+
+class ContextPart(msgspec.Struct, tag="context", kw_only=True, forbid_unknown_fields=True):
+    uri: str = ""
+    abstract: str = ""
+    context_type: str = "memory"
+
+
+class ToolPart(msgspec.Struct, tag="tool", kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    tool_id: str = ""
+    tool_name: str = ""
+    tool_input: Any = None
+    tool_output: str = ""
+    tool_status: str = ""
+    # Set when the output was externalised to `tool-results/` (the Turn was over its budget).
+    tool_output_uri: str | None = None
+    tool_output_chars: int | None = None
+    tool_output_truncated: bool = False
+
+
+Part = TextPart | ContextPart | ToolPart
+
+
+class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    role: Literal["user", "assistant"]
+    parts: list[Part]
+    created_at: float = 0.0
+    turn_id: str | None = None
+    message_kind: MessageKind | None = None
+    source_message_ids: list[str] | None = None
+
+
+class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class CreateRequest(_Req):
+    session_id: SessionId | None = None
+
+
+class SessionRef(_Req):
+    session_id: SessionId
+
+
+class ListRequest(_Req):
+    limit: Annotated[int, Meta(ge=1, le=10_000)] = 100
+
+
+class AddMessageRequest(_Req):
+    session_id: SessionId
+    role: Literal["user", "assistant"]
+    parts: Annotated[list[Part], Meta(min_length=1, max_length=MAX_PARTS)]
+    id: MessageId | None = None
+    turn_id: Annotated[str, Meta(max_length=128)] | None = None
+    message_kind: MessageKind | None = None
+    source_message_ids: list[str] | None = None
+
+
+class CommitRequest(_Req):
+    session_id: SessionId
+    keep_recent_count: Annotated[int, Meta(ge=0, le=100_000)] | None = None
+    retention_mode: Literal["turn_budget"] | None = None
+    keep_recent_turn_count: Annotated[int, Meta(ge=0, le=10_000)] | None = None
+    retained_message_token_budget: Annotated[int, Meta(ge=0, le=10_000_000)] | None = None
+    min_raw_tail_steps: Annotated[int, Meta(ge=0, le=1_000)] | None = None
+    wait: bool = False
+
+
+class ContextRequest(_Req):
+    session_id: SessionId
+
+
+class SessionInfo(msgspec.Struct, kw_only=True):
+    session_id: str
+    uri: str
+    created_at: float = 0.0
+    message_count: int = 0
+    total_message_count: int = 0
+    commit_count: int = 0
+    archives: int = 0
+
+
+class SessionList(msgspec.Struct, kw_only=True):
+    sessions: list[SessionInfo]
+
+
+class AddMessageResult(msgspec.Struct, kw_only=True):
+    session_id: str
+    message_id: str
+    message_count: int
+    total_message_count: int
+    duplicate: bool = False
+
+
+class CommitResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    session_id: str
+    status: Literal["accepted", "skipped"]
+    archive_uri: str | None = None
+    archive_id: str | None = None
+    archived_messages: int = 0
+    retained_messages: int = 0
+    reason: str | None = None
+    plan: dict[str, Any] | None = None
+    phase2: str | None = None  # with wait: completed | failed | pending
+
+
+class ContextStats(msgspec.Struct, kw_only=True):
+    archives: int = 0
+    completed: int = 0
+    pending: int = 0
+    failed: int = 0
+    invalid: int = 0
+    uncovered_messages: int = 0
+    root_messages: int = 0
+    checkpoints: int = 0
+    estimated_tokens: int = 0
+
+
+class ContextResult(msgspec.Struct, kw_only=True):
+    session_id: str
+    latest_archive_overview: str
+    messages: list[Message]
+    stats: ContextStats
+
+
+class ArchiveInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    archive_id: str
+    uri: str
+    state: Literal["pending", "completed", "failed", "invalid"]
+    coverage: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    message_count: int = 0
+
+
+class ArchivesResult(msgspec.Struct, kw_only=True):
+    session_id: str
+    archives: list[ArchiveInfo]
+
+
+class Phase2Job(msgspec.Struct, kw_only=True, frozen=True):
+    """The archive actor's work: summarise one archive (and roll forward earlier failed ones)."""
+
+    account: str
+    user: str
+    session_id: str
+    archive_id: str
+
+
+class DeleteResult(msgspec.Struct, kw_only=True):
+    session_id: str
+    deleted: bool
