@@ -20,6 +20,7 @@ import msgspec
 
 from actors.archive import phase2 as P
 from actors.common import archive_state as A
+from actors.common import faults
 from actors.common import session_files as Fs
 from actors.common.context import Attempt
 from actors.common.decl import RetryLater, consumes
@@ -107,7 +108,9 @@ class Archiver:
         await asyncio.to_thread(Fs.merge_meta, adir / ".meta.json", {
             "checkpoints": records, "overview_tokens": P.estimate_tokens(out.overview),
             "rolled_forward": [s.listing.archive_id for s in rolled]})
+        faults.point("archive.after_overview")
         await self._memories(job, ident, out, messages)
+        faults.point("archive.after_memories")
         coverage = {
             "starting_message_id": messages[0].id if messages else None,
             "ending_message_id": messages[-1].id if messages else None,
@@ -139,6 +142,7 @@ class Archiver:
                     raise _Stage("llm", f"{type(e).__name__}: {e}") from e
                 journal = {"text": c.text, "model": c.model, "usage": msgspec.to_builtins(c.usage)}
             await asyncio.to_thread(Fs.write_json, adir / JOURNAL, journal)
+            faults.point("archive.after_journal")
         try:
             return P.parse_output(str(journal.get("text", "")), len(requests))
         except ValueError as e:

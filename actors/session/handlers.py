@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from actors.common import archive_state as A
+from actors.common import faults
 from actors.common import session_files as Fs
 from actors.common.context import Ctx
 from actors.common.decl import handles
@@ -227,6 +228,7 @@ class Sessions:
                             source_message_ids=req.source_message_ids)
             self.leases.check(key)
             await asyncio.to_thread(Fs.append_messages, vp.path / "messages.jsonl", [msg])
+            faults.point("session.after_append")
             st.root.append(msg)
             st.ids.add(mid)
             st.total += 1
@@ -281,14 +283,17 @@ class Sessions:
                 "retention_plan": msgspec.to_builtins(plan), "checkpoint_requests": requests}
         self.leases.check(key)
         await asyncio.to_thread(Fs.create_archive, st.vp.path, index, archived, meta)
+        faults.point("commit.after_archive")
         job = M.Phase2Job(account=ctx.identity.account, user=ctx.identity.user, session_id=st.vp.name,
                           archive_id=name)
         waiter = self.bus.waiter(f"archive.finished.{key}.{name}") if req.wait else None
         w = await waiter.__aenter__() if waiter else None
         try:
             await self.bus.enqueue(ARCHIVE_QUEUE, job, uri)
+            faults.point("commit.after_enqueue")
             self.leases.check(key)
             await asyncio.to_thread(Fs.write_atomic_lines, st.vp.path / "messages.jsonl", retained)
+            faults.point("commit.after_root")
             st.root = retained
             st.commit_count += 1
             await asyncio.to_thread(Fs.merge_meta, st.vp.path / ".meta.json",

@@ -1,0 +1,174 @@
+"""Pure cores of sessions: turns, retention, externalisation, archive states, Phase 2 contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actors.archive import phase2 as P
+from actors.common import archive_state as A
+from actors.session import externalize as X
+from actors.session import turns as T
+from messages.sessions import Message, TextPart, ToolPart
+
+
+def user(i: str, text: str = "do it") -> Message:
+    return Message(id=i, role="user", parts=[TextPart(text=text)])
+
+
+def asst(i: str, text: str = "ok", tool: str | None = None, out: str = "", status: str = "completed") -> Message:
+    parts: list = [TextPart(text=text)] if text else []
+    if tool:
+        parts.append(ToolPart(tool_id=tool, tool_name="sh", tool_output=out, tool_status=status))
+    return Message(id=i, role="assistant", parts=parts)
+
+
+def result(i: str, tool: str, out: str = "done") -> Message:
+    return Message(id=i, role="user", parts=[ToolPart(tool_id=tool, tool_name="sh", tool_output=out,
+                                                      tool_status="completed")])
+
+
+def test_tool_only_user_message_is_transport_not_a_turn() -> None:
+    turns = T.parse_turns([user("u1"), asst("a1", tool="t1", out="", status="pending"), result("r1", "t1"),
+                           asst("a2")])
+    assert len(turns) == 1 and [s.ids for s in turns[0].steps] == [["a1", "r1"], ["a2"]]
+
+
+def test_call_answered_later_widens_the_step() -> None:
+    msgs = [user("u1"), asst("a1", tool="t1", status="pending"), asst("a2", text="thinking"), result("r1", "t1"),
+            asst("a3")]
+    steps = T.parse_turns(msgs)[0].steps
+    assert steps[0].ids == ["a1", "a2", "r1"] and steps[1].ids == ["a3"]
+
+
+def test_orphan_result_before_any_step_forms_its_own_atom() -> None:
+    turns = T.parse_turns([result("r0", "tx"), user("u1"), asst("a1")])
+    assert turns[0].anchor is None and turns[0].steps[0].ids == ["r0"]
+
+
+def test_one_user_ten_steps_keeps_the_user() -> None:
+    msgs = [user("u1")] + [asst(f"a{i}", text="x" * 40) for i in range(10)]
+    plan = T.plan_retention(msgs, turn_count=3, token_budget=12_000)
+    assert plan.retained_messages[0] == "u1" and plan.archive_messages == []
+    legacy = T.plan_keep_recent(msgs, 10)
+    assert legacy.retained_messages[0] == "a0"  # the legacy mode keeps messages, not turns
+
+
+def test_turn_budget_archives_oldest_whole_turns_first() -> None:
+    msgs = []
+    for t in range(5):
+        msgs += [user(f"u{t}", "q" * 400), asst(f"a{t}", "r" * 400)]
+    plan = T.plan_retention(msgs, turn_count=3, token_budget=12_000)
+    assert plan.retained_messages == ["u2", "a2", "u3", "a3", "u4", "a4"]
+    tight = T.plan_retention(msgs, turn_count=3, token_budget=300)  # each turn is 208 tokens
+    assert tight.retained_messages == ["u4", "a4"] and not tight.budget_exceeded
+
+
+def test_oversized_turn_keeps_user_checkpoint_and_raw_tail() -> None:
+    msgs = [user("u1", "investigate the pool")]
+    for i in range(18):
+        msgs += [asst(f"a{i}", "step", tool=f"t{i}", status="pending"), result(f"r{i}", f"t{i}", "z" * 1200)]
+    msgs.append(asst("final", "pool exhausted"))
+    plan = T.plan_retention(msgs, turn_count=3, token_budget=1500)
+    assert plan.retained_messages[0] == "u1" and plan.retained_messages[-1] == "final"
+    assert plan.turn_anchor == "u1" and plan.checkpoint_source_message_ids[:2] == ["a0", "r0"]
+    kept = set(plan.retained_messages)
+    for i in range(18):  # a call never separated from its result
+        assert (f"a{i}" in kept) == (f"r{i}" in kept)
+    assert set(plan.checkpoint_source_message_ids) == set(plan.archive_messages)
+    assert plan.raw_tail_start_message_id in kept and plan.estimated_active_tokens <= 1500
+
+
+def test_min_raw_tail_steps_wins_over_budget() -> None:
+    msgs = [user("u1")] + [asst(f"a{i}", "w" * 4000) for i in range(4)]
+    plan = T.plan_retention(msgs, turn_count=1, token_budget=100, min_raw_tail_steps=2)
+    assert plan.retained_messages == ["u1", "a2", "a3"] and plan.budget_exceeded
+
+
+def test_externalisation_is_per_turn() -> None:
+    msgs = [user("u1")]
+    for i in range(12):
+        msgs += [asst(f"a{i}", tool=f"t{i}", out=str(i % 10) * 10_000)]
+    chosen = X.plan_externalization(msgs)
+    assert len(chosen) == 3  # 120k -> under 100k by moving the largest three
+    big = X.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_001)])
+    assert [e.message_id for e in big] == ["a"]
+    assert X.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_000)]) == []
+
+
+def listing(i: int, state: str, ids: list[str], covered_failed: list[str] | None = None,
+            checkpoints: list | None = None) -> A.ArchiveListing:
+    a = A.ArchiveListing(archive_id=f"archive_{i:03d}", index=i, messages=[user(x) for x in ids],
+                         checkpoints=checkpoints or [])
+    if state == "completed":
+        a.done, a.overview = {"covered_failed_archives": covered_failed or []}, f"overview {i}"
+    elif state == "failed":
+        a.failed = {"stage": "llm"}
+    elif state == "invalid":
+        a.done = {}
+    return a
+
+
+def ctx(listings: list[A.ArchiveListing], root: list[str]) -> tuple[str, list[str]]:
+    states = A.scan(listings)
+    ov, msgs, _ = A.assemble(states, [user(x) for x in root], {s.listing.archive_id: "u" for s in states})
+    return ov, [m.id for m in msgs]
+
+
+@pytest.mark.parametrize("rows,overview,ids", [
+    ([(1, "pending", ["m1"]), (2, "pending", ["m2"])], "", ["m1", "m2", "m3"]),
+    ([(1, "completed", ["m1"]), (2, "pending", ["m2"])], "overview 1", ["m2", "m3"]),
+    ([(1, "completed", ["m1"]), (2, "completed", ["m2"])], "overview 2", ["m3"]),
+    ([(1, "failed", ["m1"])], "", ["m1", "m3"]),
+    ([(1, "invalid", ["m1"])], "", ["m1", "m3"]),
+])
+def test_context_from_markers(rows: list, overview: str, ids: list[str]) -> None:
+    assert ctx([listing(*r) for r in rows], ["m3"]) == (overview, ids)
+
+
+def test_failed_archive_is_rolled_forward_by_a_later_success() -> None:
+    ls = [listing(1, "failed", ["m1"]), listing(2, "completed", ["m2"], covered_failed=["archive_001"])]
+    assert ctx(ls, ["m3"]) == ("overview 2", ["m3"])
+    states = A.scan(ls)
+    assert states[0].state == "failed" and states[0].covered
+
+
+def test_stable_dedup_and_checkpoint_after_live_anchor() -> None:
+    cp = [{"turn_anchor_message_id": "u9", "source_message_ids": ["x"], "abstract": "did things"}]
+    ls = [listing(1, "pending", ["m1", "m2"]), listing(2, "completed", ["m0"], checkpoints=cp)]
+    ls[1].index = 0
+    ls[1].archive_id = "archive_000"
+    states = A.scan(ls)
+    _, msgs, n = A.assemble(states, [user("m2"), user("u9"), user("m5")], {"archive_000": "a0", "archive_001": "a1"})
+    assert [m.id for m in msgs][:4] == ["m1", "m2", "u9", msgs[3].id] and n == 1
+    assert msgs[3].message_kind == "checkpoint" and msgs[3].parts[0].abstract == "did things"  # type: ignore[union-attr]
+
+
+def test_phase2_input_marks_sources_without_ids() -> None:
+    msgs = [asst("a1", "checked peers", tool="t1", out="[]"), asst("a2", "peers empty")]
+    req = [P.Request(index=0, turn_anchor_message_id="u1", source_message_ids=["a1"], budget_tokens=50,
+                     archive_id="archive_001")]
+    text = P.format_input(msgs, req)
+    assert '<checkpoint_source index="0">' in text and text.index("</checkpoint_source>") < text.index("peers empty")
+    assert "a1" not in text and "u1" not in text and "archive_001" not in text
+    good = json.dumps({"overview": "# WM", "checkpoint_summaries": ["checked peers: empty"],
+                       "memories": [{"category": "events", "content": "# Summary\n\nx"}, {"category": "bogus",
+                                                                                            "content": "y"}]})
+    out = P.parse_output(f"```json\n{good}\n```", 1)
+    assert out.checkpoint_summaries == ["checked peers: empty"] and len(out.memories) == 1
+    for bad in ('{"overview": "x", "checkpoint_summaries": []}', '{"checkpoint_summaries": ["a"]}', "nope",
+                '{"overview": "x", "checkpoint_summaries": [""]}'):
+        with pytest.raises(ValueError):
+            P.parse_output(bad, 1)
+    rec = P.checkpoint_records(req, ["word " * 500])
+    assert rec[0]["estimated_tokens"] <= 50 and rec[0]["source_message_ids"] == ["a1"]
+
+
+def test_extractive_phase2_is_real() -> None:
+    msgs = [user("u1", "Deploy the billing service to staging."), asst("a1", "Deployed; tests pass.")]
+    req = [P.Request(index=0, turn_anchor_message_id="u1", source_message_ids=["a1"], budget_tokens=100,
+                     archive_id="archive_001")]
+    out = P.extractive(msgs, req)
+    assert "Deploy the billing service" in out.overview and out.checkpoint_summaries == ["Deployed; tests pass."]
+    assert out.memories[0]["category"] == "events" and out.memories[0]["content"].startswith("# Summary")
