@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,24 @@ async def client(skald: Worker, nats_url: str) -> AsyncIterator[SkaldClient]:
 
 def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+
+
+@pytest.fixture
+async def deploy(nats_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """Start a worker with config overrides; yields (worker, client)."""
+    started: list[tuple[Worker, SkaldClient]] = []
+
+    async def start(**cfg: Any) -> tuple[Worker, SkaldClient]:
+        data = cfg.pop("data_dir", tmp_path / f"data{len(started)}")
+        w = Worker(make_config(nats_url, data, **cfg), embedded=False)
+        await w.start()
+        c = await SkaldClient.connect(nats_url)
+        c.prefix = w.cfg.prefix
+        started.append((w, c))
+        return w, c
+
+    yield start
+    for w, c in started:
+        await c.close()
+        if w.nc is not None and not w.nc.is_closed:
+            await w.stop()

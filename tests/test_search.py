@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,28 +14,7 @@ from messages import errors as E
 from runtime.app import Worker
 from runtime.client import SkaldClient
 from store.uri import Identity
-from tests.conftest import make_config
 from tests.stubs import ModelStub, chat
-
-
-@pytest.fixture
-async def deploy(nats_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    """Start a worker with config overrides; yields (worker, client)."""
-    started: list[tuple[Worker, SkaldClient]] = []
-
-    async def start(**cfg: Any) -> tuple[Worker, SkaldClient]:
-        w = Worker(make_config(nats_url, tmp_path / f"data{len(started)}", **cfg), embedded=False)
-        await w.start()
-        c = await SkaldClient.connect(nats_url)
-        c.prefix = w.cfg.prefix
-        started.append((w, c))
-        return w, c
-
-    yield start
-    for w, c in started:
-        await c.close()
-        await w.stop()
-
 
 DEEP = "viking://resources/l1/l2/l3/l4/target.md"
 

@@ -81,7 +81,8 @@ def assemble(states: Sequence[ArchiveState], root: Sequence[Message],
     """(latest completed overview, messages, checkpoints inserted).
 
     Messages: uncovered pending / failed / invalid raw in archive order, then root, stably
-    deduplicated by id; a checkpoint follows its user anchor while that anchor is live.
+    deduplicated by id and kept in acceptance order; a checkpoint follows its user anchor while
+    that anchor is live.
     """
     latest = latest_completed(states)
     overview = latest.listing.overview or "" if latest else ""
@@ -96,6 +97,9 @@ def assemble(states: Sequence[ArchiveState], root: Sequence[Message],
         if m.id not in seen:
             seen.add(m.id)
             live.append(m)
+    # An oversized Turn archives its early steps while its user anchor stays in root: put every
+    # message back in the order it was accepted (the single writer stamps created_at; stable sort).
+    live.sort(key=lambda m: m.created_at)
     anchors: dict[str, list[Message]] = {}
     for st in states:
         if st.state != "completed":

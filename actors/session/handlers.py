@@ -64,6 +64,7 @@ class Sessions:
         self._locks: dict[str, asyncio.Lock] = {}
         self.added = 0
         self.commits = 0
+        self.forwards = 0
 
     async def start(self) -> None:
         self.leases.start()
@@ -73,7 +74,7 @@ class Sessions:
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "owned_sessions": len(self.leases.held), "messages_added": self.added,
-                "commits": self.commits}
+                "commits": self.commits, "forwarded": self.forwards}
 
     def _forget(self, key: str) -> None:
         self._states.pop(key, None)
@@ -96,6 +97,7 @@ class Sessions:
             if ctx.forwarded:
                 raise Unavailable("session owned by another worker; retry", {"owner": owner})
             try:
+                self.forwards += 1
                 return await self.bus.forward(owner, op, req, ctx.identity, max(0.05, ctx.remaining() - 0.1))
             except Unavailable:
                 # The owner is gone; its lease expires within the TTL and then this worker takes it.

@@ -1,0 +1,236 @@
+"""Sessions over NATS: seed 001's acceptance table, Phase 2 against a model server, single writer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from messages import errors as E
+from runtime.client import SkaldClient
+from tests.stubs import ModelStub, chat
+
+
+def phase2_answer(prompt: str, extra: int = 0) -> dict[str, Any]:
+    n = len(re.findall(r'<checkpoint_source index="', prompt)) + extra
+    return chat(json.dumps({"overview": "# Working memory\n\nThe user is deploying billing.",
+                            "checkpoint_summaries": [f"summary {i}" for i in range(n)],
+                            "memories": [{"category": "events", "content": "# Summary\n\nBilling deployed."}]}))
+
+
+class Model:
+    """A scripted chat server: Phase 2 calls follow `mode`, everything else gets a short summary."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.delay = 0.0
+        self.phase2_calls = 0
+        self.stub = ModelStub(self.respond)
+
+    def respond(self, path: str, body: dict) -> tuple[int, Any, float]:
+        system = body["messages"][0]["content"]
+        if "working memory" not in system:
+            return 200, chat("A short summary."), 0
+        self.phase2_calls += 1
+        prompt = body["messages"][1]["content"]
+        if self.mode == "fail":
+            return 500, {"error": "down"}, 0
+        if self.mode == "hang":
+            return 200, phase2_answer(prompt), 3.0
+        if self.mode == "malformed":
+            return 200, chat("{not json"), 0
+        if self.mode == "wrong_count":
+            return 200, phase2_answer(prompt, extra=1), 0
+        return 200, phase2_answer(prompt), self.delay
+
+
+@pytest.fixture
+def model() -> Any:
+    m = Model()
+    yield m
+    m.stub.close()
+
+
+async def add(c: SkaldClient, sid: str, role: str, text: str, **kw: Any) -> dict:
+    return await c.call("sessions.add_message", {"session_id": sid, "role": role,
+                                                 "parts": [{"type": "text", "text": text}], **kw})
+
+
+async def turn(c: SkaldClient, sid: str, n: int) -> None:
+    await add(c, sid, "user", f"question {n}")
+    await add(c, sid, "assistant", f"answer {n}")
+
+
+async def states(c: SkaldClient, sid: str) -> list[str]:
+    return [a["state"] for a in (await c.call("sessions.archives", {"session_id": sid}))["archives"]]
+
+
+async def until(c: SkaldClient, sid: str, want: list[str], timeout: float = 20.0) -> None:
+    for _ in range(int(timeout / 0.1)):
+        if await states(c, sid) == want:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"archives {await states(c, sid)} never became {want}")
+
+
+def ids(ctx: dict) -> list[str]:
+    return [m["id"] for m in ctx["messages"]]
+
+
+async def test_lifecycle_validation_and_idempotent_add(deploy: Callable[..., Any]) -> None:
+    _, c = await deploy()
+    info = await c.call("sessions.create", {"session_id": "s1"})
+    assert info["uri"] == "viking://user/default/sessions/s1"
+    r1 = await add(c, "s1", "user", "hello", id="client-1")
+    r2 = await add(c, "s1", "user", "hello again", id="client-1")
+    assert not r1["duplicate"] and r2["duplicate"] and r2["total_message_count"] == 1
+    with pytest.raises(E.InvalidArgument):
+        await c.call("sessions.commit", {"session_id": "s1", "keep_recent_turn_count": 2})
+    with pytest.raises(E.InvalidArgument):
+        await c.call("sessions.add_message", {"session_id": "s1", "role": "system", "parts": [{"type": "text",
+                                                                                            "text": "x"}]})
+    with pytest.raises(E.InvalidArgument):
+        await c.call("sessions.add_message", {"session_id": "s1", "role": "user", "parts": []})
+    for op in ("sessions.get", "sessions.context", "sessions.archives", "sessions.delete"):
+        with pytest.raises(E.NotFound):
+            await c.call(op, {"session_id": "nope"})
+    with pytest.raises(E.NotFound):
+        await c.call("sessions.commit", {"session_id": "nope"})
+    listed = await c.call("sessions.list")
+    assert [s["session_id"] for s in listed["sessions"]] == ["s1"]
+    await c.call("sessions.create", {"session_id": "empty"})
+    skipped = await c.call("sessions.commit", {"session_id": "empty"})
+    assert skipped["status"] == "skipped" and skipped["reason"]
+    assert (await c.call("sessions.delete", {"session_id": "empty"}))["deleted"]
+
+
+async def test_two_rapid_pending_commits_keep_both_raws(deploy: Callable[..., Any], model: Model) -> None:
+    model.delay = 1.5
+    _, c = await deploy(llm_base_url=model.stub.url)
+    await turn(c, "s", 1)
+    a1 = await c.call("sessions.commit", {"session_id": "s"})
+    await turn(c, "s", 2)
+    a2 = await c.call("sessions.commit", {"session_id": "s"})
+    await turn(c, "s", 3)
+    assert a1["status"] == a2["status"] == "accepted" and a1["archive_id"] != a2["archive_id"]
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    assert ids(ctx) == [f"msg_{i:08d}" for i in range(1, 7)]
+    assert ctx["stats"]["pending"] == 2 and ctx["latest_archive_overview"] == ""
+    await until(c, "s", ["completed", "completed"])
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    assert ids(ctx) == ["msg_00000005", "msg_00000006"] and "billing" in ctx["latest_archive_overview"]
+
+
+async def test_failed_phase2_raw_stays_visible_until_rolled_forward(deploy: Callable[..., Any],
+                                                                    model: Model) -> None:
+    model.mode = "fail"
+    w, c = await deploy(llm_base_url=model.stub.url)
+    await turn(c, "s", 1)
+    r = await c.call("sessions.commit", {"session_id": "s", "wait": True})
+    assert r["phase2"] == "failed"
+    arch = (await c.call("sessions.archives", {"session_id": "s"}))["archives"][0]
+    assert arch["state"] == "failed" and arch["failure"]["stage"] == "llm"
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    assert ids(ctx) == ["msg_00000001", "msg_00000002"] and ctx["stats"]["failed"] == 1
+    model.mode = "ok"
+    await turn(c, "s", 2)
+    r2 = await c.call("sessions.commit", {"session_id": "s", "wait": True})
+    assert r2["phase2"] == "completed"
+    archives = (await c.call("sessions.archives", {"session_id": "s"}))["archives"]
+    assert archives[1]["coverage"]["covered_failed_archives"] == ["archive_001"]
+    assert archives[1]["coverage"]["starting_message_id"] == "msg_00000001"
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    assert ids(ctx) == [] and ctx["latest_archive_overview"]
+    # The same state comes back from the markers alone in a fresh worker.
+    cfg = w.cfg
+    await w.stop()
+    w2, c2 = await deploy(data_dir=cfg.data_dir, prefix=cfg.prefix, llm_base_url=model.stub.url)
+    assert await c2.call("sessions.context", {"session_id": "s"}) == ctx
+
+
+@pytest.mark.parametrize("mode,stage", [("fail", "llm"), ("hang", "llm"), ("malformed", "parse"),
+                                        ("wrong_count", "validate")])
+async def test_phase2_model_failures(deploy: Callable[..., Any], model: Model, mode: str, stage: str) -> None:
+    model.mode = mode
+    _, c = await deploy(llm_base_url=model.stub.url, llm_timeout_s=0.5)
+    await add(c, "s", "user", "investigate")
+    for i in range(6):
+        await add(c, "s", "assistant", f"step {i} " + "detail " * 200)
+    r = await c.call("sessions.commit", {"session_id": "s", "retention_mode": "turn_budget",
+                                         "retained_message_token_budget": 800, "wait": True}, timeout_s=30)
+    assert r["phase2"] == "failed"
+    arch = (await c.call("sessions.archives", {"session_id": "s"}))["archives"][0]
+    expect = "parse" if mode == "wrong_count" else stage
+    assert arch["state"] == "failed" and arch["failure"]["stage"] == expect
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    assert ids(ctx) == [f"msg_{i:08d}" for i in range(1, 8)]  # nothing lost, no checkpoint
+    assert not any(m.get("message_kind") == "checkpoint" for m in ctx["messages"])
+
+
+async def test_oversized_turn_becomes_user_checkpoint_and_raw_tail(deploy: Callable[..., Any]) -> None:
+    _, c = await deploy()
+    await add(c, "s", "user", "find why the pool is exhausted")
+    for i in range(10):
+        await c.call("sessions.add_message", {"session_id": "s", "role": "assistant", "parts": [
+            {"type": "text", "text": f"checking metric {i}"},
+            {"type": "tool", "tool_id": f"t{i}", "tool_name": "query", "tool_output": f"value {i} " * 150,
+             "tool_status": "completed"}]})
+    r = await c.call("sessions.commit", {"session_id": "s", "retention_mode": "turn_budget",
+                                         "retained_message_token_budget": 1200, "wait": True})
+    assert r["phase2"] == "completed" and r["plan"]["turn_anchor"] == "msg_00000001"
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    msgs = ctx["messages"]
+    assert msgs[0]["id"] == "msg_00000001" and msgs[1]["message_kind"] == "checkpoint"
+    assert msgs[1]["parts"][0]["uri"].endswith("/history/archive_001")
+    assert "checking metric 0" in msgs[1]["parts"][0]["abstract"]
+    assert msgs[-1]["id"] == "msg_00000011" and ctx["stats"]["checkpoints"] == 1
+
+
+async def test_twelve_big_tool_outputs_are_externalised_per_turn(deploy: Callable[..., Any]) -> None:
+    _, c = await deploy()
+    await add(c, "s", "user", "scan the logs")
+    for i in range(12):
+        await c.call("sessions.add_message", {"session_id": "s", "role": "assistant", "parts": [
+            {"type": "tool", "tool_id": f"t{i}", "tool_name": "grep", "tool_output": f"{i:02d}" * 5000,
+             "tool_status": "completed"}]})
+    await add(c, "s", "user", "thanks")
+    await c.call("sessions.commit", {"session_id": "s", "retention_mode": "turn_budget",
+                                     "keep_recent_turn_count": 1, "wait": True})
+    arch = await c.call("fs.read", {"uri": "viking://~/sessions/s/history/archive_001/messages.jsonl"})
+    tools = [p for line in arch["content"].splitlines() for p in json.loads(line)["parts"] if p["type"] == "tool"]
+    out = [p for p in tools if p.get("tool_output_uri")]
+    assert len(out) == 3 and all(p["tool_output_chars"] == 10_000 and p["tool_output_truncated"] for p in out)
+    full = await c.call("fs.read", {"uri": out[0]["tool_output_uri"]})
+    assert len(full["content"]) == 10_000
+
+
+async def test_two_workers_one_writer_per_session(deploy: Callable[..., Any]) -> None:
+    """Clients hit two session workers at random; each session keeps every message once, in each
+    client's order."""
+    w1, c = await deploy()
+    w2, _ = await deploy(data_dir=w1.cfg.data_dir, prefix=w1.cfg.prefix)
+    clients = [c.as_identity() for _ in range(6)]
+    for x in clients:
+        x.prefix = c.prefix
+
+    async def writer(k: int, x: SkaldClient) -> None:
+        for n in range(25):
+            await add(x, f"s{n % 3}", "user", f"c{k}-{n}", id=f"c{k}-{n:03d}")
+
+    await asyncio.gather(*(writer(k, x) for k, x in enumerate(clients)))
+    forwarded = [w.host.actors["session"].added for w in (w1, w2)]  # type: ignore[union-attr]
+    assert sum(forwarded) == 150
+    assert sum(w.host.actors["session"].forwards for w in (w1, w2)) > 0  # type: ignore[union-attr]
+    for s in range(3):
+        ctx = await c.call("sessions.context", {"session_id": f"s{s}"})
+        got = ids(ctx)
+        assert len(got) == len(set(got)) == 6 * len([n for n in range(25) if n % 3 == s])
+        for k in range(6):
+            mine = [i for i in got if i.startswith(f"c{k}-")]
+            assert mine == sorted(mine)
+    owners = {w.host.worker_id: len(w.host.actors["session"].leases.held) for w in (w1, w2)}  # type: ignore
+    assert sum(owners.values()) == 3
