@@ -48,6 +48,36 @@ class Archiver:
         self.completed = 0
         self.failed = 0
 
+    async def start(self) -> None:
+        """Pending archives whose Phase 2 job was lost (a crash between archive and enqueue) get one
+        again; duplicates are dropped by the stream's dedup window and by `.done` checks."""
+        self._sweep = asyncio.create_task(self._requeue_pending())
+
+    async def stop(self) -> None:
+        task = getattr(self, "_sweep", None)
+        if task is not None:
+            task.cancel()
+
+    async def _requeue_pending(self) -> None:
+        found = await asyncio.to_thread(self._pending_archives)
+        for account, user, sid, name in found:
+            uri = f"viking://user/{user}/sessions/{sid}/history/{name}"
+            try:
+                await self.bus.enqueue("archive", Phase2Job(account=account, user=user, session_id=sid,
+                                                            archive_id=name), uri)
+            except Exception:  # noqa: BLE001 - best effort; the session owner re-enqueues on load too
+                log.warning("could not re-enqueue %s", uri, exc_info=True)
+
+    def _pending_archives(self) -> list[tuple[str, str, str, str]]:
+        out = []
+        for hist in self.ns.accounts.glob("*/user/*/sessions/*/history"):
+            account, user, sid = hist.parts[-6], hist.parts[-4], hist.parts[-2]
+            for i in Fs.archive_indexes(hist.parent):
+                d = hist / Fs.archive_name(i)
+                if not (d / ".done").exists() and not (d / ".failed.json").exists():
+                    out.append((account, user, sid, d.name))
+        return out
+
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "model": self.llm.name, "model_calls": self.model_calls,
                 "completed": self.completed, "failed": self.failed}

@@ -174,7 +174,9 @@ class Sessions:
         key, vp = self._where(ctx.identity, req.session_id)
 
         async def run() -> M.SessionInfo:
-            return self._info(await self._state(key, vp, create=False))
+            st = await self._state(key, vp, create=False)
+            await self._recover(st, ctx.identity)
+            return self._info(st)
 
         return await self._owned("sessions.get", req, ctx, key, run)
 
@@ -361,6 +363,7 @@ class Sessions:
 
         async def run() -> M.ContextResult:
             st = await self._state(key, vp, create=False)
+            await self._recover(st, ctx.identity)
             states = A.scan(await asyncio.to_thread(self._listings, st))
             uris = {s.listing.archive_id: f"{vp.uri}/history/{s.listing.archive_id}" for s in states}
             overview, msgs, cps = A.assemble(states, st.root, uris)
@@ -382,6 +385,7 @@ class Sessions:
 
         async def run() -> M.ArchivesResult:
             st = await self._state(key, vp, create=False)
+            await self._recover(st, ctx.identity)
             states = A.scan(await asyncio.to_thread(self._listings, st))
             out = []
             for s in states:

@@ -1,0 +1,153 @@
+"""SIGKILL real session/archive workers between the steps of add, commit Phase 1 and Phase 2,
+then prove from the disk and the API: no accepted message lost, none duplicated, every archive
+completed or failed, no model call repeated for a journaled answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from messages import errors as E
+from runtime.client import SkaldClient
+from tests.stubs import ModelStub
+from tests.test_processes import reap, wait_ready
+from tests.test_sessions import phase2_answer
+
+POINTS = [("session.after_append", 6), ("commit.after_archive", 2), ("commit.after_enqueue", 2),
+          ("commit.after_root", 2), ("archive.after_journal", 2), ("archive.after_overview", 2),
+          ("archive.after_memories", 2)]
+ITERATIONS = 50
+
+
+def worker(url: str, data: Path, prefix: str, fault: str = "", llm: str = "") -> subprocess.Popen[str]:
+    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_LEASE_TTL_S": "1",
+           "SKALD_WORK_ACK_WAIT_S": "1", "SKALD_FAULT": fault, "SKALD_LLM_BASE_URL": llm}
+    return subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir",
+                             str(data), "--actors", "session,archive,indexer"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+async def call(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
+    """One attempt; None when the worker died under it."""
+    try:
+        return await c.call(op, body, timeout_s=1.0)
+    except (E.DeadlineExceeded, E.Unavailable, E.Internal):
+        return None
+
+
+async def workload(c: SkaldClient, sid: str, acked: list[str]) -> None:
+    plan = [("add", f"{sid}-u1", "user"), ("add", f"{sid}-a1", "assistant"), ("add", f"{sid}-u2", "user"),
+            ("add", f"{sid}-a2", "assistant"), ("commit", "turn_budget", ""), ("add", f"{sid}-u3", "user"),
+            ("add", f"{sid}-a3", "assistant"), ("commit", "legacy", "")]
+    for op, a, b in plan:
+        if op == "add":
+            r = await call(c, "sessions.add_message", {"session_id": sid, "role": b, "id": a,
+                                                       "parts": [{"type": "text", "text": f"text of {a}"}]})
+            if r is None:
+                return
+            acked.append(a)
+        else:
+            body: dict[str, Any] = {"session_id": sid}
+            if a == "turn_budget":
+                body.update(retention_mode="turn_budget", keep_recent_turn_count=1)
+            if await call(c, "sessions.commit", body) is None:
+                return
+
+
+async def settle(c: SkaldClient, sid: str, timeout: float = 40.0) -> list[dict]:
+    """Archives once none is pending (Phase 2 redelivered to the surviving worker)."""
+    archives: list[dict] = []
+    for _ in range(int(timeout / 0.2)):
+        try:
+            archives = (await c.call("sessions.archives", {"session_id": sid}, timeout_s=3.0))["archives"]
+        except (E.DeadlineExceeded, E.Unavailable, E.NotFound):
+            await asyncio.sleep(0.2)
+            continue
+        if all(a["state"] in ("completed", "failed") for a in archives):
+            return archives
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{sid}: archives never settled: {[a['state'] for a in archives]}")
+
+
+async def test_sigkill_at_random_points_loses_and_duplicates_nothing(nats_url: str, tmp_path: Path) -> None:
+    rng = random.Random(int(os.environ.get("SKALD_CRASH_SEED", "7")))
+    data, prefix = tmp_path / "data", "crashsess"
+    acked: dict[str, list[str]] = {}
+    killed = 0
+    procs: list[subprocess.Popen[str]] = []
+    async with await SkaldClient.connect(nats_url) as c:
+        c.prefix = prefix
+        try:
+            for i in range(ITERATIONS):
+                name, most = rng.choice(POINTS)
+                p = worker(nats_url, data, prefix, f"{name}@{rng.randint(1, most)}")
+                procs.append(p)
+                wait_ready(p)
+                sid = f"s{i:02d}"
+                acked[sid] = []
+                await workload(c, sid, acked[sid])
+                await asyncio.sleep(0.15)  # let a Phase 2 fault point fire
+                if p.poll() is None:
+                    p.kill()  # the armed point was not reached: kill it anyway, between requests
+                p.wait()
+                killed += 1
+            healthy = worker(nats_url, data, prefix)
+            procs.append(healthy)
+            wait_ready(healthy)
+            for sid, ids in acked.items():
+                if not ids:
+                    continue
+                archives = await settle(c, sid)
+                ctx = await c.call("sessions.context", {"session_id": sid}, timeout_s=5)
+                live = [m["id"] for m in ctx["messages"] if m.get("message_kind") != "checkpoint"]
+                assert len(live) == len(set(live)), f"{sid}: duplicate in context {live}"
+                covered: set[str] = set()
+                for a in archives:
+                    if a["state"] == "completed":
+                        raw = data / "accounts/default/user/default/sessions" / sid / "history" / a["archive_id"]
+                        lines = (raw / "messages.jsonl").read_text().splitlines()
+                        covered |= {json.loads(x)["id"] for x in lines if x.strip()}
+                for mid in ids:
+                    assert mid in live or mid in covered, f"{sid}: accepted message {mid} lost"
+                assert not (set(live) & covered - set(live)), sid
+        finally:
+            reap(procs)
+    assert killed == ITERATIONS
+    print(f"crash points tried: {killed}")
+
+
+async def test_journaled_model_answer_is_not_requested_again(nats_url: str, tmp_path: Path) -> None:
+    calls = {"phase2": 0}
+
+    def respond(path: str, body: dict) -> tuple[int, Any, float]:
+        if "working memory" in body["messages"][0]["content"]:
+            calls["phase2"] += 1
+            return 200, phase2_answer(body["messages"][1]["content"]), 0
+        return 200, {"choices": [{"message": {"content": "summary"}}], "usage": {}}, 0
+
+    stub = ModelStub(respond)
+    data, prefix = tmp_path / "data", "journal"
+    procs = [worker(nats_url, data, prefix, "archive.after_journal", stub.url)]
+    try:
+        wait_ready(procs[0])
+        async with await SkaldClient.connect(nats_url) as c:
+            c.prefix = prefix
+            for role in ("user", "assistant"):
+                await c.call("sessions.add_message", {"session_id": "j", "role": role,
+                                                      "parts": [{"type": "text", "text": f"{role} says hi"}]})
+            await c.call("sessions.commit", {"session_id": "j"})
+            procs[0].wait(20)  # killed right after the answer was journaled
+            assert calls["phase2"] == 1
+            procs.append(worker(nats_url, data, prefix, "", stub.url))
+            wait_ready(procs[1])
+            archives = await settle(c, "j")
+            assert [a["state"] for a in archives] == ["completed"] and calls["phase2"] == 1
+    finally:
+        reap(procs)
+        stub.close()
