@@ -35,7 +35,7 @@ class TreeIndex(Protocol):
     def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], Any]: ...
 
     def search_children_many(self, vec: np.ndarray, account: str, parents: list[str], q: Query,
-                             k: int) -> list[list[Hit]]: ...
+                             k: int, collect: Query | None = None) -> list[list[Hit]]: ...
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool: ...
 
@@ -66,6 +66,7 @@ class Params:
     alpha: float = 1.0  # score_propagation_alpha
     hotness_alpha: float = 0.0
     now: float = 0.0
+    trace: bool = True  # record the trajectory (directories entered, rejections); off saves time
 
 
 @dataclass(slots=True)
@@ -129,36 +130,39 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
             batch.append((uri, -neg))
         if not batch:
             break
-        results = index.search_children_many(vec, scope.account, [u for u, _ in batch], child_scope, child_k)
+        results = index.search_children_many(vec, scope.account, [u for u, _ in batch], child_scope, child_k,
+                                             collect)
         if rerank is None:
             scored: list[list[float]] = [[h.score for h in hits] for hits in results]
         else:
             scored = list(await asyncio.gather(*(_scores(rerank, text, hits, out) for hits in results)))
         rnd: list[dict[str, Any]] = []
         changed: set[tuple[str, int]] = set()
-        allows, gte, alpha = index.allows, p.score_gte, p.alpha
+        gte, alpha, tracing = p.score_gte, p.alpha, p.trace
         for (uri, parent), hits, scores in zip(batch, results, scored, strict=True):
-            entry: dict[str, Any] = {"uri": uri, "score": round(parent, 6), "children": len(hits), "kept": 0,
-                                     "pushed": 0, "rejected": []}
+            kept = pushed = 0
+            rejected: list[dict[str, Any]] = []
             for h, s in zip(hits, scores, strict=True):
                 final = alpha * s + (1 - alpha) * parent if parent else s
                 if not (final >= threshold if gte else final > threshold):
-                    if len(entry["rejected"]) < TRACE_REJECTED:
-                        entry["rejected"].append({"uri": h.row.uri, "level": h.row.level, "score": round(final, 6)})
+                    if tracing and len(rejected) < TRACE_REJECTED:
+                        rejected.append({"uri": h.row.uri, "level": h.row.level, "score": round(final, 6)})
                     continue
                 row = h.row
-                # Children of a directory inside the scope are inside it too.
-                if allows(row, collect, True):
+                # Children of a directory inside the scope are inside it too; `keep` is the collect filter.
+                if h.keep:
                     key = (row.uri, row.level)
                     cur = pool.get(key)
                     if cur is None or final > cur[1]:
                         pool[key] = (row, final)
                         changed.add(key)
-                    entry["kept"] += 1
+                    kept += 1
                 if row.level != 2 and row.uri not in visited:
                     heapq.heappush(heap, (-final, row.uri))
-                    entry["pushed"] += 1
-            rnd.append(entry)
+                    pushed += 1
+            if tracing:
+                rnd.append({"uri": uri, "score": round(parent, 6), "children": len(hits), "kept": kept,
+                            "pushed": pushed, "rejected": rejected})
         trace["rounds"].append(rnd)
         # Scores only rise, so the new top-k lies within the old top-k and what changed this round.
         cands = set(last_topk) | changed

@@ -115,7 +115,8 @@ async def run_search(retr: Retriever, req: Q.SearchRequest, ctx: Ctx) -> Q.FindR
         scope = Query(account=ctx.identity.account, prefixes=scope_prefixes, context_types=qtypes)
         out = await H.thinking(retr.index, vec, tq.query, scope, collect, scope_prefixes,
                                H.Params(limit=k, threshold=req.score_threshold, score_gte=req.score_gte,
-                                        alpha=s.alpha, hotness_alpha=s.hotness_alpha, now=now),
+                                        alpha=s.alpha, hotness_alpha=s.hotness_alpha, now=now,
+                                        trace=req.include_provenance),
                                retr.rerank_fn(min(s.rerank_timeout_s, max(0.1, ctx.remaining() / 2))))
         counters.rerank_used |= out.rerank_used
         counters.rerank_fallback |= out.rerank_fallback
