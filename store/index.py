@@ -100,6 +100,7 @@ class VectorIndex:
         self._free: list[int] = []
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
         self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
+        self._children_mat: dict[str, np.ndarray] = {}  # their vectors, gathered once per change
         self._by_level: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
         self._level_arr: dict[frozenset[int], np.ndarray] = {}
         self._live = 0
@@ -153,7 +154,9 @@ class VectorIndex:
                 if old is not None and old.parent_uri != row.parent_uri:
                     self._children.get(f"{old.account}\x00{old.parent_uri}", set()).discard(label)
                     self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
+                    self._children_mat.pop(f"{old.account}\x00{old.parent_uri}", None)
                 pkey = f"{row.account}\x00{row.parent_uri}"
+                self._children_mat.pop(pkey, None)
                 kids = self._children.setdefault(pkey, set())
                 if label not in kids:
                     kids.add(label)
@@ -199,6 +202,7 @@ class VectorIndex:
             if old is not None:
                 kids = self._children.get(f"{old.account}\x00{old.parent_uri}")
                 self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
+                self._children_mat.pop(f"{old.account}\x00{old.parent_uri}", None)
                 if kids is not None:
                     kids.discard(label)
                     if not kids:
@@ -418,11 +422,19 @@ class VectorIndex:
         hit also says whether it passes that query's filters (scope aside), computed in the same pass."""
         with self._lock:
             groups = [self._child_labels(account, p) for p in parents]
-            present = [g for g in groups if g is not None]
+            present = [(p, g) for p, g in zip(parents, groups, strict=True) if g is not None]
             if not present:
                 return [[] for _ in parents]
-            labels = np.concatenate(present)
-            scores_all = self._vecs[labels] @ vec
+            labels = np.concatenate([g for _, g in present])
+            mats = []
+            for p, g in present:
+                pkey = f"{account}\x00{p}"
+                mat = self._children_mat.get(pkey)
+                if mat is None or mat.shape[0] != g.size:
+                    mat = self._vecs[g]
+                    self._children_mat[pkey] = mat
+                mats.append(mat @ vec)
+            scores_all = np.concatenate(mats)
             ok_all = self._mask(labels, q)
             keep_all = self._mask(labels, collect) if collect is not None else None
             out: list[list[Hit]] = []

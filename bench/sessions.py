@@ -1,0 +1,127 @@
+"""Session throughput and latency over NATS, with 1 and 2 session workers.
+
+    .venv/bin/python bench/sessions.py [--messages 4000] [--commits 200]
+
+Reports: durable add_message throughput across many sessions (every reply means fsync'd);
+commit Phase 1 latency p50/p99 (the reply comes when the archive is durable and the Phase 2
+job queued); sessions.context latency with 10 and 1,000 completed archives.
+Workers are separate `skald worker` processes on one embedded nats-server; the client is this
+process with many requests in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from runtime.client import SkaldClient  # noqa: E402
+from runtime.natsserver import EmbeddedNats  # noqa: E402
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def start_worker(url: str, data: Path, prefix: str, actors: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix}
+    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
+                          "--actors", actors], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert p.stdout is not None
+    line = p.stdout.readline().decode()
+    assert line.startswith("skald ready"), line
+    return p
+
+
+async def throughput(c: SkaldClient, n: int, sessions: int, inflight: int) -> float:
+    sem = asyncio.Semaphore(inflight)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await c.call("sessions.add_message", {"session_id": f"tp{i % sessions}", "role": "user",
+                                                  "parts": [{"type": "text", "text": f"message {i} " * 8}]})
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return n / (time.perf_counter() - t0)
+
+
+async def phase1(c: SkaldClient, commits: int) -> list[float]:
+    out = []
+    for i in range(commits):
+        sid = f"p1-{i}"
+        for role in ("user", "assistant"):
+            await c.call("sessions.add_message", {"session_id": sid, "role": role,
+                                                  "parts": [{"type": "text", "text": "hello " * 20}]})
+        t = time.perf_counter()
+        r = await c.call("sessions.commit", {"session_id": sid})
+        out.append((time.perf_counter() - t) * 1000)
+        assert r["status"] == "accepted"
+    return out
+
+
+async def context_latency(c: SkaldClient, sid: str, archives: int, reads: int) -> list[float]:
+    for i in range(archives):
+        await c.call("sessions.add_message", {"session_id": sid, "role": "user",
+                                              "parts": [{"type": "text", "text": f"turn {i}"}]})
+        await c.call("sessions.commit", {"session_id": sid})
+    for _ in range(600):  # until every Phase 2 has finished
+        a = (await c.call("sessions.archives", {"session_id": sid}))["archives"]
+        if len(a) == archives and all(x["state"] == "completed" for x in a):
+            break
+        await asyncio.sleep(0.2)
+    await c.call("sessions.add_message", {"session_id": sid, "role": "user",
+                                          "parts": [{"type": "text", "text": "live"}]})
+    out = []
+    for _ in range(reads):
+        t = time.perf_counter()
+        await c.call("sessions.context", {"session_id": sid})
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=4000)
+    ap.add_argument("--commits", type=int, default=200)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="skald-sessions-"))
+    srv = EmbeddedNats(tmp / "nats", port=-1)
+    url = srv.start()
+    try:
+        for n_workers in (1, 2):
+            prefix = f"bench{n_workers}"
+            data = tmp / f"data{n_workers}"
+            procs = [start_worker(url, data, prefix, "session,archive") for _ in range(n_workers)]
+            c = await SkaldClient.connect(url)
+            c.prefix = prefix
+            await throughput(c, 200, 50, 32)  # warm up
+            rate = await throughput(c, args.messages, 200, 64)
+            p1 = await phase1(c, args.commits)
+            print(f"{n_workers} session worker(s): add_message {rate:7.0f} msgs/s durable (200 sessions, 64 in flight); "
+                  f"commit Phase 1 p50 {pct(p1, 50):.2f} ms p99 {pct(p1, 99):.2f} ms")
+            if n_workers == 1:
+                for archives in (10, 1000):
+                    lat = await context_latency(c, f"ctx{archives}", archives, 200)
+                    print(f"  sessions.context with {archives:4d} completed archives: p50 {pct(lat, 50):.2f} ms "
+                          f"p99 {pct(lat, 99):.2f} ms")
+            await c.close()
+            for p in procs:
+                p.terminate()
+                p.wait()
+        print("\nFloors (issue 4): add_message >= 2,000 msgs/s with one worker; Phase 1 p50 <= 10 ms; "
+              "context read independent of the number of completed archives.")
+    finally:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
