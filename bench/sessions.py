@@ -106,8 +106,8 @@ async def main() -> None:
             await throughput(c, 200, 50, 32)  # warm up
             rate = await throughput(c, args.messages, 200, 64)
             p1 = await phase1(c, args.commits)
-            print(f"{n_workers} session worker(s): add_message {rate:7.0f} msgs/s durable (200 sessions, 64 in flight); "
-                  f"commit Phase 1 p50 {pct(p1, 50):.2f} ms p99 {pct(p1, 99):.2f} ms")
+            print(f"{n_workers} session worker(s): add_message {rate:7.0f} msgs/s durable "
+                  f"(200 sessions, 64 in flight); commit Phase 1 p50 {pct(p1, 50):.2f} ms p99 {pct(p1, 99):.2f} ms")
             if n_workers == 1:
                 for archives in (10, 1000):
                     lat = await context_latency(c, f"ctx{archives}", archives, 200)
