@@ -103,6 +103,7 @@ class VectorIndex:
         self._children_mat: dict[str, np.ndarray] = {}  # their vectors, gathered once per change
         self._by_level: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
         self._level_arr: dict[frozenset[int], np.ndarray] = {}
+        self._level_mat: dict[frozenset[int], np.ndarray] = {}  # vectors of those rows, gathered once
         self._live = 0
         self.keywords = KeywordIndex()
         self._graph = hnswlib.Index(space="ip", dim=dim)
@@ -162,11 +163,14 @@ class VectorIndex:
                     kids.add(label)
                     self._children_arr.pop(pkey, None)
                 self._rows[label] = row
+                if row.level != 2 or (old is not None and old.level != 2):
+                    self._level_mat.clear()
                 if old is not None and old.level != row.level:
                     self._by_level.get(old.level, set()).discard(label)
                 if label not in self._by_level.setdefault(row.level, set()):
                     self._by_level[row.level].add(label)
                     self._level_arr.clear()
+                    self._level_mat.clear()
                 self.keywords.add(label, row.text or row.abstract)
                 self._vecs[label] = vec
                 self._level[label] = row.level
@@ -210,6 +214,7 @@ class VectorIndex:
             if old is not None:
                 self._by_level.get(old.level, set()).discard(label)
                 self._level_arr.clear()
+                self._level_mat.clear()
             self._rows[label] = None
             self.keywords.remove(label)
             self._alive[label] = False
@@ -348,28 +353,42 @@ class VectorIndex:
             want = min(labels.size, want * 4)
 
     def _exact_levels(self, vec: np.ndarray, q: Query, k: int, scope_rows: int) -> tuple[list[Hit], SearchTrace]:
-        """Directory-level searches (the descent's global step): few rows, scored exactly, scope checked
-        per candidate in score order."""
-        labels = self._level_arr.get(q.levels)  # type: ignore[arg-type]
+        """Directory-level searches (the descent's global step): few rows, scored exactly against a
+        cached matrix, the scope checked per candidate in score order."""
+        key = q.levels or frozenset()
+        labels = self._level_arr.get(key)
         if labels is None:
-            labels = np.fromiter(sorted(set().union(*(self._by_level.get(lv, set()) for lv in q.levels or ()))),
-                                 dtype=np.int64)
-            self._level_arr[q.levels] = labels  # type: ignore[index]
-        labels = labels[self._mask(labels, q)]
+            labels = np.fromiter(sorted(set().union(*(self._by_level.get(lv, set()) for lv in key))), dtype=np.int64)
+            self._level_arr[key] = labels
+        mat = self._level_mat.get(key)
+        if mat is None or mat.shape[0] != labels.size:
+            mat = self._vecs[labels]
+            self._level_mat[key] = mat
         if labels.size == 0:
             return [], SearchTrace("exact-levels", scope_rows, 0)
-        scores = self._vecs[labels] @ vec
-        hits: list[Hit] = []
-        for i in np.argsort(-scores, kind="stable").tolist():
-            row = self._rows[int(labels[i])]
-            if row is None or not self._in_scope(row, q.account, q.prefixes):
-                continue
-            if q.predicate is not None and not q.predicate(row):
-                continue
-            hits.append(Hit(row, float(scores[i])))
-            if len(hits) >= k:
-                break
-        return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
+        scores = mat @ vec
+        ok = self._mask(labels, q)
+        scores = np.where(ok, scores, -np.inf)
+        want = min(labels.size, max(k * 8, 64))
+        while True:
+            top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            hits: list[Hit] = []
+            for i in top.tolist():
+                sc = float(scores[i])
+                if sc == -np.inf:
+                    break
+                row = self._rows[int(labels[i])]
+                if row is None or not self._in_scope(row, q.account, q.prefixes):
+                    continue
+                if q.predicate is not None and not q.predicate(row):
+                    continue
+                hits.append(Hit(row, sc))
+                if len(hits) >= k:
+                    return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
+            if want >= labels.size:
+                return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
+            want = min(labels.size, want * 8)
 
     def _graph_search(
         self, vec: np.ndarray, q: Query, k: int, sel: float, scope_rows: int
