@@ -7,6 +7,7 @@ import contextlib
 import logging
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import nats
 from nats.aio.client import Client as NATS
@@ -80,7 +81,8 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str) -> dict[str, objec
         if name == "session":
             actors[name] = Sessions(ns, bus, worker_id, cfg.lease_ttl_s)
         elif name == "archive":
-            actors[name] = Archiver(ns, llm, bus, llm_timeout_s=cfg.llm_timeout_s)
+            actors[name] = Archiver(ns, llm, bus, llm_timeout_s=cfg.llm_timeout_s, worker_id=worker_id,
+                                    lease_ttl_s=cfg.lease_ttl_s)
         elif name == "indexer":
             actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus)
         elif name == "retriever":
@@ -113,6 +115,10 @@ class Worker:
     async def start(self) -> str:
         cfg = self.cfg
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        # File writes wait on fsync, not on the CPU: enough threads that many sessions' appends
+        # overlap (the default pool has cores + 4).
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=cfg.io_threads,
+                                                                           thread_name_prefix="skald-io"))
         if self.embedded:
             self.server = EmbeddedNats(cfg.data_dir / "nats", cfg.nats_host, cfg.nats_port)
             self.url = await asyncio.to_thread(self.server.start)

@@ -49,6 +49,7 @@ class Config:
     recall_intent_timeout_s: float = 5.0
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
+    io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery
 

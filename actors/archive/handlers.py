@@ -24,6 +24,7 @@ from actors.common import faults
 from actors.common import session_files as Fs
 from actors.common.context import Attempt
 from actors.common.decl import RetryLater, consumes
+from actors.common.lease import Leases
 from actors.common.ports import LLM
 from actors.common.session_files import lease_key
 from messages.ingest import IngestJob
@@ -33,13 +34,16 @@ from store.uri import Identity, Namespace
 
 log = logging.getLogger("skald.archive")
 JOURNAL = ".phase2.journal.json"
-PREDECESSOR_WAIT_S = 1.0
+PREDECESSOR_WAIT_S = 0.5
 
 
 class Archiver:
     def __init__(self, ns: Namespace, llm: LLM, bus: Any, clock: Callable[[], float] = time.time,
-                 llm_timeout_s: float = 120.0) -> None:
+                 llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0) -> None:
         self.ns = ns
+        # One worker runs an archive's Phase 2 at a time (a claim, renewed while it runs), so a
+        # chained run and a redelivered job never both call the model.
+        self.claims = Leases(bus, worker_id or "archiver", lease_ttl_s, idle_s=3600.0)
         self.llm = llm
         self.bus = bus
         self.clock = clock
@@ -49,6 +53,10 @@ class Archiver:
         self.failed = 0
 
     async def start(self) -> None:
+        self.claims.start()
+        await self._start_sweep()
+
+    async def _start_sweep(self) -> None:
         """Pending archives whose Phase 2 job was lost (a crash between archive and enqueue) get one
         again; duplicates are dropped by the stream's dedup window and by `.done` checks."""
         self._sweep = asyncio.create_task(self._requeue_pending())
@@ -57,6 +65,7 @@ class Archiver:
         task = getattr(self, "_sweep", None)
         if task is not None:
             task.cancel()
+        await self.claims.stop()
 
     async def _requeue_pending(self) -> None:
         found = await asyncio.to_thread(self._pending_archives)
@@ -84,32 +93,56 @@ class Archiver:
 
     @consumes("archive", Phase2Job, ack_wait_s=120.0, max_deliver=1000, concurrency=2)
     async def run(self, job: Phase2Job, att: Attempt) -> None:
+        nxt: Phase2Job | None = job
+        first = True
+        while nxt is not None:
+            nxt = await self._one(nxt, chained=not first)
+            first = False
+
+    async def _one(self, job: Phase2Job, chained: bool) -> Phase2Job | None:
+        """Phase 2 of one archive; returns the session's next pending archive to chain into."""
         ident = Identity(account=job.account, user=job.user)
         vp = self.ns.resolve(f"viking://~/sessions/{job.session_id}", ident)
-        listings = await asyncio.to_thread(lambda: [Fs.read_archive(vp.path, i) for i in Fs.archive_indexes(vp.path)])
-        states = A.scan(listings)
-        target = next((s for s in states if s.listing.archive_id == job.archive_id), None)
         key = lease_key(job.account, job.user, job.session_id)
-        if target is None:
-            return  # the session was deleted
-        if target.state != "pending":
-            await self._finished(key, job, target.state)
-            return
-        before = [s for s in states if s.listing.index < target.listing.index]
-        if any(s.state == "pending" for s in before):
-            raise RetryLater(PREDECESSOR_WAIT_S, "waiting for an earlier archive")
-        rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
-        adir = vp.path / "history" / job.archive_id
+        claim = f"a{key}-{job.archive_id}"
+        if await self.claims.owner(claim) is not None:
+            if chained:
+                return None
+            raise RetryLater(PREDECESSOR_WAIT_S, "another worker is on this archive")
         try:
-            state = await self._phase2(vp, adir, job, ident, target, rolled)
-        except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
-            log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
-            await asyncio.to_thread(Fs.write_json, adir / ".failed.json",
-                                    {"stage": getattr(e, "stage", "phase2"), "error": f"{type(e).__name__}: {e}"[:2000],
-                                     "time": self.clock()})
-            self.failed += 1
-            state = "failed"
-        await self._finished(key, job, state)
+            listings = await asyncio.to_thread(
+                lambda: [Fs.read_archive(vp.path, i) for i in Fs.archive_indexes(vp.path)])
+            states = A.scan(listings)
+            target = next((s for s in states if s.listing.archive_id == job.archive_id), None)
+            if target is None:
+                return None  # the session was deleted
+            if target.state != "pending":
+                await self._finished(key, job, target.state)
+                return None
+            before = [s for s in states if s.listing.index < target.listing.index]
+            if any(s.state == "pending" for s in before):
+                if chained:
+                    return None
+                raise RetryLater(PREDECESSOR_WAIT_S, "waiting for an earlier archive")
+            rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
+            adir = vp.path / "history" / job.archive_id
+            try:
+                state = await self._phase2(vp, adir, job, ident, target, rolled)
+            except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
+                log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
+                await asyncio.to_thread(Fs.write_json, adir / ".failed.json",
+                                        {"stage": getattr(e, "stage", "phase2"),
+                                         "error": f"{type(e).__name__}: {e}"[:2000], "time": self.clock()})
+                self.failed += 1
+                state = "failed"
+            await self._finished(key, job, state)
+            later = [s for s in states if s.listing.index > target.listing.index and s.state == "pending"]
+            if later:
+                return Phase2Job(account=job.account, user=job.user, session_id=job.session_id,
+                                 archive_id=later[0].listing.archive_id)
+            return None
+        finally:
+            await self.claims.release(claim)
 
     async def _finished(self, key: str, job: Phase2Job, state: str) -> None:
         await self.bus.publish_event(f"archive.finished.{key}.{job.archive_id}",

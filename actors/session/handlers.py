@@ -26,10 +26,10 @@ from actors.common import faults
 from actors.common import session_files as Fs
 from actors.common.context import Ctx
 from actors.common.decl import handles
+from actors.common.lease import Leases
 from actors.common.session_files import lease_key
 from actors.session import externalize as X
 from actors.session import turns as T
-from actors.session.lease import Leases
 from messages import sessions as M
 from messages.errors import InvalidArgument, NotFound, Unavailable
 from store.uri import Identity, Namespace, VikingPath

@@ -86,6 +86,11 @@ class Leases:
     def start(self) -> None:
         self._task = asyncio.create_task(self._renew_loop(), name="lease-renew")
 
+    async def release(self, key: str) -> None:
+        h = self.held.pop(key, None)
+        if h is not None:
+            await self.bus.lease_release(key, h.rev)
+
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
