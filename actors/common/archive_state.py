@@ -70,6 +70,8 @@ def latest_completed(states: Sequence[ArchiveState]) -> ArchiveState | None:
 
 
 def checkpoint_message(archive_uri: str, cp: dict[str, Any]) -> Message:
+    if cp.get("archive_uri"):
+        archive_uri = str(cp["archive_uri"])
     return Message(id=f"checkpoint:{cp.get('turn_anchor_message_id')}:{archive_uri.rsplit('/', 1)[-1]}",
                    role="assistant", message_kind="checkpoint",
                    source_message_ids=list(cp.get("source_message_ids") or []),
@@ -107,7 +109,8 @@ def assemble(states: Sequence[ArchiveState], root: Sequence[Message],
         for cp in st.listing.checkpoints:
             anchor = cp.get("turn_anchor_message_id")
             if anchor:
-                anchors.setdefault(anchor, []).append(checkpoint_message(archive_uri[st.listing.archive_id], cp))
+                uri = archive_uri.get(st.listing.archive_id, "")
+                anchors.setdefault(anchor, []).append(checkpoint_message(uri, cp))
     out: list[Message] = []
     inserted = 0
     for m in live:

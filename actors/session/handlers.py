@@ -51,6 +51,12 @@ class State:
     created_at: float
     archives: dict[int, A.ArchiveListing] = field(default_factory=dict)  # only immutable (completed) ones
     pending_recovery: list[int] = field(default_factory=list)  # pending archives found on load
+    # Context frontier: every archive up to `frontier` is completed (or a covered failure), so
+    # a context read only looks past it, whatever the number of completed archives.
+    max_index: int = 0
+    frontier: int = 0
+    frontier_overview: str = ""
+    frontier_checkpoints: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Sessions:
@@ -137,7 +143,8 @@ class Sessions:
             Fs.write_atomic_lines(vp.path / "messages.jsonl", root)
         ids = archived | {m.id for m in root}
         st = State(vp=vp, root=root, ids=ids, total=max(int(meta.get("total_message_count", 0)), len(ids)),
-                   commit_count=int(meta.get("commit_count", 0)), created_at=float(meta.get("created_at", 0.0)))
+                   commit_count=int(meta.get("commit_count", 0)), created_at=float(meta.get("created_at", 0.0)),
+                   max_index=max(Fs.archive_indexes(vp.path), default=0))
         st.pending_recovery = pending
         return st
 
@@ -275,7 +282,7 @@ class Sessions:
         archive_ids = set(plan.archive_messages)
         archived = [m for m in root if m.id in archive_ids]
         retained = [m for m in root if m.id not in archive_ids]
-        index = max(Fs.archive_indexes(st.vp.path), default=0) + 1
+        index = st.max_index + 1
         name = Fs.archive_name(index)
         uri = f"{st.vp.uri}/history/{name}"
         requests = []
@@ -287,6 +294,7 @@ class Sessions:
                 "retention_plan": msgspec.to_builtins(plan), "checkpoint_requests": requests}
         self.leases.check(key)
         await asyncio.to_thread(Fs.create_archive, st.vp.path, index, archived, meta)
+        st.max_index = index
         faults.point("commit.after_archive")
         job = M.Phase2Job(account=ctx.identity.account, user=ctx.identity.user, session_id=st.vp.name,
                           archive_id=name)
@@ -344,6 +352,32 @@ class Sessions:
             out.append(msgspec.structs.replace(m, parts=parts))
         return out
 
+    def _tail_states(self, st: State) -> list[A.ArchiveState]:
+        """Archive states past the frontier, plus one synthetic completed state standing for
+        everything before it; the frontier advances over archives that became final."""
+        tail = [Fs.read_archive(st.vp.path, i) for i in range(st.frontier + 1, st.max_index + 1)]
+        tail = [a for a in tail if a.messages or a.done is not None or a.failed is not None
+                or (st.vp.path / "history" / a.archive_id).exists()]
+        states = A.scan(tail)
+        live = {m.id for m in st.root} | {m.id for s in states if not s.covered for m in s.listing.messages}
+        for s in states:
+            if not (s.state == "completed" or s.covered):
+                break
+            st.frontier = s.listing.index
+            if s.state == "completed":
+                st.frontier_overview = s.listing.overview or ""
+                uri = f"{st.vp.uri}/history/{s.listing.archive_id}"
+                st.frontier_checkpoints += [{**cp, "archive_uri": uri} for cp in s.listing.checkpoints]
+        # A checkpoint matters only while its anchor is live, and an anchor never comes back.
+        st.frontier_checkpoints = [cp for cp in st.frontier_checkpoints if cp.get("turn_anchor_message_id") in live]
+        rest = [s for s in states if s.listing.index > st.frontier]
+        if st.frontier == 0:
+            return rest
+        head = A.ArchiveState(A.ArchiveListing(archive_id="frontier", index=st.frontier, done={},
+                                               overview=st.frontier_overview,
+                                               checkpoints=st.frontier_checkpoints), "completed", covered=True)
+        return [head, *rest]
+
     def _listings(self, st: State) -> list[A.ArchiveListing]:
         out = []
         for i in Fs.archive_indexes(st.vp.path):
@@ -364,14 +398,15 @@ class Sessions:
         async def run() -> M.ContextResult:
             st = await self._state(key, vp, create=False)
             await self._recover(st, ctx.identity)
-            states = A.scan(await asyncio.to_thread(self._listings, st))
+            states = await asyncio.to_thread(self._tail_states, st)
             uris = {s.listing.archive_id: f"{vp.uri}/history/{s.listing.archive_id}" for s in states}
             overview, msgs, cps = A.assemble(states, st.root, uris)
-            unc = A.uncovered(states)
+            tail = [s for s in states if s.listing.archive_id != "frontier"]
+            unc = A.uncovered(tail)
             stats = M.ContextStats(
-                archives=len(states), completed=sum(s.state == "completed" for s in states),
-                pending=sum(s.state == "pending" for s in states), failed=sum(s.state == "failed" for s in states),
-                invalid=sum(s.state == "invalid" for s in states),
+                archives=st.max_index, completed=st.frontier + sum(s.state == "completed" for s in tail),
+                pending=sum(s.state == "pending" for s in tail), failed=sum(s.state == "failed" for s in tail),
+                invalid=sum(s.state == "invalid" for s in tail),
                 uncovered_messages=sum(len(s.listing.messages) for s in unc), root_messages=len(st.root),
                 checkpoints=cps, estimated_tokens=sum(T.message_tokens(m) for m in msgs) + T.estimate(overview))
             return M.ContextResult(session_id=req.session_id, latest_archive_overview=overview, messages=msgs,
