@@ -110,20 +110,32 @@ class Archiver:
                 return None
             raise RetryLater(PREDECESSOR_WAIT_S, "another worker is on this archive")
         try:
-            listings = await asyncio.to_thread(
-                lambda: [Fs.read_archive(vp.path, i) for i in Fs.archive_indexes(vp.path)])
-            states = A.scan(listings)
-            target = next((s for s in states if s.listing.archive_id == job.archive_id), None)
-            if target is None:
+            index = int(job.archive_id.rsplit("_", 1)[1])
+            own = await asyncio.to_thread(Fs.marker_state, vp.path, index)
+            if own == "missing":
                 return None  # the session was deleted
-            if target.state != "pending":
-                await self._finished(key, job, target.state)
+            if own != "pending":
+                await self._finished(key, job, own)
                 return None
-            before = [s for s in states if s.listing.index < target.listing.index]
-            if any(s.state == "pending" for s in before):
-                if chained:
-                    return None
-                raise RetryLater(PREDECESSOR_WAIT_S, "waiting for an earlier archive")
+            # Walk back to the newest completed archive: it rolled forward every failure before it,
+            # so only what lies between it and this one matters (no scan of the whole history).
+            between: list[int] = []
+            i = index - 1
+            while i > 0:
+                st_i = await asyncio.to_thread(Fs.marker_state, vp.path, i)
+                if st_i == "completed":
+                    break
+                if st_i == "pending":
+                    if chained:
+                        return None
+                    raise RetryLater(PREDECESSOR_WAIT_S, "waiting for an earlier archive")
+                if st_i in ("failed", "invalid"):
+                    between.append(i)
+                i -= 1
+            listings = await asyncio.to_thread(lambda: [Fs.read_archive(vp.path, j) for j in (*sorted(between), index)])
+            states = A.scan(listings)
+            target = states[-1]
+            before = states[:-1]
             rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
             adir = vp.path / "history" / job.archive_id
             try:
@@ -136,10 +148,9 @@ class Archiver:
                 self.failed += 1
                 state = "failed"
             await self._finished(key, job, state)
-            later = [s for s in states if s.listing.index > target.listing.index and s.state == "pending"]
-            if later:
+            if await asyncio.to_thread(Fs.marker_state, vp.path, index + 1) == "pending":
                 return Phase2Job(account=job.account, user=job.user, session_id=job.session_id,
-                                 archive_id=later[0].listing.archive_id)
+                                 archive_id=Fs.archive_name(index + 1))
             return None
         finally:
             await self.claims.release(claim)

@@ -136,6 +136,22 @@ def read_archive(session: Path, index: int) -> ArchiveListing:
                           checkpoints=list(meta.get("checkpoints") or []))
 
 
+def marker_state(session: Path, index: int) -> str:
+    """An archive's state from its markers alone, without reading its messages:
+    completed | invalid | failed | pending | missing."""
+    d = session / "history" / archive_name(index)
+    if (d / ".done").exists():
+        done = read_json(d / ".done")
+        try:
+            ok = done is not None and bool((d / ".overview.md").read_text("utf-8").strip())
+        except (FileNotFoundError, UnicodeDecodeError):
+            ok = False
+        return "completed" if ok else "invalid"
+    if (d / ".failed.json").exists():
+        return "failed"
+    return "pending" if d.is_dir() else "missing"
+
+
 def create_archive(session: Path, index: int, messages: list[Message], meta: dict[str, Any]) -> Path:
     """All or nothing: the archive is built in a temp directory and renamed into place."""
     hist = session / "history"
