@@ -30,6 +30,7 @@ from actors.common.lease import Leases
 from actors.common.session_files import lease_key
 from actors.session import externalize as X
 from actors.session import turns as T
+from actors.session.batcher import AppendBatcher
 from messages import sessions as M
 from messages.errors import InvalidArgument, NotFound, Unavailable
 from store.uri import Identity, Namespace, VikingPath
@@ -67,6 +68,7 @@ class Sessions:
         self.clock = clock
         self.leases = Leases(bus, worker_id, lease_ttl_s, on_lost=self._forget)
         self._states: dict[str, State] = {}
+        self.appends = AppendBatcher(bus)
         self._locks: dict[str, asyncio.Lock] = {}
         self.added = 0
         self.commits = 0
@@ -238,13 +240,11 @@ class Sessions:
                             turn_id=req.turn_id, message_kind=req.message_kind,
                             source_message_ids=req.source_message_ids)
             self.leases.check(key)
-            await asyncio.to_thread(Fs.append_messages, vp.path / "messages.jsonl", [msg])
-            faults.point("session.after_append")
+            await self.appends.append(key, req.session_id, vp.path / "messages.jsonl", msg)
             st.root.append(msg)
             st.ids.add(mid)
             st.total += 1
             self.added += 1
-            await self.bus.publish_event(f"session.message_added.{key}", msg, f"{key}/{mid}")
             return M.AddMessageResult(session_id=req.session_id, message_id=mid, message_count=len(st.root),
                                       total_message_count=st.total)
 
