@@ -5,11 +5,11 @@ budgets or URIs; Skald maps summaries back by index (seed 001, "minimal LLM cont
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from actors.common import extract
+from actors.common.llmjson import json_object
 from messages.sessions import ContextPart, Message, TextPart, ToolPart
 from store.tokens import estimate_tokens
 
@@ -83,16 +83,7 @@ def format_input(messages: list[Message], requests: list[Request]) -> str:
 
 def parse_output(text: str, n_requests: int) -> Output:
     """The model's JSON; raises ValueError on anything the archive cannot trust."""
-    body = text.strip()
-    fence = re.search(r"```(?:json)?\s*(.*?)```", body, flags=re.S)
-    if fence:
-        body = fence.group(1)
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        raise ValueError("no JSON object in the model's answer")
-    data: Any = json.loads(body[start : end + 1])
-    if not isinstance(data, dict):
-        raise ValueError("answer is not a JSON object")
+    data = json_object(text)
     overview = data.get("overview")
     if not isinstance(overview, str) or not overview.strip():
         raise ValueError("answer has no overview")

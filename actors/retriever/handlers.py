@@ -189,21 +189,9 @@ class Retriever:
     @handles(S.SEARCH_FIND, Q.FindRequest)
     async def find(self, req: Q.FindRequest, ctx: Ctx) -> Q.FindResult:
         t0 = time.perf_counter()
-        if req.image_url is not None:
-            raise InvalidArgument("image queries need a multimodal embedding model; this deployment has none",
-                                  {"field": "image_url"})
-        now = self.clock()
-        levels = P.parse_levels(req.level)
-        ctypes = P.context_types(req.context_type)
-        since = P.parse_time(req.since, "since", now)
-        until = P.parse_time(req.until, "until", now)
-        if since is not None and until is not None and since > until:
-            raise InvalidArgument("since is after until", {"field": "since"})
-        decay = P.parse_decay(req.events_time_decay_protection)
-        tags = check_tags(req.tags)
-        preds = [p for p in (P.tag_predicate(tags), P.compile_filter(req.filter)) if p is not None]
-        pred = (lambda r: all(p(r) for p in preds)) if preds else None
-        limit = req.node_limit or req.limit
+        c = P.common(req, self.clock(), check_tags)
+        now, levels, ctypes, since, until, decay, pred, limit = (c.now, c.levels, c.context_types, c.since, c.until,
+                                                                 c.decay, c.predicate, c.limit)
         prefixes = self._targets(req.target_uri, ctypes, ctx.identity)
         q = Query(account=ctx.identity.account, prefixes=prefixes, levels=levels, context_types=ctypes,
                   since=since, until=until, time_field=req.time_field, predicate=pred)

@@ -8,12 +8,10 @@ call runs under a timeout fuse, and any failure falls back to the original query
 from __future__ import annotations
 
 import asyncio
-import json
-import re
-from typing import Any
 
 import msgspec
 
+from actors.common.llmjson import json_object
 from actors.common.ports import LLM
 
 MAX_SUMMARY_CHARS = 30_000
@@ -61,15 +59,8 @@ def build_prompt(query: str, summary: str, recent: list[tuple[str, str]]) -> str
 
 def parse_plan(text: str, query: str) -> QueryPlan:
     """The model's JSON -> a plan of at most three queries, the original first; raises on garbage."""
-    body = text.strip()
-    fence = re.search(r"```(?:json)?\s*(.*?)```", body, flags=re.S)
-    if fence:
-        body = fence.group(1)
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        raise ValueError("no JSON object in the planner's answer")
-    data: Any = json.loads(body[start : end + 1])
-    if not isinstance(data, dict) or not isinstance(data.get("queries", []), list):
+    data = json_object(text)
+    if not isinstance(data.get("queries", []), list):
         raise ValueError("planner JSON has no queries list")
     planned: list[TypedQuery] = []
     for q in data.get("queries", []):

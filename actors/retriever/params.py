@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from messages.errors import InvalidArgument
 from messages.index import IndexRow
+from messages.search import FindRequest
 
 _REL = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -190,3 +192,33 @@ def _range(field: str, ops: dict[str, Any]) -> Callable[[IndexRow], bool]:
                 and ("lt" not in ops or v < ops["lt"]) and ("lte" not in ops or v <= ops["lte"]))
 
     return ok
+
+
+@dataclass(slots=True)
+class Common:
+    """find's parameters, validated once for find and search alike."""
+
+    now: float
+    levels: frozenset[int] | None
+    context_types: frozenset[str] | None
+    since: float | None
+    until: float | None
+    decay: float | None
+    predicate: Callable[[IndexRow], bool] | None
+    limit: int
+
+
+def common(req: FindRequest, now: float, check_tags: Callable[[Any], tuple[str, ...]]) -> Common:
+    if req.image_url is not None:
+        raise InvalidArgument("image queries need a multimodal embedding model; this deployment has none",
+                              {"field": "image_url"})
+    since = parse_time(req.since, "since", now)
+    until = parse_time(req.until, "until", now)
+    if since is not None and until is not None and since > until:
+        raise InvalidArgument("since is after until", {"field": "since"})
+    tags = check_tags(req.tags)
+    preds = [p for p in (tag_predicate(tags), compile_filter(req.filter)) if p is not None]
+    pred = (lambda r: all(p(r) for p in preds)) if preds else None
+    return Common(now=now, levels=parse_levels(req.level), context_types=context_types(req.context_type),
+                  since=since, until=until, decay=parse_decay(req.events_time_decay_protection), predicate=pred,
+                  limit=req.node_limit or req.limit)

@@ -60,23 +60,11 @@ async def run_search(retr: Retriever, req: Q.SearchRequest, ctx: Ctx) -> Q.FindR
     if req.mode == "context":
         raise Unavailable("search mode=\"context\" is served by the assembler, which this deployment does not run",
                           {"field": "mode"})
-    if req.image_url is not None:
-        raise InvalidArgument("image queries need a multimodal embedding model; this deployment has none",
-                              {"field": "image_url"})
+    c = P.common(req, retr.clock(), check_tags)
     if req.search_type != "semantic" and not req.query.strip():
         raise InvalidArgument(f"search_type={req.search_type} needs a non-empty text query", {"field": "query"})
-    now = retr.clock()
-    levels = P.parse_levels(req.level)
-    ctypes = P.context_types(req.context_type)
-    since = P.parse_time(req.since, "since", now)
-    until = P.parse_time(req.until, "until", now)
-    if since is not None and until is not None and since > until:
-        raise InvalidArgument("since is after until", {"field": "since"})
-    decay = P.parse_decay(req.events_time_decay_protection)
-    tags = check_tags(req.tags)
-    preds = [p for p in (P.tag_predicate(tags), P.compile_filter(req.filter)) if p is not None]
-    pred = (lambda r: all(p(r) for p in preds)) if preds else None
-    limit = req.node_limit or req.limit
+    now, levels, ctypes, since, until, decay, pred, limit = (c.now, c.levels, c.context_types, c.since, c.until,
+                                                             c.decay, c.predicate, c.limit)
     prefixes = retr._targets(req.target_uri, ctypes, ctx.identity)
     summary, recent = await session_context(retr, req.session_id, ctx)
     if not req.query.strip():
