@@ -113,6 +113,18 @@ class Sessions:
                     raise
                 await asyncio.sleep(0.2)
 
+    async def _on_session(self, op: str, req: msgspec.Struct, ctx: Ctx, session_id: str, create: bool,
+                          body: Callable[[str, State], Any]) -> Any:
+        """Run `body` on the session's state at its owner (loading and recovering it first)."""
+        key, vp = self._where(ctx.identity, session_id)
+
+        async def run() -> Any:
+            st = await self._state(key, vp, create=create)
+            await self._recover(st, ctx.identity)
+            return await body(key, st)
+
+        return await self._owned(op, req, ctx, key, run)
+
     async def _state(self, key: str, vp: VikingPath, create: bool) -> State:
         st = self._states.get(key)
         if st is not None:
@@ -164,14 +176,11 @@ class Sessions:
     @handles("sessions.create", M.CreateRequest)
     async def create(self, req: M.CreateRequest, ctx: Ctx) -> Any:
         sid = req.session_id or uuid.uuid4().hex
-        key, vp = self._where(ctx.identity, sid)
 
-        async def run() -> M.SessionInfo:
-            st = await self._state(key, vp, create=True)
-            await self._recover(st, ctx.identity)
+        async def run(key: str, st: State) -> M.SessionInfo:
             return self._info(st)
 
-        return await self._owned("sessions.create", M.CreateRequest(session_id=sid), ctx, key, run)
+        return await self._on_session("sessions.create", M.CreateRequest(session_id=sid), ctx, sid, True, run)
 
     def _info(self, st: State) -> M.SessionInfo:
         return M.SessionInfo(session_id=st.vp.name, uri=st.vp.uri, created_at=st.created_at,
@@ -180,14 +189,10 @@ class Sessions:
 
     @handles("sessions.get", M.SessionRef)
     async def get(self, req: M.SessionRef, ctx: Ctx) -> Any:
-        key, vp = self._where(ctx.identity, req.session_id)
-
-        async def run() -> M.SessionInfo:
-            st = await self._state(key, vp, create=False)
-            await self._recover(st, ctx.identity)
+        async def run(key: str, st: State) -> M.SessionInfo:
             return self._info(st)
 
-        return await self._owned("sessions.get", req, ctx, key, run)
+        return await self._on_session("sessions.get", req, ctx, req.session_id, False, run)
 
     @handles("sessions.list", M.ListRequest)
     async def list(self, req: M.ListRequest, ctx: Ctx) -> M.SessionList:
@@ -227,11 +232,8 @@ class Sessions:
 
     @handles("sessions.add_message", M.AddMessageRequest)
     async def add_message(self, req: M.AddMessageRequest, ctx: Ctx) -> Any:
-        key, vp = self._where(ctx.identity, req.session_id)
-
-        async def run() -> M.AddMessageResult:
-            st = await self._state(key, vp, create=True)
-            await self._recover(st, ctx.identity)
+        async def run(key: str, st: State) -> M.AddMessageResult:
+            vp = st.vp
             mid = req.id or f"msg_{st.total + 1:08d}"
             if mid in st.ids:
                 return M.AddMessageResult(session_id=req.session_id, message_id=mid, message_count=len(st.root),
@@ -248,7 +250,7 @@ class Sessions:
             return M.AddMessageResult(session_id=req.session_id, message_id=mid, message_count=len(st.root),
                                       total_message_count=st.total)
 
-        return await self._owned("sessions.add_message", req, ctx, key, run)
+        return await self._on_session("sessions.add_message", req, ctx, req.session_id, True, run)
 
     @handles("sessions.commit", M.CommitRequest, timeout_s=300.0)
     async def commit(self, req: M.CommitRequest, ctx: Ctx) -> Any:
@@ -257,14 +259,11 @@ class Sessions:
             raise InvalidArgument("Turn fields need retention_mode=\"turn_budget\"", {"fields": sorted(turn_fields)})
         if req.retention_mode is not None and req.keep_recent_count is not None:
             raise InvalidArgument("keep_recent_count is the legacy mode; do not combine it with turn_budget")
-        key, vp = self._where(ctx.identity, req.session_id)
 
-        async def run() -> M.CommitResult:
-            st = await self._state(key, vp, create=False)
-            await self._recover(st, ctx.identity)
+        async def run(key: str, st: State) -> M.CommitResult:
             return await self._phase1(key, st, req, ctx)
 
-        return await self._owned("sessions.commit", req, ctx, key, run)
+        return await self._on_session("sessions.commit", req, ctx, req.session_id, False, run)
 
     async def _phase1(self, key: str, st: State, req: M.CommitRequest, ctx: Ctx) -> M.CommitResult:
         if not st.root:
@@ -393,11 +392,8 @@ class Sessions:
 
     @handles("sessions.context", M.ContextRequest)
     async def context(self, req: M.ContextRequest, ctx: Ctx) -> Any:
-        key, vp = self._where(ctx.identity, req.session_id)
-
-        async def run() -> M.ContextResult:
-            st = await self._state(key, vp, create=False)
-            await self._recover(st, ctx.identity)
+        async def run(key: str, st: State) -> M.ContextResult:
+            vp = st.vp
             states = await asyncio.to_thread(self._tail_states, st)
             uris = {s.listing.archive_id: f"{vp.uri}/history/{s.listing.archive_id}" for s in states}
             overview, msgs, cps = A.assemble(states, st.root, uris)
@@ -412,15 +408,12 @@ class Sessions:
             return M.ContextResult(session_id=req.session_id, latest_archive_overview=overview, messages=msgs,
                                    stats=stats)
 
-        return await self._owned("sessions.context", req, ctx, key, run)
+        return await self._on_session("sessions.context", req, ctx, req.session_id, False, run)
 
     @handles("sessions.archives", M.SessionRef)
     async def archives(self, req: M.SessionRef, ctx: Ctx) -> Any:
-        key, vp = self._where(ctx.identity, req.session_id)
-
-        async def run() -> M.ArchivesResult:
-            st = await self._state(key, vp, create=False)
-            await self._recover(st, ctx.identity)
+        async def run(key: str, st: State) -> M.ArchivesResult:
+            vp = st.vp
             states = A.scan(await asyncio.to_thread(self._listings, st))
             out = []
             for s in states:
@@ -431,7 +424,7 @@ class Sessions:
                                          message_count=len(a.messages)))
             return M.ArchivesResult(session_id=req.session_id, archives=out)
 
-        return await self._owned("sessions.archives", req, ctx, key, run)
+        return await self._on_session("sessions.archives", req, ctx, req.session_id, False, run)
 
 
 CHECKPOINT_BUDGET_TOKENS = 400  # a checkpoint summary is cut to this many tokens
