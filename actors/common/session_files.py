@@ -180,3 +180,21 @@ def merge_meta(path: Path, updates: dict[str, Any]) -> dict[str, Any]:
     meta.update(updates)
     write_json(path, meta)
     return meta
+
+
+def latest_overview(session: Path) -> str:
+    """The overview of the newest completed archive (state from markers only), or ''."""
+    for i in reversed(archive_indexes(session)):
+        if marker_state(session, i) == "completed":
+            return read_text(session / "history" / archive_name(i) / ".overview.md")
+    return ""
+
+
+def message_text(m: Message) -> str:
+    return "\n".join(getattr(p, "text", "") for p in m.parts if getattr(p, "text", None))
+
+
+def recent_messages(session: Path, n: int) -> list[tuple[str, str]]:
+    """The last `n` live messages that carry text, as (role, text)."""
+    out = [(m.role, t) for m in read_messages(session / "messages.jsonl") if (t := message_text(m)).strip()]
+    return out[-n:]

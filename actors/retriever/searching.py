@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from actors.common import session_files
 from actors.common.context import Ctx
 from actors.indexer.rows import check_tags
 from actors.retriever import hierarchy as H
@@ -20,7 +21,6 @@ from actors.retriever.fusion import rrf
 from messages import search as Q
 from messages.errors import InvalidArgument, Unavailable
 from messages.index import IndexRow
-from store import session_files
 from store.index import Query
 from store.uri import check_name
 
