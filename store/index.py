@@ -227,10 +227,6 @@ class VectorIndex:
         label = self._labels.get(row_key(account, uri, level))
         return None if label is None else self._rows[label]
 
-    def rows_under(self, account: str, prefix: str) -> list[IndexRow]:
-        with self._lock:
-            return [r for lab in self._scope_labels(account, [prefix]) if (r := self._rows[lab]) is not None]
-
     # ----- reads ------------------------------------------------------------------
 
     def _ranges(self, account: str, prefixes: list[str] | None) -> list[tuple[int, int]]:
@@ -430,11 +426,6 @@ class VectorIndex:
             self._children_arr[pkey] = labels
         return labels
 
-    def search_children(self, vec: np.ndarray, account: str, parent_uri: str, q: Query,
-                        k: int) -> list[Hit]:
-        """The k best direct children of one directory (exact: a directory's children are few)."""
-        return self.search_children_many(vec, account, [parent_uri], q, k)[0]
-
     def search_children_many(self, vec: np.ndarray, account: str, parents: list[str], q: Query,
                              k: int, collect: Query | None = None) -> list[list[Hit]]:
         """`search_children` for several directories with one matrix product; with `collect`, each
@@ -495,12 +486,6 @@ class VectorIndex:
             return row is not None and self.allows(row, q)
 
         return [Hit(r, s) for lab, s in self.keywords.search(text, k, allow) if (r := self._rows[lab]) is not None]
-
-    def label_of(self, account: str, uri: str, level: int) -> int | None:
-        return self._labels.get(row_key(account, uri, level))
-
-    def row_at(self, label: int) -> IndexRow | None:
-        return self._rows[label] if 0 <= label < len(self._rows) else None
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool:
         """Whether one row passes every restriction of a query (for candidates found elsewhere);
