@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 Uri = Annotated[str, Meta(min_length=1, max_length=4096)]
 Limit = Annotated[int, Meta(ge=1, le=10_000)]
@@ -37,14 +37,55 @@ class FindRequest(_Req):
     telemetry: bool | dict[str, Any] = False
 
 
+MAX_EXCLUDE_URIS = 200
+QUOTA_KEYS = ("events", "entities", "preferences", "experiences", "resources", "skills")
+
+
 class SearchRequest(FindRequest, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """seed 004 `search()`: find's parameters plus session-aware planning and the search type.
-    `mode="context"` belongs to the assembler."""
+    """seed 004 `search()`: find's parameters plus session-aware planning, the search type and,
+    for `mode="context"` / `"bootstrap"` (served by the assembler), the L2 assembly and L3 rewrite
+    parameters. Those default to UNSET so that a list-mode request carrying one is refused and a
+    preset can tell "not given" from "given as the default"."""
 
     search_type: Literal["semantic", "keywords", "hybrid"] = "semantic"
-    mode: Literal["list", "context"] = "list"
+    mode: Literal["list", "context", "bootstrap"] = "list"
     session_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
     score_gte: bool = False
+    # L1 (list and context)
+    query_expansion: Literal["off", "auto"] | UnsetType = UNSET
+    # L2 (context only)
+    max_tokens: Annotated[int, Meta(ge=64, le=32_000)] | UnsetType = UNSET
+    quotas: dict[str, Annotated[int, Meta(ge=0, le=1_000)]] | None | UnsetType = UNSET
+    purpose: Literal["chat", "coding"] | None | UnsetType = UNSET
+    detail: Annotated[str, Meta(max_length=32)] | dict[str, Annotated[str, Meta(max_length=32)]] | None | UnsetType \
+        = UNSET
+    dedup_turns: Annotated[int, Meta(ge=0, le=10_000)] | UnsetType = UNSET
+    exclude_uris: Annotated[list[Annotated[str, Meta(min_length=1, max_length=4096)]],
+                            Meta(max_length=MAX_EXCLUDE_URIS)] | UnsetType = UNSET
+    peer_scope: Literal["actor", "all"] | UnsetType = UNSET
+    other_peer_penalty: Annotated[float, Meta(ge=0.0, le=1.0)] | dict[str, Annotated[float, Meta(ge=0.0, le=1.0)]] \
+        | UnsetType = UNSET
+    # L3 (context only)
+    rewrite: bool | Literal["auto"] | UnsetType = UNSET
+    rewrite_max_bullets: Annotated[int, Meta(ge=1, le=20)] | UnsetType = UNSET
+
+
+CONTEXT_ONLY = ("max_tokens", "quotas", "purpose", "detail", "dedup_turns", "exclude_uris", "peer_scope",
+                "other_peer_penalty", "rewrite", "rewrite_max_bullets")
+
+
+def context_fields_given(req: SearchRequest) -> list[str]:
+    """The context-only parameters a request carries (refused in list mode, seed 004)."""
+    return [f for f in CONTEXT_ONLY if getattr(req, f) is not UNSET]
+
+
+class RecallRequest(SearchRequest, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """The auto-recall preset (seed 000 §3.1): search's parameters, other defaults, and the
+    deprecated v1 names folded onto them."""
+
+    max_chars: Annotated[int, Meta(ge=1, le=1_000_000)] | UnsetType = UNSET
+    min_score: float | UnsetType = UNSET
+    render: bool | Literal["full", "compact"] | UnsetType = UNSET
 
 
 class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):

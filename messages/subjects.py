@@ -24,11 +24,24 @@ SEARCH_FIND = "search.find"
 SEARCH_SEARCH = "search.search"
 SEARCH_GREP = "search.grep"
 SEARCH_GLOB = "search.glob"
+SEARCH_RECALL = "search.recall"
+
+SESSIONS_GET = "sessions.get"
+SESSIONS_CREATE = "sessions.create"
+
+# Internal operations (actor to actor).
+SEARCH_CANDIDATES = "search.candidates"  # assembler -> retriever: every bucket, every query, one trip
+ASSEMBLE_CONTEXT = "assemble.context"  # retriever -> assembler: search.search with mode context/bootstrap
 
 
 def request(prefix: str, op: str) -> str:
     """Request subject of an operation: `skald.v1.search.find`."""
     return f"{prefix}.v1.{op}"
+
+
+def internal(prefix: str, op: str) -> str:
+    """Subject of an actor-to-actor operation: `skald.internal.search.candidates`."""
+    return f"{prefix}.internal.{op}"
 
 
 # JetStream names (streams are created by the runtime; subjects live under the prefix).

@@ -13,6 +13,7 @@ import nats
 from nats.aio.client import Client as NATS
 
 from actors.archive.handlers import Archiver
+from actors.assembler.handlers import Assembler
 from actors.common.ports import LLM, Embedder, Summarizer
 from actors.indexer.handlers import Indexer
 from actors.retriever.handlers import Retriever
@@ -94,6 +95,9 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str) -> dict[str, objec
                                       rerank_timeout_s=cfg.rerank_timeout_s)
             actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald", llm, reranker, settings,
                                      snapshot_interval_s=cfg.snapshot_interval_s)
+        elif name == "assembler":
+            actors[name] = Assembler(ns, bus, llm, intent_timeout_s=cfg.recall_intent_timeout_s,
+                                     rewrite_timeout_s=cfg.recall_rewrite_timeout_s)
         elif name not in IMPLEMENTED_ACTORS:
             log.warning("actor %s is not implemented in this build; skipped", name)
         else:

@@ -18,7 +18,7 @@ from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, K
 
 from messages import errors as E
 from messages import subjects as S
-from messages.envelope import H_ACCOUNT, H_AGENT, H_PEER, H_TIMEOUT_MS, H_USER
+from messages.envelope import H_ACCOUNT, H_AGENT, H_INDEX_SEQ, H_PEER, H_TIMEOUT_MS, H_USER
 from messages.index import IndexChange
 
 log = logging.getLogger("skald.bus")
@@ -130,17 +130,28 @@ class NatsBus:
 
     async def forward(self, worker_id: str, op: str, body: msgspec.Struct, identity: Any, timeout_s: float) -> Any:
         """Send a request to one worker (the owner of what it touches); its result or its typed error."""
+        return await self._request(f"{self.prefix}.direct.{worker_id}.{op}", body, identity, timeout_s,
+                                   {H_FORWARDED: "1"}, {"worker": worker_id})
+
+    async def call(self, op: str, body: msgspec.Struct, identity: Any, timeout_s: float, *,
+                   index_seq: int = 0, internal: bool = False) -> Any:
+        """Ask another actor (through its queue group) on behalf of the caller's identity."""
+        subject = (S.internal if internal else S.request)(self.prefix, op)
+        extra = {H_INDEX_SEQ: str(index_seq)} if index_seq else {}
+        return await self._request(subject, body, identity, timeout_s, extra, {"op": op})
+
+    async def _request(self, subject: str, body: msgspec.Struct, identity: Any, timeout_s: float,
+                       extra: dict[str, str], where: dict[str, Any]) -> Any:
         headers = {H_ACCOUNT: identity.account, H_USER: identity.user, H_AGENT: identity.agent,
-                   H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), H_FORWARDED: "1"}
+                   H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), **extra}
         if identity.peer:
             headers[H_PEER] = identity.peer
         try:
-            msg = await self.nc.request(f"{self.prefix}.direct.{worker_id}.{op}", msgspec.json.encode(body),
-                                        timeout=timeout_s + 0.25, headers=headers)
+            msg = await self.nc.request(subject, msgspec.json.encode(body), timeout=timeout_s + 0.25, headers=headers)
         except NoRespondersError as e:
-            raise E.Unavailable("owner unreachable", {"worker": worker_id}) from e
+            raise E.Unavailable("no worker serves this", where) from e
         except NatsTimeout as e:
-            raise E.DeadlineExceeded("owner did not answer in time", {"worker": worker_id}) from e
+            raise E.DeadlineExceeded("no answer in time", where) from e
         env = msgspec.json.decode(msg.data)
         if env.get("status") == "ok":
             return env.get("result")

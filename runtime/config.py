@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 ALL_ACTORS = ("session", "archive", "indexer", "retriever", "assembler")
-IMPLEMENTED_ACTORS = ("session", "archive", "indexer", "retriever")
+IMPLEMENTED_ACTORS = ALL_ACTORS
 
 
 def default_data_dir() -> Path:
@@ -46,7 +46,8 @@ class Config:
     score_propagation_alpha: float = 1.0
     hotness_alpha: float = 0.0
     enable_intent: bool = True
-    recall_intent_timeout_s: float = 5.0
+    recall_intent_timeout_s: float = 5.0  # query expansion fuse (search with a session, context mode)
+    recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)

@@ -88,7 +88,7 @@ class ActorHost:
                 await hook()
             for decl, fn in declarations(actor):
                 if isinstance(decl, Handles):
-                    subject = S.request(self.cfg.prefix, decl.op)
+                    subject = (S.internal if decl.internal else S.request)(self.cfg.prefix, decl.op)
                     sub = await self.nc.subscribe(subject, queue=name, cb=self._callback(decl, fn))
                     self._subs.append(sub)
                     # The same handler addressed to this worker alone (owners receive forwarded work).

@@ -35,6 +35,7 @@ class Handles:
     request: type
     timeout_s: float = 30.0
     concurrency: int | None = None
+    internal: bool = False  # served on `{prefix}.internal.{op}`: actor to actor, not part of the public API
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +47,9 @@ class Consumes:
     concurrency: int = 2
 
 
-def handles(op: str, request: type, *, timeout_s: float = 30.0) -> Callable[[Any], Any]:
+def handles(op: str, request: type, *, timeout_s: float = 30.0, internal: bool = False) -> Callable[[Any], Any]:
     def mark(fn: Any) -> Any:
-        setattr(fn, _MARK, Handles(op, request, timeout_s))
+        setattr(fn, _MARK, Handles(op, request, timeout_s, internal=internal))
         return fn
 
     return mark

@@ -10,11 +10,11 @@ import numpy as np
 import yaml
 
 from actors.common import extract
+from actors.common.tags import check_tags  # noqa: F401 - re-exported for the indexer
 from messages.errors import InvalidArgument
 from messages.index import IndexRow
 from store.uri import category_of, context_type_of, join_uri
 
-TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}=[^\s=,]{1,128}$")
 EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
 MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (seed 003), within reason
 KEYWORD_CHARS = 16_000  # text a row carries for BM25: identifiers and error codes deep in a file still match
@@ -22,16 +22,6 @@ KEYWORD_CHARS = 16_000  # text a row carries for BM25: identifiers and error cod
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def check_tags(tags: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """Strict `k=v` tags (seed 004); anything else is refused, never guessed at."""
-    if not tags:
-        return ()
-    bad = [t for t in tags if not isinstance(t, str) or not TAG_RE.match(t)]
-    if bad:
-        raise InvalidArgument("tags must be strict k=v strings", {"invalid": bad[:10]})
-    return tuple(dict.fromkeys(tags))
 
 
 def dir_has_rows(segments: tuple[str, ...]) -> bool:

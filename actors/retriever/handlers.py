@@ -19,12 +19,14 @@ from actors.common import extract
 from actors.common.context import Ctx
 from actors.common.decl import handles
 from actors.common.ports import LLM, Bus, Embedder, Reranker
-from actors.indexer.rows import check_tags
+from actors.common.tags import check_tags
+from actors.retriever import candidates as C
 from actors.retriever import params as P
 from actors.retriever import results as Rs
 from actors.retriever import walk as W
 from actors.retriever.searching import SearchSettings, run_search
 from actors.retriever.stats import StatsCollector
+from messages import context as X
 from messages import fs as F
 from messages import search as Q
 from messages import subjects as S
@@ -232,9 +234,79 @@ class Retriever:
             result.telemetry = {"latency_ms": round(latency, 3), **{k: v for k, v in prov.items() if k.endswith("_ms")}}
         return result
 
-    @handles(S.SEARCH_SEARCH, Q.SearchRequest, timeout_s=60.0)
-    async def search(self, req: Q.SearchRequest, ctx: Ctx) -> Q.FindResult:
-        return await run_search(self, req, ctx)
+    @handles(S.SEARCH_SEARCH, Q.SearchRequest, timeout_s=120.0)
+    async def search(self, req: Q.SearchRequest, ctx: Ctx) -> Any:
+        if req.mode == "list":
+            given = Q.context_fields_given(req)
+            if given:
+                raise InvalidArgument(f"{', '.join(given)} only apply to mode=\"context\"",
+                                      {"field": given[0], "fields": given})
+            return await run_search(self, req, ctx)
+        # context / bootstrap: the assembler serves it (one subject, two actors; seed 000 §3.1).
+        return await self.bus.call(S.ASSEMBLE_CONTEXT, req, ctx.identity, ctx.remaining(),
+                                   index_seq=ctx.index_seq, internal=True)
+
+    @handles(S.SEARCH_CANDIDATES, X.CandidatesRequest, internal=True)
+    async def candidates(self, req: X.CandidatesRequest, ctx: Ctx) -> X.CandidatesResult:
+        """Every bucket for every query in one trip; request errors raise, retrieval errors are
+        reported per bucket (seed 003 bug 12)."""
+        probe = Q.FindRequest(query=req.queries[0], context_type=req.context_type, tags=req.tags,
+                              filter=req.filter, since=req.since, until=req.until, time_field=req.time_field,
+                              events_time_decay_protection=req.events_time_decay_protection)
+        c = P.common(probe, self.clock(), check_tags)
+        unknown = [b.name for b in req.buckets if b.name not in C.BUCKETS]
+        if unknown:
+            raise InvalidArgument(f"unknown bucket {unknown[0]!r}", {"field": "buckets", "known": list(C.BUCKETS)})
+        await self._catch_up(ctx)
+        vecs = await asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries))
+        excluded = C.excluder(req.exclude_uris, req.exclude_uris)
+        cooled = C.excluder(req.cooled_uris, req.cooled_prefixes)
+        account = ctx.identity.account
+
+        def package_abstract(pkg: tuple[str, ...]) -> str:
+            row = self.index.get(account, join_uri(pkg), 0)
+            return row.abstract if row else ""
+
+        out = X.CandidatesResult(buckets={})
+        n_excluded: set[str] = set()
+        n_cooled: set[str] = set()
+        for b in req.buckets:
+            try:
+                prefixes, ctypes, category = C.bucket_scope(b.name, ctx.identity, req.peer_scope)
+                if c.context_types is not None:
+                    ctypes = ctypes & c.context_types
+                if not ctypes:
+                    out.buckets[b.name] = []
+                    continue
+                base = c.predicate
+                pred = base if category is None else (
+                    (lambda r, cat=category: r.category == cat) if base is None else
+                    (lambda r, cat=category, p=base: r.category == cat and p(r)))
+                q = Query(account=account, prefixes=prefixes, context_types=ctypes, since=c.since, until=c.until,
+                          time_field=req.time_field, predicate=pred)
+                k = (b.limit * 3 + len(req.exclude_uris) + len(req.cooled_uris)) * (
+                    P.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
+                scored: list[C.Scored] = []
+                for vec in vecs:
+                    hits, _ = self.index.search(vec, q, k)
+                    for h in hits:
+                        score = h.score
+                        if c.decay is not None and P.is_event(h.row):
+                            score *= P.time_score(h.row.updated_at, c.now, c.decay)
+                        scored.append(C.Scored(h.row, score))
+                shaped = C.shape(scored, ctx.identity, excluded, cooled, package_abstract, req.other_peer_penalty)
+                n_excluded |= shaped.excluded
+                n_cooled |= shaped.cooled
+                out.buckets[b.name] = [m for m in shaped.candidates
+                                       if Rs.passes(m.score, req.score_threshold, req.score_gte)][: b.limit]
+            except InvalidArgument:
+                raise
+            except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
+                log.exception("candidates: bucket %s failed", b.name)
+                out.buckets[b.name] = []
+                out.errors[b.name] = f"{type(e).__name__}: {e}"[:300]
+        out.excluded, out.cooled = len(n_excluded), len(n_cooled)
+        return out
 
     def rerank_fn(self, timeout_s: float):  # type: ignore[no-untyped-def]
         """The reranker as the descent wants it: scores, or None on any failure (counted upstream)."""

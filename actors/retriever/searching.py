@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from actors.common import intent as I
 from actors.common import session_files
 from actors.common.context import Ctx
-from actors.indexer.rows import check_tags
+from actors.common.tags import check_tags
 from actors.retriever import hierarchy as H
-from actors.retriever import intent as I
 from actors.retriever import params as P
 from actors.retriever import results as Rs
 from actors.retriever.fusion import rrf
 from messages import search as Q
-from messages.errors import InvalidArgument, Unavailable
+from messages.errors import InvalidArgument
 from messages.index import IndexRow
 from store.index import Query
 from store.uri import check_name
@@ -57,9 +57,6 @@ async def session_context(retr: Retriever, session_id: str | None, ctx: Ctx) -> 
 async def run_search(retr: Retriever, req: Q.SearchRequest, ctx: Ctx) -> Q.FindResult:
     t0 = time.perf_counter()
     s: SearchSettings = retr.settings
-    if req.mode == "context":
-        raise Unavailable("search mode=\"context\" is served by the assembler, which this deployment does not run",
-                          {"field": "mode"})
     c = P.common(req, retr.clock(), check_tags)
     if req.search_type != "semantic" and not req.query.strip():
         raise InvalidArgument(f"search_type={req.search_type} needs a non-empty text query", {"field": "query"})
@@ -69,7 +66,7 @@ async def run_search(retr: Retriever, req: Q.SearchRequest, ctx: Ctx) -> Q.FindR
     summary, recent = await session_context(retr, req.session_id, ctx)
     if not req.query.strip():
         plan = I.QueryPlan(queries=[], status="off")
-    elif s.enable_intent and req.search_type == "semantic":
+    elif s.enable_intent and req.search_type == "semantic" and req.query_expansion != "off":
         plan = await I.analyze(retr.llm, req.query, summary, recent, min(s.intent_timeout_s, ctx.remaining()))
     else:
         plan = I.original(req.query, "off")

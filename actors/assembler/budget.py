@@ -1,0 +1,149 @@
+"""Tier filling under a token budget (seed 003): breadth first, then depth. No I/O, no model.
+
+1. Floor: in score order every entry lands on the first tier of its chain (its start tier,
+   then down its ladder to the bare URI) that is available, within the per-entry cap and
+   within what is left; an entry that cannot even be a bare URI is dropped.
+2. Overview upgrades, then full upgrades, in score order, each within the cap.
+3. One spare pass: with budget left, the deepest tier an entry may reach that fits, bounded
+   by the budget alone (not the cap).
+
+An oversized tier steps down; nothing is ever truncated. Costs are measured on the rendered
+element, so the budget is kept on the text the model will read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from actors.assembler import tiers as T
+from actors.assembler.render import SEPARATOR, element
+from store.tokens import estimate_tokens
+
+_SEP = estimate_tokens(SEPARATOR)
+
+
+@dataclass(slots=True)
+class Slot:
+    uri: str
+    category: str
+    score: float
+    is_dir: bool
+    start: str
+    deepest: str
+    texts: dict[str, str]  # tier -> text; a missing tier is unavailable ("uri" is always available)
+    origin: str = "self"
+    _costs: dict[str, int] = field(default_factory=dict)
+
+    def cost(self, tier: str) -> int | None:
+        if tier != "uri" and not self.texts.get(tier):
+            return None
+        c = self._costs.get(tier)
+        if c is None:
+            c = estimate_tokens(element(self.uri, self.category, self.score, tier, self.texts.get(tier, ""),
+                                        self.origin)) + _SEP
+            self._costs[tier] = c
+        return c
+
+
+@dataclass(slots=True)
+class Fill:
+    tiers: list[str | None]  # per slot: the tier served, or None when dropped
+    per_entry_cap: int
+    floor_tokens: int
+    used_tokens: int
+    overview_upgrades: int = 0
+    full_upgrades: int = 0
+    spare_upgrades: int = 0
+
+
+def per_entry_cap(max_tokens: int, candidates: int) -> int:
+    return max(1, (max_tokens // max(1, candidates)) * 2)
+
+
+def fill(slots: list[Slot], max_tokens: int) -> Fill:
+    """`slots` in score order. Pure: the same slots and budget always give the same plan."""
+    cap = per_entry_cap(max_tokens, len(slots))
+    left = max_tokens
+    chosen: list[str | None] = [None] * len(slots)
+    for i, s in enumerate(slots):
+        for tier in T.chain(s.category, s.is_dir, s.start):
+            c = s.cost(tier)
+            if c is None or (tier != "uri" and c > cap) or c > left:
+                continue
+            chosen[i] = tier
+            left -= c
+            break
+    out = Fill(chosen, cap, max_tokens - left, 0)
+
+    def upgrade(i: int, tier: str, capped: bool) -> bool:
+        nonlocal left
+        s, cur = slots[i], chosen[i]
+        assert cur is not None
+        c, now = s.cost(tier), s.cost(cur)
+        if c is None or now is None or (capped and c > cap) or c - now > left:
+            return False
+        chosen[i] = tier
+        left -= c - now
+        return True
+
+    for target in ("overview", "full"):
+        for i, s in enumerate(slots):
+            cur = chosen[i]
+            if cur is None or target not in T.deeper(s.category, s.is_dir, cur, s.deepest):
+                continue
+            if upgrade(i, target, capped=True):
+                if target == "overview":
+                    out.overview_upgrades += 1
+                else:
+                    out.full_upgrades += 1
+    for i, s in enumerate(slots):
+        cur = chosen[i]
+        if cur is None:
+            continue
+        for tier in reversed(T.deeper(s.category, s.is_dir, cur, s.deepest)):
+            if upgrade(i, tier, capped=False):
+                out.spare_upgrades += 1
+                break
+    out.used_tokens = max_tokens - left
+    return out
+
+
+def read_plan(slots: list[Slot], max_tokens: int) -> list[str | None]:
+    """Which slots need a read, decided from abstract lengths alone: a directory reads its
+    `.overview.md`; a file reads its body when a tier it may serve comes from the body (events'
+    overview and full, a pinned overview or full). A memory's overview is only a fallback, so
+    its body is read only when its abstract is missing or over the per-entry cap."""
+    cap = per_entry_cap(max_tokens, len(slots))
+    out: list[str | None] = []
+    for s in slots:
+        if s.is_dir:
+            out.append("dir_overview" if "overview" in (s.start, s.deepest) else None)
+            continue
+        reach = {s.start, *T.deeper(s.category, False, s.start, s.deepest)}
+        if reach & {"overview", "full"}:
+            out.append("body")
+        elif "overview" in T.chain(s.category, False, s.start):
+            c = s.cost("abstract")
+            out.append("body" if c is None or c > cap else None)
+        else:
+            out.append(None)
+    return out
+
+
+def body_key(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def dedup_bodies(slots: list[Slot], key_of: Callable[[Slot], str]) -> tuple[list[Slot], int]:
+    """Drop entries whose body repeats a better-scored entry's (the same memory stored twice)."""
+    seen: set[str] = set()
+    kept: list[Slot] = []
+    for s in slots:
+        k = key_of(s)
+        if k and k in seen:
+            continue
+        if k:
+            seen.add(k)
+        kept.append(s)
+    return kept, len(slots) - len(kept)

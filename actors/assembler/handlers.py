@@ -1,0 +1,282 @@
+"""The assembler actor: `search(mode="context" | "bootstrap")` and the `recall` preset.
+
+The pipeline (seed 000 §4): candidates (retrieval hits by bucket, or the bootstrap manifest)
+-> dedup (ledger + exclude_uris, applied by the retriever before limits are cut) -> tier
+planning (no I/O) -> reads (concurrent, bounded, only what can fit) -> fill -> render ->
+optional digest -> ledger write -> stats. The pure stages live in their own modules; this file
+does the I/O around them. Every model call sits behind a timeout fuse and degrades, never fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from actors.assembler import bootstrap as B
+from actors.assembler import budget as Bu
+from actors.assembler import digest as D
+from actors.assembler import ledger as L
+from actors.assembler import params as P
+from actors.assembler import render as R
+from actors.assembler import selection as Sel
+from actors.assembler import tiers as T
+from actors.common import intent as I
+from actors.common import session_files as SF
+from actors.common.context import Ctx
+from actors.common.decl import handles
+from actors.common.ports import LLM, Bus
+from messages import context as X
+from messages import errors as E
+from messages import search as Q
+from messages import subjects as S
+from messages.sessions import CreateRequest, SessionRef
+from store.uri import Identity, Namespace, check_name
+
+log = logging.getLogger("skald.assembler")
+READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve
+READ_CONCURRENCY = 8
+
+
+@dataclass(slots=True)
+class SessionView:
+    uri: str
+    path: Path
+    clock: int
+    overview: str
+    recent: list[tuple[str, str]]
+
+
+class Assembler:
+    def __init__(self, ns: Namespace, bus: Bus, llm: LLM, *, intent_timeout_s: float = 5.0,
+                 rewrite_timeout_s: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+        self.ns = ns
+        self.bus = bus
+        self.llm = llm
+        self.intent_timeout_s = intent_timeout_s
+        self.rewrite_timeout_s = rewrite_timeout_s
+        self.clock = clock
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "llm": self.llm.name}
+
+    @handles(S.ASSEMBLE_CONTEXT, Q.SearchRequest, timeout_s=120.0, internal=True)
+    async def context(self, req: Q.SearchRequest, ctx: Ctx) -> X.ContextResult:
+        return await self.assemble(P.resolve(req, P.SEARCH), ctx, bool(req.telemetry))
+
+    @handles(S.SEARCH_RECALL, Q.RecallRequest, timeout_s=120.0)
+    async def recall(self, req: Q.RecallRequest, ctx: Ctx) -> X.ContextResult:
+        params = P.resolve(req, P.RECALL)
+        ctx.deprecated.extend(params.deprecated)
+        return await self.assemble(params, ctx, bool(req.telemetry))
+
+    # ----- pipeline ---------------------------------------------------------------------
+
+    async def assemble(self, p: P.Params, ctx: Ctx, telemetry: bool = False) -> X.ContextResult:
+        t0 = time.perf_counter()
+        timing: dict[str, float] = {}
+        session = await self._session(p, ctx)
+        records: dict[str, L.Record] = {}
+        dedup: dict[str, Any] = {"turns": p.dedup_turns, "status": "off"}
+        if p.dedup_turns and session is not None:
+            raw = await asyncio.to_thread(SF.read_json, session.path / L.NAME)
+            records, bad = L.parse(raw)
+            dedup.update(status="ok", turn=session.clock, malformed=bad)
+        cooled = sorted(L.cooled(records, session.clock, p.dedup_turns)) if session is not None else []
+        stats: dict[str, Any] = {}
+        if p.mode == "bootstrap":
+            slots, retrieval = await self._bootstrap(p, ctx, session, set(cooled))
+            stats["query_expansion"] = "off"
+        else:
+            queries, expansion = await self._expand(p, session)
+            stats["query_expansion"] = expansion
+            if len(queries) > 1:
+                stats["queries"] = queries
+            ts = time.perf_counter()
+            retrieval = await self._candidates(p, ctx, queries, cooled)
+            timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
+            chosen = Sel.select(retrieval.buckets, p.quotas, p.limit)
+            ts = time.perf_counter()
+            slots = await self._slots(chosen, p, ctx.identity)
+            timing["read_ms"] = (time.perf_counter() - ts) * 1000
+        candidates = len(slots)
+        slots, deduped = Bu.dedup_bodies(
+            slots, lambda s: Bu.body_key(s.texts.get("full") or s.texts.get("abstract", "")))
+        plan = Bu.fill(slots, p.max_tokens)
+        entries: list[X.ContextEntry] = []
+        elements: list[str] = []
+        for s, tier in zip(slots, plan.tiers, strict=True):
+            if tier is None:
+                continue
+            text = s.texts.get(tier, "") if tier != "uri" else ""
+            entries.append(X.ContextEntry(uri=s.uri, category=s.category, score=round(s.score, 4), detail=tier,  # type: ignore[arg-type]
+                                          text=text, origin=s.origin))
+            elements.append(R.element(s.uri, s.category, s.score, tier, text, s.origin))
+        rendered = R.join(elements)
+        ts = time.perf_counter()
+        digest, rewrite, usage = await self._rewrite(p, entries, rendered, session)
+        timing["rewrite_ms"] = (time.perf_counter() - ts) * 1000
+        if rewrite == "no_relevant":
+            rendered = ""
+        elif p.dedup_turns and session is not None:
+            new = L.update(records, [(e.uri, e.detail) for e in entries], session.clock, p.dedup_turns, self.clock())
+            try:
+                await asyncio.to_thread(SF.write_json, session.path / L.NAME, L.dump(new))
+            except OSError as e:
+                dedup["status"] = "write_failed"
+                log.warning("dedup ledger write failed: %s", e)
+        dedup["cooled"] = retrieval.cooled
+        tier_counts: dict[str, int] = {}
+        for e in entries:
+            tier_counts[e.detail] = tier_counts.get(e.detail, 0) + 1
+        stats = {
+            "candidates": candidates, "returned": len(entries), "dropped": candidates - deduped - len(entries),
+            "deduped": deduped, "max_tokens": p.max_tokens, "used_tokens": plan.used_tokens,
+            "per_entry_cap": plan.per_entry_cap, "detail": p.detail_echo, "tier_counts": tier_counts,
+            "fill": {"floor_tokens": plan.floor_tokens, "overview_upgrades": plan.overview_upgrades,
+                     "full_upgrades": plan.full_upgrades, "spare_upgrades": plan.spare_upgrades},
+            **stats, "rewrite": rewrite, "rewrite_usage": usage, "excluded": retrieval.excluded, "dedup": dedup,
+        }
+        if p.quotas is not None:
+            stats["quotas"] = p.quotas
+        if retrieval.errors:
+            stats["retrieval_errors"] = retrieval.errors
+        if p.ignored:
+            stats["ignored"] = p.ignored
+        if p.deprecated:
+            stats["deprecated"] = p.deprecated
+        if telemetry:
+            timing["total_ms"] = (time.perf_counter() - t0) * 1000
+            stats["telemetry"] = {k: round(v, 3) for k, v in timing.items()}
+        return X.ContextResult(entries=entries, rendered=rendered, digest=digest, stats=stats)
+
+    async def _session(self, p: P.Params, ctx: Ctx) -> SessionView | None:
+        """The session, created on first use (seed 004); its clock from its owner."""
+        if not p.session_id:
+            return None
+        check_name("session_id", p.session_id)
+        vp = self.ns.resolve(f"viking://~/sessions/{p.session_id}", ctx.identity)
+        timeout = max(0.5, min(5.0, ctx.remaining() / 4))
+        try:
+            info = await self.bus.call(S.SESSIONS_GET, SessionRef(session_id=p.session_id), ctx.identity, timeout)
+        except E.NotFound:
+            with contextlib.suppress(E.Conflict):
+                await self.bus.call(S.SESSIONS_CREATE, CreateRequest(session_id=p.session_id), ctx.identity, timeout)
+            info = {"total_message_count": 0}
+        need_text = p.mode == "bootstrap" or p.query_expansion == "auto" or p.rewrite is not False
+        overview, recent = "", []
+        if need_text:
+            overview = await asyncio.to_thread(SF.latest_overview, vp.path)
+            recent = await asyncio.to_thread(SF.recent_messages, vp.path, I.MAX_RECENT_MESSAGES)
+        return SessionView(uri=vp.uri, path=vp.path, clock=int(info.get("total_message_count", 0)),
+                           overview=overview, recent=recent)
+
+    async def _expand(self, p: P.Params, session: SessionView | None) -> tuple[list[str], str]:
+        """L1: one bounded intent call, at most three queries, the original first."""
+        if p.query_expansion == "off" or session is None:
+            return [p.query], "off"
+        if self.llm.extractive or not (session.overview or session.recent):
+            return [p.query], "skipped"
+        plan = await I.analyze(self.llm, p.query, session.overview, session.recent, self.intent_timeout_s)
+        status = {"planned": "used", "timeout": "timeout", "failed": "failed"}.get(plan.status, "skipped")
+        queries = list(dict.fromkeys([p.query, *(q.query for q in plan.queries)]))[: I.MAX_QUERIES]
+        return queries, status
+
+    async def _candidates(self, p: P.Params, ctx: Ctx, queries: list[str], cooled: list[str]) -> X.CandidatesResult:
+        cooled_prefixes = [u[: -len("/SKILL.md")] for u in cooled if u.endswith("/SKILL.md")]
+        req = X.CandidatesRequest(
+            queries=queries, buckets=Sel.buckets(p.quotas, p.limit), score_threshold=p.score_threshold,
+            score_gte=p.score_gte, exclude_uris=p.exclude_uris, cooled_uris=cooled, cooled_prefixes=cooled_prefixes,
+            peer_scope=p.peer_scope, other_peer_penalty=p.other_peer_penalty, **p.filters)  # type: ignore[arg-type]
+        try:
+            raw = await self.bus.call(S.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
+                                      index_seq=ctx.index_seq, internal=True)
+        except (E.InvalidArgument, E.PermissionDenied):
+            raise  # the request is wrong: say so, as list mode does (seed 003 bug 12)
+        except E.SkaldError as e:
+            return X.CandidatesResult(buckets={}, errors={"retrieval": f"{e.code}: {e.message}"})
+        return msgspec.convert(raw, X.CandidatesResult)
+
+    async def _slots(self, chosen: list[X.Candidate], p: P.Params, ident: Identity) -> list[Bu.Slot]:
+        """Plan tiers without I/O, then read only what may be served and can fit."""
+        slots = []
+        for c in chosen:
+            start, deepest = T.bounds(c.category, c.is_dir, p.detail.get(c.category))
+            texts = {"abstract": c.abstract} if c.abstract else {}
+            slots.append(Bu.Slot(uri=c.uri, category=c.category, score=c.score, is_dir=c.is_dir, start=start,
+                                 deepest=deepest, texts=texts, origin=c.origin))
+        sem = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def read(s: Bu.Slot, what: str) -> None:
+            async with sem:
+                body, whole = await asyncio.to_thread(self._read, s.uri, ident, p.max_tokens)
+            if not body:
+                return
+            if what == "dir_overview":
+                s.texts["overview"] = body
+                return
+            s.texts["overview"] = T.file_overview(s.uri.rsplit("/", 1)[-1], body)
+            if whole:
+                s.texts["full"] = body
+
+        plan = Bu.read_plan(slots, p.max_tokens)
+        await asyncio.gather(*(read(s, what) for s, what in zip(slots, plan, strict=True) if what))
+        return slots
+
+    def _read(self, uri: str, ident: Identity, max_tokens: int) -> tuple[str, bool]:
+        """(text, whole) of a file that may fit: nothing when even its smallest possible token
+        count (1/8 token per byte) is over the budget and no overview could come from its head."""
+        try:
+            vp = self.ns.resolve(uri, ident)
+            size = vp.path.stat().st_size
+            with vp.path.open("rb") as f:
+                data = f.read(READ_MAX_BYTES)
+        except (OSError, E.SkaldError):
+            return "", False
+        whole = size <= READ_MAX_BYTES and size // 8 <= max_tokens
+        try:
+            return data.decode("utf-8"), whole
+        except UnicodeDecodeError:
+            if size > READ_MAX_BYTES:
+                return data.decode("utf-8", errors="ignore"), False
+            return "", False
+
+    async def _rewrite(self, p: P.Params, entries: list[X.ContextEntry], rendered: str,
+                       session: SessionView | None) -> tuple[str, str, dict[str, int] | None]:
+        """L3: (digest, status, usage). Failure of any kind keeps the rendered block."""
+        enabled = p.rewrite is True or (p.rewrite == "auto" and not self.llm.extractive)
+        if not enabled:
+            return "", "off", None
+        served = {e.uri for e in entries}
+        if self.llm.extractive:
+            return D.extractive([(e.uri, e.text) for e in entries if e.text], p.rewrite_max_bullets), "ok", None
+        slice_ = D.session_slice(session.overview, [t for r, t in session.recent if r == "user"]) if session else ""
+        try:
+            c = await asyncio.wait_for(
+                self.llm.complete(D.SYSTEM.format(n=p.rewrite_max_bullets), D.prompt(p.query, rendered, slice_),
+                                  max_tokens=60 * p.rewrite_max_bullets + 100), self.rewrite_timeout_s)
+        except TimeoutError:
+            return "", "timeout", None
+        except Exception as e:  # noqa: BLE001 - degraded, reported in stats
+            log.warning("digest rewrite failed: %s", e)
+            return "", "failed", None
+        usage = {"prompt_tokens": c.usage.prompt_tokens, "completion_tokens": c.usage.completion_tokens}
+        if D.is_no_relevant(c.text):
+            return "", "no_relevant", usage
+        digest = D.normalise(c.text, served, p.rewrite_max_bullets)
+        return (digest, "ok", usage) if digest else ("", "failed", usage)
+
+    async def _bootstrap(self, p: P.Params, ctx: Ctx, session: SessionView | None,
+                         cooled: set[str]) -> tuple[list[Bu.Slot], X.CandidatesResult]:
+        manifest = await asyncio.to_thread(B.manifest, self.ns, ctx.identity, session.uri if session else None,
+                                           session.path if session else None, self.clock())
+        slots = [Bu.Slot(uri=m.uri, category=m.slot, score=1.0, is_dir=False, start=m.start, deepest=m.deepest,
+                         texts=m.texts) for m in manifest if m.uri not in cooled]
+        return slots, X.CandidatesResult(buckets={}, cooled=len(manifest) - len(slots))

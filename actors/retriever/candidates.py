@@ -1,0 +1,160 @@
+"""Candidates for context assembly (seed 003 / seed 004 `search(mode="context")`).
+
+One request carries every bucket (a memory category, resources, skills, or `all`) and every
+expanded query; the retriever answers in one round trip. Everything that must happen before a
+bucket's limit is cut happens here, so that a bucket whose top page is cooled or collapsed
+still fills from its next hits: exclusions (exact URIs and subtrees), navigation-only scope
+directories, `profile.md`, skill packages collapsed to `<package>/SKILL.md`, directory levels
+collapsed to one `.overview.md` entry, and the other-peer penalty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from messages.context import Candidate
+from messages.index import IndexRow
+from store.uri import SCHEME, Identity
+
+MEMORY_BUCKETS = ("events", "entities", "preferences", "experiences")
+BUCKETS = (*MEMORY_BUCKETS, "resources", "skills", "all")
+NAMED = frozenset(MEMORY_BUCKETS)
+AGENT_PRESET = frozenset({"skills", "memories", "resources", "instructions"})
+
+
+def display_category(row: IndexRow) -> str:
+    """From what the row is (its context type), never from words in its URI (seed 003 bug 6)."""
+    if row.context_type == "memory":
+        return row.category if row.category in NAMED else "memories"
+    return "skills" if row.context_type == "skill" else "resources"
+
+
+def segments(uri: str) -> tuple[str, ...]:
+    return tuple(s for s in uri[len(SCHEME):].split("/") if s) if uri.startswith(SCHEME) else ()
+
+
+def is_scope_dir(segs: tuple[str, ...]) -> bool:
+    """Preset navigation directories are never entries: `viking://resources`, `viking://agent`
+    and its preset children, a user root and its first level, memory category roots, peer roots."""
+    if len(segs) <= 1:
+        return True
+    if segs[0] == "agent":
+        return len(segs) == 2 or (len(segs) == 3 and segs[1] == "memories")
+    if segs[0] != "user":
+        return False
+    if len(segs) <= 3:
+        return True
+    if segs[2] == "memories":
+        return len(segs) == 4
+    if segs[2] == "peers":
+        # user/u/peers/p, .../p/memories, .../p/resources, .../p/memories/<category>
+        return len(segs) <= 5 or (len(segs) == 6 and segs[4] == "memories")
+    return False
+
+
+def is_profile(segs: tuple[str, ...]) -> bool:
+    return bool(segs) and segs[-1] == "profile.md" and len(segs) >= 2 and segs[-2] == "memories"
+
+
+def skill_package(segs: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The package root of a node inside a skills tree (`.../skills/<package>`), or None."""
+    if "skills" not in segs[:3]:
+        return None
+    i = segs.index("skills")
+    if len(segs) <= i + 1:
+        return None
+    return segs[: i + 2]
+
+
+def origin(segs: tuple[str, ...], ident: Identity) -> str:
+    if segs[:1] in (("resources",), ("agent",)):
+        return "global"
+    if len(segs) > 3 and segs[0] == "user" and segs[2] == "peers":
+        return "actor" if segs[3] == ident.peer else "peer"
+    return "self"
+
+
+def bucket_scope(name: str, ident: Identity, peer_scope: str) -> tuple[list[str], frozenset[str], str | None]:
+    """(prefixes, context types, memory category or None) a bucket searches.
+
+    A caller pinned to a peer never sees another peer's space (tenancy); an unpinned caller
+    sees every peer's space unless `peer_scope="actor"`."""
+    user = ident.user_root
+    if ident.peer:
+        mem = [f"{user}/memories", f"{user}/peers/{ident.peer}/memories"]
+        res = [f"{SCHEME}resources", f"{user}/resources", f"{user}/peers/{ident.peer}/resources"]
+    elif peer_scope == "all":
+        mem = [f"{user}/memories", f"{user}/peers"]
+        res = [f"{SCHEME}resources", f"{user}/resources", f"{user}/peers"]
+    else:
+        mem = [f"{user}/memories"]
+        res = [f"{SCHEME}resources", f"{user}/resources"]
+    skills = [f"{user}/skills", f"{SCHEME}agent/skills"]
+    if name in NAMED:
+        return mem, frozenset({"memory"}), name
+    if name == "resources":
+        return res, frozenset({"resource"}), None
+    if name == "skills":
+        return skills, frozenset({"skill"}), None
+    return list(dict.fromkeys([*mem, *res, *skills])), frozenset({"memory", "resource", "skill"}), None
+
+
+def excluder(uris: list[str], prefixes: list[str]) -> Callable[[str], bool]:
+    """True for a URI listed exactly, or inside one of the subtrees."""
+    exact = frozenset(uris)
+    subtrees = tuple(p.rstrip("/") + "/" for p in prefixes)
+
+    def excluded(uri: str) -> bool:
+        return uri in exact or (bool(subtrees) and uri.startswith(subtrees))
+
+    return excluded
+
+
+@dataclass(slots=True)
+class Scored:
+    row: IndexRow
+    score: float
+
+
+@dataclass(slots=True)
+class Shaped:
+    candidates: list[Candidate]
+    excluded: set[str]
+    cooled: set[str]
+
+
+def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], cooled: Callable[[str], bool],
+          package_abstract: Callable[[tuple[str, ...]], str], penalty: dict[str, float]) -> Shaped:
+    """Raw scored rows (any order, any number of queries) -> one candidate per served URI, best
+    score kept, best first. Pure apart from the package-abstract lookup it is handed."""
+    best: dict[str, Candidate] = {}
+    out = Shaped([], set(), set())
+    for h in hits:
+        segs = segments(h.row.uri)
+        if not segs or is_profile(segs):
+            continue
+        cat = display_category(h.row)
+        pkg = skill_package(segs) if h.row.context_type == "skill" else None
+        if pkg is not None:
+            uri, is_dir, abstract = SCHEME + "/".join(pkg) + "/SKILL.md", False, package_abstract(pkg)
+        elif h.row.level in (0, 1):
+            if is_scope_dir(segs):
+                continue
+            uri, is_dir, abstract = h.row.uri + "/.overview.md", True, h.row.abstract
+        else:
+            uri, is_dir, abstract = h.row.uri, False, h.row.abstract
+        if excluded(uri) or excluded(h.row.uri):
+            out.excluded.add(uri)
+            continue
+        if cooled(uri):
+            out.cooled.add(uri)
+            continue
+        org = origin(segs, ident)
+        score = h.score * (1.0 - penalty.get(cat, 0.0)) if org == "peer" else h.score
+        cur = best.get(uri)
+        if cur is None or score > cur.score:
+            best[uri] = Candidate(uri=uri, category=cat, score=round(float(score), 6), is_dir=is_dir,  # type: ignore[arg-type]
+                                  abstract=abstract, origin=org, updated_at=h.row.updated_at)  # type: ignore[arg-type]
+    out.candidates = sorted(best.values(), key=lambda c: (-c.score, c.uri))
+    return out

@@ -1,0 +1,76 @@
+"""Context assembly on the wire: the reply of `search(mode="context")` / `recall`, and the
+retriever's internal candidate request the assembler sends (one round trip for every bucket
+and every expanded query)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from messages.search import ContextType
+
+Category = Literal["events", "entities", "preferences", "experiences", "memories", "resources", "skills"]
+Tier = Literal["uri", "abstract", "overview", "full"]
+
+
+class Bucket(msgspec.Struct, kw_only=True, frozen=True):
+    """One retrieval sub-scope: a memory category, resources, skills, or everything (`all`)."""
+
+    name: Annotated[str, Meta(min_length=1, max_length=32)]
+    limit: Annotated[int, Meta(ge=1, le=1_000)]
+
+
+class CandidatesRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Internal (assembler -> retriever). Filters pass through to every bucket unchanged."""
+
+    queries: Annotated[list[Annotated[str, Meta(min_length=1, max_length=20_000)]], Meta(min_length=1, max_length=3)]
+    buckets: Annotated[list[Bucket], Meta(min_length=1, max_length=8)]
+    context_type: ContextType | list[ContextType] | None = None
+    tags: list[str] | None = None
+    filter: dict[str, Any] | None = None
+    since: str | None = None
+    until: str | None = None
+    time_field: Literal["updated_at", "created_at"] = "updated_at"
+    events_time_decay_protection: str | None = None
+    score_threshold: float | None = None
+    score_gte: bool = False
+    exclude_uris: list[str] = []  # the caller's: exact, and as subtrees
+    cooled_uris: list[str] = []  # the dedup ledger's: exact only
+    cooled_prefixes: list[str] = []  # skill packages cool as a whole
+    peer_scope: Literal["actor", "all"] = "all"
+    other_peer_penalty: dict[str, float] = {}
+
+
+class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    uri: str  # served URI: a file, `<dir>/.overview.md`, or `<skill package>/SKILL.md`
+    category: Category
+    score: float
+    is_dir: bool = False
+    abstract: str = ""
+    origin: Literal["self", "actor", "peer", "global"] = "self"
+    updated_at: float = 0.0
+
+
+class CandidatesResult(msgspec.Struct, kw_only=True):
+    buckets: dict[str, list[Candidate]]
+    excluded: int = 0  # distinct served URIs dropped by exclude_uris
+    cooled: int = 0  # ... by the dedup ledger
+    errors: dict[str, str] = {}  # bucket -> why its retrieval failed (the others still answer)
+
+
+class ContextEntry(msgspec.Struct, kw_only=True):
+    uri: str
+    category: str
+    score: float
+    detail: Tier
+    text: str
+    origin: str = "self"
+
+
+class ContextResult(msgspec.Struct, kw_only=True):
+    entries: list[ContextEntry]
+    rendered: str
+    digest: str
+    stats: dict[str, Any]
