@@ -57,7 +57,7 @@ async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: lis
     url = wait_ready(p)
     async with await SkaldClient.connect(url) as c:
         h = await c.call("system.health")
-        assert h["status"] == "ok" and set(h["actors"]) == {"session", "archive", "indexer", "retriever"}
+        assert h["status"] == "ok" and set(h["actors"]) == {"session", "archive", "indexer", "retriever", "assembler"}
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 0
 

@@ -183,8 +183,10 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
     assert hits(h)[0]["uri"] == "viking://resources/logs/auth.log"
     with pytest.raises(E.InvalidArgument):
         await c.call("search.search", {"query": " ", "search_type": "keywords"})
+    # context mode is the assembler's: a deployment without one says so
+    _, bare = await deploy(actors=("indexer", "retriever"))
     with pytest.raises(E.Unavailable):
-        await c.call("search.search", {"query": "x", "mode": "context"})
+        await bare.call("search.search", {"query": "x", "mode": "context"})
 
 
 async def test_peer_rules_in_search(deploy: Callable[..., Any]) -> None:

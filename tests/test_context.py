@@ -1,0 +1,329 @@
+"""search(mode="context" | "bootstrap") and recall over NATS: real workers, files and index; model
+servers are real HTTP servers the tests start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from messages import errors as E
+from runtime.client import SkaldClient
+from store.tokens import estimate_tokens
+from tests.stubs import ModelStub, chat
+
+EVENT = "# Summary\nThe NPM vhost 27 upstream now points at caddy on port 1935.\n\n# Details\n" + \
+    "We traced the caddy upstream port change step by step. " * 12
+CTX = {"mode": "context", "score_threshold": 0.0}
+
+
+async def seed(c: SkaldClient) -> dict[str, str]:
+    uris = {}
+    for key, cat, text in [
+        ("event", "events", EVENT),
+        ("pref", "preferences", "The user prefers caddy configs with explicit upstream port comments."),
+        ("entity", "entities", "Caddy is the reverse proxy on host vega, upstream port 1935."),
+    ]:
+        uris[key] = (await c.call("memories.write", {"category": cat, "content": text}))["root_uri"]
+    r = await c.call("resources.add", {"content": "# Caddy deploy guide\n\nHow to set the caddy upstream port.\n\n"
+                                       "## Steps\nEdit the Caddyfile upstream port.", "name": "caddy.md", "wait": True})
+    uris["resource"] = r["root_uri"]
+    skill = "---\nname: caddy-port\ndescription: Change the caddy upstream port safely\n---\n# Steps\nEdit it.\n"
+    r = await c.call("skills.add", {"content": skill, "wait": True})
+    uris["skill"] = r["root_uri"]
+    return uris
+
+
+async def test_context_reply_is_assembled_under_budget(client: SkaldClient) -> None:
+    uris = await seed(client)
+    r = await client.call("search.search", {"query": "caddy upstream port", **CTX, "max_tokens": 800})
+    entries, stats = r["entries"], r["stats"]
+    assert {e["uri"] for e in entries} >= {uris["event"], uris["pref"], uris["entity"], uris["resource"]}
+    by = {e["uri"]: e for e in entries}
+    assert by[uris["event"]]["detail"] in ("overview", "full") and by[uris["event"]]["category"] == "events"
+    assert by[uris["pref"]]["detail"] == "abstract" and by[uris["resource"]]["detail"] == "abstract"
+    skill = [e for e in entries if e["category"] == "skills"]
+    assert len(skill) == 1 and skill[0]["uri"].endswith("/caddy-port/SKILL.md")
+    assert "caddy-port" in skill[0]["text"]
+    # every entry is one element carrying its URI, in the same order
+    assert re.findall(r'<memory uri="([^"]+)"', r["rendered"]) == [e["uri"] for e in entries]
+    assert estimate_tokens(r["rendered"]) <= stats["used_tokens"] <= 800
+    assert stats["max_tokens"] == 800 and stats["returned"] == len(entries) and r["digest"] == ""
+    assert stats["query_expansion"] == "off" and stats["rewrite"] == "off" and stats["dedup"]["status"] == "off"
+    assert sum(stats["tier_counts"].values()) == len(entries)
+
+
+async def test_tight_budget_degrades_instead_of_truncating(client: SkaldClient) -> None:
+    uris = await seed(client)
+    r = await client.call("search.search", {"query": "caddy upstream port", **CTX, "max_tokens": 64,
+                                            "detail": "full"})
+    assert r["stats"]["used_tokens"] <= 64 and r["entries"]
+    for e in r["entries"]:
+        if e["detail"] == "full":
+            assert e["uri"] != uris["event"] or e["text"].rstrip() == EVENT.rstrip()  # whole, never cut
+    assert r["stats"]["dropped"] + r["stats"]["returned"] + r["stats"]["deduped"] == r["stats"]["candidates"]
+
+
+@pytest.mark.parametrize("body", [
+    {"query": "x", "max_tokens": 500},  # context-only parameter in list mode
+    {"query": "x", "mode": "list", "dedup_turns": 2},
+    {"query": "x", "mode": "context", "target_uri": "viking://resources"},
+    {"query": "x", "mode": "context", "read_content": True},
+    {"query": "x", "mode": "context", "quotas": {"events": 1, "memes": 2}},
+    {"mode": "context"},  # no query: a request error, not an empty block (seed 003 bug 12)
+    {"query": "x", "mode": "context", "max_tokens": 10},
+    {"query": "x", "mode": "context", "max_tokens": 40_000},
+    {"query": "x", "mode": "context", "exclude_uris": ["viking://resources/x"] * 201},
+    {"query": "x", "mode": "context", "rewrite_max_bullets": 0},
+    {"query": "x", "mode": "context", "rewrite": "sometimes"},
+    {"query": "x", "mode": "context", "tags": ["not-a-tag"]},
+    {"query": "x", "mode": "context", "since": "yesterday-ish"},
+    {"query": "x", "mode": "context", "peer_scope": "everyone"},
+    {"query": "x", "mode": "context", "session_id": "../../etc"},
+])
+async def test_context_validation(client: SkaldClient, body: dict[str, Any]) -> None:
+    with pytest.raises(E.InvalidArgument):
+        await client.call("search.search", body)
+
+
+async def test_garbage_on_context_subjects(client: SkaldClient) -> None:
+    for op in ("search.recall", "search.search"):
+        for raw in (b"{nope", b"[1,2]", b'{"query": 5, "mode": "context"}', b'{"query":"x","mode":"context","zzz":1}'):
+            resp, hdrs = await client.raw(op, raw)
+            assert resp.status == "error" and resp.error["code"] == "INVALID_ARGUMENT", (op, raw)
+    with pytest.raises(E.InvalidArgument):
+        await client.call("search.recall", {"query": "x", "mode": "bootstrap"})
+    assert (await client.call("search.recall", {"query": "still alive"}))["entries"] == []
+
+
+async def test_recall_is_a_preset_byte_identical_to_search_context(client: SkaldClient) -> None:
+    await seed(client)
+    explicit = {"query": "caddy upstream port", "purpose": "coding", "score_threshold": 0.35, "max_tokens": 1600,
+                "dedup_turns": 0}
+    a, ha = await client.raw("search.search", msgspec.json.encode({**explicit, "mode": "context"}))
+    b, hb = await client.raw("search.recall", msgspec.json.encode(explicit))
+    assert a.status == "ok" and msgspec.json.encode(a.result) == msgspec.json.encode(b.result)
+    assert "Deprecation" not in ha and "Deprecation" not in hb
+    # recall's own defaults are exactly those explicit values
+    c, _ = await client.raw("search.recall", msgspec.json.encode({"query": "caddy upstream port"}))
+    assert msgspec.json.encode(c.result) == msgspec.json.encode(b.result)
+    # v1 aliases are folded, flagged in a header and in stats
+    d, hd = await client.raw("search.recall", msgspec.json.encode(
+        {"query": "caddy upstream port", "max_chars": 2000, "min_score": 0.0, "render": "compact"}))
+    assert hd.get("Deprecation") == "true"
+    assert d.result["stats"]["deprecated"] == ["max_chars", "min_score", "render"]
+    assert d.result["stats"]["max_tokens"] == 500 and d.result["stats"]["detail"] == "abstract"
+
+
+def ledger_path(w: Any, session_id: str) -> Path:
+    return Path(w.cfg.data_dir) / "accounts" / "default" / "user" / "default" / "sessions" / session_id / \
+        ".recall_log.json"
+
+
+async def test_dedup_ledger_cools_served_uris_for_n_turns(deploy: Callable[..., Any]) -> None:
+    w, c = await deploy()
+    await seed(c)
+    body = {"query": "caddy upstream port", **CTX, "session_id": "chat-1", "dedup_turns": 2, "max_tokens": 2000}
+    first = await c.call("search.search", body)
+    served = {e["uri"] for e in first["entries"] if e["detail"] != "uri"}
+    assert served and first["stats"]["dedup"] == {"turns": 2, "status": "ok", "turn": 0, "malformed": 0,
+                                                  "cooled": 0}
+    info = await c.call("sessions.get", {"session_id": "chat-1"})  # created on first use
+    assert info["total_message_count"] == 0
+    records = json.loads(ledger_path(w, "chat-1").read_text())["records"]
+    assert set(records) == served
+    second = await c.call("search.search", body)
+    assert not served & {e["uri"] for e in second["entries"]}
+    assert second["stats"]["dedup"]["cooled"] == len(served)
+    for i in range(2):
+        await c.call("sessions.add_message", {"session_id": "chat-1", "role": "user",
+                                              "parts": [{"type": "text", "text": f"turn {i}"}]})
+    third = await c.call("search.search", body)  # clock 2: the window has passed
+    assert served <= {e["uri"] for e in third["entries"]} and third["stats"]["dedup"]["turn"] == 2
+    # without dedup_turns the ledger is neither read nor written
+    plain = await c.call("search.search", {**body, "dedup_turns": 0})
+    assert {e["uri"] for e in plain["entries"]} >= served
+
+
+async def test_malformed_ledger_is_coerced_then_healed(deploy: Callable[..., Any]) -> None:
+    w, c = await deploy()
+    uris = await seed(c)
+    await c.call("sessions.create", {"session_id": "s-bad"})
+    path = ledger_path(w, "s-bad")
+    path.write_text(json.dumps({"records": {uris["pref"]: {"turn": "x"}, uris["entity"]: None,
+                                            uris["resource"]: {"turn": 50, "detail": "abstract"}}}))
+    body = {"query": "caddy upstream port", **CTX, "session_id": "s-bad", "dedup_turns": 3}
+    r = await c.call("search.search", body)
+    assert r["stats"]["dedup"]["malformed"] == 2 and r["stats"]["dedup"]["status"] == "ok"
+    assert uris["resource"] in {e["uri"] for e in r["entries"]}  # a record ahead of the clock is ignored
+    healed = json.loads(path.read_text())["records"]
+    assert all(isinstance(v["turn"], int) and v["turn"] == 0 for v in healed.values())
+    path.write_text("{not json")
+    assert (await c.call("search.search", body))["stats"]["dedup"]["status"] == "ok"
+
+
+async def test_cooled_bucket_falls_through_to_its_next_hits(deploy: Callable[..., Any]) -> None:
+    w, c = await deploy()
+    for i in range(3):
+        await c.call("memories.write", {"category": "preferences", "content": f"Tea preference number {i}: green."})
+    body = {"query": "tea preference", **CTX, "quotas": {"preferences": 1}, "session_id": "q", "dedup_turns": 5}
+    seen = []
+    for _ in range(3):
+        r = await c.call("search.search", body)
+        assert len(r["entries"]) == 1, r["stats"]
+        seen.append(r["entries"][0]["uri"])
+    assert len(set(seen)) == 3
+    assert (await c.call("search.search", body))["entries"] == []
+
+
+async def test_exclude_uris_directory_excludes_its_subtree(client: SkaldClient) -> None:
+    uris = await seed(client)
+    r = await client.call("search.search", {"query": "caddy upstream port", **CTX,
+                                            "exclude_uris": ["viking://user/default/memories", uris["resource"]]})
+    got = {e["uri"] for e in r["entries"]}
+    assert not any(u.startswith("viking://user/default/memories/") for u in got)
+    assert uris["resource"] not in got and r["stats"]["excluded"] >= 4
+
+
+async def test_peer_scope_and_other_peer_penalty(client: SkaldClient) -> None:
+    await client.call("memories.write", {"category": "preferences", "content": "Prefers oolong tea, strongly."})
+    bob = client.as_identity(peer="bob")
+    await bob.call("memories.write", {"category": "preferences", "content": "Prefers oolong tea, strongly!"})
+    base = {"query": "oolong tea", **CTX}
+    r = await client.call("search.search", {**base, "other_peer_penalty": 0.5})
+    origins = {e["origin"]: e for e in r["entries"]}
+    assert set(origins) == {"self", "peer"} and origins["peer"]["uri"].startswith("viking://user/default/peers/bob/")
+    assert origins["peer"]["score"] < origins["self"]["score"]
+    assert 'origin="peer"' in r["rendered"]
+    only = await client.call("search.search", {**base, "peer_scope": "actor"})
+    assert {e["origin"] for e in only["entries"]} == {"self"}
+    # bob himself sees his own space (and the user's), never another peer's
+    mine = await bob.call("search.search", base)
+    assert {e["origin"] for e in mine["entries"]} == {"self", "actor"}
+
+
+async def test_bootstrap_assembles_the_session_start_block(deploy: Callable[..., Any]) -> None:
+    w, c = await deploy()
+    mem = Path(w.cfg.data_dir) / "accounts" / "default" / "user" / "default" / "memories"
+    mem.mkdir(parents=True, exist_ok=True)
+    (mem / "profile.md").write_text("# Profile\nAlice, SRE, likes terse answers.\n")
+    await c.call("memories.write", {"category": "events", "content": "# Summary\nShipped the caddy change."})
+    r = await c.call("search.search", {"mode": "bootstrap", "session_id": "boot", "max_tokens": 2000})
+    slots = [e["category"] for e in r["entries"]]
+    assert slots[0] == "identity" and "working_state" in slots and "instructions" in slots and "listing" in slots
+    assert "Alice, SRE" in r["rendered"] and "Shipped the caddy change." in r["rendered"]
+    small = await c.call("search.search", {"mode": "bootstrap", "max_tokens": 64})
+    assert small["stats"]["used_tokens"] <= 64
+
+
+def digest_stub(mode: dict[str, Any]) -> ModelStub:
+    def respond(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        system = body["messages"][0]["content"]
+        if "condense retrieved memories" not in system:
+            return 200, chat("{}"), 0
+        if mode["kind"] == "fail":
+            return 500, {"error": "boom"}, 0
+        if mode["kind"] == "hang":
+            return 200, chat("- late"), 2.0
+        if mode["kind"] == "none":
+            return 200, chat("NO_RELEVANT_MEMORY"), 0
+        uris = re.findall(r'uri="(viking://[^"]+)"', body["messages"][1]["content"])
+        return 200, chat(f"- Port is 1935 [{uris[0]}]\n- Uncited\n- Forged [viking://user/mallory/x.md]", 321), 0
+
+    return ModelStub(respond)
+
+
+async def test_digest_rewrite_cites_served_uris_and_fails_closed(deploy: Callable[..., Any]) -> None:
+    mode = {"kind": "ok"}
+    stub = digest_stub(mode)
+    try:
+        w, c = await deploy(llm_base_url=stub.url, recall_rewrite_timeout_s=0.5)
+        await seed(c)
+        body = {"query": "caddy upstream port", **CTX, "rewrite": True, "session_id": "rw", "dedup_turns": 1,
+                "query_expansion": "off"}
+        r = await c.call("search.search", body)
+        first = r["entries"][0]["uri"]
+        assert r["digest"] == f"- Port is 1935 [{first}]" and r["stats"]["rewrite"] == "ok"
+        assert r["stats"]["rewrite_usage"] == {"prompt_tokens": 321, "completion_tokens": 5}
+        assert r["rendered"]
+        mode["kind"] = "none"
+        path = ledger_path(w, "rw")
+        before = path.read_bytes()
+        await c.call("sessions.add_message", {"session_id": "rw", "role": "user",
+                                              "parts": [{"type": "text", "text": "next"}]})
+        r = await c.call("search.search", body)
+        assert (r["stats"]["rewrite"], r["digest"], r["rendered"]) == ("no_relevant", "", "") and r["entries"]
+        assert path.read_bytes() == before  # nothing was delivered, nothing recorded
+        for kind, status in (("fail", "failed"), ("hang", "timeout")):
+            mode["kind"] = kind
+            r = await c.call("search.search", {**body, "dedup_turns": 0}, timeout_s=5)
+            assert r["stats"]["rewrite"] == status and r["digest"] == "" and r["rendered"]
+        # "auto" with a model configured rewrites; rewrite_max_bullets bounds the digest
+        mode["kind"] = "ok"
+        r = await c.call("search.search", {**body, "dedup_turns": 0, "rewrite": "auto", "rewrite_max_bullets": 1})
+        assert r["stats"]["rewrite"] == "ok" and len(r["digest"].splitlines()) == 1
+    finally:
+        stub.close()
+
+
+async def test_extractive_digest_without_a_model(client: SkaldClient) -> None:
+    await seed(client)
+    r = await client.call("search.search", {"query": "caddy upstream port", **CTX, "rewrite": True,
+                                            "rewrite_max_bullets": 2})
+    lines = r["digest"].splitlines()
+    assert r["stats"]["rewrite"] == "ok" and len(lines) == 2
+    served = {e["uri"] for e in r["entries"]}
+    assert all(re.search(r"\[(viking://[^\]]+)\]$", ln).group(1) in served for ln in lines)  # type: ignore[union-attr]
+    auto = await client.call("search.search", {"query": "caddy upstream port", **CTX, "rewrite": "auto"})
+    assert auto["stats"]["rewrite"] == "off"  # auto needs a configured model
+
+
+async def test_query_expansion_with_a_session(deploy: Callable[..., Any]) -> None:
+    state = {"hang": False}
+
+    def respond(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        if "plan retrieval" in body["messages"][0]["content"]:
+            plan = {"queries": [{"query": "caddy upstream port", "context_type": "resource", "priority": 1},
+                                {"query": "reverse proxy host", "context_type": "memory", "priority": 2},
+                                {"query": "fourth one", "context_type": "memory", "priority": 3}]}
+            return 200, chat(json.dumps(plan)), 3.0 if state["hang"] else 0
+        return 200, chat("A summary."), 0
+
+    stub = ModelStub(respond)
+    try:
+        w, c = await deploy(llm_base_url=stub.url, recall_intent_timeout_s=0.4)
+        await seed(c)
+        await c.call("sessions.add_message", {"session_id": "qe", "role": "user",
+                                              "parts": [{"type": "text", "text": "we are fixing the proxy"}]})
+        r = await c.call("search.search", {"query": "what port was it?", **CTX, "session_id": "qe"})
+        assert r["stats"]["query_expansion"] == "used"
+        assert r["stats"]["queries"] == ["what port was it?", "caddy upstream port", "reverse proxy host"]
+        assert r["entries"]
+        off = await c.call("search.search", {"query": "what port was it?", **CTX, "session_id": "qe",
+                                             "query_expansion": "off"})
+        assert off["stats"]["query_expansion"] == "off" and "queries" not in off["stats"]
+        state["hang"] = True
+        r = await c.call("search.search", {"query": "what port was it?", **CTX, "session_id": "qe"}, timeout_s=2.5)
+        assert r["stats"]["query_expansion"] == "timeout" and "queries" not in r["stats"]
+    finally:
+        stub.close()
+
+
+async def test_retrieval_failure_is_reported_not_silent(deploy: Callable[..., Any]) -> None:
+    _, c = await deploy(actors=("assembler", "session"))  # nobody serves the retriever's candidates
+    r = await c.call("search.recall", {"query": "anything"}, timeout_s=5)
+    assert r["entries"] == [] and r["stats"]["retrieval_errors"]
+
+
+async def test_read_your_writes_through_the_relay(client: SkaldClient) -> None:
+    results = await asyncio.gather(*(client.call("memories.write", {"category": "entities",
+                                                                    "content": f"Widget {i} is blue."})
+                                     for i in range(5)))
+    r = await client.call("search.search", {"query": "widget blue", **CTX})
+    assert {x["root_uri"] for x in results} <= {e["uri"] for e in r["entries"]}
