@@ -58,6 +58,7 @@ class CandidatesResult(msgspec.Struct, kw_only=True):
     excluded: int = 0  # distinct served URIs dropped by exclude_uris
     cooled: int = 0  # ... by the dedup ledger
     errors: dict[str, str] = {}  # bucket -> why its retrieval failed (the others still answer)
+    embed_ms: float = 0.0  # query embedding time, so callers can tell their own time from the model's
 
 
 class ContextEntry(msgspec.Struct, kw_only=True):

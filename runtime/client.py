@@ -42,6 +42,18 @@ _dec = msgspec.json.Decoder(Response)
 _mdec = msgspec.msgpack.Decoder(Response)
 
 
+REWRITE_DEADLINE_S = 65.0  # outlasts the server's 30 s rewrite fuse plus retrieval (seed 003 bug 13)
+
+
+def deadline_for(op: str, body: Any, default_s: float) -> float:
+    """A context request that asks for a digest waits past the server's rewrite fuse: giving up
+    inside the fuse would throw away the rendered block the server returns even when it fails."""
+    rewrite = body.get("rewrite") if isinstance(body, dict) else getattr(body, "rewrite", None)
+    if op in ("search.search", "search.recall") and rewrite not in (None, False) and isinstance(rewrite, (bool, str)):
+        return max(default_s, REWRITE_DEADLINE_S)
+    return default_s
+
+
 class SkaldClient:
     def __init__(self, nc: NATS, prefix: str = "skald", *, account: str | None = None, user: str | None = None,
                  agent: str | None = None, peer: str | None = None, api_key: str | None = None,
@@ -97,6 +109,8 @@ class SkaldClient:
                    msgpack: bool = False, timeout_s: float | None = None) -> Any:
         """Call an operation; return its `result` or raise the typed error it answered with."""
         payload = body if body is not None else {}
+        if timeout_s is None:
+            timeout_s = deadline_for(op, payload, self.timeout_s)
         if msgpack:
             data, extra = msgspec.msgpack.encode(payload), {CONTENT_TYPE: MSGPACK}
         else:

@@ -305,3 +305,34 @@ def test_shape_excludes_subtrees_and_cools_exact_uris_and_packages() -> None:
     assert [c.uri for c in out.candidates] == ["viking://resources/keep.md"]
     assert out.excluded == {"viking://resources/docs/a.md"}
     assert out.cooled == {"viking://resources/other.md", "viking://agent/skills/pdf/SKILL.md"}
+
+
+def test_coverage_lists_what_the_budget_cut() -> None:
+    s = [slot("viking://resources/a.md", "resources", 0.9, {"abstract": "alpha " * 40}),
+         slot("viking://user/u/memories/events/e.md", "events", 0.8, {"overview": "beta " * 200}),
+         *[slot(f"viking://resources/r{i}.md", "resources", 0.1, {"abstract": "gamma " * 30}) for i in range(30)]]
+    f = Bu.fill(s, 300)
+    cov = Bu.coverage(s, f)
+    assert cov and all(c["served"] in ("uri", "dropped") for c in cov)
+    served = {c["uri"]: c for c in cov}
+    assert served["viking://user/u/memories/events/e.md"]["wanted"] == "overview"
+    assert served["viking://user/u/memories/events/e.md"]["tokens"] > f.per_entry_cap
+    kept = {x.uri for x, t in zip(s, f.tiers, strict=True) if t == x.start}
+    assert not kept & set(served)
+
+
+def test_client_deadline_outlasts_the_rewrite_fuse() -> None:
+    """seed 003 bug 13: a digest request must not be abandoned inside the server's fuse."""
+    from runtime.client import REWRITE_DEADLINE_S, deadline_for
+    assert deadline_for("search.search", {"mode": "context", "rewrite": True}, 30.0) == REWRITE_DEADLINE_S
+    assert deadline_for("search.recall", {"rewrite": "auto"}, 30.0) == REWRITE_DEADLINE_S
+    assert deadline_for("search.search", {"mode": "context"}, 30.0) == 30.0
+    assert deadline_for("search.find", {"rewrite": True}, 30.0) == 30.0
+
+
+def test_cjk_costs_one_and_a_half_tokens_per_character() -> None:
+    zh = "档位模型改为按类别定义默认档" * 10  # 140 ideographs
+    assert estimate_tokens(zh) == 210
+    s = [slot("viking://user/u/memories/entities/zh.md", "entities", 0.9, {"abstract": zh})]
+    assert Bu.fill(s, 200).tiers == ["uri"]  # 210 tokens cannot fit 200; a char budget would have said 140
+    assert Bu.fill(s, 400).tiers == ["abstract"]

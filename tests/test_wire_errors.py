@@ -25,6 +25,7 @@ SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
     "memories.write": ({"category": "events", "content": "x"}, ["category", "content"], None),
     "search.find": ({"query": "x"}, [], "target_uri"),
     "search.search": ({"query": "x", "session_id": "s1"}, [], "target_uri"),
+    "search.recall": ({"query": "x", "session_id": "s1", "max_tokens": 500, "detail": "abstract"}, [], "target_uri"),
     "search.grep": ({"uri": "viking://resources", "pattern": "x"}, ["uri", "pattern"], "uri"),
     "search.glob": ({"pattern": "*"}, ["pattern"], "uri"),
     "sessions.create": ({"session_id": "s1"}, [], None),

@@ -26,6 +26,7 @@ WORKING_DAYS = 7
 WORKING_MAX = 8
 PROFILE_HEAD_CHARS = 2_000
 LISTING_MAX = 200
+RECENT = 5  # live messages whose leads join the continuity slot
 
 INSTRUCTIONS = """Memories arrive as flat XML elements named memory, with uri, type, score and detail
 attributes. detail says how much of the source you see: abstract (a summary line), overview (its
@@ -71,6 +72,24 @@ def _md_files(root: Path) -> list[tuple[float, Path]]:
     return out
 
 
+def continuity(session_uri: str, session_path: Path) -> list[Item]:
+    """The newest completed archive overview, then the leads of recent user messages."""
+    uri, text = f"{session_uri}/messages.jsonl", ""
+    for i in reversed(SF.archive_indexes(session_path)):
+        if SF.marker_state(session_path, i) == "completed":
+            uri = f"{session_uri}/history/{SF.archive_name(i)}/.overview.md"
+            text = SF.read_text(session_path / "history" / SF.archive_name(i) / ".overview.md").strip()
+            break
+    recent = [extract.cut_sentences(t, 160) for r, t in SF.recent_messages(session_path, RECENT) if r == "user"]
+    if recent:
+        text += ("\n\nSince then, the user said:\n" if text else "Recently, the user said:\n") + \
+            "\n".join(f"- {t}" for t in recent)
+    if not text:
+        return []
+    return [Item("continuity", uri, "overview", "overview", {"overview": text, "abstract": extract.cut_sentences(
+        text, 400)})]
+
+
 def manifest(ns: Namespace, ident: Identity, session_uri: str | None, session_path: Path | None,
              now: float) -> list[Item]:
     items: list[Item] = []
@@ -84,14 +103,7 @@ def manifest(ns: Namespace, ident: Identity, session_uri: str | None, session_pa
         items.append(Item("identity", f"{memories.uri}/profile.md", "full", "full",
                           {"full": body, "abstract": head} if body else {}))
     if session_uri and session_path is not None:
-        for i in reversed(SF.archive_indexes(session_path)):
-            if SF.marker_state(session_path, i) == "completed":
-                ov = SF.read_text(session_path / "history" / SF.archive_name(i) / ".overview.md")
-                if ov:
-                    items.append(Item("continuity", f"{session_uri}/history/{SF.archive_name(i)}/.overview.md",
-                                      "overview", "overview",
-                                      {"overview": ov, "abstract": extract.cut_sentences(ov, 400)}))
-                break
+        items += continuity(session_uri, session_path)
     roots = [memories.path / "events"]
     if ident.peer:
         roots.append(ns.resolve(f"{ident.user_root}/peers/{ident.peer}/memories/events", ident).path)

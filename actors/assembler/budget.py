@@ -131,6 +131,19 @@ def read_plan(slots: list[Slot], max_tokens: int) -> list[str | None]:
     return out
 
 
+def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
+    """What the budget cost the caller: entries dropped, or served below the tier they would
+    have started at, with the tokens that tier needed, so an agent knows what it did not get."""
+    out: list[dict[str, object]] = []
+    for s, tier in zip(slots, f.tiers, strict=True):
+        wanted = next((t for t in T.chain(s.category, s.is_dir, s.start) if s.cost(t) is not None), "uri")
+        if tier is not None and T.rank(s.category, s.is_dir, tier) >= T.rank(s.category, s.is_dir, wanted):
+            continue
+        out.append({"uri": s.uri, "score": round(s.score, 4), "served": tier or "dropped", "wanted": wanted,
+                    "tokens": s.cost(wanted)})
+    return out
+
+
 def body_key(text: str) -> str:
     return " ".join(text.split()).lower()
 

@@ -97,11 +97,11 @@ class Assembler:
         else:
             queries, expansion = await self._expand(p, session)
             stats["query_expansion"] = expansion
-            if len(queries) > 1:
-                stats["queries"] = queries
+            stats["planned_queries"] = queries
             ts = time.perf_counter()
             retrieval = await self._candidates(p, ctx, queries, cooled)
             timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
+            timing["embed_ms"] = retrieval.embed_ms
             chosen = Sel.select(retrieval.buckets, p.quotas, p.limit)
             ts = time.perf_counter()
             slots = await self._slots(chosen, p, ctx.identity)
@@ -133,6 +133,9 @@ class Assembler:
                 dedup["status"] = "write_failed"
                 log.warning("dedup ledger write failed: %s", e)
         dedup["cooled"] = retrieval.cooled
+        stats["coverage"] = Bu.coverage(slots, plan)
+        if p.mode == "bootstrap":
+            stats["instructions_hash"] = B.INSTRUCTIONS_HASH
         tier_counts: dict[str, int] = {}
         for e in entries:
             tier_counts[e.detail] = tier_counts.get(e.detail, 0) + 1
@@ -154,6 +157,7 @@ class Assembler:
             stats["deprecated"] = p.deprecated
         if telemetry:
             timing["total_ms"] = (time.perf_counter() - t0) * 1000
+            timing["own_ms"] = timing["total_ms"] - timing.get("embed_ms", 0.0) - timing.get("rewrite_ms", 0.0)
             stats["telemetry"] = {k: round(v, 3) for k, v in timing.items()}
         return X.ContextResult(entries=entries, rendered=rendered, digest=digest, stats=stats)
 

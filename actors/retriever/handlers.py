@@ -258,7 +258,9 @@ class Retriever:
         if unknown:
             raise InvalidArgument(f"unknown bucket {unknown[0]!r}", {"field": "buckets", "known": list(C.BUCKETS)})
         await self._catch_up(ctx)
+        te = time.perf_counter()
         vecs = await asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries))
+        embed_ms = (time.perf_counter() - te) * 1000
         excluded = C.excluder(req.exclude_uris, req.exclude_uris)
         cooled = C.excluder(req.cooled_uris, req.cooled_prefixes)
         account = ctx.identity.account
@@ -305,7 +307,7 @@ class Retriever:
                 log.exception("candidates: bucket %s failed", b.name)
                 out.buckets[b.name] = []
                 out.errors[b.name] = f"{type(e).__name__}: {e}"[:300]
-        out.excluded, out.cooled = len(n_excluded), len(n_cooled)
+        out.excluded, out.cooled, out.embed_ms = len(n_excluded), len(n_cooled), round(embed_ms, 3)
         return out
 
     def rerank_fn(self, timeout_s: float):  # type: ignore[no-untyped-def]
