@@ -8,6 +8,7 @@ about 4 characters per token. Rounding up keeps a budget conservative.
 from __future__ import annotations
 
 import math
+import re
 
 _WIDE_RANGES = (
     (0x1100, 0x11FF),  # hangul jamo
@@ -25,30 +26,22 @@ _WIDE_RANGES = (
 )
 
 
-def _is_wide(cp: int) -> bool:
-    for lo, hi in _WIDE_RANGES:
-        if cp < lo:
-            return False
-        if cp <= hi:
-            return True
-    return False
+_WIDE = re.compile("[" + "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in _WIDE_RANGES) + "]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def estimate_units(text: str) -> float:
+    """The un-rounded estimate: additive, so the cost of a concatenation is the sum of its parts."""
+    if text.isascii():
+        return len(text) * 0.25
+    n = len(text)
+    wide = n - len(_WIDE.sub("", text))
+    astral = n - len(_ASTRAL.sub("", text))
+    return n * 0.25 + wide * 1.25 + astral * 1.75
 
 
 def estimate_tokens(text: str) -> int:
     """Tokens a model will likely spend on `text` (1.5 wide, 2.0 astral, 0.25 otherwise)."""
     if not text:
         return 0
-    if text.isascii():
-        return math.ceil(len(text) * 0.25)
-    total = 0.0
-    for ch in text:
-        cp = ord(ch)
-        if cp < 0x1100:
-            total += 0.25
-        elif cp > 0xFFFF:
-            total += 2.0
-        elif _is_wide(cp):
-            total += 1.5
-        else:
-            total += 0.25
-    return math.ceil(total)
+    return math.ceil(estimate_units(text))

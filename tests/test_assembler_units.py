@@ -161,7 +161,7 @@ def test_budget_too_small_drops_the_tail_and_pin_sets_start_and_ceiling() -> Non
     s = [slot(f"viking://resources/r{i}.md", "resources", 1 - i / 100, {"abstract": "alpha beta " * 5}, "abstract")
          for i in range(40)]
     f = Bu.fill(s, 64)
-    assert f.tiers[0] == "abstract" and f.tiers[-1] is None and f.used_tokens <= 64
+    assert f.tiers[0] == "uri" and f.tiers[-1] is None and f.used_tokens <= 64  # cap 2: abstracts step down
     pinned = slot("viking://user/u/memories/events/e.md", "events", 0.5, {"overview": "o", "full": "f " * 10,
                                                                             "abstract": "f " * 10}, "overview")
     assert Bu.fill([pinned], 2000).tiers == ["overview"]  # a pin is also the ceiling

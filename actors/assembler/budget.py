@@ -13,14 +13,15 @@ element, so the budget is kept on the text the model will read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from actors.assembler import render as R
 from actors.assembler import tiers as T
-from actors.assembler.render import SEPARATOR, element
-from store.tokens import estimate_tokens
+from store.tokens import estimate_units
 
-_SEP = estimate_tokens(SEPARATOR)
+_SEP = estimate_units(R.SEPARATOR)
 
 
 @dataclass(slots=True)
@@ -34,14 +35,20 @@ class Slot:
     texts: dict[str, str]  # tier -> text; a missing tier is unavailable ("uri" is always available)
     origin: str = "self"
     _costs: dict[str, int] = field(default_factory=dict)
+    _units: dict[str, float] = field(default_factory=dict)
 
     def cost(self, tier: str) -> int | None:
+        """Tokens of this entry rendered at `tier` (plus its separator); None if unavailable.
+        Additive estimates: the head is measured once, each body once."""
         if tier != "uri" and not self.texts.get(tier):
             return None
         c = self._costs.get(tier)
         if c is None:
-            c = estimate_tokens(element(self.uri, self.category, self.score, tier, self.texts.get(tier, ""),
-                                        self.origin)) + _SEP
+            if "head" not in self._units:
+                self._units["head"] = estimate_units(R.head(self.uri, self.category, self.score, self.origin)) + _SEP
+            b = R.body(self.texts.get(tier, "")) if tier != "uri" else ""
+            opening, ending = R.close(tier, bool(b))
+            c = math.ceil(self._units["head"] + estimate_units(opening) + estimate_units(b) + estimate_units(ending))
             self._costs[tier] = c
         return c
 

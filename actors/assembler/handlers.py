@@ -216,22 +216,26 @@ class Assembler:
             texts = {"abstract": c.abstract} if c.abstract else {}
             slots.append(Bu.Slot(uri=c.uri, category=c.category, score=c.score, is_dir=c.is_dir, start=start,
                                  deepest=deepest, texts=texts, origin=c.origin))
-        sem = asyncio.Semaphore(READ_CONCURRENCY)
-
-        async def read(s: Bu.Slot, what: str) -> None:
-            async with sem:
-                body, whole = await asyncio.to_thread(self._read, s.uri, ident, p.max_tokens)
-            if not body:
-                return
-            if what == "dir_overview":
-                s.texts["overview"] = body
-                return
-            s.texts["overview"] = T.file_overview(s.uri.rsplit("/", 1)[-1], body)
-            if whole:
-                s.texts["full"] = body
-
         plan = Bu.read_plan(slots, p.max_tokens)
-        await asyncio.gather(*(read(s, what) for s, what in zip(slots, plan, strict=True) if what))
+        todo = [(s, what) for s, what in zip(slots, plan, strict=True) if what]
+
+        def read_chunk(chunk: list[tuple[Bu.Slot, str]]) -> list[tuple[str, bool]]:
+            return [self._read(s.uri, ident, p.max_tokens) for s, _ in chunk]
+
+        # Small files read faster in a row than one thread hop each: at most READ_CONCURRENCY
+        # threads, each reading its share in score order.
+        chunks = [todo[i::READ_CONCURRENCY] for i in range(min(READ_CONCURRENCY, len(todo)))]
+        results = await asyncio.gather(*(asyncio.to_thread(read_chunk, ch) for ch in chunks))
+        for chunk, got in zip(chunks, results, strict=True):
+            for (s, what), (text, whole) in zip(chunk, got, strict=True):
+                if not text:
+                    continue
+                if what == "dir_overview":
+                    s.texts["overview"] = text
+                    continue
+                s.texts["overview"] = T.file_overview(s.uri.rsplit("/", 1)[-1], text)
+                if whole:
+                    s.texts["full"] = text
         return slots
 
     def _read(self, uri: str, ident: Identity, max_tokens: int) -> tuple[str, bool]:

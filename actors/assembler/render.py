@@ -24,12 +24,27 @@ def score_text(score: float) -> str:
     return f"{score:.2f}"
 
 
+def head(uri: str, category: str, score: float, origin: str = "self") -> str:
+    """The element's opening up to (not including) its detail attribute."""
+    return (f'<memory uri="{attr(uri)}" type="{attr(category)}" score="{score_text(score)}"'
+            + (f' origin="{attr(origin)}"' if origin == "peer" else ""))
+
+
+def body(text: str) -> str:
+    return neutralise(text.strip())
+
+
+def close(detail: str, has_body: bool) -> tuple[str, str]:
+    """(what follows the head up to the body, what follows the body)."""
+    if detail == "uri" or not has_body:
+        return f' detail="{attr(detail)}"/>', ""
+    return f' detail="{attr(detail)}">\n', "\n</memory>"
+
+
 def element(uri: str, category: str, score: float, detail: str, text: str, origin: str = "self") -> str:
-    head = (f'<memory uri="{attr(uri)}" type="{attr(category)}" score="{score_text(score)}" '
-            f'detail="{attr(detail)}"' + (f' origin="{attr(origin)}"' if origin == "peer" else ""))
-    if detail == "uri" or not text:
-        return head + "/>"
-    return f"{head}>\n{neutralise(text.strip())}\n</memory>"
+    b = body(text) if detail != "uri" else ""
+    opening, ending = close(detail, bool(b))
+    return head(uri, category, score, origin) + opening + b + ending
 
 
 def join(elements: list[str]) -> str:

@@ -286,7 +286,9 @@ class Retriever:
                     (lambda r, cat=category, p=base: r.category == cat and p(r)))
                 q = Query(account=account, prefixes=prefixes, context_types=ctypes, since=c.since, until=c.until,
                           time_field=req.time_field, predicate=pred)
-                k = (b.limit * 3 + len(req.exclude_uris) + len(req.cooled_uris)) * (
+                # Room for what shaping removes before the cut: collapsed skill files, directory
+                # levels, scope directories, exclusions and cooled URIs.
+                k = (b.limit + max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)) * (
                     P.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
                 scored: list[C.Scored] = []
                 for vec in vecs:
