@@ -1,5 +1,24 @@
 """The assembler's pure stages, without NATS or disk: parameters, tiers, filling, selection,
-the dedup ledger, rendering, the digest filter, and the retriever's candidate shaping."""
+the dedup ledger, rendering, the digest filter, and the retriever's candidate shaping.
+
+Seed 003's review bugs, each pinned by a regression test:
+ 1 rewrite timeout reported as timeout ........ test_context::test_digest_rewrite_cites_served_uris_and_fails_closed
+ 2 rewrite_usage from the model's usage ....... same test (prompt_tokens 321)
+ 3 malformed ledger records coerced, healed ... test_ledger_coerces_malformed_records_and_ignores_the_future,
+                                                 test_context::test_malformed_ledger_is_coerced_then_healed
+ 4 bare-URI entries never cool ................ test_ledger_uri_entries_never_cool_and_window_and_size_are_bounded
+ 5 both ends of a forged tag neutralised ...... test_render_escapes_attributes_and_neutralises_forged_tags,
+                                                 test_context::test_forged_tags_in_a_body_cannot_escape_their_element
+ 6 category from the bucket, not the URI .. test_shape_collapses_skills_drops_scope_dirs_and_profile_and_penalises_peers
+ 7 a cooled bucket falls through .............. test_context::test_cooled_bucket_falls_through_to_its_next_hits
+ 8 recall v1 quotas overlay the v1 buckets .... test_recall_v1_quotas_overlay_the_v1_buckets
+ 9 one profile for every recall entry point; unknown detail degrades
+                                              .. test_recall_is_a_preset_byte_identical_to_search_context (over NATS),
+                                                 test_detail_scalar_map_auto_and_unknown_tier_degrades
+10 docs check / 11 ovcli.conf schema .......... OpenViking's docs build and CLI config file: nothing here to break
+12 an invalid context request is an error ..... test_context::test_context_validation ({"mode": "context"})
+13 client deadline outlasts the rewrite fuse .. test_client_deadline_outlasts_the_rewrite_fuse
+"""
 
 from __future__ import annotations
 
