@@ -10,6 +10,9 @@ on every later request, so a find right after a write sees that write.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
 from typing import Any
 
 import msgspec
@@ -18,7 +21,14 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
+from messages import context as X
 from messages import errors as E
+from messages import fs as F
+from messages import ingest as I
+from messages import search as Q
+from messages import sessions as M
+from messages import system as Y
+from messages.catalog import OPS
 from messages.envelope import (
     CONTENT_TYPE,
     H_ACCOUNT,
@@ -67,10 +77,11 @@ class SkaldClient:
                                           (H_PEER, peer), (H_API_KEY, api_key)) if v}
 
     @classmethod
-    async def connect(cls, servers: str | list[str], **kw: Any) -> SkaldClient:
+    async def connect(cls, servers: str | list[str], *, prefix: str = "skald", **kw: Any) -> SkaldClient:
+        """Connect to one NATS URL or a cluster (a list, or URLs joined by commas)."""
         urls = servers.split(",") if isinstance(servers, str) else servers
         nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=5)
-        return cls(nc, owns_connection=True, **kw)
+        return cls(nc, prefix, owns_connection=True, **kw)
 
     def as_identity(self, **kw: Any) -> SkaldClient:
         """Another identity over the same connection."""
@@ -123,3 +134,152 @@ class SkaldClient:
         if isinstance(res, dict) and isinstance(res.get("index_seq"), int):
             self.index_seq = max(self.index_seq, res["index_seq"])
         return res
+
+    # ----- typed methods: one per public operation, returning the messages/ Structs -------
+
+    async def request(self, op: str, req: msgspec.Struct, *, timeout_s: float | None = None) -> Any:
+        """Send a request Struct; decode the result into the catalog's result Struct."""
+        result = await self.call(op, req, timeout_s=timeout_s)
+        typ = OPS[op].result
+        return msgspec.convert(result, typ) if typ is not None else result
+
+    async def find(self, query: str = "", **kw: Any) -> Q.FindResult:
+        return await self.request("search.find", Q.FindRequest(query=query, **kw))  # type: ignore[no-any-return]
+
+    async def search(self, query: str = "", **kw: Any) -> Q.FindResult:
+        """`search` in list mode (ranked hits, with a query plan when a session is given)."""
+        out = await self.request("search.search", Q.SearchRequest(query=query, **kw))
+        return msgspec.convert(out, Q.FindResult)
+
+    async def context(self, query: str, **kw: Any) -> X.ContextResult:
+        """`search` in context mode: one ready-to-inject block under a token budget."""
+        out = await self.request("search.search", Q.SearchRequest(query=query, mode="context", **kw),
+                                 timeout_s=deadline_for("search.search", kw, self.timeout_s))
+        return msgspec.convert(out, X.ContextResult)
+
+    async def bootstrap(self, **kw: Any) -> X.ContextResult:
+        out = await self.request("search.search", Q.SearchRequest(mode="bootstrap", **kw))
+        return msgspec.convert(out, X.ContextResult)
+
+    async def recall(self, query: str, **kw: Any) -> X.ContextResult:
+        return await self.request("search.recall", Q.RecallRequest(query=query, **kw),  # type: ignore[no-any-return]
+                                  timeout_s=deadline_for("search.recall", kw, self.timeout_s))
+
+    async def grep(self, uri: str, pattern: str, **kw: Any) -> Q.GrepResult:
+        return await self.request("search.grep", Q.GrepRequest(uri=uri, pattern=pattern, **kw))  # type: ignore[no-any-return]
+
+    async def glob(self, pattern: str, **kw: Any) -> Q.GlobResult:
+        return await self.request("search.glob", Q.GlobRequest(pattern=pattern, **kw))  # type: ignore[no-any-return]
+
+    async def read(self, uri: str, **kw: Any) -> F.ReadResult:
+        return await self.request("fs.read", F.ReadRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+
+    async def ls(self, uri: str, **kw: Any) -> F.LsResult:
+        return await self.request("fs.ls", F.LsRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+
+    async def tree(self, uri: str, **kw: Any) -> F.TreeResult:
+        return await self.request("fs.tree", F.TreeRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+
+    async def stat(self, uri: str) -> F.StatResult:
+        return await self.request("fs.stat", F.StatRequest(uri=uri))  # type: ignore[no-any-return]
+
+    async def abstract(self, uri: str) -> F.TextResult:
+        return await self.request("fs.abstract", F.AbstractRequest(uri=uri))  # type: ignore[no-any-return]
+
+    async def overview(self, uri: str) -> F.TextResult:
+        return await self.request("fs.overview", F.AbstractRequest(uri=uri))  # type: ignore[no-any-return]
+
+    async def write(self, uri: str, content: str, **kw: Any) -> F.WriteResult:
+        return await self.request("fs.write", F.WriteRequest(uri=uri, content=content, **kw))  # type: ignore[no-any-return]
+
+    async def mkdir(self, uri: str, **kw: Any) -> F.ChangeResult:
+        return await self.request("fs.mkdir", F.MkdirRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+
+    async def rm(self, uri: str, **kw: Any) -> F.ChangeResult:
+        return await self.request("fs.rm", F.RmRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+
+    async def mv(self, from_uri: str, to_uri: str, **kw: Any) -> F.ChangeResult:
+        return await self.request("fs.mv", F.MvRequest(from_uri=from_uri, to_uri=to_uri, **kw))  # type: ignore[no-any-return]
+
+    async def add_resource(self, **kw: Any) -> I.IngestResult:
+        return await self.request("resources.add", I.AddResourceRequest(**kw))  # type: ignore[no-any-return]
+
+    async def add_skill(self, **kw: Any) -> I.IngestResult:
+        return await self.request("skills.add", I.AddSkillRequest(**kw))  # type: ignore[no-any-return]
+
+    async def remember(self, category: str, content: str, **kw: Any) -> I.IngestResult:
+        """Write an explicit memory (events, entities, preferences, experiences, ...)."""
+        return await self.request("memories.write", I.WriteMemoryRequest(category=category, content=content, **kw))  # type: ignore[no-any-return]
+
+    async def session_create(self, session_id: str | None = None) -> M.SessionInfo:
+        return await self.request("sessions.create", M.CreateRequest(session_id=session_id))  # type: ignore[no-any-return]
+
+    async def session_get(self, session_id: str) -> M.SessionInfo:
+        return await self.request("sessions.get", M.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
+
+    async def session_list(self, limit: int = 100) -> M.SessionList:
+        return await self.request("sessions.list", M.ListRequest(limit=limit))  # type: ignore[no-any-return]
+
+    async def session_delete(self, session_id: str) -> M.DeleteResult:
+        return await self.request("sessions.delete", M.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
+
+    async def add_message(self, session_id: str, role: str, text: str | None = None, *,
+                          parts: list[Any] | None = None, **kw: Any) -> M.AddMessageResult:
+        """Append a message; `text` is shorthand for one text part."""
+        if parts is None:
+            parts = [M.TextPart(text=text or "")]
+        else:
+            parts = [msgspec.convert(p, M.Part) if isinstance(p, dict) else p for p in parts]
+        return await self.request("sessions.add_message",  # type: ignore[no-any-return]
+                                  M.AddMessageRequest(session_id=session_id, role=role, parts=parts, **kw))  # type: ignore[arg-type]
+
+    async def commit(self, session_id: str, **kw: Any) -> M.CommitResult:
+        return await self.request("sessions.commit", M.CommitRequest(session_id=session_id, **kw),  # type: ignore[no-any-return]
+                                  timeout_s=max(self.timeout_s, 300.0) if kw.get("wait") else None)
+
+    async def session_context(self, session_id: str) -> M.ContextResult:
+        return await self.request("sessions.context", M.ContextRequest(session_id=session_id))  # type: ignore[no-any-return]
+
+    async def archives(self, session_id: str) -> M.ArchivesResult:
+        return await self.request("sessions.archives", M.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
+
+    async def health(self) -> Y.HealthResult:
+        return await self.request("system.health", Y.Empty())  # type: ignore[no-any-return]
+
+    async def stats(self) -> Y.StatsResult:
+        return await self.request("system.stats", Y.Empty())  # type: ignore[no-any-return]
+
+
+class SyncSkaldClient:
+    """The same client for code without an event loop: a private loop on a daemon thread runs
+    every call; methods and their results are those of `SkaldClient`."""
+
+    def __init__(self, servers: str | list[str], **kw: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="skald-client", daemon=True)
+        self._thread.start()
+        self._client: SkaldClient = self._run(SkaldClient.connect(servers, **kw))
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kw: Any) -> Any:
+            return self._run(attr(*args, **kw))
+
+        return call
+
+    def close(self) -> None:
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> SyncSkaldClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

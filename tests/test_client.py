@@ -1,0 +1,111 @@
+"""The Python client: every typed method against a real deployment, every error class, and the
+sync wrapper."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from messages import context as X
+from messages import errors as E
+from messages import fs as F
+from messages import search as Q
+from messages import sessions as M
+from messages.catalog import OPS
+from runtime.client import SkaldClient, SyncSkaldClient
+
+
+async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any], nats_url: str) -> None:
+    w, _ = await deploy()
+    sk = await SkaldClient.connect(nats_url, prefix=w.cfg.prefix)
+    try:
+        wr = await sk.write("viking://resources/notes/a.md", "# Alpha\n\nThe alpha note about caddy ports.\n")
+        assert isinstance(wr, F.WriteResult) and wr.uri == "viking://resources/notes/a.md"
+        assert isinstance(await sk.mkdir("viking://resources/empty"), F.ChangeResult)
+        assert (await sk.read("viking://resources/notes/a.md")).content.startswith("# Alpha")
+        assert [e.name for e in (await sk.ls("viking://resources/notes")).entries] == ["a.md"]
+        assert isinstance(await sk.tree("viking://resources"), F.TreeResult)
+        assert (await sk.stat("viking://resources/notes/a.md")).size > 0
+        assert "alpha" in (await sk.abstract("viking://resources/notes/a.md")).content.lower()
+        assert isinstance(await sk.overview("viking://resources/notes"), F.TextResult)
+        mem = await sk.remember("preferences", "Prefers caddy over nginx.")
+        assert mem.root_uri.startswith("viking://user/default/memories/preferences/")
+        res = await sk.add_resource(content="# Guide\n\nCaddy guide.", name="guide.md", wait=True)
+        assert res.root_uri == "viking://resources/guide.md"
+        sk_ = await sk.add_skill(content="---\nname: port\ndescription: set caddy ports\n---\nbody", wait=True)
+        assert sk_.root_uri.endswith("/port")
+        found = await sk.find("caddy")
+        assert isinstance(found, Q.FindResult) and found.total >= 2
+        listed = await sk.search("caddy ports", level=2)
+        assert isinstance(listed, Q.FindResult) and listed.query_plan is not None
+        ctx = await sk.context("caddy ports", score_threshold=0.0)
+        assert isinstance(ctx, X.ContextResult) and ctx.entries and ctx.rendered
+        assert isinstance(await sk.recall("caddy ports", min_score=0.0), X.ContextResult)
+        assert isinstance(await sk.bootstrap(max_tokens=500), X.ContextResult)
+        assert (await sk.grep("viking://resources", "alpha", case_insensitive=True)).count == 2  # two lines
+        assert "viking://resources/notes/a.md" in (await sk.glob("**/*.md", uri="viking://resources")).matches
+        info = await sk.session_create("c1")
+        assert isinstance(info, M.SessionInfo) and info.session_id == "c1"
+        added = await sk.add_message("c1", "user", "hello there")
+        assert isinstance(added, M.AddMessageResult) and added.message_count == 1
+        await sk.add_message("c1", "assistant", parts=[{"type": "text", "text": "hi"}])
+        assert (await sk.session_get("c1")).total_message_count == 2
+        assert [s.session_id for s in (await sk.session_list()).sessions] == ["c1"]
+        done = await sk.commit("c1", keep_recent_count=0, wait=True)
+        assert isinstance(done, M.CommitResult) and done.status == "accepted"
+        assert isinstance(await sk.session_context("c1"), M.ContextResult)
+        assert len((await sk.archives("c1")).archives) == 1
+        assert isinstance(await sk.session_delete("c1"), M.DeleteResult)
+        assert isinstance(await sk.mv("viking://resources/notes/a.md", "viking://resources/notes/b.md"),
+                          F.ChangeResult)
+        assert isinstance(await sk.rm("viking://resources/notes", recursive=True), F.ChangeResult)
+        assert (await sk.health()).status == "ok"
+        assert (await sk.stats()).retrieval is not None
+    finally:
+        await sk.close()
+
+
+def test_the_catalog_covers_every_public_subject() -> None:
+    from tests.test_wire_errors import SUBJECTS
+    assert set(OPS) == set(SUBJECTS)
+
+
+async def test_error_classes(client: SkaldClient) -> None:
+    with pytest.raises(E.InvalidArgument):
+        await client.find("x", limit=0)
+    with pytest.raises(E.NotFound):
+        await client.read("viking://resources/nope.md")
+    with pytest.raises(E.PermissionDenied):
+        await client.read("viking://user/someone-else/memories/x.md")
+    with pytest.raises(E.Conflict):
+        await client.write("viking://resources/dup.md", "a", mode="create")
+        await client.write("viking://resources/dup.md", "b", mode="create")
+    async def ignore(msg: Any) -> None:  # a responder that never replies
+        return None
+
+    silent = await client.nc.subscribe("silent.v1.search.find", cb=ignore)
+    with pytest.raises(E.DeadlineExceeded):
+
+        await SkaldClient(client.nc, "silent", timeout_s=0.2).find("x")
+    await silent.unsubscribe()
+    lost = SkaldClient(client.nc, "no-such-prefix")
+    with pytest.raises(E.Unavailable):
+        await lost.health()
+    for code, cls in (("UNAUTHENTICATED", E.Unauthenticated), ("INTERNAL", E.Internal),
+                      ("SOMETHING_NEW", E.SkaldError)):
+        err = E.from_wire(code, "m", {"k": 1})
+        assert isinstance(err, cls) and err.details == {"k": 1}
+
+
+async def test_sync_wrapper(skald: Any, nats_url: str) -> None:
+    def work() -> tuple[int, str]:
+        with SyncSkaldClient(nats_url, prefix=skald.cfg.prefix, user="sync-user") as sk:
+            sk.remember("entities", "The sync client works from plain threads.")
+            hits = sk.find("sync client threads")
+            return hits.total, sk.health().status
+
+    total, status = await asyncio.to_thread(work)
+    assert total >= 1 and status == "ok"
