@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from runtime import __version__
+from runtime import __version__, commands
 from runtime.config import IMPLEMENTED_ACTORS, Config
 
 
@@ -20,6 +20,13 @@ def main() -> None:
         skald up
     Run chosen actors against a NATS server or cluster:
         skald worker --nats-url nats://10.0.0.5:4222 --actors retriever
+    Use it (every command takes --nats-url, --user, -o json; see COMMAND --help):
+        skald add ./docs && skald search "how do we deploy" --mode context
+        skald remember preferences "Prefers short answers"
+        skald session add s1 user "hello" && skald recall "what did I ask" --session s1
+    Serve agents that speak MCP or OpenViking's HTTP API:
+        skald mcp                     (stdio MCP server; add it to Claude Code)
+        skald http --port 1933        (OpenViking-compatible gateway)
     """
 
 
@@ -58,6 +65,54 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
     cfg = _cfg(data_dir, nats_url, None, actors, embedder)
     raise SystemExit(run(cfg, embedded=False))
 
+
+@main.command()
+@click.option("--nats-url", envvar="SKALD_NATS_URL", default="nats://127.0.0.1:4222", show_default=True)
+@click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=1933, show_default=True)
+@click.option("--api-key", "api_keys", multiple=True, envvar="SKALD_GATEWAY_API_KEYS",
+              help="Accept only requests bearing one of these keys (X-API-Key or Authorization: Bearer).")
+def http(nats_url: str, prefix: str, host: str, port: int, api_keys: tuple[str, ...]) -> None:
+    """OpenViking-compatible HTTP gateway: /api/v1/... onto NATS; OpenAPI at /openapi.json."""
+    import asyncio
+    import signal
+
+    from runtime.client import SkaldClient
+    from runtime.gateway import serve
+
+    async def run() -> None:
+        client = await SkaldClient.connect(nats_url, prefix=prefix)
+        runner = await serve(client, host, port, list(api_keys))
+        click.echo(f"skald http ready http://{host}:{port}", err=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+        await client.close()
+
+    asyncio.run(run())
+
+
+@main.command()
+@click.option("--nats-url", envvar="SKALD_NATS_URL", default="nats://127.0.0.1:4222", show_default=True)
+@click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)
+@click.option("--user", envvar="SKALD_USER", help="Act as this user.")
+@click.option("--api-key", envvar="SKALD_API_KEY")
+def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> None:
+    """MCP server on stdio: recall, search, find, read, ls, glob, grep, remember, sessions.
+
+    
+    Claude Code:  claude mcp add skald -- skald mcp --nats-url nats://127.0.0.1:4222
+    """
+    from runtime.mcpserver import run
+
+    run(nats_url, prefix, user, api_key)
+
+
+commands.register(main)
 
 if __name__ == "__main__":
     main()

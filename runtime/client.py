@@ -42,6 +42,10 @@ from messages.envelope import (
 )
 
 
+async def _quiet(e: Exception) -> None:
+    """nats-py logs connection errors itself; callers get them as exceptions instead."""
+
+
 class Response(msgspec.Struct, kw_only=True):
     status: str
     result: Any = None
@@ -80,7 +84,8 @@ class SkaldClient:
     async def connect(cls, servers: str | list[str], *, prefix: str = "skald", **kw: Any) -> SkaldClient:
         """Connect to one NATS URL or a cluster (a list, or URLs joined by commas)."""
         urls = servers.split(",") if isinstance(servers, str) else servers
-        nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=5)
+        nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=5,
+                                error_cb=_quiet)
         return cls(nc, prefix, owns_connection=True, **kw)
 
     def as_identity(self, **kw: Any) -> SkaldClient:

@@ -1,0 +1,241 @@
+"""The OpenViking-compatible HTTP gateway: `/api/v1/...` routes mapped one-to-one onto NATS
+subjects, with OpenViking's envelope (`{"status": "ok", "result": ...}` or
+`{"status": "error", "error": {code, message, details}}`) and status codes.
+
+Most routes pass the JSON body through untouched and answer with the reply's bytes as they
+came off the bus (the NATS envelope is the HTTP envelope), so the gateway adds a parse of the
+headers and nothing else. Query-string routes (GET, DELETE) are converted through the request
+Struct, and the session routes take their id from the path and accept OpenViking's message
+shape (`content` as a shorthand for one text part).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from messages import sessions as M
+from messages.catalog import OPS
+from messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
+from runtime import __version__
+from runtime.client import SkaldClient, deadline_for
+
+HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
+               "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
+IDENTITY = (("X-OpenViking-Account", H_ACCOUNT), ("X-OpenViking-User", H_USER),
+            ("X-OpenViking-Agent", H_AGENT), ("X-OpenViking-Actor-Peer", H_PEER))
+_enc = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    path: str
+    op: str
+    kind: str = "body"  # body: JSON passes through | query: from the query string | session: id from the path
+
+
+ROUTES = (
+    Route("POST", "/api/v1/search/find", "search.find"),
+    Route("POST", "/api/v1/search/search", "search.search"),
+    Route("POST", "/api/v1/search/recall", "search.recall"),
+    Route("POST", "/api/v1/search/grep", "search.grep"),
+    Route("POST", "/api/v1/search/glob", "search.glob"),
+    Route("GET", "/api/v1/fs/ls", "fs.ls", "query"),
+    Route("GET", "/api/v1/fs/tree", "fs.tree", "query"),
+    Route("GET", "/api/v1/fs/stat", "fs.stat", "query"),
+    Route("POST", "/api/v1/fs/mkdir", "fs.mkdir"),
+    Route("POST", "/api/v1/fs/mv", "fs.mv"),
+    Route("DELETE", "/api/v1/fs", "fs.rm", "query"),
+    Route("GET", "/api/v1/content/read", "fs.read", "query"),
+    Route("GET", "/api/v1/content/abstract", "fs.abstract", "query"),
+    Route("GET", "/api/v1/content/overview", "fs.overview", "query"),
+    Route("POST", "/api/v1/content/write", "fs.write"),
+    Route("POST", "/api/v1/resources", "resources.add"),
+    Route("POST", "/api/v1/skills", "skills.add"),
+    Route("POST", "/api/v1/memories", "memories.write"),
+    Route("POST", "/api/v1/sessions", "sessions.create"),
+    Route("GET", "/api/v1/sessions", "sessions.list", "query"),
+    Route("GET", "/api/v1/sessions/{session_id}", "sessions.get", "session"),
+    Route("DELETE", "/api/v1/sessions/{session_id}", "sessions.delete", "session"),
+    Route("POST", "/api/v1/sessions/{session_id}/messages", "sessions.add_message", "session"),
+    Route("POST", "/api/v1/sessions/{session_id}/commit", "sessions.commit", "session"),
+    Route("GET", "/api/v1/sessions/{session_id}/context", "sessions.context", "session"),
+    Route("GET", "/api/v1/sessions/{session_id}/archives", "sessions.archives", "session"),
+    Route("GET", "/api/v1/system/status", "system.health", "query"),
+    Route("GET", "/api/v1/system/stats", "system.stats", "query"),
+)
+
+
+def error_response(code: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
+    body = {"status": "error", "error": {"code": code, "message": message, **({"details": details} if details else {})}}
+    return web.Response(body=_enc.encode(body), status=HTTP_STATUS.get(code, 500), content_type="application/json")
+
+
+def _message_body(sid: str, data: dict[str, Any]) -> dict[str, Any]:
+    """OpenViking's message shape -> sessions.add_message: `content` is one text part."""
+    known = set(M.AddMessageRequest.__struct_fields__)
+    out = {k: v for k, v in data.items() if k in known}
+    if not out.get("parts") and isinstance(data.get("content"), str):
+        out["parts"] = [{"type": "text", "text": data["content"]}]
+    out["session_id"] = sid
+    return out
+
+
+class Gateway:
+    def __init__(self, client: SkaldClient, api_keys: list[str] | None = None) -> None:
+        self.client = client
+        self.api_keys = [k.encode() for k in api_keys or [] if k]
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=4 * 1024 * 1024)
+        for r in ROUTES:
+            app.router.add_route(r.method, r.path, self._handler(r))
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/openapi.json", self._openapi)
+        return app
+
+    # ----- request plumbing --------------------------------------------------------------
+
+    def _key(self, request: web.Request) -> str | None:
+        key = request.headers.get("X-API-Key")
+        auth = request.headers.get("Authorization", "")
+        if not key and auth.lower().startswith("bearer "):
+            key = auth[7:].strip()
+        return key or None
+
+    def _authorised(self, key: str | None) -> bool:
+        if not self.api_keys:
+            return True
+        given = (key or "").encode()
+        ok = False
+        for k in self.api_keys:  # constant time, and every key compared
+            ok |= hmac.compare_digest(given, k)
+        return ok
+
+    def _headers(self, request: web.Request, key: str | None) -> dict[str, str]:
+        out = {dst: v for src, dst in IDENTITY if (v := request.headers.get(src))}
+        if key:
+            out[H_API_KEY] = key
+        return out
+
+    async def _forward(self, op: str, body: bytes, headers: dict[str, str], timeout_s: float) -> web.Response:
+        try:
+            resp_msg = await self.client.nc.request(f"{self.client.prefix}.v1.{op}", body,
+                                                    timeout=timeout_s + 0.5,
+                                                    headers={**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))})
+        except NoRespondersError:
+            return error_response("UNAVAILABLE", f"no worker serves {op}")
+        except NatsTimeout:
+            return error_response("DEADLINE_EXCEEDED", f"no reply to {op} within {timeout_s}s")
+        hdrs = resp_msg.headers or {}
+        status = HTTP_STATUS.get(hdrs.get(H_STATUS, "OK"), 500)
+        out = web.Response(body=resp_msg.data, status=status, content_type="application/json")
+        if hdrs.get(H_DEPRECATION):
+            out.headers["Deprecation"] = hdrs[H_DEPRECATION]
+        return out
+
+    def _handler(self, route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
+        op = OPS[route.op]
+
+        async def handle(request: web.Request) -> web.Response:
+            key = self._key(request)
+            if not self._authorised(key):
+                return error_response("UNAUTHENTICATED", "a valid X-API-Key or Authorization: Bearer key is required")
+            headers = self._headers(request, key)
+            timeout = self.client.timeout_s
+            try:
+                if route.kind == "body":
+                    body = await request.read()
+                    if route.op in ("search.search", "search.recall") and b'"rewrite"' in body:
+                        with_json = json.loads(body or b"{}")
+                        timeout = deadline_for(route.op, with_json, timeout)
+                elif route.kind == "query":
+                    params: dict[str, Any] = dict(request.query)
+                    body = _enc.encode(msgspec.convert(params, op.request, strict=False))
+                else:
+                    body = await self._session_body(route, request, headers)
+                    if isinstance(body, web.Response):
+                        return body
+            except (msgspec.ValidationError, ValueError) as e:
+                return error_response("INVALID_ARGUMENT", str(e))
+            if route.op == "sessions.commit":
+                timeout = max(timeout, 300.0)
+            return await self._forward(route.op, body, headers, timeout)
+
+        return handle
+
+    async def _session_body(self, route: Route, request: web.Request, headers: dict[str, str]) -> Any:
+        sid = request.match_info["session_id"]
+        data: dict[str, Any] = {}
+        if request.method == "POST" and request.can_read_body:
+            raw = await request.read()
+            parsed = json.loads(raw) if raw.strip() else {}
+            if not isinstance(parsed, dict):
+                raise ValueError("body must be a JSON object")
+            data = parsed
+        if route.op == "sessions.add_message":
+            return _enc.encode(_message_body(sid, data))
+        if route.op == "sessions.commit":
+            known = set(M.CommitRequest.__struct_fields__)
+            return _enc.encode({**{k: v for k, v in data.items() if k in known}, "session_id": sid})
+        if route.op == "sessions.get" and request.query.get("auto_create", "").lower() in ("1", "true"):
+            got = await self._forward("sessions.get", _enc.encode({"session_id": sid}), headers, self.client.timeout_s)
+            if got.status != 404:
+                return got
+            return await self._forward("sessions.create", _enc.encode({"session_id": sid}), headers,
+                                       self.client.timeout_s)
+        return _enc.encode({"session_id": sid})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "version": __version__})
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi())
+
+
+def openapi() -> dict[str, Any]:
+    """An OpenAPI 3.1 document generated from the routes and the request Structs."""
+    structs = sorted({OPS[r.op].request for r in ROUTES}, key=lambda t: t.__name__)
+    schemas, components = msgspec.json.schema_components(structs, ref_template="#/components/schemas/{name}")
+    by_type = dict(zip(structs, schemas, strict=True))
+    envelope = {"type": "object", "properties": {"status": {"enum": ["ok", "error"]}, "result": {},
+                                                 "error": {"type": "object", "properties": {
+                                                     "code": {"type": "string"}, "message": {"type": "string"},
+                                                     "details": {"type": "object"}}}}}
+    paths: dict[str, Any] = {}
+    for r in ROUTES:
+        op = OPS[r.op]
+        item: dict[str, Any] = {"summary": op.summary, "operationId": r.op.replace(".", "_") + "_" + r.method.lower(),
+                                "description": f"NATS subject `skald.v1.{r.op}`.",
+                                "responses": {str(s): {"description": c, "content": {"application/json": {
+                                    "schema": envelope}}} for c, s in HTTP_STATUS.items()}}
+        if r.kind == "body":
+            item["requestBody"] = {"required": True, "content": {"application/json": {"schema": by_type[op.request]}}}
+        elif r.kind == "query":
+            item["parameters"] = [{"name": f, "in": "query", "schema": {}} for f in op.request.__struct_fields__]
+        else:
+            item["parameters"] = [{"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+            if r.method == "POST":
+                item["requestBody"] = {"content": {"application/json": {"schema": by_type[op.request]}}}
+        paths.setdefault(r.path, {})[r.method.lower()] = item
+    return {"openapi": "3.1.0", "info": {"title": "Skald (OpenViking-compatible HTTP gateway)", "version": __version__},
+            "components": {"schemas": components, "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "bearer": {"type": "http", "scheme": "bearer"}}},
+            "security": [{"apiKey": []}, {"bearer": []}], "paths": paths}
+
+
+async def serve(client: SkaldClient, host: str, port: int, api_keys: list[str] | None = None) -> web.AppRunner:
+    runner = web.AppRunner(Gateway(client, api_keys).app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

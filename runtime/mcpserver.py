@@ -1,0 +1,140 @@
+"""`skald mcp`: an MCP server on stdio (official MCP Python SDK) that talks to Skald over NATS
+through the Python client. Tool descriptions are written for the model that reads them.
+
+Only arguments the model actually gave are sent: the recall tool must resolve to exactly the
+profile `search.recall` has (seed 003 bug 9), so it never forwards its own signature defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+from messages import errors as E
+from runtime.client import SkaldClient
+
+
+def given(**kw: Any) -> dict[str, Any]:
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def hits(r: Any) -> str:
+    rows = sorted((*r.memories, *r.resources, *r.skills), key=lambda m: -m.score)
+    if not rows:
+        return "No results."
+    return "\n".join(f"- {m.uri} (score {m.score:.2f}): {' '.join(m.abstract.split())}" for m in rows)
+
+
+def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key: str | None = None) -> MCPServer:
+    server = MCPServer("skald", instructions=(
+        "Skald holds this user's memories, resources and skills as viking:// URIs. Call recall at the start of "
+        "a task to get what you should know; read a URI to see more of it; remember durable facts the user "
+        "tells you."))
+    state: dict[str, SkaldClient] = {}
+
+    async def client() -> SkaldClient:
+        if "c" not in state:
+            state["c"] = await SkaldClient.connect(nats_url, prefix=prefix, user=user, api_key=api_key)
+        return state["c"]
+
+    async def guarded(coro: Any) -> str:
+        try:
+            return await coro  # type: ignore[no-any-return]
+        except E.SkaldError as e:
+            raise ValueError(f"{e.code}: {e.message}") from None
+
+    @server.tool()
+    async def recall(query: str, session_id: str | None = None, max_tokens: int | None = None) -> str:
+        """Recall what you should know for the current task: memories, resources and skills relevant to
+        `query`, assembled into flat <memory uri=... detail=...> elements under a token budget. Pass the
+        conversation's session_id so memories already shown in the last few turns are not repeated. Each
+        element carries its viking:// URI; use the read tool on it for more detail."""
+        async def run() -> str:
+            r = await (await client()).recall(query, **given(session_id=session_id, max_tokens=max_tokens))
+            return r.digest or r.rendered or "Nothing relevant is remembered."
+        return await guarded(run())
+
+    @server.tool()
+    async def search_context(query: str, session_id: str | None = None, max_tokens: int | None = None,
+                             purpose: str | None = None) -> str:
+        """Assemble a context block for `query` across memories, resources and skills (pure relevance order;
+        purpose "chat" or "coding" balances categories instead). Use when you need background on a topic
+        rather than the automatic recall."""
+        async def run() -> str:
+            r = await (await client()).context(query, **given(session_id=session_id, max_tokens=max_tokens,
+                                                               purpose=purpose))
+            return r.digest or r.rendered or "No relevant context."
+        return await guarded(run())
+
+    @server.tool()
+    async def find(query: str, limit: int = 10, context_type: str | None = None) -> str:
+        """Find the most relevant items for `query` (one semantic search). Returns URIs with scores and
+        one-line abstracts. context_type narrows to "memory", "resource" or "skill"."""
+        async def run() -> str:
+            return hits(await (await client()).find(query, **given(limit=limit, context_type=context_type)))
+        return await guarded(run())
+
+    @server.tool()
+    async def read(uri: str) -> str:
+        """Read the full text of a viking:// file URI (for example one cited in recall's output)."""
+        async def run() -> str:
+            return (await (await client()).read(uri)).content
+        return await guarded(run())
+
+    @server.tool()
+    async def ls(uri: str = "viking://resources") -> str:
+        """List a viking:// directory: one entry per line, directories end with '/'."""
+        async def run() -> str:
+            r = await (await client()).ls(uri)
+            return "\n".join(f"{e.uri}{'/' if e.is_dir else ''}" for e in r.entries) or "(empty)"
+        return await guarded(run())
+
+    @server.tool()
+    async def glob(pattern: str, uri: str = "viking://") -> str:
+        """List viking:// paths matching a glob pattern such as "**/*.md" under `uri`."""
+        async def run() -> str:
+            r = await (await client()).glob(pattern, uri=uri)
+            return "\n".join(m if isinstance(m, str) else m["uri"] for m in r.matches) or "No matches."
+        return await guarded(run())
+
+    @server.tool()
+    async def grep(pattern: str, uri: str = "viking://resources", ignore_case: bool = False) -> str:
+        """Search file contents under `uri` for a regular expression; returns uri:line: text per match."""
+        async def run() -> str:
+            r = await (await client()).grep(uri, pattern, case_insensitive=ignore_case)
+            return "\n".join(f"{m.uri}:{m.line}: {m.content}" for m in r.matches) or "No matches."
+        return await guarded(run())
+
+    @server.tool()
+    async def remember(category: str, content: str) -> str:
+        """Save a durable memory about the user or the work. category is one of "preferences" (how the user
+        likes things), "entities" (people, systems, projects), "events" (what happened, with dates) or
+        "experiences" (lessons learned). Write one self-contained fact per call."""
+        async def run() -> str:
+            r = await (await client()).remember(category, content)
+            return f"Remembered as {r.root_uri}"
+        return await guarded(run())
+
+    @server.tool()
+    async def session_add(session_id: str, role: str, text: str) -> str:
+        """Record one message of the conversation (role "user" or "assistant") in session `session_id`, so
+        recall can avoid repeats and later commits can summarise the conversation."""
+        async def run() -> str:
+            r = await (await client()).add_message(session_id, role, text)
+            return f"Added {r.message_id}; {r.message_count} live messages."
+        return await guarded(run())
+
+    @server.tool()
+    async def session_commit(session_id: str) -> str:
+        """Archive the session's messages so far; a summary is written in the background."""
+        async def run() -> str:
+            r = await (await client()).commit(session_id)
+            return f"{r.status}: {r.archive_uri or ''}".strip()
+        return await guarded(run())
+
+    return server
+
+
+def run(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> None:
+    build(nats_url, prefix, user, api_key).run("stdio")

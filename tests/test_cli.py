@@ -1,0 +1,121 @@
+"""The `skald` client commands as a user runs them: real processes against a real deployment;
+human output, JSON output, exit codes, and a terminal session for the progress bar."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SKALD = str(Path(sys.executable).parent / "skald")
+
+
+def cli(w: Any, url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SKALD_NATS_URL": url, "SKALD_PREFIX": w.cfg.prefix}
+    return subprocess.run([SKALD, *args], capture_output=True, text=True, env=env, input=stdin, timeout=60)
+
+
+async def run(w: Any, url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(cli, w, url, *args, stdin=stdin)
+
+
+async def test_commands_human_and_json_output(skald: Any, nats_url: str, tmp_path: Path) -> None:
+    w = skald
+    r = await run(w, nats_url, "write", "viking://resources/guide/caddy.md",
+                  stdin="# Caddy\n\nSet the caddy upstream port to 1935.\n")
+    assert r.returncode == 0 and "wrote viking://resources/guide/caddy.md" in r.stdout
+    r = await run(w, nats_url, "remember", "preferences", "Prefers caddy over nginx.")
+    assert r.returncode == 0 and r.stdout.startswith("remembered viking://user/default/memories/preferences/")
+    r = await run(w, nats_url, "find", "caddy upstream port")
+    assert r.returncode == 0 and "viking://resources/guide/caddy.md" in r.stdout
+    r = await run(w, nats_url, "find", "caddy upstream port", "-o", "json")
+    data = json.loads(r.stdout)
+    assert data["total"] >= 1 and any(h["uri"] == "viking://resources/guide/caddy.md" for h in data["resources"])
+    r = await run(w, nats_url, "search", "caddy port", "--mode", "context", "--max-tokens", "300")
+    assert r.returncode == 0 and '<memory uri="' in r.stdout
+    r = await run(w, nats_url, "read", "viking://resources/guide/caddy.md")
+    assert "upstream port to 1935" in r.stdout
+    r = await run(w, nats_url, "tree", "viking://resources")
+    assert "└── caddy.md" in r.stdout and "guide/" in r.stdout
+    r = await run(w, nats_url, "ls", "viking://resources/guide")
+    assert r.stdout.strip() == "caddy.md"
+    r = await run(w, nats_url, "grep", "1935")
+    assert "viking://resources/guide/caddy.md:3:" in r.stdout
+    r = await run(w, nats_url, "glob", "**/*.md", "--uri", "viking://resources")
+    assert "viking://resources/guide/caddy.md" in r.stdout
+    for args in (("session", "create", "cli-s"), ("session", "add", "cli-s", "user", "we fix caddy"),
+                 ("session", "commit", "cli-s", "--keep", "0")):
+        assert (await run(w, nats_url, *args)).returncode == 0
+    r = await run(w, nats_url, "session", "context", "cli-s", "-o", "json")
+    assert json.loads(r.stdout)["messages"] == [] or r.returncode == 0
+    r = await run(w, nats_url, "recall", "caddy port", "--session", "cli-s", "-o", "json")
+    assert r.returncode == 0 and "stats" in json.loads(r.stdout)
+
+
+async def test_exit_codes(skald: Any, nats_url: str) -> None:
+    w = skald
+    r = await run(w, nats_url, "read", "viking://resources/missing.md")
+    assert r.returncode == 4 and "NOT_FOUND" in r.stderr
+    r = await run(w, nats_url, "read", "viking://resources/../../etc/passwd")
+    assert r.returncode == 3 and "INVALID_ARGUMENT" in r.stderr
+    r = await run(w, nats_url, "read", "viking://user/other/memories/x.md")
+    assert r.returncode == 5
+    r = await run(w, nats_url, "read", "viking://resources/missing.md", "-o", "json")
+    assert r.returncode == 4 and json.loads(r.stdout)["error"]["code"] == "NOT_FOUND"
+    r = await run(w, nats_url, "find")
+    assert r.returncode == 2 and "Missing argument" in r.stderr
+    r = await asyncio.to_thread(lambda: subprocess.run(
+        [SKALD, "find", "x", "--nats-url", "nats://127.0.0.1:9", "--timeout", "2"],
+        capture_output=True, text=True, timeout=60))
+    assert r.returncode == 6
+    r = await run(w, nats_url, "find", "--help")
+    assert r.returncode == 0 and 'skald find "how do we deploy caddy"' in r.stdout
+
+
+def read_pty(fd: int, proc: subprocess.Popen[bytes], limit_s: float = 60.0) -> str:
+    out = b""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    return out.decode(errors="replace")
+
+
+async def test_add_directory_shows_progress_on_a_terminal_only(skald: Any, nats_url: str, tmp_path: Path) -> None:
+    src = tmp_path / "docs"
+    for i in range(60):
+        (src / f"part{i % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"part{i % 3}" / f"doc{i}.md").write_text(f"# Doc {i}\n\nAbout topic {i}.\n")
+    env = {**os.environ, "SKALD_NATS_URL": nats_url, "SKALD_PREFIX": skald.cfg.prefix, "COLUMNS": "100"}
+
+    def on_terminal() -> tuple[int, str]:
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen([SKALD, "add", str(src)], stdin=follower, stdout=follower, stderr=follower, env=env)
+        os.close(follower)
+        text = read_pty(leader, proc)
+        proc.wait(timeout=60)
+        os.close(leader)
+        return proc.returncode, text
+
+    code, text = await asyncio.to_thread(on_terminal)
+    assert code == 0, text
+    assert "indexing" in text and "100%" in text and "added viking://resources/docs: 60 files" in text
+    r = await run(skald, nats_url, "add", str(src), "--name", "docs2")
+    assert r.returncode == 0 and "indexing" not in r.stdout + r.stderr
+    assert "added viking://resources/docs2: 60 files" in r.stdout
