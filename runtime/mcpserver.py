@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from messages import errors as E
 from runtime.client import SkaldClient
@@ -42,7 +43,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         try:
             return await coro  # type: ignore[no-any-return]
         except E.SkaldError as e:
-            raise ValueError(f"{e.code}: {e.message}") from None
+            raise ToolError(f"{e.code}: {e.message}") from None
 
     @server.tool()
     async def recall(query: str, session_id: str | None = None, max_tokens: int | None = None) -> str:

@@ -1,0 +1,132 @@
+"""The OpenViking-compatible HTTP gateway, driven by OpenViking's own Python SDK (openviking-sdk
+from PyPI, unchanged) and by plain HTTP for status codes, auth and the OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openviking_sdk as ov
+import pytest
+from openviking_sdk import errors as ov_errors
+
+from runtime.client import SkaldClient
+from runtime.gateway import ROUTES, serve
+
+
+@pytest.fixture
+async def gateway(skald: Any, nats_url: str) -> AsyncIterator[str]:
+    client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
+    runner = await serve(client, "127.0.0.1", 0)
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+    await client.close()
+
+
+async def test_openviking_sdk_works_unchanged(gateway: str) -> None:
+    sdk = ov.AsyncHTTPClient(url=gateway, api_key="any", user="default", timeout=30)
+    await sdk.initialize()
+    try:
+        async with httpx.AsyncClient(base_url=gateway) as http:
+            r = await http.post("/api/v1/memories", json={"category": "preferences",
+                                                          "content": "The user prefers caddy on port 1935."})
+            assert r.status_code == 200
+            r = await http.post("/api/v1/content/write", json={"uri": "viking://resources/caddy.md",
+                                                               "content": "# Caddy\n\nUpstream port 1935.\n"})
+            assert r.status_code == 200
+        found = await sdk.find("caddy upstream port", limit=5)
+        assert found["total"] >= 1 and any(h["uri"] == "viking://resources/caddy.md" for h in found["resources"])
+        listed = await sdk.search("caddy upstream port", limit=5, options={"level": 2})
+        assert "query_plan" in listed and listed["total"] >= 1
+        ctx = await sdk.search_context("caddy upstream port", options={"max_tokens": 400, "score_threshold": 0.0})
+        assert ctx["entries"] and ctx["rendered"].startswith("<memory uri=")
+        assert ctx["stats"]["max_tokens"] == 400
+        grep = await sdk.grep("viking://resources", "1935")
+        assert grep["count"] == 1 and grep["matches"][0]["uri"] == "viking://resources/caddy.md"
+        glob = await sdk.glob("**/*.md", uri="viking://resources")
+        assert "viking://resources/caddy.md" in glob["matches"]
+        created = await sdk.create_session("ov-1")
+        assert created["session_id"] == "ov-1"
+        s = sdk.session("ov-1")
+        await s.add_message("user", content="We moved caddy to port 1935.")
+        await s.add_message("assistant", parts=[{"type": "text", "text": "Noted."}])
+        got = await sdk.get_session("ov-1")
+        assert got["total_message_count"] == 2
+        committed = await s.commit(keep_recent_count=0)
+        assert committed["status"] == "accepted" and committed["archive_uri"]
+        context = await s.get_session_context()
+        assert "messages" in context and "latest_archive_overview" in context
+        auto = await sdk.get_session("ov-new", auto_create=True)
+        assert auto["session_id"] == "ov-new"
+        with pytest.raises(ov_errors.NotFoundError):
+            await sdk.get_session("ov-missing")
+        with pytest.raises(ov_errors.InvalidArgumentError):
+            await sdk.search_context("caddy", target_uri="viking://resources")
+    finally:
+        await sdk.close()
+
+
+async def test_recall_route_and_deprecation_header(gateway: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        r = await http.post("/api/v1/search/recall", json={"query": "anything", "max_chars": 2000})
+        assert r.status_code == 200 and r.headers["Deprecation"] == "true"
+        assert r.json()["result"]["stats"]["max_tokens"] == 500
+        r = await http.post("/api/v1/search/recall", json={"query": "anything"})
+        assert r.status_code == 200 and "Deprecation" not in r.headers
+
+
+async def test_status_codes_and_envelope(gateway: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        cases = [
+            (await http.post("/api/v1/search/find", content=b"{not json"), 400, "INVALID_ARGUMENT"),
+            (await http.post("/api/v1/search/find", json={"query": "x", "limit": 0}), 400, "INVALID_ARGUMENT"),
+            (await http.get("/api/v1/content/read", params={"uri": "viking://resources/none.md"}), 404, "NOT_FOUND"),
+            (await http.get("/api/v1/content/read", params={"uri": "viking://user/bob/memories/x.md"}), 403,
+             "PERMISSION_DENIED"),
+            (await http.get("/api/v1/fs/ls", params={"uri": "viking://resources", "node_limit": "many"}), 400,
+             "INVALID_ARGUMENT"),
+            (await http.post("/api/v1/sessions/s%2F1/messages", json={"role": "user", "content": "x"}), 400,
+             "INVALID_ARGUMENT"),
+        ]
+        for resp, status, code in cases:
+            body = resp.json()
+            assert (resp.status_code, body["status"], body["error"]["code"]) == (status, "error", code), body
+        await http.post("/api/v1/content/write", json={"uri": "viking://resources/a.md", "content": "a"})
+        ok = await http.get("/api/v1/fs/ls", params={"uri": "viking://resources", "node_limit": "5"})
+        assert ok.status_code == 200 and ok.json()["status"] == "ok"
+        assert (await http.get("/health")).json()["status"] == "ok"
+        other = await http.get("/api/v1/fs/ls", params={"uri": "viking://user/carol/memories"},
+                               headers={"X-OpenViking-User": "carol"})
+        assert other.status_code in (200, 404)  # carol may look at her own space
+
+
+async def test_api_keys_are_required_when_configured(skald: Any, nats_url: str) -> None:
+    client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
+    runner = await serve(client, "127.0.0.1", 0, ["s3cret-key"])
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with httpx.AsyncClient(base_url=url) as http:
+            body = {"query": "x"}
+            denied = await http.post("/api/v1/search/find", json=body)
+            assert denied.status_code == 401 and denied.json()["error"]["code"] == "UNAUTHENTICATED"
+            wrong = await http.post("/api/v1/search/find", json=body, headers={"X-API-Key": "nope"})
+            assert wrong.status_code == 401 and "result" not in wrong.json()
+            assert (await http.post("/api/v1/search/find", json=body,
+                                    headers={"X-API-Key": "s3cret-key"})).status_code == 200
+            assert (await http.post("/api/v1/search/find", json=body,
+                                    headers={"Authorization": "Bearer s3cret-key"})).status_code == 200
+    finally:
+        await runner.cleanup()
+        await client.close()
+
+
+async def test_openapi_document_lists_every_route(gateway: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        doc = (await http.get("/openapi.json")).json()
+    assert doc["openapi"].startswith("3.1")
+    for r in ROUTES:
+        assert r.method.lower() in doc["paths"][r.path]
+    find = doc["paths"]["/api/v1/search/find"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert find["$ref"].endswith("/FindRequest") and "FindRequest" in doc["components"]["schemas"]

@@ -1,0 +1,52 @@
+"""`skald mcp` driven by a real MCP client session (the official SDK) over stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+SKALD = str(Path(sys.executable).parent / "skald")
+
+
+def text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str) -> None:
+    params = StdioServerParameters(command=SKALD, args=["mcp"], env={
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")},
+        "SKALD_NATS_URL": nats_url, "SKALD_PREFIX": skald.cfg.prefix})
+    async with Client(params) as mcp:
+        tools = {t.name: t for t in (await mcp.list_tools()).tools}
+        assert set(tools) == {"recall", "search_context", "find", "read", "ls", "glob", "grep", "remember",
+                              "session_add", "session_commit"}
+        assert all(len(t.description or "") > 60 for t in tools.values())
+        r = await mcp.call_tool("remember", {"category": "preferences",
+                                             "content": "The user deploys with caddy on port 1935."})
+        assert not r.is_error and "Remembered as viking://user/default/memories/preferences/" in text(r)
+        uri = text(r).split("Remembered as ")[1].strip()
+        r = await mcp.call_tool("find", {"query": "caddy port deploy"})
+        assert uri in text(r)
+        r = await mcp.call_tool("read", {"uri": uri})
+        assert "port 1935" in text(r)
+        r = await mcp.call_tool("ls", {"uri": "viking://user/default/memories/preferences"})
+        assert uri in text(r)
+        r = await mcp.call_tool("glob", {"pattern": "**/*.md", "uri": "viking://user/default/memories"})
+        assert uri in text(r)
+        r = await mcp.call_tool("grep", {"pattern": "1935", "uri": "viking://user/default/memories"})
+        assert f"{uri}:1:" in text(r)
+        r = await mcp.call_tool("session_add", {"session_id": "m1", "role": "user", "text": "deploying caddy"})
+        assert "1 live messages" in text(r)
+        r = await mcp.call_tool("search_context", {"query": "caddy port", "max_tokens": 300})
+        assert f'<memory uri="{uri}"' in text(r)
+        # recall sends only what the model gave: its profile is the preset's (score floor 0.35)
+        r = await mcp.call_tool("recall", {"query": "caddy port", "session_id": "m1"})
+        assert not r.is_error
+        r = await mcp.call_tool("session_commit", {"session_id": "m1"})
+        assert text(r).startswith("accepted")
+        r = await mcp.call_tool("read", {"uri": "viking://resources/../../etc/passwd"})
+        assert r.is_error and "INVALID_ARGUMENT" in text(r)
