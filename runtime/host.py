@@ -33,12 +33,15 @@ from messages.envelope import (
     CONTENT_TYPE,
     H_ACCOUNT,
     H_AGENT,
+    H_API_KEY,
     H_DEPRECATION,
     H_INDEX_SEQ,
     H_PEER,
+    H_ROOT,
     H_STATUS,
     H_TIMEOUT_MS,
     H_USER,
+    H_WORKER,
     MSGPACK,
     ErrorBody,
     Reply,
@@ -47,6 +50,7 @@ from messages.system import Empty, HealthResult, WorkerInfo
 from runtime import __version__
 from runtime.bus import stream_name
 from runtime.config import Config
+from runtime.keys import KeyStore
 from store.uri import Identity, check_name
 
 log = logging.getLogger("skald.host")
@@ -65,8 +69,11 @@ def _error(code: str, message: str, details: dict[str, Any] | None = None) -> Re
 
 
 class ActorHost:
-    def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object], worker_id: str = "") -> None:
+    def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object], worker_id: str = "",
+                 keys: KeyStore | None = None) -> None:
         self.nc = nc
+        self.keys = keys or KeyStore(None)
+        self._direct = f"{cfg.prefix}.direct."
         self.cfg = cfg
         self.actors = actors
         self.worker_id = worker_id or new_worker_id(cfg)
@@ -173,6 +180,10 @@ class ActorHost:
         if len(data) > self.cfg.max_body_bytes:
             return _error("INVALID_ARGUMENT", "request body too large",
                           {"max_bytes": self.cfg.max_body_bytes, "bytes": len(data)}), None
+        try:
+            ident = self._authenticate(msg.subject, decl, hdrs)
+        except E.SkaldError as e:
+            return _error(e.code, e.message, e.details), None
         msgpack = hdrs.get(CONTENT_TYPE, "").startswith(MSGPACK)
         if not data.strip():
             data = b"\x80" if msgpack else b"{}"
@@ -183,10 +194,6 @@ class ActorHost:
         except msgspec.DecodeError as e:
             kind = "msgpack" if msgpack else "JSON"
             return _error("INVALID_ARGUMENT", f"body is not valid {kind}: {e}"), None
-        try:
-            ident = self._identity(hdrs)
-        except E.SkaldError as e:
-            return _error(e.code, e.message, e.details), None
         timeout = decl.timeout_s
         if (raw := hdrs.get(H_TIMEOUT_MS)) is not None:
             with contextlib.suppress(ValueError):
@@ -205,14 +212,36 @@ class ActorHost:
             return _error(e.code, e.message, e.details), ctx
         return Reply(status="ok", result=result), ctx
 
-    def _identity(self, hdrs: dict[str, str]) -> Identity:
+    def _authenticate(self, subject: str, decl: Handles, hdrs: dict[str, str]) -> Identity:
+        """Who is asking. Without keys configured, the identity headers say so. With keys, a public
+        subject needs a valid API key (checked before the body is even decoded, so a refused
+        caller learns nothing about the request), and an actor-to-actor hop needs the workers'
+        secret, which also vouches for the identity the first hop established."""
+        if not self.keys.enabled:
+            return self._identity(hdrs)
+        if decl.internal or subject.startswith(self._direct):
+            if not self.keys.is_worker(hdrs.get(H_WORKER)):
+                raise E.Unauthenticated("this subject is for workers")
+            return self._identity(hdrs, is_root=hdrs.get(H_ROOT) == "1")
+        rec = self.keys.authenticate(hdrs.get(H_API_KEY))
+        if rec is None:
+            raise E.Unauthenticated("a valid API key is required (Skald-Api-Key header)")
+        if rec.role == "root":
+            return self._identity(hdrs, is_root=True)
+        pinned = {H_ACCOUNT: rec.account} if rec.role == "admin" else {H_ACCOUNT: rec.account, H_USER: rec.user}
+        for header, value in pinned.items():
+            if hdrs.get(header) not in (None, "", value):
+                raise E.PermissionDenied(f"this key acts only as {header.split('-')[-1].lower()} {value!r}")
+        return self._identity({**hdrs, **pinned})
+
+    def _identity(self, hdrs: dict[str, str | None], is_root: bool = False) -> Identity:
         account = check_name("account", hdrs.get(H_ACCOUNT) or "default")
         user = check_name("user", hdrs.get(H_USER) or "default")
         agent = check_name("agent", hdrs.get(H_AGENT) or "default")
         peer = hdrs.get(H_PEER) or None
         if peer is not None:
             check_name("peer", peer)
-        return Identity(account=account, user=user, agent=agent, peer=peer)
+        return Identity(account=account, user=user, agent=agent, peer=peer, is_root=is_root)
 
     async def _reply(self, msg: Msg, reply: Reply, deprecated: list[str]) -> None:
         if not msg.reply:

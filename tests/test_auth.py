@@ -1,0 +1,125 @@
+"""API keys and roles, enforced by every worker on every subject."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from messages import errors as E
+from messages.catalog import OPS
+from runtime import keys as K
+from runtime.client import SkaldClient
+from tests.test_wire_errors import SUBJECTS
+
+SKALD = str(Path(sys.executable).parent / "skald")
+
+
+@pytest.fixture
+async def secured(deploy: Callable[..., Any], tmp_path: Path, nats_url: str) -> dict[str, Any]:
+    path = tmp_path / "keys.json"
+    root, _ = K.add(path, "root")
+    admin, _ = K.add(path, "admin", "acme")
+    alice, alice_rec = K.add(path, "user", "acme", "alice")
+    bob, _ = K.add(path, "user", "acme", "bob")
+    w, anon = await deploy(keys_file=str(path))
+
+    def as_(key: str | None, **ident: str) -> SkaldClient:
+        return SkaldClient(anon.nc, w.cfg.prefix, api_key=key, **ident)
+
+    return {"w": w, "path": path, "anon": anon, "as": as_, "root": root, "admin": admin, "alice": alice,
+            "bob": bob, "alice_id": alice_rec.id}
+
+
+async def test_the_file_keeps_hashes_only(secured: dict[str, Any]) -> None:
+    text = secured["path"].read_text()
+    for k in ("root", "admin", "alice", "bob"):
+        assert secured[k] not in text and K.digest(secured[k]) in text
+
+
+async def test_no_key_or_a_wrong_key_is_unauthenticated_everywhere_and_reveals_nothing(
+        secured: dict[str, Any]) -> None:
+    messages = set()
+    for key in (None, "sk_wrong", secured["alice"] + "x"):
+        c = secured["as"](key)
+        for op in sorted(OPS):
+            valid = SUBJECTS[op][0]
+            for body in (msgspec.json.encode(valid), b"{garbage"):
+                resp, hdrs = await c.raw(op, body)
+                assert resp.status == "error" and resp.error["code"] == "UNAUTHENTICATED", (op, key)
+                assert hdrs["Skald-Status"] == "UNAUTHENTICATED"
+                messages.add((resp.error["message"], json.dumps(resp.error.get("details", {}))))
+    assert len(messages) == 1  # the same answer whatever was asked
+
+
+async def test_user_key_is_pinned_to_its_account_and_user(secured: dict[str, Any]) -> None:
+    alice = secured["as"](secured["alice"])
+    r = await alice.remember("preferences", "Alice likes green tea.")
+    assert r.root_uri.startswith("viking://user/alice/memories/")
+    assert (await alice.find("green tea")).total >= 1
+    for ident in ({"user": "bob"}, {"account": "other"}, {"user": "bob", "account": "acme"}):
+        with pytest.raises(E.PermissionDenied):
+            await secured["as"](secured["alice"], **ident).find("green tea")
+    assert (await secured["as"](secured["alice"], user="alice", account="acme").find("green tea")).total >= 1
+    bob = secured["as"](secured["bob"])
+    with pytest.raises(E.PermissionDenied):
+        await bob.read(r.root_uri)
+    assert (await bob.find("green tea")).total == 0
+    ctx = await bob.context("green tea", score_threshold=0.0)  # through the relay and the internal hop
+    assert ctx.entries == []
+
+
+async def test_admin_acts_in_its_account_and_root_anywhere(secured: dict[str, Any]) -> None:
+    alice = secured["as"](secured["alice"])
+    r = await alice.remember("entities", "Vega is the proxy host.")
+    admin_as_alice = secured["as"](secured["admin"], user="alice")
+    assert (await admin_as_alice.read(r.root_uri)).content.startswith("Vega")
+    with pytest.raises(E.PermissionDenied):
+        await secured["as"](secured["admin"], account="other", user="alice").find("x")
+    root = secured["as"](secured["root"], account="acme", user="carol")
+    assert (await root.remember("entities", "Carol's note.")).root_uri.startswith("viking://user/carol/")
+    assert (await secured["as"](secured["root"], account="acme").read(r.root_uri)).content.startswith("Vega")
+
+
+async def test_revoked_key_stops_working(secured: dict[str, Any]) -> None:
+    alice = secured["as"](secured["alice"])
+    await alice.health()
+    assert K.revoke(secured["path"], secured["alice_id"])
+    await asyncio.sleep(1.2)  # the key store re-reads the file at most once a second
+    with pytest.raises(E.Unauthenticated):
+        await alice.health()
+
+
+async def test_worker_subjects_need_the_worker_secret(secured: dict[str, Any]) -> None:
+    c = secured["as"](secured["root"])
+    prefix = secured["w"].cfg.prefix
+    body = msgspec.json.encode({"queries": ["x"], "buckets": [{"name": "all", "limit": 5}]})
+    for subject in (f"{prefix}.internal.search.candidates",
+                    f"{prefix}.direct.{secured['w'].host.worker_id}.search.find"):
+        msg = await c.nc.request(subject, body, timeout=5, headers={"Skald-Api-Key": secured["root"],
+                                                                    "Skald-Root": "1"})
+        assert json.loads(msg.data)["error"]["code"] == "UNAUTHENTICATED"
+
+
+async def test_keys_cli(tmp_path: Path) -> None:
+    path = tmp_path / "k.json"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([SKALD, "keys", *args, "--file", str(path)], capture_output=True, text=True, timeout=60)
+
+    made = await asyncio.to_thread(run, "create", "--role", "user", "--account", "acme", "--user", "dora")
+    assert made.returncode == 0 and made.stdout.startswith("sk_") and "created k" in made.stderr
+    listed = await asyncio.to_thread(run, "list")
+    key_id = listed.stdout.split()[0]
+    assert "user" in listed.stdout and "acme/dora" in listed.stdout and made.stdout.strip() not in listed.stdout
+    bad = await asyncio.to_thread(run, "create", "--role", "user", "--account", "acme")
+    assert bad.returncode == 2 and "needs a user" in bad.stderr
+    assert (await asyncio.to_thread(run, "revoke", key_id)).returncode == 0
+    assert (await asyncio.to_thread(run, "revoke", key_id)).returncode == 4
