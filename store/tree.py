@@ -92,13 +92,19 @@ def visible(name: str, show_hidden: bool) -> bool:
     return show_hidden or not name.startswith(".")
 
 
-def listdir_sorted(path: Path, show_hidden: bool = False) -> list[os.DirEntry[str]]:
+def listdir_sorted(path: Path, show_hidden: bool = False, missing_ok: bool = False) -> list[os.DirEntry[str]]:
+    """Sorted visible entries. `missing_ok` is for walks: a directory removed by a concurrent
+    writer after its parent was listed is simply gone, not an error."""
     try:
         with os.scandir(path) as it:
             entries = [e for e in it if visible(e.name, show_hidden) and not e.is_symlink()]
     except FileNotFoundError as e:
+        if missing_ok:
+            return []
         raise NotFound("no such directory", {"path": path.name}) from e
     except NotADirectoryError as e:
+        if missing_ok:
+            return []
         raise InvalidArgument("not a directory", {"path": path.name}) from e
     entries.sort(key=lambda e: e.name)
     return entries

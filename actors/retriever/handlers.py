@@ -438,15 +438,21 @@ class Retriever:
                                for s in W.visible_starts(self.ns, d, ctx.identity.user, False)]
                     items = [(s, s.path) for s in entries]
                     for s, p in items:
-                        st = p.stat()
+                        try:
+                            st = p.stat()
+                        except FileNotFoundError:
+                            continue  # removed while we walked
                         out.append(F.Entry(uri=s.uri, name=s.name, is_dir=True, size=0,
                                            created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
                                            abstract=T.read_text_sync(p / T.ABSTRACT, None)))
                         if req.recursive:
                             stack.append(s)
                 else:
-                    for e in T.listdir_sorted(d.path, req.show_hidden):
-                        out.append(self._entry(d, e, facts))
+                    for e in T.listdir_sorted(d.path, req.show_hidden, missing_ok=d is not vp):
+                        try:
+                            out.append(self._entry(d, e, facts))
+                        except FileNotFoundError:
+                            continue  # removed while we walked
                         if req.recursive and e.is_dir(follow_symlinks=False):
                             stack.append(self.ns.child(d, e.name))
                         if len(out) >= req.node_limit:
@@ -471,7 +477,8 @@ class Retriever:
             if node.segments in ((), ("user",)) and not ctx.identity.is_root:
                 kids = W.visible_starts(self.ns, node, ctx.identity.user, False)
             else:
-                kids = [self.ns.child(node, e.name) for e in T.listdir_sorted(node.path, req.show_hidden)]
+                kids = [self.ns.child(node, e.name)
+                        for e in T.listdir_sorted(node.path, req.show_hidden, missing_ok=depth > 0)]
             tn.children = []
             for k in kids:
                 if count >= req.node_limit:
