@@ -177,7 +177,7 @@ class Retriever:
             return list(dict.fromkeys(roots))
         out = []
         for u in uris:
-            segs = canonical(u, ident)
+            segs = self.ns.resolve(u, ident).segments  # canonical, and no symlink on the way
             if len(segs) > 4 and segs[0] == "user" and segs[2] == "peers" and segs[4] not in PEER_SEARCHABLE:
                 raise InvalidArgument("only memories and resources can be searched under a peer", {"uri": u})
             if not segs:
