@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from messages.errors import NotFound
 from runtime.client import SkaldClient
 
 # (op, URI field, a body that is valid around it)
@@ -96,6 +97,9 @@ async def test_another_account_sees_nothing_on_any_read(client: SkaldClient) -> 
                      ("search.grep", {"uri": "viking://", "pattern": "osprey"}),
                      ("search.glob", {"pattern": "**/*.md"}),
                      ("search.search", {"query": "osprey", "mode": "context", "score_threshold": -1.0})]:
-        r = await globex.call(op, body)
+        try:
+            r = await globex.call(op, body)
+        except NotFound:
+            continue  # globex has no tree at all yet
         text = msgspec.json.encode(r).decode()  # the query itself may be echoed in a query plan
         assert "merger" not in text and "meeting" not in text and "plan.md" not in text, op
