@@ -92,7 +92,8 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
             actors[name] = Archiver(ns, llm, bus, llm_timeout_s=cfg.llm_timeout_s, worker_id=worker_id,
                                     lease_ttl_s=cfg.lease_ttl_s)
         elif name == "indexer":
-            actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus)
+            actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus,
+                                   import_roots=[Path(p) for p in cfg.import_roots])
         elif name == "retriever":
             reranker = HttpReranker(cfg.rerank_base_url, cfg.rerank_model, cfg.rerank_api_key,
                                     cfg.rerank_timeout_s) if cfg.rerank_base_url else None

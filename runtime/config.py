@@ -52,6 +52,7 @@ class Config:
     ingest_concurrency: int = 2
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
+    import_roots: tuple[str, ...] = ()  # server directories resources.add/skills.add may read a path from
     keys_file: str = ""  # API keys (runtime/keys.py); empty and no root_key: no authentication
     root_key: str = ""  # a root key given directly (SKALD_ROOT_KEY), in addition to the file
     worker_secret: str = ""  # overrides the keys file's worker secret (SKALD_WORKER_SECRET)

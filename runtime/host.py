@@ -222,26 +222,27 @@ class ActorHost:
         if decl.internal or subject.startswith(self._direct):
             if not self.keys.is_worker(hdrs.get(H_WORKER)):
                 raise E.Unauthenticated("this subject is for workers")
-            return self._identity(hdrs, is_root=hdrs.get(H_ROOT) == "1")
+            root = hdrs.get(H_ROOT) == "1"
+            return self._identity(hdrs, is_root=root, role="root" if root else "worker")
         rec = self.keys.authenticate(hdrs.get(H_API_KEY))
         if rec is None:
             raise E.Unauthenticated("a valid API key is required (Skald-Api-Key header)")
         if rec.role == "root":
-            return self._identity(hdrs, is_root=True)
+            return self._identity(hdrs, is_root=True, role="root")
         pinned = {H_ACCOUNT: rec.account} if rec.role == "admin" else {H_ACCOUNT: rec.account, H_USER: rec.user}
         for header, value in pinned.items():
             if hdrs.get(header) not in (None, "", value):
                 raise E.PermissionDenied(f"this key acts only as {header.split('-')[-1].lower()} {value!r}")
-        return self._identity({**hdrs, **pinned})
+        return self._identity({**hdrs, **pinned}, role=rec.role)
 
-    def _identity(self, hdrs: dict[str, str | None], is_root: bool = False) -> Identity:
+    def _identity(self, hdrs: dict[str, str | None], is_root: bool = False, role: str = "local") -> Identity:
         account = check_name("account", hdrs.get(H_ACCOUNT) or "default")
         user = check_name("user", hdrs.get(H_USER) or "default")
         agent = check_name("agent", hdrs.get(H_AGENT) or "default")
         peer = hdrs.get(H_PEER) or None
         if peer is not None:
             check_name("peer", peer)
-        return Identity(account=account, user=user, agent=agent, peer=peer, is_root=is_root)
+        return Identity(account=account, user=user, agent=agent, peer=peer, is_root=is_root, role=role)
 
     async def _reply(self, msg: Msg, reply: Reply, deprecated: list[str]) -> None:
         if not msg.reply:

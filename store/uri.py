@@ -36,6 +36,7 @@ class Identity:
     agent: str = "default"
     peer: str | None = None
     is_root: bool = False
+    role: str = "local"  # local (no keys configured) | root | admin | user | worker
 
     @property
     def user_root(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -123,3 +124,31 @@ async def test_keys_cli(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "needs a user" in bad.stderr
     assert (await asyncio.to_thread(run, "revoke", key_id)).returncode == 0
     assert (await asyncio.to_thread(run, "revoke", key_id)).returncode == 4
+
+
+async def test_server_paths_are_imported_by_root_or_admin_only(secured: dict[str, Any], tmp_path: Path) -> None:
+    src = tmp_path / "handbook"
+    src.mkdir()
+    (src / "a.md").write_text("# Handbook\n\nOn call rules.\n")
+    with pytest.raises(E.PermissionDenied):
+        await secured["as"](secured["alice"]).add_resource(path=str(src), wait=True)
+    with pytest.raises(E.PermissionDenied):
+        await secured["as"](secured["alice"]).add_resource(path="/etc", wait=True)
+    r = await secured["as"](secured["admin"], user="alice").add_resource(path=str(src), wait=True)
+    assert r.status == "done" and r.files == 1
+
+
+async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    (allowed / "docs").mkdir(parents=True)
+    (allowed / "docs" / "a.md").write_text("# A\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.md").write_text("# B\n")
+    os.symlink(tmp_path / "elsewhere", allowed / "sneaky")
+    _, c = await deploy(import_roots=(str(allowed),))
+    assert (await c.add_resource(path=str(allowed / "docs"), wait=True)).files == 1
+    for path in (tmp_path / "elsewhere", allowed / "docs" / ".." / ".." / "elsewhere"):
+        with pytest.raises(E.PermissionDenied):
+            await c.add_resource(path=str(path), wait=True)
+    with pytest.raises((E.PermissionDenied, E.InvalidArgument)):
+        await c.add_resource(path=str(allowed / "sneaky"), wait=True)

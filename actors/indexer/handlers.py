@@ -25,7 +25,7 @@ from actors.indexer import rows as R
 from messages import fs as F
 from messages import ingest as I
 from messages import subjects as S
-from messages.errors import Conflict, InvalidArgument, NotFound
+from messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from messages.index import IndexChange, IndexDelete, IndexRow
 from store import sidecar
 from store import tree as T
@@ -39,8 +39,9 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 class Indexer:
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, import_roots: list[Path] | None = None) -> None:
         self.ns = ns
+        self.import_roots = [p.resolve() for p in import_roots or []]
         self.embedder = embedder
         self.summarizer = summarizer
         self.bus = bus
@@ -163,9 +164,7 @@ class Indexer:
             self._check_resource_space(target)
             await T.write_atomic(target.path, req.content.encode())
         else:
-            src = Path(req.path or "")
-            if not src.is_absolute() or not src.exists():
-                raise NotFound("no such local path on the server", {"path": req.path})
+            src = self._importable(req.path or "", ctx)
             if src.is_symlink():
                 raise InvalidArgument("symlinks are not imported", {"path": req.path})
             target = self._writable(f"{base.rstrip('/')}/{req.name or src.name}", ctx.identity)
@@ -173,6 +172,21 @@ class Indexer:
             await asyncio.to_thread(_copy_tree, src, target.path)
         job = I.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
         return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+
+    def _importable(self, raw: str, ctx: Ctx) -> Path:
+        """A server-side path the caller may import: never for a user key (it would read files
+        the server can read and the user cannot), and inside SKALD_IMPORT_ROOTS when set."""
+        if ctx.identity.role in ("user", "worker"):
+            raise PermissionDenied("server paths are imported with a root or admin key; send content instead",
+                                   {"path": raw})
+        src = Path(raw)
+        if not src.is_absolute() or not src.exists():
+            raise NotFound("no such local path on the server", {"path": raw})
+        if self.import_roots:
+            real = src.resolve()
+            if not any(real == r or r in real.parents for r in self.import_roots):
+                raise PermissionDenied("path is outside the import roots", {"path": raw})
+        return src
 
     @staticmethod
     def _check_resource_space(vp: VikingPath) -> None:
@@ -189,9 +203,7 @@ class Indexer:
             name, _ = R.parse_skill(req.content)
             src_dir, skill_text = None, req.content
         else:
-            src = Path(req.path or "")
-            if not src.is_absolute() or not src.exists():
-                raise NotFound("no such local path on the server", {"path": req.path})
+            src = self._importable(req.path or "", ctx)
             skill_md = src / "SKILL.md" if src.is_dir() else src
             if skill_md.name != "SKILL.md" or not skill_md.is_file():
                 raise InvalidArgument("a skill package is a directory holding SKILL.md", {"path": req.path})
