@@ -18,6 +18,7 @@ import aiofiles
 import aiofiles.os
 
 from messages.errors import Conflict, InvalidArgument, NotFound
+from store import faults
 
 TMP_PREFIX = ".tmp-"
 ABSTRACT = ".abstract.md"
@@ -42,6 +43,7 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> No
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    faults.point("tree.before_rename")  # a temp file exists; the target is still the old one
     try:
         if exclusive:
             # link() fails if the target exists: create-if-absent without a race.

@@ -20,7 +20,6 @@ import msgspec
 
 from actors.archive import phase2 as P
 from actors.common import archive_state as A
-from actors.common import faults
 from actors.common import session_files as Fs
 from actors.common.context import Attempt
 from actors.common.decl import RetryLater, consumes
@@ -29,6 +28,7 @@ from actors.common.ports import LLM
 from actors.common.session_files import lease_key
 from messages.ingest import IngestJob
 from messages.sessions import Phase2Job
+from store import faults
 from store.tree import write_atomic_sync
 from store.uri import Identity, Namespace
 

@@ -38,6 +38,7 @@ from messages import errors as E
 from messages import search as Q
 from messages import subjects as S
 from messages.sessions import CreateRequest, SessionRef
+from store import faults
 from store.uri import Identity, Namespace, check_name
 
 log = logging.getLogger("skald.assembler")
@@ -128,6 +129,7 @@ class Assembler:
         elif p.dedup_turns and session is not None:
             new = L.update(records, [(e.uri, e.detail) for e in entries], session.clock, p.dedup_turns, self.clock())
             try:
+                faults.point("ledger.before_write")
                 await asyncio.to_thread(SF.write_json, session.path / L.NAME, L.dump(new))
             except OSError as e:
                 dedup["status"] = "write_failed"

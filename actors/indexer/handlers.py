@@ -27,7 +27,7 @@ from messages import ingest as I
 from messages import subjects as S
 from messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from messages.index import IndexChange, IndexDelete, IndexRow
-from store import sidecar
+from store import faults, sidecar
 from store import tree as T
 from store.index import row_subject_token
 from store.uri import Identity, Namespace, VikingPath, join_uri
@@ -65,11 +65,14 @@ class Indexer:
 
     async def _submit(self, job: I.IngestJob, wait: bool, ctx: Ctx) -> I.IngestResult | None:
         """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""
+        faults.point("ingest.before_enqueue")  # the file is on disk; no job yet
         if not wait:
             await self.bus.enqueue(INGEST_QUEUE, job, job.job_id)
+            faults.point("ingest.after_enqueue")
             return None
         async with self.bus.waiter(f"ingest.done.{job.job_id}") as w:
             await self.bus.enqueue(INGEST_QUEUE, job, job.job_id)
+            faults.point("ingest.after_enqueue")  # queued, not answered
             raw = await w.wait(max(0.0, ctx.remaining() - 0.05))
         return msgspec.json.decode(raw, type=I.IngestResult) if raw else None
 
@@ -247,6 +250,7 @@ class Indexer:
             raise
         self.jobs_done += 1
         await self.bus.publish_event(f"ingest.done.{job.job_id}", done, f"ingest.done.{job.job_id}")
+        faults.point("ingest.after_done")  # done announced, the work-queue message not yet acknowledged
 
     async def process(self, job: I.IngestJob) -> I.IngestResult:
         """Run one job to the end: deletes, file rows, directory summaries bottom-up, publish."""
@@ -283,7 +287,9 @@ class Indexer:
         ordered = sorted(refresh.values(), key=lambda v: len(v.segments), reverse=True)
         dir_changes = await self._dir_rows(job, ordered)
         changes += dir_changes
+        faults.point("ingest.before_publish")  # summaries and sidecars written, rows not published
         seq = await self.bus.publish_index(changes)
+        faults.point("ingest.after_publish")  # rows published, job not acknowledged
         return I.IngestResult(job_id=job.job_id, root_uri=",".join(job.index_roots), status="done",
                             files=len(files), directories=len(ordered), rows=len(changes), index_seq=seq,
                             generator=self.summarizer.name)

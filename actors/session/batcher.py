@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from actors.common import faults
 from actors.common import session_files as Fs
 from messages.sessions import Message
+from store import faults
 
 MAX_BATCH = 256
 

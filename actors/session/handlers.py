@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 
 from actors.common import archive_state as A
-from actors.common import faults
 from actors.common import session_files as Fs
 from actors.common.context import Ctx
 from actors.common.decl import handles
@@ -33,6 +32,7 @@ from actors.session import turns as T
 from actors.session.batcher import AppendBatcher
 from messages import sessions as M
 from messages.errors import InvalidArgument, NotFound, Unavailable
+from store import faults
 from store.uri import Identity, Namespace, VikingPath
 
 log = logging.getLogger("skald.session")

@@ -1,0 +1,190 @@
+"""The write paths' crash matrix: a real worker is SIGKILLed at each step of fs.write,
+resources.add, memories.write, the ingest job that updates the index, and the dedup-ledger
+write; a fresh worker on the same data then proves the invariants: no half-written file is
+visible, nothing acknowledged is lost, nothing is duplicated, and a client's retry (what a
+client does after a timeout) converges the file tree and the index.
+
+Sessions (add_message, commit Phase 1, Phase 2) have their own matrix in test_session_crash.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from messages import errors as E
+from runtime.client import SkaldClient
+from tests.test_processes import reap, wait_ready
+
+ACTORS = "indexer,retriever,assembler,session"
+WRITE_POINTS = ["tree.before_rename", "ingest.before_enqueue", "ingest.after_enqueue", "ingest.before_publish",
+                "ingest.after_publish", "ingest.after_done"]
+TRIED: list[str] = []
+
+
+def start(url: str, data: Path, prefix: str, fault: str = "") -> subprocess.Popen[str]:
+    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_WORK_ACK_WAIT_S": "1",
+           "SKALD_LEASE_TTL_S": "1", "SKALD_FAULT": fault, "SKALD_SNAPSHOT_INTERVAL_S": "3600"}
+    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
+                          "--actors", ACTORS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    wait_ready(p)
+    return p
+
+
+async def attempt(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
+    """One try; None when the worker died under it (the client cannot know whether it applied)."""
+    try:
+        return await c.call(op, body, timeout_s=3.0)
+    except (E.DeadlineExceeded, E.Unavailable):
+        return None
+
+
+async def crash_then_recover(nats_url: str, tmp_path: Path, fault: str,
+                             before: Callable[[SkaldClient], Awaitable[None]],
+                             crash: Callable[[SkaldClient], Awaitable[Any]],
+                             check: Callable[[SkaldClient, Path, Any], Awaitable[None]]) -> None:
+    prefix = "cm" + "".join(ch for ch in fault if ch.isalnum())[:20] + str(len(TRIED))
+    data = tmp_path / prefix
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        # set-up on a healthy worker, then the faulty one takes over
+        healthy = start(nats_url, data, prefix)
+        procs.append(healthy)
+        async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+            await before(c)
+        healthy.terminate()
+        healthy.wait(timeout=30)
+        faulty = start(nats_url, data, prefix, fault)
+        procs.append(faulty)
+        async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+            outcome = await crash(c)
+        faulty.wait(timeout=30)
+        assert faulty.returncode == -9, f"{fault} never fired (rc={faulty.returncode})"
+        TRIED.append(fault)
+        procs.append(start(nats_url, data, prefix))
+        async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+            await check(c, data, outcome)
+    finally:
+        reap(procs)
+
+
+async def rows_for(c: SkaldClient, uri: str) -> list[dict[str, Any]]:
+    r = await c.call("search.find", {"query": "", "target_uri": uri, "level": 2, "limit": 100})
+    return [h for h in (*r["memories"], *r["resources"], *r["skills"]) if h["uri"] == uri]
+
+
+@pytest.mark.parametrize("fault", WRITE_POINTS)
+async def test_fs_write_killed_at_each_step(nats_url: str, tmp_path: Path, fault: str) -> None:
+    uri = "viking://resources/notes/plan.md"
+    v1, v2 = "# Plan\n\nVersion one of the plan.\n", "# Plan\n\nVersion two of the plan, longer than one.\n"
+
+    async def before(c: SkaldClient) -> None:
+        await c.call("fs.write", {"uri": uri, "content": v1})
+
+    async def crash(c: SkaldClient) -> Any:
+        return await attempt(c, "fs.write", {"uri": uri, "content": v2})
+
+    async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
+        content = (await c.call("fs.read", {"uri": uri}))["content"]
+        assert content in (v1, v2)  # whole old or whole new, never a mix
+        if outcome is not None:
+            assert content == v2  # acknowledged: durable
+        names = [e["name"] for e in (await c.call("fs.ls", {"uri": "viking://resources/notes"}))["entries"]]
+        assert names == ["plan.md"]  # a temp file left by the kill is never served
+        await c.call("fs.write", {"uri": uri, "content": v2})  # the client's retry
+        rows = await rows_for(c, uri)
+        assert len(rows) == 1 and "Version two" in rows[0]["abstract"]
+
+    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+
+
+@pytest.mark.parametrize("fault", ["tree.before_rename", "ingest.before_enqueue", "ingest.after_enqueue",
+                                   "ingest.before_publish", "ingest.after_publish", "ingest.after_done"])
+async def test_memory_write_killed_at_each_step(nats_url: str, tmp_path: Path, fault: str) -> None:
+    body = {"category": "preferences", "content": "Prefers oolong tea in the afternoon.", "name": "tea.md"}
+    uri = "viking://user/default/memories/preferences/tea.md"
+
+    async def before(c: SkaldClient) -> None:
+        await c.call("fs.mkdir", {"uri": "viking://user/default/memories/preferences"})
+
+    async def crash(c: SkaldClient) -> Any:
+        return await attempt(c, "memories.write", body)
+
+    async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
+        if outcome is not None:
+            assert (await c.call("fs.read", {"uri": uri}))["content"] == body["content"]
+        try:
+            await c.call("memories.write", body)  # the retry
+        except E.Conflict:
+            pass
+        files = [e["name"] for e in (await c.call("fs.ls", {"uri": "viking://user/default/memories/preferences"}))[
+            "entries"]]
+        assert files == ["tea.md"]  # exactly one memory, no duplicate under another name
+        assert len(await rows_for(c, uri)) == 1
+
+    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+
+
+@pytest.mark.parametrize("fault", ["ingest.before_enqueue", "ingest.after_enqueue", "ingest.before_publish",
+                                   "ingest.after_publish", "ingest.after_done"])
+async def test_resource_directory_ingest_killed_at_each_step(nats_url: str, tmp_path: Path, fault: str) -> None:
+    src = tmp_path / "handbook"
+    for i in range(40):
+        (src / f"s{i % 4}").mkdir(parents=True, exist_ok=True)
+        (src / f"s{i % 4}" / f"p{i}.md").write_text(f"# Page {i}\n\nHandbook page {i}.\n")
+
+    async def before(c: SkaldClient) -> None:
+        await c.call("fs.write", {"uri": "viking://resources/warmup.md", "content": "warm"})
+
+    async def crash(c: SkaldClient) -> Any:
+        return await attempt(c, "resources.add", {"path": str(src), "wait": True})
+
+    async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
+        listed = await c.call("search.glob", {"pattern": "**/*.md", "uri": "viking://resources/handbook"})
+        if listed["count"] == 40:
+            # the copy finished: a redelivered job (or the retry) indexes all of it, each page once
+            r = await c.call("resources.add", {"path": str(src), "name": "handbook", "wait": True}, timeout_s=60)
+            assert r["status"] == "done"
+        else:
+            r = await c.call("resources.add", {"path": str(src), "wait": True}, timeout_s=60)
+            assert r["status"] == "done" and r["files"] == 40
+        found = await c.call("search.find", {"query": "", "target_uri": "viking://resources/handbook", "level": 2,
+                                             "limit": 500})
+        uris = [h["uri"] for h in found["resources"]]
+        assert len(uris) == len(set(uris)) == 40
+
+    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+
+
+async def test_ledger_write_killed(nats_url: str, tmp_path: Path) -> None:
+    body = {"query": "oolong tea", "mode": "context", "score_threshold": -1.0, "session_id": "L", "dedup_turns": 3}
+
+    async def before(c: SkaldClient) -> None:
+        await c.call("memories.write", {"category": "preferences", "content": "Prefers oolong tea."})
+        await c.call("search.search", body)  # a first ledger on disk
+
+    async def crash(c: SkaldClient) -> Any:
+        await c.call("sessions.add_message", {"session_id": "L", "role": "user",
+                                              "parts": [{"type": "text", "text": "next turn"}]})
+        return await attempt(c, "search.search", {**body, "dedup_turns": 1})
+
+    async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
+        ledger = data / "accounts/default/user/default/sessions/L/.recall_log.json"
+        parsed = json.loads(ledger.read_text())  # never half-written
+        assert all(isinstance(v["turn"], int) for v in parsed["records"].values())
+        r = await c.call("search.search", {**body, "dedup_turns": 1})
+        assert r["stats"]["dedup"]["status"] == "ok"
+
+    await crash_then_recover(nats_url, tmp_path, "ledger.before_write", before, crash, check)
+
+
+def test_crash_points_tried() -> None:
+    """The figure for the compass: how many kill points this run exercised."""
+    print(f"\ncrash points tried in this module: {len(TRIED)} ({len(set(TRIED))} distinct)")
