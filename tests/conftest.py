@@ -81,3 +81,13 @@ async def deploy(nats_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., A
         await c.close()
         if w.nc is not None and not w.nc.is_closed:
             await w.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line for the compass: what the hardening tests exercised in this run."""
+    from tests.figures import FIGURES
+
+    if FIGURES:
+        terminalreporter.write_line(
+            f"hardening: {FIGURES['fuzzed']} requests fuzzed, {FIGURES['crash_points']} crash points tried, "
+            f"{FIGURES['refused']} cross-tenant/escape attempts refused")

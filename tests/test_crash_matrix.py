@@ -21,6 +21,7 @@ import pytest
 
 from messages import errors as E
 from runtime.client import SkaldClient
+from tests.figures import FIGURES
 from tests.test_processes import reap, wait_ready
 
 ACTORS = "indexer,retriever,assembler,session"
@@ -68,6 +69,7 @@ async def crash_then_recover(nats_url: str, tmp_path: Path, fault: str,
         faulty.wait(timeout=30)
         assert faulty.returncode == -9, f"{fault} never fired (rc={faulty.returncode})"
         TRIED.append(fault)
+        FIGURES["crash_points"] += 1
         procs.append(start(nats_url, data, prefix))
         async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
             await check(c, data, outcome)

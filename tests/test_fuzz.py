@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from messages.catalog import OPS
 from runtime.client import SkaldClient
 from tests import fuzzing as Z
+from tests.figures import FIGURES
 
 BATCH = 50
 EXAMPLES = 110  # x BATCH x 2 phases = 11,000 requests
@@ -152,4 +153,5 @@ def test_generated_requests_get_exactly_one_typed_reply(worker: Any) -> None:
     assert codes["OK"] > 0 and codes["INVALID_ARGUMENT"] > 0
     total = TALLY["valid"] + TALLY["invalid"]
     print(f"\nfuzzed {total} requests over NATS: {dict(codes)}; invalid {TALLY['invalid']}")
+    FIGURES["fuzzed"] += total
     assert total >= 10_000

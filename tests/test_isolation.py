@@ -14,6 +14,7 @@ import msgspec
 
 from messages.errors import NotFound
 from runtime.client import SkaldClient
+from tests.figures import FIGURES
 
 # (op, URI field, a body that is valid around it)
 TABLE: list[tuple[str, str, dict[str, Any]]] = [
@@ -83,6 +84,7 @@ async def test_every_uri_field_refuses_every_escape(client: SkaldClient, skald: 
             refused += 1
     assert {k: digest(p) for k, p in guarded.items()} == before
     assert not any(p.name == "forged" or "moved" in p.name for p in data.rglob("*") if "alice" not in str(p))
+    FIGURES["refused"] += refused
     print(f"\n{refused} cross-tenant / escape attempts refused of {tried} tried "
           f"({len(TABLE)} fields x {len(ATTACKS)} URIs)")
 

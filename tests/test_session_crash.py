@@ -15,6 +15,7 @@ from typing import Any
 
 from messages import errors as E
 from runtime.client import SkaldClient
+from tests.figures import FIGURES
 from tests.stubs import ModelStub
 from tests.test_processes import reap, wait_ready
 from tests.test_sessions import phase2_answer
@@ -120,6 +121,7 @@ async def test_sigkill_at_random_points_loses_and_duplicates_nothing(nats_url: s
             reap(procs)
     assert killed == ITERATIONS
     print(f"crash points tried: {killed}")
+    FIGURES["crash_points"] += killed
 
 
 async def test_journaled_model_answer_is_not_requested_again(nats_url: str, tmp_path: Path) -> None:
