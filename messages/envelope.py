@@ -16,6 +16,8 @@ H_TIMEOUT_MS = "Skald-Timeout-Ms"
 # Read-your-writes token: the index sequence a client has seen acknowledged by a write.
 H_INDEX_SEQ = "Skald-Index-Seq"
 H_DEPRECATION = "Deprecation"
+# Replays: the time the original request was accepted (seconds since the epoch).
+H_CLOCK = "Skald-Clock"
 # Actor-to-actor hops (internal and direct subjects): the workers' shared secret, and whether the
 # original caller held the root key. Trusted only together.
 H_WORKER = "Skald-Worker-Token"

@@ -16,9 +16,20 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
+from actors.common import clock as CLOCK
 from messages import errors as E
 from messages import subjects as S
-from messages.envelope import H_ACCOUNT, H_AGENT, H_INDEX_SEQ, H_PEER, H_ROOT, H_TIMEOUT_MS, H_USER, H_WORKER
+from messages.envelope import (
+    H_ACCOUNT,
+    H_AGENT,
+    H_CLOCK,
+    H_INDEX_SEQ,
+    H_PEER,
+    H_ROOT,
+    H_TIMEOUT_MS,
+    H_USER,
+    H_WORKER,
+)
 from messages.index import IndexChange
 
 log = logging.getLogger("skald.bus")
@@ -148,6 +159,8 @@ class NatsBus:
                    H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), **extra}
         if identity.peer:
             headers[H_PEER] = identity.peer
+        if (at := CLOCK.NOW.get()) is not None:
+            headers[H_CLOCK] = repr(at)  # the owner stamps with the same clock as the first hop
         if token := self.worker_token():
             headers[H_WORKER] = token
             if identity.is_root:

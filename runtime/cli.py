@@ -166,6 +166,74 @@ def keys_revoke(path: Path, key_id: str) -> None:
     click.echo(f"revoked {key_id}")
 
 
+@main.group()
+def replay() -> None:
+    """Record a deployment's write journal to a file; replay it into another deployment."""
+
+
+_replay_conn = [click.option("--nats-url", envvar="SKALD_NATS_URL", default="nats://127.0.0.1:4222",
+                             show_default=True),
+                click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)]
+
+
+def _with_conn(fn):  # type: ignore[no-untyped-def]
+    for opt in reversed(_replay_conn):
+        fn = opt(fn)
+    return fn
+
+
+@replay.command("record")
+@_with_conn
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def replay_record(nats_url: str, prefix: str, out: Path) -> None:
+    """Write every journaled write (oldest first) to a JSON-lines file."""
+    import asyncio
+
+    import nats as natsio
+
+    from runtime import replay as RP
+
+    async def run() -> int:
+        nc = await natsio.connect(nats_url)
+        try:
+            entries = await RP.record(nc, prefix)
+        finally:
+            await nc.close()
+        RP.save(entries, out)
+        return len(entries)
+
+    click.echo(f"recorded {asyncio.run(run())} writes to {out}")
+
+
+@replay.command("apply")
+@_with_conn
+@click.option("--in", "src", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--api-key", envvar="SKALD_API_KEY", help="A root key, when the target requires keys.")
+def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> None:
+    """Re-send a recorded journal, in order, with its original identities and clock."""
+    import asyncio
+    import sys
+
+    import nats as natsio
+
+    from runtime import replay as RP
+
+    entries = RP.load(src)
+
+    async def run() -> int:
+        nc = await natsio.connect(nats_url)
+        try:
+            if sys.stderr.isatty():
+                with click.progressbar(length=len(entries), label="replaying", file=sys.stderr) as bar:
+                    return await RP.apply(nc, prefix, entries, api_key=api_key,
+                                          progress=lambda n: bar.update(n - bar.pos))
+            return await RP.apply(nc, prefix, entries, api_key=api_key)
+        finally:
+            await nc.close()
+
+    click.echo(f"replayed {asyncio.run(run())} writes")
+
+
 commands.register(main)
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import math
 import os
 import socket
 import time
@@ -25,6 +27,7 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 
+from actors.common import clock as CLOCK
 from actors.common.context import Attempt, Ctx
 from actors.common.decl import Consumes, Handles, RetryLater, declarations
 from messages import errors as E
@@ -34,6 +37,7 @@ from messages.envelope import (
     H_ACCOUNT,
     H_AGENT,
     H_API_KEY,
+    H_CLOCK,
     H_DEPRECATION,
     H_INDEX_SEQ,
     H_PEER,
@@ -46,6 +50,7 @@ from messages.envelope import (
     ErrorBody,
     Reply,
 )
+from messages.journal import JournalEntry
 from messages.system import Empty, HealthResult, WorkerInfo
 from runtime import __version__
 from runtime.bus import stream_name
@@ -57,6 +62,10 @@ log = logging.getLogger("skald.host")
 _json = msgspec.json.Encoder()
 _mp = msgspec.msgpack.Encoder()
 NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+def _ident_key(ident: Identity) -> bytes:
+    return f"{ident.account}/{ident.user}/{ident.agent}/{ident.peer or ''}".encode()
 
 
 def new_worker_id(cfg: Config) -> str:
@@ -203,6 +212,10 @@ class ActorHost:
             with contextlib.suppress(ValueError):
                 seq = max(0, int(raw))
         ctx = Ctx(ident, time.monotonic() + timeout, seq, forwarded=hdrs.get("Skald-Forwarded") == "1")
+        at = self._clock(hdrs, ident)
+        body = msgspec.json.encode(req) if decl.journal else b""
+        key = hashlib.sha1(b"|".join((decl.op.encode(), _ident_key(ident), body, repr(at).encode()))).hexdigest()
+        t_now, t_key = CLOCK.NOW.set(at), CLOCK.REQUEST_KEY.set(key)
         try:
             async with asyncio.timeout(timeout):
                 result = await fn(req, ctx)
@@ -210,7 +223,38 @@ class ActorHost:
             return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout}), ctx
         except E.SkaldError as e:
             return _error(e.code, e.message, e.details), ctx
+        finally:
+            CLOCK.NOW.reset(t_now)
+            CLOCK.REQUEST_KEY.reset(t_key)
+        if decl.journal and not ctx.relayed:
+            await self._journal(decl.op, ident, body, at, key, result)
         return Reply(status="ok", result=result), ctx
+
+    def _clock(self, hdrs: dict[str, str], ident: Identity) -> float:
+        """The request's time: now, or on a replay the original's (`Skald-Clock`), which only
+        callers that may rewrite history send: local deployments, root keys and workers."""
+        raw = hdrs.get(H_CLOCK)
+        if raw is not None and ident.role in ("local", "root", "worker"):
+            with contextlib.suppress(ValueError):
+                at = float(raw)
+                if math.isfinite(at) and at > 0:
+                    return at
+        return time.time()
+
+    async def _journal(self, op: str, ident: Identity, body: bytes, at: float, key: str, result: Any) -> None:
+        """Every accepted write is an event (`<prefix>.evt.write.<op>`): the request as it was
+        applied, who made it and when. Replaying these in order rebuilds the state."""
+        ids = {}
+        mid = getattr(result, "message_id", None) or (result.get("message_id") if isinstance(result, dict) else None)
+        if mid:
+            ids["message_id"] = mid
+        entry = JournalEntry(op=op, account=ident.account, user=ident.user, agent=ident.agent, peer=ident.peer,
+                             at=at, body=msgspec.Raw(body), ids=ids)
+        try:
+            await self.nc.jetstream().publish(S.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
+                                              headers={"Nats-Msg-Id": "w-" + key})
+        except Exception:  # noqa: BLE001 - the write is durable; a missing journal entry is logged, not fatal
+            log.exception("journal event for %s not published", op)
 
     def _authenticate(self, subject: str, decl: Handles, hdrs: dict[str, str]) -> Identity:
         """Who is asking. Without keys configured, the identity headers say so. With keys, a public

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,9 @@ import msgspec
 
 from actors.archive import phase2 as P
 from actors.common import archive_state as A
+from actors.common import clock as CLOCK
 from actors.common import session_files as Fs
+from actors.common.clock import now as clock_now
 from actors.common.context import Attempt
 from actors.common.decl import RetryLater, consumes
 from actors.common.lease import Leases
@@ -38,7 +39,7 @@ PREDECESSOR_WAIT_S = 0.5
 
 
 class Archiver:
-    def __init__(self, ns: Namespace, llm: LLM, bus: Any, clock: Callable[[], float] = time.time,
+    def __init__(self, ns: Namespace, llm: LLM, bus: Any, clock: Callable[[], float] = clock_now,
                  llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0) -> None:
         self.ns = ns
         # One worker runs an archive's Phase 2 at a time (a claim, renewed while it runs), so a
@@ -96,7 +97,19 @@ class Archiver:
         nxt: Phase2Job | None = job
         first = True
         while nxt is not None:
-            nxt = await self._one(nxt, chained=not first)
+            # Phase 2 stamps with the time its commit was accepted (the archive's own meta): the
+            # clock is the request's, not the background worker's, so a replay writes the same.
+            ident = Identity(account=nxt.account, user=nxt.user)
+            meta = await asyncio.to_thread(
+                Fs.read_json, self.ns.resolve(f"viking://~/sessions/{nxt.session_id}", ident).path / "history"
+                / nxt.archive_id / ".meta.json")
+            at = (meta or {}).get("created_at")
+            token = CLOCK.NOW.set(float(at)) if isinstance(at, (int, float)) and at > 0 else None
+            try:
+                nxt = await self._one(nxt, chained=not first)
+            finally:
+                if token is not None:
+                    CLOCK.NOW.reset(token)
             first = False
 
     async def _one(self, job: Phase2Job, chained: bool) -> Phase2Job | None:

@@ -30,6 +30,7 @@ from actors.assembler import selection as Sel
 from actors.assembler import tiers as T
 from actors.common import intent as I
 from actors.common import session_files as SF
+from actors.common.clock import now as clock_now
 from actors.common.context import Ctx
 from actors.common.decl import handles
 from actors.common.ports import LLM, Bus
@@ -57,7 +58,7 @@ class SessionView:
 
 class Assembler:
     def __init__(self, ns: Namespace, bus: Bus, llm: LLM, *, intent_timeout_s: float = 5.0,
-                 rewrite_timeout_s: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+                 rewrite_timeout_s: float = 30.0, clock: Callable[[], float] = clock_now) -> None:
         self.ns = ns
         self.bus = bus
         self.llm = llm

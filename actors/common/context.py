@@ -15,6 +15,7 @@ class Ctx:
     index_seq: int = 0  # read-your-writes: the index sequence the caller has seen acknowledged
     deprecated: list[str] = field(default_factory=list)  # aliases used; the host adds `Deprecation: true`
     forwarded: bool = False  # sent on by another worker to the owner of what it touches
+    relayed: bool = False  # this worker sent the request on; the worker that did the work journals it
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

@@ -36,6 +36,7 @@ class Handles:
     timeout_s: float = 30.0
     concurrency: int | None = None
     internal: bool = False  # served on `{prefix}.internal.{op}`: actor to actor, not part of the public API
+    journal: bool = False  # an accepted request is a state change: published as a write-journal event
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +48,10 @@ class Consumes:
     concurrency: int = 2
 
 
-def handles(op: str, request: type, *, timeout_s: float = 30.0, internal: bool = False) -> Callable[[Any], Any]:
+def handles(op: str, request: type, *, timeout_s: float = 30.0, internal: bool = False,
+            journal: bool = False) -> Callable[[Any], Any]:
     def mark(fn: Any) -> Any:
-        setattr(fn, _MARK, Handles(op, request, timeout_s, internal=internal))
+        setattr(fn, _MARK, Handles(op, request, timeout_s, internal=internal, journal=journal))
         return fn
 
     return mark

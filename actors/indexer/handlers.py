@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
+from actors.common.clock import now as clock_now
+from actors.common.clock import request_id
 from actors.common.context import Attempt, Ctx
 from actors.common.decl import consumes, handles
 from actors.common.ports import Bus, Embedder, Summarizer
@@ -39,7 +39,7 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 class Indexer:
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus,
-                 clock: Callable[[], float] = time.time, import_roots: list[Path] | None = None) -> None:
+                 clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None) -> None:
         self.ns = ns
         self.import_roots = [p.resolve() for p in import_roots or []]
         self.embedder = embedder
@@ -78,9 +78,10 @@ class Indexer:
 
     @staticmethod
     def _job_id() -> str:
-        return uuid.uuid4().hex
+        """Derived from the request and its clock: a replay queues the same jobs."""
+        return request_id("ingest")
 
-    @handles(S.FS_WRITE, F.WriteRequest, timeout_s=120.0)
+    @handles(S.FS_WRITE, F.WriteRequest, timeout_s=120.0, journal=True)
     async def fs_write(self, req: F.WriteRequest, ctx: Ctx) -> F.WriteResult:
         vp = self._writable(req.uri, ctx.identity)
         if vp.path.is_dir():
@@ -99,7 +100,7 @@ class Indexer:
         return F.WriteResult(uri=vp.uri, size=len(data), created=not existed, index_job=job.job_id,
                              indexed=bool(done and done.status == "done"), index_seq=done.index_seq if done else 0)
 
-    @handles(S.FS_MKDIR, F.MkdirRequest)
+    @handles(S.FS_MKDIR, F.MkdirRequest, journal=True)
     async def fs_mkdir(self, req: F.MkdirRequest, ctx: Ctx) -> F.ChangeResult:
         vp = self._writable(req.uri, ctx.identity)
         if vp.path.exists() and not vp.path.is_dir():
@@ -121,7 +122,7 @@ class Indexer:
             out.append((self.ns.from_path(vp.account, f).uri, 2))
         return out
 
-    @handles(S.FS_RM, F.RmRequest, timeout_s=120.0)
+    @handles(S.FS_RM, F.RmRequest, timeout_s=120.0, journal=True)
     async def fs_rm(self, req: F.RmRequest, ctx: Ctx) -> F.ChangeResult:
         vp = self._writable(req.uri, ctx.identity)
         if not vp.path.exists():
@@ -134,7 +135,7 @@ class Indexer:
         return F.ChangeResult(uri=vp.uri, index_job=job.job_id, indexed=bool(done), removed=len(keys),
                               index_seq=done.index_seq if done else 0)
 
-    @handles(S.FS_MV, F.MvRequest, timeout_s=120.0)
+    @handles(S.FS_MV, F.MvRequest, timeout_s=120.0, journal=True)
     async def fs_mv(self, req: F.MvRequest, ctx: Ctx) -> F.ChangeResult:
         src = self._writable(req.from_uri, ctx.identity)
         dst = self._writable(req.to_uri, ctx.identity)
@@ -155,7 +156,7 @@ class Indexer:
             return I.IngestResult(job_id=job.job_id, root_uri=root, status="queued", generator=self.summarizer.name)
         return msgspec.structs.replace(done, root_uri=root)
 
-    @handles(S.RESOURCES_ADD, I.AddResourceRequest, timeout_s=600.0)
+    @handles(S.RESOURCES_ADD, I.AddResourceRequest, timeout_s=600.0, journal=True)
     async def add_resource(self, req: I.AddResourceRequest, ctx: Ctx) -> I.IngestResult:
         if (req.path is None) == (req.content is None):
             raise InvalidArgument("give exactly one of path or content")
@@ -198,7 +199,7 @@ class Indexer:
             raise InvalidArgument("resources live under viking://resources or viking://~/resources",
                                   {"uri": vp.uri})
 
-    @handles(S.SKILLS_ADD, I.AddSkillRequest, timeout_s=600.0)
+    @handles(S.SKILLS_ADD, I.AddSkillRequest, timeout_s=600.0, journal=True)
     async def add_skill(self, req: I.AddSkillRequest, ctx: Ctx) -> I.IngestResult:
         if (req.path is None) == (req.content is None):
             raise InvalidArgument("give exactly one of path or content")
@@ -222,7 +223,7 @@ class Indexer:
         job = I.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
         return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
 
-    @handles(S.MEMORIES_WRITE, I.WriteMemoryRequest, timeout_s=120.0)
+    @handles(S.MEMORIES_WRITE, I.WriteMemoryRequest, timeout_s=120.0, journal=True)
     async def write_memory(self, req: I.WriteMemoryRequest, ctx: Ctx) -> I.IngestResult:
         tags = R.check_tags(req.tags)
         ident = ctx.identity

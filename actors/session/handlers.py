@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ import msgspec
 
 from actors.common import archive_state as A
 from actors.common import session_files as Fs
+from actors.common.clock import now as clock_now
+from actors.common.clock import request_id
 from actors.common.context import Ctx
 from actors.common.decl import handles
 from actors.common.lease import Leases
@@ -62,7 +63,7 @@ class State:
 
 class Sessions:
     def __init__(self, ns: Namespace, bus: Any, worker_id: str, lease_ttl_s: float = 6.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = clock_now) -> None:
         self.ns = ns
         self.bus = bus
         self.clock = clock
@@ -106,6 +107,7 @@ class Sessions:
                 raise Unavailable("session owned by another worker; retry", {"owner": owner})
             try:
                 self.forwards += 1
+                ctx.relayed = True
                 return await self.bus.forward(owner, op, req, ctx.identity, max(0.05, ctx.remaining() - 0.1))
             except Unavailable:
                 # The owner is gone; its lease expires within the TTL and then this worker takes it.
@@ -173,9 +175,9 @@ class Sessions:
 
     # ----- requests --------------------------------------------------------------------
 
-    @handles("sessions.create", M.CreateRequest)
+    @handles("sessions.create", M.CreateRequest, journal=True)
     async def create(self, req: M.CreateRequest, ctx: Ctx) -> Any:
-        sid = req.session_id or uuid.uuid4().hex
+        sid = req.session_id or request_id("session")
 
         async def run(key: str, st: State) -> M.SessionInfo:
             return self._info(st)
@@ -214,7 +216,7 @@ class Sessions:
 
         return M.SessionList(sessions=await asyncio.to_thread(scan))
 
-    @handles("sessions.delete", M.SessionRef)
+    @handles("sessions.delete", M.SessionRef, journal=True)
     async def delete(self, req: M.SessionRef, ctx: Ctx) -> Any:
         key, vp = self._where(ctx.identity, req.session_id)
 
@@ -230,7 +232,7 @@ class Sessions:
 
         return await self._owned("sessions.delete", req, ctx, key, run)
 
-    @handles("sessions.add_message", M.AddMessageRequest)
+    @handles("sessions.add_message", M.AddMessageRequest, journal=True)
     async def add_message(self, req: M.AddMessageRequest, ctx: Ctx) -> Any:
         async def run(key: str, st: State) -> M.AddMessageResult:
             vp = st.vp
@@ -252,7 +254,7 @@ class Sessions:
 
         return await self._on_session("sessions.add_message", req, ctx, req.session_id, True, run)
 
-    @handles("sessions.commit", M.CommitRequest, timeout_s=300.0)
+    @handles("sessions.commit", M.CommitRequest, timeout_s=300.0, journal=True)
     async def commit(self, req: M.CommitRequest, ctx: Ctx) -> Any:
         turn_fields = {k: getattr(req, k) for k in TURN_DEFAULTS if getattr(req, k) is not None}
         if req.retention_mode is None and turn_fields:

@@ -1,0 +1,86 @@
+"""Record the write journal of a deployment and replay it into another.
+
+    skald replay record --out journal.jsonl          # every accepted write, in stream order
+    skald replay apply --in journal.jsonl --nats-url nats://other:4222
+
+Each journal entry is re-sent as the request it was, with the original identity and the
+original acceptance time (`Skald-Clock`), and with the ids the original assigned (a message's
+id) pinned; commits wait for their background summary so the replay is sequential. Job and
+session ids derive from the request and its clock, memory names from their content, message
+ids from their position, so the replayed deployment answers as the original did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
+
+from messages import errors as E
+from messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
+from messages.journal import JournalEntry
+from runtime.bus import stream_name
+
+_dec = msgspec.json.Decoder(JournalEntry)
+
+
+async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
+    """The journal as it stands, oldest first."""
+    js = nc.jetstream(timeout=10.0)
+    stream = stream_name(prefix, "events")
+    out: list[JournalEntry] = []
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(stream, seq=seq, subject=f"{prefix}.evt.write.>", next=True)
+        except NotFoundError:
+            return out
+        out.append(_dec.decode(msg.data or b"{}"))
+        seq = (msg.seq or seq) + 1
+
+
+def save(entries: list[JournalEntry], path: Path) -> None:
+    with path.open("wb") as f:
+        for e in entries:
+            f.write(msgspec.json.encode(e) + b"\n")
+
+
+def load(path: Path) -> list[JournalEntry]:
+    return [_dec.decode(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def request_for(entry: JournalEntry) -> bytes:
+    body = dict(entry.body) if isinstance(entry.body, dict) else {}
+    if entry.op == "sessions.add_message" and entry.ids.get("message_id"):
+        body["id"] = entry.ids["message_id"]
+    if entry.op == "sessions.commit":
+        body["wait"] = True
+    if entry.op in ("fs.write", "fs.rm", "fs.mv", "resources.add", "skills.add", "memories.write"):
+        body["wait"] = True
+    return json.dumps(body).encode()
+
+
+async def apply(nc: NATS, prefix: str, entries: list[JournalEntry], *, api_key: str | None = None,
+                timeout_s: float = 300.0, progress: Callable[[int], None] | None = None) -> int:
+    """Re-send every entry in order; stops at the first refusal (a replay must not diverge)."""
+    for i, e in enumerate(entries):
+        headers = {H_ACCOUNT: e.account, H_USER: e.user, H_AGENT: e.agent, H_CLOCK: repr(e.at),
+                   H_TIMEOUT_MS: str(int(timeout_s * 1000))}
+        if e.peer:
+            headers[H_PEER] = e.peer
+        if api_key:
+            headers[H_API_KEY] = api_key
+        msg = await nc.request(f"{prefix}.v1.{e.op}", request_for(e), timeout=timeout_s + 1, headers=headers)
+        env: dict[str, Any] = json.loads(msg.data)
+        if env.get("status") != "ok":
+            err = env.get("error") or {}
+            raise E.from_wire(str(err.get("code", "INTERNAL")), f"replay stopped at entry {i} ({e.op}): "
+                              f"{err.get('message', '')}", err.get("details"))
+        if progress:
+            progress(i + 1)
+    return len(entries)
