@@ -114,8 +114,11 @@ class ActorHost:
                     for _ in range(decl.concurrency):
                         self._loops.append(asyncio.create_task(self._consume(decl, fn), name=f"consume-{decl.queue}"))
         health = S.request(self.cfg.prefix, S.SYSTEM_HEALTH)
-        self._subs.append(await self.nc.subscribe(health, queue="system", cb=self._callback(
-            Handles(S.SYSTEM_HEALTH, Empty, 5.0), self._health)))
+        hdecl = Handles(S.SYSTEM_HEALTH, Empty, 5.0)
+        self._subs.append(await self.nc.subscribe(health, queue="system", cb=self._callback(hdecl, self._health)))
+        # Each worker also answers on its own subject, so an operator (or a test) can ask them all.
+        self._subs.append(await self.nc.subscribe(f"{self.cfg.prefix}.direct.{self.worker_id}.{S.SYSTEM_HEALTH}",
+                                                  cb=self._callback(hdecl, self._health)))
         await self.nc.flush()
 
     async def stop(self) -> None:

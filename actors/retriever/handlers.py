@@ -61,6 +61,7 @@ class Retriever:
         self.reranker = reranker
         self.settings = settings or SearchSettings()
         self.bus = bus
+        self._hash, self._hash_at = "", -1
         self.state_dir = Path(state_dir)
         self.clock = clock
         self.snapshot_interval_s = snapshot_interval_s
@@ -162,8 +163,12 @@ class Retriever:
         return True
 
     def health(self) -> dict[str, Any]:
+        applied = self.index.applied_seq
+        if self._hash_at != applied:  # replicas holding the same rows report the same hash
+            self._hash, self._hash_at = self.index.content_hash(), applied
         return {"status": "ok", "index": self.index.stats(), "replica": str(self.replica_dir or ""),
-                "lag": max(0, self.head_seq - self.index.applied_seq), "embedder": self.embedder.name}
+                "lag": max(0, self.head_seq - applied), "applied_seq": applied, "content_hash": self._hash,
+                "embedder": self.embedder.name}
 
     # ----- find -------------------------------------------------------------------------
 
