@@ -78,7 +78,8 @@ def make_keys(cfg: Config) -> KeyStore:
 
 async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | None = None) -> dict[str, object]:
     keys = keys or make_keys(cfg)
-    bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret)
+    bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret,
+                  replicas=cfg.stream_replicas)
     ns = Namespace(cfg.data_dir)
     embedder = make_embedder(cfg)
     if isinstance(embedder, OpenAIEmbedder):
@@ -146,7 +147,7 @@ class Worker:
             urls = cfg.nats_urls or ["nats://127.0.0.1:4222"]
             self.url = urls[0]
         self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}", creds=creds)
-        await ensure_streams(self.nc.jetstream(), cfg.prefix)
+        await ensure_streams(self.nc.jetstream(), cfg.prefix, cfg.stream_replicas)
         worker_id = new_worker_id(cfg)
         actors = await build_actors(cfg, self.nc, worker_id, keys)
         self.host = ActorHost(self.nc, cfg, actors, worker_id, keys)

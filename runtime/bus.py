@@ -44,24 +44,25 @@ def stream_name(prefix: str, kind: str) -> str:
     return f"{prefix}_{kind}".upper().replace(".", "_").replace("-", "_")
 
 
-async def ensure_streams(js: Any, prefix: str) -> None:
-    """Create or update Skald's three streams (idempotent; every worker calls it on start)."""
+async def ensure_streams(js: Any, prefix: str, replicas: int = 1) -> None:
+    """Create or update Skald's three streams (idempotent; every worker calls it on start).
+    `replicas` is 3 on a 3-node cluster (R3): a stream survives the loss of one server."""
     configs = [
         api.StreamConfig(
             name=stream_name(prefix, "work"), subjects=[f"{prefix}.work.>"],
             retention=api.RetentionPolicy.WORK_QUEUE, storage=api.StorageType.FILE,
-            duplicate_window=DUPLICATE_WINDOW_S, max_msg_size=8 * 1024 * 1024,
+            duplicate_window=DUPLICATE_WINDOW_S, max_msg_size=8 * 1024 * 1024, num_replicas=replicas,
         ),
         api.StreamConfig(
             # One message kept per row subject: the stream *is* the latest state of the index.
             name=stream_name(prefix, "index"), subjects=[f"{prefix}.index.row.>"],
             retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
-            max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S,
+            max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
         ),
         api.StreamConfig(
             name=stream_name(prefix, "events"), subjects=[f"{prefix}.evt.>"],
             retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
-            duplicate_window=DUPLICATE_WINDOW_S,
+            duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
         ),
     ]
     for cfg in configs:
@@ -90,11 +91,12 @@ class NatsBus:
     """The `Bus` port over one NATS connection."""
 
     def __init__(self, nc: NATS, prefix: str, worker_id: str = "", lease_ttl_s: float = LEASE_TTL_S,
-                 worker_token: Callable[[], str] = lambda: "") -> None:
+                 worker_token: Callable[[], str] = lambda: "", replicas: int = 1) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=10.0)
         self.prefix = prefix
         self.worker_token = worker_token
+        self.replicas = replicas
         self.worker_id = worker_id
         self.lease_ttl_s = lease_ttl_s
         self._kv: Any = None
@@ -108,7 +110,8 @@ class NatsBus:
                 self._kv = await self.js.key_value(name)
             except Exception:  # noqa: BLE001 - absent: create it (another worker may race us)
                 try:
-                    self._kv = await self.js.create_key_value(bucket=name, ttl=self.lease_ttl_s, history=1)
+                    self._kv = await self.js.create_key_value(bucket=name, ttl=self.lease_ttl_s, history=1,
+                                                              replicas=self.replicas)
                 except Exception:  # noqa: BLE001
                     self._kv = await self.js.key_value(name)
         return self._kv

@@ -51,6 +51,7 @@ class Config:
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
+    stream_replicas: int = 1  # JetStream replicas of Skald's streams and lease bucket (3 on a 3-node cluster)
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     import_roots: tuple[str, ...] = ()  # server directories resources.add/skills.add may read a path from
     keys_file: str = ""  # API keys (runtime/keys.py); empty and no root_key: no authentication
