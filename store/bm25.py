@@ -24,16 +24,16 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 
 
 def tokenize(text: str) -> list[str]:
-    out: list[str] = []
-    for m in _TOKEN.finditer(text):
-        tok = m.group(0).lower()
-        out.append(tok)
-        parts = _PARTS.findall(tok)
-        if len(parts) > 1:
-            out.extend(parts)
-    for run in _CJK.findall(text):
-        out.extend(run)
-        out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    out: list[str] = _TOKEN.findall(text.lower())
+    for tok in out[:]:
+        if not tok.isalnum():  # an identifier with separators: its parts are terms too
+            parts = _PARTS.findall(tok)
+            if len(parts) > 1:
+                out.extend(parts)
+    if not text.isascii():
+        for run in _CJK.findall(text):
+            out.extend(run)
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
     return out
 
 

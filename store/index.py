@@ -14,6 +14,7 @@ each other's rows.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import math
 import os
@@ -98,6 +99,12 @@ class VectorIndex:
         self._sorted_keys: list[str] = []
         self._sorted_labels: list[int] = []
         self._free: list[int] = []
+        # Labels whose vectors wait for the graph, with a version so a row re-upserted while the
+        # builder works stays pending. The graph has its own lock: the builder inserts without
+        # holding the index lock (graph inserts are slow; upserts and exact searches go on).
+        self._pending: dict[int, int] = {}
+        self._pending_v = 0
+        self._graph_lock = threading.Lock()
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
         self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
         self._children_mat: dict[str, np.ndarray] = {}  # their vectors, gathered once per change
@@ -126,9 +133,13 @@ class VectorIndex:
             arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
             arr[: old.shape[0]] = old
             setattr(self, name, arr)
-        self._graph.resize_index(new)
+        with self._graph_lock:
+            self._graph.resize_index(new)
 
-    def upsert_many(self, rows: Iterable[tuple[IndexRow, np.ndarray]]) -> int:
+    def upsert_many(self, rows: Iterable[tuple[IndexRow, np.ndarray]], defer_graph: bool = False) -> int:
+        """Insert or replace rows. With `defer_graph` (a replica catching up on a long tail) the
+        rows are searchable at once, exactly, and join the HNSW graph later (`build_graph`):
+        graph inserts cost ~1.6k/s, the rest of an upsert far less."""
         items = list(rows)
         if not items:
             return 0
@@ -184,9 +195,35 @@ class VectorIndex:
             last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
             lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
             mat = np.stack(list(last.values())).astype(np.float32, copy=False)
+            if defer_graph or self._pending:
+                self._pending_v += 1
+                self._pending.update(dict.fromkeys(lab.tolist(), self._pending_v))
+                return len(items)
             # hnswlib un-deletes a reused label on add (a freed label may come back).
-            self._graph.add_items(mat, lab, num_threads=1)
+            with self._graph_lock:
+                self._graph.add_items(mat, lab, num_threads=1)
             return len(items)
+
+    @property
+    def pending_graph(self) -> int:
+        return len(self._pending)
+
+    def build_graph(self, max_items: int = 4096, threads: int = 2) -> int:
+        """Move up to `max_items` deferred rows into the graph; returns how many remain. Only
+        the graph lock is held while inserting, so the index keeps taking upserts and answering
+        (exactly) meanwhile; the rows leave the pending set once they are in the graph."""
+        with self._lock:
+            take = list(self._pending.items())[:max_items]
+            alive = [lab for lab, _ in take if self._alive[lab]]
+            mat = self._vecs[alive].astype(np.float32, copy=True) if alive else None
+        if mat is not None:
+            with self._graph_lock:
+                self._graph.add_items(mat, np.asarray(alive, dtype=np.int64), num_threads=threads)
+        with self._lock:
+            for lab, version in take:
+                if self._pending.get(lab) == version:
+                    del self._pending[lab]
+            return len(self._pending)
 
     def delete(self, account: str, uri: str, level: int) -> bool:
         with self._lock:
@@ -218,7 +255,11 @@ class VectorIndex:
             self._rows[label] = None
             self.keywords.remove(label)
             self._alive[label] = False
-            self._graph.mark_deleted(label)
+            if label in self._pending:
+                del self._pending[label]  # never reached the graph
+            else:
+                with self._graph_lock, contextlib.suppress(RuntimeError):
+                    self._graph.mark_deleted(label)
             self._free.append(label)
             self._live -= 1
             return True
@@ -320,8 +361,8 @@ class VectorIndex:
             if q.levels is not None and sum(len(self._by_level.get(lv, ())) for lv in q.levels) <= BRUTE_FORCE_MAX:
                 return self._exact_levels(vec, q, k, scope_rows)
             sel = self._selectivity(q, scope_rows)
-            if sel * self._live <= BRUTE_FORCE_MAX:
-                return self._exact(vec, q, k, scope_rows)
+            if sel * self._live <= BRUTE_FORCE_MAX or self._pending:
+                return self._exact(vec, q, k, scope_rows)  # exact while rows still wait for the graph
             return self._graph_search(vec, q, k, sel, scope_rows)
 
     def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int) -> tuple[list[Hit], SearchTrace]:
@@ -536,11 +577,14 @@ class VectorIndex:
         directory = Path(directory)
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
+        while self.build_graph() > 0:  # a snapshot's graph holds every row
+            pass
         with self._lock:
             n = len(self._rows)
             np.save(tmp / "vectors.npy", self._vecs[:n])
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(self._rows))
-            self._graph.save_index(str(tmp / "graph.bin"))
+            with self._graph_lock:
+                self._graph.save_index(str(tmp / "graph.bin"))
             meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n}
             (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         for f in tmp.iterdir():

@@ -62,6 +62,7 @@ class Retriever:
         self.settings = settings or SearchSettings()
         self.bus = bus
         self._hash, self._hash_at = "", -1
+        self._builder: asyncio.Task[None] | None = None
         self.state_dir = Path(state_dir)
         self.clock = clock
         self.snapshot_interval_s = snapshot_interval_s
@@ -113,20 +114,35 @@ class Retriever:
 
     async def _follow(self) -> None:
         async for batch in self.bus.follow_index(self.index.applied_seq + 1):
+            bulk = len(batch) >= APPLY_CHUNK  # a long tail: catching up; the graph follows behind
             for i in range(0, len(batch), APPLY_CHUNK):
-                await asyncio.to_thread(self.apply, batch[i : i + APPLY_CHUNK])
+                chunk = batch[i : i + APPLY_CHUNK]
+                if bulk:
+                    # Catching up is pure CPU: applied on the loop in short slices (no GIL
+                    # ping-pong with a thread), yielding between them so requests still run.
+                    self.apply(chunk, bulk)
+                    await asyncio.sleep(0)
+                else:
+                    await asyncio.to_thread(self.apply, chunk, bulk)
             if batch:
                 self.head_seq = max(self.head_seq, batch[-1][0])
             async with self._applied:
                 self._applied.notify_all()
+            if self.index.pending_graph and (self._builder is None or self._builder.done()):
+                self._builder = asyncio.create_task(self._build_graph(), name="index-graph")
 
-    def apply(self, batch: list[tuple[int, IndexChange]]) -> None:
+    async def _build_graph(self) -> None:
+        """Deferred rows join the HNSW graph in chunks; searches stay exact until they have."""
+        while await asyncio.to_thread(self.index.build_graph, 2048):
+            await asyncio.sleep(0)
+
+    def apply(self, batch: list[tuple[int, IndexChange]], bulk: bool = False) -> None:
         """Apply changes in stream order; rows of another model or dimension are skipped."""
         ups: list[tuple[IndexRow, np.ndarray]] = []
 
         def flush() -> None:
             if ups:
-                self.index.upsert_many(ups)
+                self.index.upsert_many(ups, defer_graph=bulk)
                 ups.clear()
 
         for seq, ch in batch:
