@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -41,6 +42,17 @@ def start(url: str, data: Path, prefix: str, actor: str, worker_id: str = "") ->
     line = p.stdout.readline()  # type: ignore[union-attr]
     assert line.startswith("skald ready"), line
     return p
+
+
+def cpu_s(ps: list[subprocess.Popen[str]]) -> float:
+    """CPU seconds (user + system) the processes have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in ps:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def stop(ps: list[subprocess.Popen[str]]) -> None:
@@ -157,13 +169,21 @@ async def main() -> None:
         await load_docs(url, "sc", data, args.docs)
         assemblers = [start(url, data, "sc", "assembler")]
         sessions = [start(url, data, "sc", "session")]
+        c0 = cpu_s(retrievers)
         rps, p99 = drive(url, "sc", args.seconds, args.clients, args.concurrency, "find")
+        per_req_ms = (cpu_s(retrievers) - c0) / (rps * args.seconds) * 1000
         base_find = rps
-        print(f"\nfind only, 1 retriever:              {rps:8.0f} req/s   p99 {p99:7.1f} ms")
+        print(f"\nfind only, 1 retriever:              {rps:8.0f} req/s   p99 {p99:7.1f} ms   "
+              f"(retriever CPU {per_req_ms:.3f} ms per find)")
         retrievers.append(start(url, data, "sc", "retriever"))
         rps, p99 = drive(url, "sc", args.seconds, args.clients, args.concurrency, "find")
         print(f"find only, 2 retrievers:             {rps:8.0f} req/s   p99 {p99:7.1f} ms   "
               f"({rps / base_find:.2f}x)")
+        cores = os.cpu_count() or 1
+        print(f"projection: a retriever spends {per_req_ms:.3f} ms of CPU per find, so one core serves "
+              f"~{1000 / per_req_ms:,.0f} finds/s and N retrievers on N free cores ~N x that (workers share "
+              f"nothing but the bus); here {cores} cores also run NATS and the {args.clients} client processes, "
+              f"so a second retriever only takes CPU from them")
         stop(retrievers[1:])
         retrievers = retrievers[:1]
         print()
