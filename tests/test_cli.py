@@ -54,7 +54,10 @@ async def test_commands_human_and_json_output(skald: Any, nats_url: str, tmp_pat
                  ("session", "commit", "cli-s", "--keep", "0")):
         assert (await run(w, nats_url, *args)).returncode == 0
     r = await run(w, nats_url, "session", "context", "cli-s", "-o", "json")
-    assert json.loads(r.stdout)["messages"] == [] or r.returncode == 0
+    ctx = json.loads(r.stdout)
+    assert r.returncode == 0 and ctx["messages"] == []  # committed with --keep 0: nothing left live
+    r = await run(w, nats_url, "session", "list")
+    assert "cli-s  1 messages" in r.stdout
     r = await run(w, nats_url, "recall", "caddy port", "--session", "cli-s", "-o", "json")
     assert r.returncode == 0 and "stats" in json.loads(r.stdout)
 
