@@ -164,6 +164,23 @@ class Phase2Job(msgspec.Struct, kw_only=True, frozen=True):
     archive_id: str
 
 
+class AddedEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    session_key: str
+    session_id: str
+    message: Message
+    account: str = "default"
+    user: str = "default"
+    agent: str = "default"
+    peer: str | None = None
+
+
+class MessagesAdded(msgspec.Struct, kw_only=True):
+    """`<prefix>.evt.session.messages_added`: one batch of durable appends; also the journal
+    entry of each message for replays."""
+
+    entries: list[AddedEntry]
+
+
 class DeleteResult(msgspec.Struct, kw_only=True):
     session_id: str
     deleted: bool

@@ -24,23 +24,37 @@ from nats.js.errors import NotFoundError
 from messages import errors as E
 from messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
 from messages.journal import JournalEntry
+from messages.sessions import MessagesAdded
 from runtime.bus import stream_name
 
 _dec = msgspec.json.Decoder(JournalEntry)
+_added = msgspec.json.Decoder(MessagesAdded)
 
 
 async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
-    """The journal as it stands, oldest first."""
+    """The journal as it stands, oldest first: the write events, and each message of the
+    `session.messages_added` batches (the journal of add_message), in stream order."""
     js = nc.jetstream(timeout=10.0)
     stream = stream_name(prefix, "events")
+    writes, added = f"{prefix}.evt.write.", f"{prefix}.evt.session.messages_added"
     out: list[JournalEntry] = []
     seq = 1
     while True:
         try:
-            msg = await js.get_msg(stream, seq=seq, subject=f"{prefix}.evt.write.>", next=True)
+            msg = await js.get_msg(stream, seq=seq, subject=f"{prefix}.evt.>", next=True)
         except NotFoundError:
             return out
-        out.append(_dec.decode(msg.data or b"{}"))
+        subject = msg.subject or ""
+        if subject.startswith(writes):
+            out.append(_dec.decode(msg.data or b"{}"))
+        elif subject == added:
+            for e in _added.decode(msg.data or b"{}").entries:
+                m = e.message
+                body = {"session_id": e.session_id, "role": m.role, "parts": msgspec.to_builtins(m.parts),
+                        **{k: v for k, v in (("turn_id", m.turn_id), ("message_kind", m.message_kind),
+                                             ("source_message_ids", m.source_message_ids)) if v is not None}}
+                out.append(JournalEntry(op="sessions.add_message", account=e.account, user=e.user, agent=e.agent,
+                                        peer=e.peer, at=m.created_at, body=body, ids={"message_id": m.id}))
         seq = (msg.seq or seq) + 1
 
 

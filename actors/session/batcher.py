@@ -9,28 +9,17 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from actors.common import session_files as Fs
-from messages.sessions import Message
+from messages.sessions import AddedEntry, Message, MessagesAdded
 from store import faults
 
 MAX_BATCH = 256
 
 
-class AddedEntry(msgspec.Struct, kw_only=True):
-    session_key: str
-    session_id: str
-    message: Message
 
-
-class MessagesAdded(msgspec.Struct, kw_only=True):
-    entries: list[AddedEntry]
-
-
-def _write(batch: list[tuple[str, str, Path, Message, Any]]) -> None:
+def _write(batch: list[tuple[str, str, Path, Message, Any, Any]]) -> None:
     by_path: dict[Path, list[Message]] = {}
-    for _, _, path, msg, _ in batch:
+    for _, _, path, msg, _, _ in batch:
         by_path.setdefault(path, []).append(msg)
     for path, msgs in by_path.items():
         Fs.append_messages(path, msgs)
@@ -39,13 +28,13 @@ def _write(batch: list[tuple[str, str, Path, Message, Any]]) -> None:
 class AppendBatcher:
     def __init__(self, bus: Any) -> None:
         self.bus = bus
-        self._queue: list[tuple[str, str, Path, Message, asyncio.Future[None]]] = []
+        self._queue: list[tuple[str, str, Path, Message, asyncio.Future[None], Any]] = []
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
 
-    async def append(self, key: str, session_id: str, path: Path, msg: Message) -> None:
+    async def append(self, key: str, session_id: str, path: Path, msg: Message, ident: Any) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((key, session_id, path, msg, fut))
+        self._queue.append((key, session_id, path, msg, fut, ident))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
         await fut
@@ -56,17 +45,19 @@ class AppendBatcher:
             try:
                 await asyncio.to_thread(_write, batch)
                 faults.point("session.after_append")
-                ids = ";".join(f"{k}/{m.id}" for k, _, _, m, _ in batch)
-                event = MessagesAdded(entries=[AddedEntry(session_key=k, session_id=s, message=m)
-                                               for k, s, _, m, _ in batch])
+                ids = ";".join(f"{k}/{m.id}" for k, _, _, m, _, _ in batch)
+                # This event is also the write journal for messages (one per batch, not per message).
+                event = MessagesAdded(entries=[AddedEntry(session_key=k, session_id=s, message=m, account=i.account,
+                                                          user=i.user, agent=i.agent, peer=i.peer)
+                                               for k, s, _, m, _, i in batch])
                 await self.bus.publish_event("session.messages_added", event,
                                              "added-" + hashlib.sha1(ids.encode()).hexdigest())
             except Exception as e:  # noqa: BLE001 - every waiter hears about it
-                for *_, fut in batch:
+                for *_, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(e)
                 continue
             self.batches += 1
-            for *_, fut in batch:
+            for *_, fut, _ in batch:
                 if not fut.done():
                     fut.set_result(None)

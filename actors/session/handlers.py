@@ -232,7 +232,7 @@ class Sessions:
 
         return await self._owned("sessions.delete", req, ctx, key, run)
 
-    @handles("sessions.add_message", M.AddMessageRequest, journal=True)
+    @handles("sessions.add_message", M.AddMessageRequest)  # journaled by the batch's messages_added event
     async def add_message(self, req: M.AddMessageRequest, ctx: Ctx) -> Any:
         async def run(key: str, st: State) -> M.AddMessageResult:
             vp = st.vp
@@ -244,7 +244,7 @@ class Sessions:
                             turn_id=req.turn_id, message_kind=req.message_kind,
                             source_message_ids=req.source_message_ids)
             self.leases.check(key)
-            await self.appends.append(key, req.session_id, vp.path / "messages.jsonl", msg)
+            await self.appends.append(key, req.session_id, vp.path / "messages.jsonl", msg, ctx.identity)
             st.root.append(msg)
             st.ids.add(mid)
             st.total += 1
