@@ -107,7 +107,7 @@ def http(nats_url: str, prefix: str, host: str, port: int, api_keys: tuple[str, 
 @click.option("--user", envvar="SKALD_USER", help="Act as this user.")
 @click.option("--api-key", envvar="SKALD_API_KEY")
 def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> None:
-    """MCP server on stdio: recall, search, find, read, ls, glob, grep, remember, sessions.
+    """MCP server on stdio: recall, bootstrap, search, find, read, ls, glob, grep, remember, sessions.
 
     
     Claude Code:  claude mcp add skald -- skald mcp --nats-url nats://127.0.0.1:4222

@@ -57,6 +57,16 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
+    async def bootstrap(session_id: str | None = None, max_tokens: int | None = None) -> str:
+        """Call once at the start of a conversation: who the user is (their profile), what they have been
+        working on lately, where the previous session stopped (pass its session_id), how to use these
+        memories, and what else is stored. No query needed; returns <memory> elements under a budget."""
+        async def run() -> str:
+            r = await (await client()).bootstrap(**given(session_id=session_id, max_tokens=max_tokens))
+            return r.rendered or "Nothing is stored yet."
+        return await guarded(run())
+
+    @server.tool()
     async def search_context(query: str, session_id: str | None = None, max_tokens: int | None = None,
                              purpose: str | None = None) -> str:
         """Assemble a context block for `query` across memories, resources and skills (pure relevance order;

@@ -22,8 +22,8 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         "SKALD_NATS_URL": nats_url, "SKALD_PREFIX": skald.cfg.prefix})
     async with Client(params) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-        assert set(tools) == {"recall", "search_context", "find", "read", "ls", "glob", "grep", "remember",
-                              "session_add", "session_commit"}
+        assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "glob", "grep",
+                              "remember", "session_add", "session_commit"}
         assert all(len(t.description or "") > 60 for t in tools.values())
         r = await mcp.call_tool("remember", {"category": "preferences",
                                              "content": "The user deploys with caddy on port 1935."})
@@ -46,6 +46,8 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         # recall sends only what the model gave: its profile is the preset's (score floor 0.35)
         r = await mcp.call_tool("recall", {"query": "caddy port", "session_id": "m1"})
         assert not r.is_error
+        r = await mcp.call_tool("bootstrap", {"session_id": "m1"})
+        assert 'type="instructions"' in text(r) and 'type="continuity"' in text(r)
         r = await mcp.call_tool("session_commit", {"session_id": "m1"})
         assert text(r).startswith("accepted")
         r = await mcp.call_tool("read", {"uri": "viking://resources/../../etc/passwd"})
