@@ -185,16 +185,24 @@ def _with_conn(fn):  # type: ignore[no-untyped-def]
 @replay.command("record")
 @_with_conn
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def replay_record(nats_url: str, prefix: str, out: Path) -> None:
+@click.option("--keys-file", envvar="SKALD_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
+              help="With keys configured the event stream is for workers: log in with the file's worker secret.")
+def replay_record(nats_url: str, prefix: str, out: Path, keys_file: Path | None) -> None:
     """Write every journaled write (oldest first) to a JSON-lines file."""
     import asyncio
 
     import nats as natsio
 
+    from runtime import keys as K
     from runtime import replay as RP
+    from runtime.natsserver import WORKER_USER
+
+    login = {}
+    if keys_file:
+        login = {"user": WORKER_USER, "password": str(K.load(keys_file).get("worker_secret", ""))}
 
     async def run() -> int:
-        nc = await natsio.connect(nats_url)
+        nc = await natsio.connect(nats_url, **login)
         try:
             entries = await RP.record(nc, prefix)
         finally:

@@ -34,7 +34,7 @@ _added = msgspec.json.Decoder(MessagesAdded)
 async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
     """The journal as it stands, oldest first: the write events, and each message of the
     `session.messages_added` batches (the journal of add_message), in stream order."""
-    js = nc.jetstream(timeout=10.0)
+    js = nc.jetstream(timeout=5.0)
     stream = stream_name(prefix, "events")
     writes, added = f"{prefix}.evt.write.", f"{prefix}.evt.session.messages_added"
     out: list[JournalEntry] = []

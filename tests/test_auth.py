@@ -191,3 +191,29 @@ async def test_embedded_bus_locks_clients_out_of_worker_subjects(tmp_path: Path)
     finally:
         await nc.close()
         await w.stop()
+
+
+async def test_replay_record_logs_in_as_a_worker_when_keys_are_on(tmp_path: Path) -> None:
+    from runtime.app import Worker
+    from tests.conftest import make_config
+
+    path = tmp_path / "keys.json"
+    root, _ = K.add(path, "root")
+    cfg = make_config("", tmp_path / "data", keys_file=str(path), nats_port=-1)
+    cfg.nats_url = ""
+    w = Worker(cfg, embedded=True)
+    await w.start()
+    try:
+        import nats as natsio
+        nc = await natsio.connect(w.url)
+        await SkaldClient(nc, cfg.prefix, api_key=root).remember("entities", "Recorded by a worker login.")
+        await nc.close()
+        out = tmp_path / "j.jsonl"
+        args = [SKALD, "replay", "record", "--out", str(out), "--nats-url", w.url, "--prefix", cfg.prefix]
+        denied = await asyncio.to_thread(subprocess.run, args, capture_output=True, text=True, timeout=60)
+        assert denied.returncode != 0  # an anonymous client may not read the event stream
+        ok = await asyncio.to_thread(subprocess.run, [*args, "--keys-file", str(path)], capture_output=True,
+                                     text=True, timeout=60)
+        assert ok.returncode == 0 and "recorded 1 writes" in ok.stdout
+    finally:
+        await w.stop()
