@@ -8,6 +8,7 @@ never listed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import uuid
@@ -36,13 +37,21 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> None:
-    """Durably replace (or, with `exclusive`, create) `path` with `data`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Durably replace (or, with `exclusive`, create) `path` with `data`. A concurrent writer
+    may have turned the path into a directory, or a parent into a file, since the caller looked:
+    those are typed refusals, not crashes."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        raise InvalidArgument("a file is in the way", {"path": path.parent.name}) from e
     tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except FileNotFoundError as e:  # the directory was removed by a concurrent writer
+        raise Conflict("the directory was removed meanwhile; retry", {"path": path.parent.name}) from e
     faults.point("tree.before_rename")  # a temp file exists; the target is still the old one
     try:
         if exclusive:
@@ -54,6 +63,12 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> No
             os.unlink(tmp)
         else:
             os.replace(tmp, path)
+    except (IsADirectoryError, NotADirectoryError) as e:
+        raise InvalidArgument("is a directory", {"path": path.name}) from e
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR):
+            raise InvalidArgument("is a directory", {"path": path.name}) from e
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -162,8 +177,17 @@ def move_sync(src: Path, dst: Path) -> None:
         raise NotFound("no such file or directory", {"path": src.name})
     if dst.exists():
         raise Conflict("destination exists", {"path": dst.name})
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(src, dst)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(src, dst)
+    except FileNotFoundError as e:  # moved or removed by a concurrent writer
+        raise NotFound("no such file or directory", {"path": src.name}) from e
+    except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
+        raise Conflict("destination exists", {"path": dst.name}) from e
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # created by a concurrent writer meanwhile
+            raise Conflict("destination exists", {"path": dst.name}) from e
+        raise
     _fsync_dir(dst.parent)
     if src.parent != dst.parent:
         _fsync_dir(src.parent)

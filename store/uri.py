@@ -137,8 +137,8 @@ class Namespace:
     def resolve(self, uri: str, ident: Identity) -> VikingPath:
         segs = canonical(uri, ident)
         root = self.account_root(ident.account)
-        path = root.joinpath(*segs) if segs else root
-        self._refuse_escape(root, path, uri)
+        self._refuse_escape(str(root), segs, uri)
+        path = Path(os.path.join(root, *segs)) if segs else root
         return VikingPath(join_uri(segs), segs, ident.account, path)
 
     def from_path(self, account: str, path: Path) -> VikingPath:
@@ -151,17 +151,16 @@ class Namespace:
         segs = (*parent.segments, name)
         return VikingPath(join_uri(segs), segs, parent.account, parent.path / name)
 
-    def _refuse_escape(self, root: Path, path: Path, uri: str) -> None:
+    def _refuse_escape(self, root: str, parts: tuple[str, ...], uri: str) -> None:
         """No symlink anywhere between the account root and the path (Skald never makes one, so
         one there was planted): checked component by component with lstat. Directories already
-        verified are remembered; the checked path's own last component is always looked at."""
-        parts = path.relative_to(root).parts
+        verified are remembered; the checked path's own last component is always looked at.
+        Plain strings, not pathlib: this runs on every request."""
         cur = root
+        last_i = len(parts) - 1
         for i, part in enumerate(parts):
-            cur = cur / part
-            key = str(cur)
-            last = i == len(parts) - 1
-            if not last and key in self._safe_dirs:
+            cur = cur + os.sep + part
+            if i != last_i and cur in self._safe_dirs:
                 continue
             try:
                 st = os.lstat(cur)
@@ -174,7 +173,7 @@ class Namespace:
             if stat.S_ISDIR(st.st_mode):
                 if len(self._safe_dirs) > 200_000:
                     self._safe_dirs.clear()
-                self._safe_dirs.add(key)
+                self._safe_dirs.add(cur)
 
 
 def context_type_of(segments: tuple[str, ...]) -> str:
