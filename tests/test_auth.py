@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,9 @@ async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_p
         await c.add_resource(path=str(allowed / "sneaky"), wait=True)
 
 
-async def test_embedded_bus_locks_clients_out_of_worker_subjects(tmp_path: Path) -> None:
+@pytest.fixture
+async def embedded_with_keys(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, str]]:
+    """`skald up` as it runs with a keys file: an embedded, locked-down nats-server and every actor."""
     from runtime.app import Worker
     from tests.conftest import make_config
 
@@ -164,6 +166,13 @@ async def test_embedded_bus_locks_clients_out_of_worker_subjects(tmp_path: Path)
     cfg.nats_url = ""
     w = Worker(cfg, embedded=True)
     await w.start()
+    yield w, path, root
+    await w.stop()
+
+
+async def test_embedded_bus_locks_clients_out_of_worker_subjects(embedded_with_keys: Any, tmp_path: Path) -> None:
+    w, path, root = embedded_with_keys
+    cfg = w.cfg
     errors: list[str] = []
 
     async def on_error(e: Exception) -> None:
@@ -190,30 +199,20 @@ async def test_embedded_bus_locks_clients_out_of_worker_subjects(tmp_path: Path)
         assert "no_auth_user" in conf and root not in conf
     finally:
         await nc.close()
-        await w.stop()
 
 
-async def test_replay_record_logs_in_as_a_worker_when_keys_are_on(tmp_path: Path) -> None:
-    from runtime.app import Worker
-    from tests.conftest import make_config
+async def test_replay_record_logs_in_as_a_worker_when_keys_are_on(embedded_with_keys: Any, tmp_path: Path) -> None:
+    w, path, root = embedded_with_keys
+    cfg = w.cfg
+    import nats as natsio
 
-    path = tmp_path / "keys.json"
-    root, _ = K.add(path, "root")
-    cfg = make_config("", tmp_path / "data", keys_file=str(path), nats_port=-1)
-    cfg.nats_url = ""
-    w = Worker(cfg, embedded=True)
-    await w.start()
-    try:
-        import nats as natsio
-        nc = await natsio.connect(w.url)
-        await SkaldClient(nc, cfg.prefix, api_key=root).remember("entities", "Recorded by a worker login.")
-        await nc.close()
-        out = tmp_path / "j.jsonl"
-        args = [SKALD, "replay", "record", "--out", str(out), "--nats-url", w.url, "--prefix", cfg.prefix]
-        denied = await asyncio.to_thread(subprocess.run, args, capture_output=True, text=True, timeout=60)
-        assert denied.returncode != 0  # an anonymous client may not read the event stream
-        ok = await asyncio.to_thread(subprocess.run, [*args, "--keys-file", str(path)], capture_output=True,
-                                     text=True, timeout=60)
-        assert ok.returncode == 0 and "recorded 1 writes" in ok.stdout
-    finally:
-        await w.stop()
+    nc = await natsio.connect(w.url)
+    await SkaldClient(nc, cfg.prefix, api_key=root).remember("entities", "Recorded by a worker login.")
+    await nc.close()
+    out = tmp_path / "j.jsonl"
+    args = [SKALD, "replay", "record", "--out", str(out), "--nats-url", w.url, "--prefix", cfg.prefix]
+    denied = await asyncio.to_thread(subprocess.run, args, capture_output=True, text=True, timeout=60)
+    assert denied.returncode != 0  # an anonymous client may not read the event stream
+    ok = await asyncio.to_thread(subprocess.run, [*args, "--keys-file", str(path)], capture_output=True,
+                                 text=True, timeout=60)
+    assert ok.returncode == 0 and "recorded 1 writes" in ok.stdout
