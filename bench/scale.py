@@ -29,19 +29,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.deploy import start_worker  # noqa: E402
 from bench.find import WORDS, doc_text, pct  # noqa: E402
 from runtime.client import SkaldClient  # noqa: E402
 from runtime.natsserver import EmbeddedNats  # noqa: E402
 
 
 def start(url: str, data: Path, prefix: str, actor: str, worker_id: str = "") -> subprocess.Popen[str]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600",
-           "SKALD_WORKER_ID": worker_id}
-    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
-                          "--actors", actor], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    line = p.stdout.readline()  # type: ignore[union-attr]
-    assert line.startswith("skald ready"), line
-    return p
+    return start_worker(url, data, prefix, actor, worker_id=worker_id)
 
 
 def cpu_s(ps: list[subprocess.Popen[str]]) -> float:

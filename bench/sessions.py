@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.deploy import start_worker  # noqa: E402
 from runtime.client import SkaldClient  # noqa: E402
 from runtime.natsserver import EmbeddedNats  # noqa: E402
 
@@ -29,16 +28,6 @@ from runtime.natsserver import EmbeddedNats  # noqa: E402
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
-def start_worker(url: str, data: Path, prefix: str, actors: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix}
-    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
-                          "--actors", actors], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert p.stdout is not None
-    line = p.stdout.readline().decode()
-    assert line.startswith("skald ready"), line
-    return p
 
 
 async def throughput(c: SkaldClient, n: int, sessions: int, inflight: int) -> float:

@@ -1,0 +1,51 @@
+"""Deployments the benchmarks run against: every actor in this process, or one actor per process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.app import Worker
+from runtime.client import SkaldClient
+from runtime.config import Config
+from runtime.natsserver import EmbeddedNats
+
+
+@dataclass
+class Local:
+    tmp: Path
+    server: EmbeddedNats
+    worker: Worker
+    client: SkaldClient
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.worker.stop()
+        self.server.stop()
+
+
+async def local(name: str) -> Local:
+    """An embedded nats-server and every actor in this process (hashed embedder, no snapshots)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"skald-bench-{name}-"))
+    srv = EmbeddedNats(tmp / "nats", port=-1)
+    url = srv.start()
+    cfg = Config.from_env(env={}, data_dir=tmp / "data", nats_url=url, embedder="hash")
+    cfg.snapshot_interval_s = 3600
+    worker = Worker(cfg, embedded=False)
+    await worker.start()
+    return Local(tmp, srv, worker, await SkaldClient.connect(url))
+
+
+def start_worker(url: str, data: Path, prefix: str, actors: str, **env: str) -> subprocess.Popen[str]:
+    """`skald worker --actors ...` as its own process; returns once it says it is ready."""
+    full = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600",
+            **{f"SKALD_{k.upper()}": v for k, v in env.items()}}
+    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
+                          "--actors", actors], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=full)
+    line = p.stdout.readline()  # type: ignore[union-attr]
+    assert line.startswith("skald ready"), line
+    return p
