@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, load, pct, row  # noqa: E402
-from runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.client import SkaldClient  # noqa: E402
 
 
 async def events(client: SkaldClient, n: int, rng: random.Random) -> None:

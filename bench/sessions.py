@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import start_worker  # noqa: E402
-from runtime.client import SkaldClient  # noqa: E402
-from runtime.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from messages import context as X
-from messages import fs as F
-from messages import ingest as I
-from messages import search as Q
-from messages import sessions as M
-from messages import system as Y
+from skald.messages import context as X
+from skald.messages import fs as F
+from skald.messages import ingest as I
+from skald.messages import search as Q
+from skald.messages import sessions as M
+from skald.messages import system as Y
 
 
 @dataclass(frozen=True, slots=True)

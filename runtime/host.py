@@ -27,12 +27,12 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 
-from actors.common import clock as CLOCK
-from actors.common.context import Attempt, Ctx
-from actors.common.decl import Consumes, Handles, RetryLater, declarations
-from messages import errors as E
-from messages import subjects as S
-from messages.envelope import (
+from skald.actors.kit import clock as CLOCK
+from skald.actors.kit.decl import Consumes, Handles, RetryLater, declarations
+from skald.actors.kit.request import Attempt, Ctx
+from skald.messages import errors as E
+from skald.messages import subjects as S
+from skald.messages.envelope import (
     CONTENT_TYPE,
     H_ACCOUNT,
     H_AGENT,
@@ -50,13 +50,13 @@ from messages.envelope import (
     ErrorBody,
     Reply,
 )
-from messages.journal import JournalEntry
-from messages.system import Empty, HealthResult, WorkerInfo
-from runtime import __version__
-from runtime.bus import stream_name
-from runtime.config import Config
-from runtime.keys import KeyStore
-from store.uri import Identity, check_name
+from skald.messages.journal import JournalEntry
+from skald.messages.system import Empty, HealthResult, WorkerInfo
+from skald.runtime import __version__
+from skald.runtime.bus import stream_name
+from skald.runtime.config import Config
+from skald.runtime.keys import KeyStore
+from skald.store.uri import Identity, check_name
 
 log = logging.getLogger("skald.host")
 _json = msgspec.json.Encoder()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.tree import write_atomic_sync
+from skald.store.tree import write_atomic_sync
 
 ROLES = ("root", "admin", "user")
 FIELDS = ("id", "hash", "role", "account", "user")

@@ -7,9 +7,9 @@ import asyncio
 
 import httpx
 
-from actors.common import extract
-from actors.common.ports import LLM, Completion, Usage
-from store.tokens import estimate_tokens
+from skald.actors.kit.ports import LLM, Completion, Usage
+from skald.actors.text import extract
+from skald.store.tokens import estimate_tokens
 
 
 class ExtractiveLLM:

@@ -21,11 +21,11 @@ import msgspec
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
-from messages import errors as E
-from messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
-from messages.journal import JournalEntry
-from messages.sessions import MessagesAdded
-from runtime.bus import stream_name
+from skald.messages import errors as E
+from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
+from skald.messages.journal import JournalEntry
+from skald.messages.sessions import MessagesAdded
+from skald.runtime.bus import stream_name
 
 _dec = msgspec.json.Decoder(JournalEntry)
 _added = msgspec.json.Decoder(MessagesAdded)

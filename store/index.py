@@ -29,8 +29,8 @@ import hnswlib
 import msgspec
 import numpy as np
 
-from messages.index import IndexRow
-from store.bm25 import KeywordIndex
+from skald.messages.index import IndexRow
+from skald.store.bm25 import KeywordIndex
 
 BRUTE_FORCE_MAX = 8_000  # rows; below this an exact matrix product beats the graph walk
 SMALL_INDEX = 2_000  # the whole index is scored exactly while it is this small

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from store.tree import write_atomic_sync
+from skald.store.tree import write_atomic_sync
 
 SIDECAR = ".index.json"
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import aiofiles
 import aiofiles.os
 
-from messages.errors import Conflict, InvalidArgument, NotFound
-from store import faults
+from skald.messages.errors import Conflict, InvalidArgument, NotFound
+from skald.store import faults
 
 TMP_PREFIX = ".tmp-"
 ABSTRACT = ".abstract.md"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from messages.errors import InvalidArgument, PermissionDenied
+from skald.messages.errors import InvalidArgument, PermissionDenied
 
 SCHEME = "viking://"
 ROOTS = ("resources", "user", "agent")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from runtime.app import Worker
-from runtime.client import SkaldClient
-from runtime.config import Config
-from runtime.natsserver import EmbeddedNats
+from skald.runtime.client import SkaldClient
+from skald.runtime.config import Config
+from skald.runtime.natsserver import EmbeddedNats
+from skald.runtime.worker import Worker
 
 _ids = itertools.count()
 

@@ -27,20 +27,20 @@ import re
 import msgspec
 import pytest
 
-from actors.assembler import budget as Bu
-from actors.assembler import digest as D
-from actors.assembler import ledger as L
-from actors.assembler import params as P
-from actors.assembler import render as R
-from actors.assembler import selection as Sel
-from actors.assembler import tiers as T
-from actors.retriever import candidates as C
-from messages.context import Candidate
-from messages.errors import InvalidArgument
-from messages.index import IndexRow
-from messages.search import RecallRequest, SearchRequest
-from store.tokens import estimate_tokens
-from store.uri import Identity
+from skald.actors.assembler import budget as Bu
+from skald.actors.assembler import digest as D
+from skald.actors.assembler import ledger as L
+from skald.actors.assembler import params as P
+from skald.actors.assembler import render as R
+from skald.actors.assembler import selection as Sel
+from skald.actors.assembler import tiers as T
+from skald.actors.retriever import candidates as C
+from skald.messages.context import Candidate
+from skald.messages.errors import InvalidArgument
+from skald.messages.index import IndexRow
+from skald.messages.search import RecallRequest, SearchRequest
+from skald.store.tokens import estimate_tokens
+from skald.store.uri import Identity
 
 
 def search(**kw: object) -> SearchRequest:
@@ -342,7 +342,7 @@ def test_coverage_lists_what_the_budget_cut() -> None:
 
 def test_client_deadline_outlasts_the_rewrite_fuse() -> None:
     """seed 003 bug 13: a digest request must not be abandoned inside the server's fuse."""
-    from runtime.client import REWRITE_DEADLINE_S, deadline_for
+    from skald.runtime.client import REWRITE_DEADLINE_S, deadline_for
     assert deadline_for("search.search", {"mode": "context", "rewrite": True}, 30.0) == REWRITE_DEADLINE_S
     assert deadline_for("search.recall", {"rewrite": "auto"}, 30.0) == REWRITE_DEADLINE_S
     assert deadline_for("search.search", {"mode": "context"}, 30.0) == 30.0

@@ -14,10 +14,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from messages import errors as E
-from messages.catalog import OPS
-from runtime import keys as K
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.messages.catalog import OPS
+from skald.runtime import keys as K
+from skald.runtime.client import SkaldClient
 from tests.test_wire_errors import SUBJECTS
 
 SKALD = str(Path(sys.executable).parent / "skald")
@@ -157,7 +157,7 @@ async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_p
 @pytest.fixture
 async def embedded_with_keys(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, str]]:
     """`skald up` as it runs with a keys file: an embedded, locked-down nats-server and every actor."""
-    from runtime.app import Worker
+    from skald.runtime.worker import Worker
     from tests.conftest import make_config
 
     path = tmp_path / "keys.json"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from messages import context as X
-from messages import errors as E
-from messages import fs as F
-from messages import search as Q
-from messages import sessions as M
-from messages.catalog import OPS
-from runtime.client import SkaldClient, SyncSkaldClient
+from skald.messages import context as X
+from skald.messages import errors as E
+from skald.messages import fs as F
+from skald.messages import search as Q
+from skald.messages import sessions as M
+from skald.messages.catalog import OPS
+from skald.runtime.client import SkaldClient, SyncSkaldClient
 
 
 async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any], nats_url: str) -> None:

@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from messages import errors as E
-from runtime.client import SkaldClient
-from store.tokens import estimate_tokens
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
+from skald.store.tokens import estimate_tokens
 from tests.stubs import ModelStub, chat
 
 EVENT = "# Summary\nThe NPM vhost 27 upstream now points at caddy on port 1935.\n\n# Details\n" + \

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 from tests.figures import FIGURES
 from tests.test_processes import reap, wait_ready
 
@@ -33,7 +33,8 @@ TRIED: list[str] = []
 def start(url: str, data: Path, prefix: str, fault: str = "") -> subprocess.Popen[str]:
     env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_WORK_ACK_WAIT_S": "1",
            "SKALD_LEASE_TTL_S": "1", "SKALD_FAULT": fault, "SKALD_SNAPSHOT_INTERVAL_S": "3600"}
-    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir", str(data),
+    p = subprocess.Popen([sys.executable, "-m", "skald.runtime.cli",
+                          "worker", "--nats-url", url, "--data-dir", str(data),
                           "--actors", ACTORS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     wait_ready(p)
     return p

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from messages import errors as E
-from runtime.app import Worker
-from runtime.client import SkaldClient
-from store.uri import Identity
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
+from skald.runtime.worker import Worker
+from skald.store.uri import Identity
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from messages.catalog import OPS
-from runtime.client import SkaldClient
+from skald.messages.catalog import OPS
+from skald.runtime.client import SkaldClient
 from tests import fuzzing as Z
 from tests.figures import FIGURES
 
@@ -68,7 +68,8 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subproces
     data = tmp_path_factory.mktemp("fuzz")
     env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_NATS_PORT": "-1"}
     log = open(data.parent / f"{data.name}.log", "w")  # noqa: SIM115 - the worker's stderr, for failures
-    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "up", "--data-dir", str(data)], env=env, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "skald.runtime.cli",
+                          "up", "--data-dir", str(data)], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=log)
     m = re.match(r"skald ready (nats://\S+)", proc.stdout.readline())  # type: ignore[union-attr]
     assert m

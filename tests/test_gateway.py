@@ -11,8 +11,8 @@ import openviking_sdk as ov
 import pytest
 from openviking_sdk import errors as ov_errors
 
-from runtime.client import SkaldClient
-from runtime.gateway import ROUTES, serve
+from skald.runtime.client import SkaldClient
+from skald.runtime.gateway import ROUTES, serve
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 
 
 @pytest.fixture

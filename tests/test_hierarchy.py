@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from actors.retriever import hierarchy as H
-from messages.index import IndexRow
-from store.index import Query, VectorIndex
+from skald.actors.retriever import hierarchy as H
+from skald.messages.index import IndexRow
+from skald.store.index import Query, VectorIndex
 
 DIM = 160
 Q = np.eye(DIM, dtype=np.float32)[0]

@@ -9,12 +9,12 @@ import msgspec
 import nats
 import pytest
 
-from actors.common.context import Ctx
-from actors.common.decl import handles
-from messages import errors as E
-from runtime.client import SkaldClient
-from runtime.config import Config
-from runtime.host import ActorHost
+from skald.actors.kit.decl import handles
+from skald.actors.kit.request import Ctx
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
+from skald.runtime.config import Config
+from skald.runtime.host import ActorHost
 
 
 class Nap(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from messages.index import IndexRow
-from store.index import Query, VectorIndex
+from skald.messages.index import IndexRow
+from skald.store.index import Query, VectorIndex
 
 
 def rows(n: int, seed: int = 0) -> list[tuple[IndexRow, np.ndarray]]:

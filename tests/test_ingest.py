@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 
 
 async def test_add_directory_resource(client: SkaldClient, tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime.client import SkaldClient
+from skald.runtime.client import SkaldClient
 from tests.test_processes import reap, wait_ready
 
 
 def worker(url: str, data: Path, prefix: str) -> subprocess.Popen[str]:
     env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_WORK_ACK_WAIT_S": "2"}
-    return subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir",
+    return subprocess.Popen([sys.executable, "-m", "skald.runtime.cli", "worker", "--nats-url", url, "--data-dir",
                              str(data), "--actors", "indexer,retriever"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from messages.errors import NotFound
-from runtime.client import SkaldClient
+from skald.messages.errors import NotFound
+from skald.runtime.client import SkaldClient
 from tests.figures import FIGURES
 
 # (op, URI field, a body that is valid around it)

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from runtime.embedders import OpenAIEmbedder
-from runtime.llm import LLMSummarizer, OpenAIChat
+from skald.runtime.embedders import OpenAIEmbedder
+from skald.runtime.llm import LLMSummarizer, OpenAIChat
 
 
 class ModelServer(BaseHTTPRequestHandler):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 
-SKALD = [sys.executable, "-m", "runtime.cli"]
+SKALD = [sys.executable, "-m", "skald.runtime.cli"]
 
 
 def spawn(args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:

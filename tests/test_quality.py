@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.app import Worker
-from runtime.client import SkaldClient
+from skald.runtime.client import SkaldClient
+from skald.runtime.worker import Worker
 from tests.conftest import make_config
 
 CORPUS = {

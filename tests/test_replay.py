@@ -10,8 +10,8 @@ from typing import Any
 
 import msgspec
 
-from runtime import replay as RP
-from runtime.client import SkaldClient
+from skald.runtime import replay as RP
+from skald.runtime.client import SkaldClient
 
 WORDS = ("caddy proxy port billing invoice deploy rollback canary tea coffee meeting roadmap kernel cache "
          "latency budget quota tenant replica shard index").split()

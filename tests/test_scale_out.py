@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 from tests.test_processes import reap, wait_ready
 
 KINDS = {"retriever": 3, "session": 2, "archive": 2, "assembler": 1, "indexer": 1}
@@ -30,7 +30,7 @@ RETRYABLE = (E.DeadlineExceeded, E.Unavailable, E.Internal)
 def start(url: str, data: Path, prefix: str, actor: str) -> subprocess.Popen[str]:
     env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_LEASE_TTL_S": "1",
            "SKALD_WORK_ACK_WAIT_S": "2", "SKALD_SNAPSHOT_INTERVAL_S": "3600"}
-    return subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir",
+    return subprocess.Popen([sys.executable, "-m", "skald.runtime.cli", "worker", "--nats-url", url, "--data-dir",
                              str(data), "--actors", actor], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from messages import errors as E
-from runtime.app import Worker
-from runtime.client import SkaldClient
-from store.uri import Identity
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
+from skald.runtime.worker import Worker
+from skald.store.uri import Identity
 from tests.stubs import ModelStub, chat
 
 DEEP = "viking://resources/l1/l2/l3/l4/target.md"

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from actors.archive import phase2 as P
-from actors.common import archive_state as A
-from actors.session import externalize as X
-from actors.session import turns as T
-from messages.sessions import Message, TextPart, ToolPart
+from skald.actors.archive import phase2 as P
+from skald.actors.session import externalize as X
+from skald.actors.session import turns as T
+from skald.messages.sessions import Message, TextPart, ToolPart
+from skald.store import archive_state as A
 
 
 def user(i: str, text: str = "do it") -> Message:

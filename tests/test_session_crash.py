@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 from tests.figures import FIGURES
 from tests.stubs import ModelStub
 from tests.test_processes import reap, wait_ready
@@ -29,7 +29,7 @@ ITERATIONS = 50
 def worker(url: str, data: Path, prefix: str, fault: str = "", llm: str = "") -> subprocess.Popen[str]:
     env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_LEASE_TTL_S": "1",
            "SKALD_WORK_ACK_WAIT_S": "1", "SKALD_FAULT": fault, "SKALD_LLM_BASE_URL": llm}
-    return subprocess.Popen([sys.executable, "-m", "runtime.cli", "worker", "--nats-url", url, "--data-dir",
+    return subprocess.Popen([sys.executable, "-m", "skald.runtime.cli", "worker", "--nats-url", url, "--data-dir",
                              str(data), "--actors", "session,archive,indexer"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 

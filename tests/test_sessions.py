@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 from tests.stubs import ModelStub, chat
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from messages import errors as E
-from runtime.app import Worker
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
+from skald.runtime.worker import Worker
 
 
 async def test_one_user_cannot_find_or_read_anothers_memories(client: SkaldClient) -> None:

@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from actors.common import extract as X
-from actors.indexer import rows as R
-from actors.retriever import params as P
-from actors.retriever import results as Rs
-from actors.retriever.walk import glob_regex
-from messages import errors as E
-from messages.index import IndexRow
-from runtime.embedders import HashEmbedder
-from store.index import Query, VectorIndex
-from store.tokens import estimate_tokens
-from store.uri import Identity, canonical, context_type_of, default_roots
+from skald.actors.indexer import rows as R
+from skald.actors.retriever import params as P
+from skald.actors.retriever import results as Rs
+from skald.actors.retriever.grep_glob import glob_regex
+from skald.actors.text import extract as X
+from skald.messages import errors as E
+from skald.messages.index import IndexRow
+from skald.runtime.embedders import HashEmbedder
+from skald.store.index import Query, VectorIndex
+from skald.store.tokens import estimate_tokens
+from skald.store.uri import Identity, canonical, context_type_of, default_roots
 
 
 @pytest.mark.parametrize("text,tokens", [
@@ -119,10 +119,10 @@ def _rows(n: int, dim: int) -> list[tuple[IndexRow, np.ndarray]]:
 
 
 def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import store.index
+    from skald.store import index as store_index
 
-    monkeypatch.setattr(store.index, "BRUTE_FORCE_MAX", 1000)  # so 3,000 rows take the graph path
-    monkeypatch.setattr(store.index, "SMALL_INDEX", 1000)
+    monkeypatch.setattr(store_index, "BRUTE_FORCE_MAX", 1000)  # so 3,000 rows take the graph path
+    monkeypatch.setattr(store_index, "SMALL_INDEX", 1000)
     emb = HashEmbedder()
     idx = VectorIndex(emb.dim, emb.name)
     rows = _rows(3000, emb.dim)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from runtime.client import SkaldClient
+from skald.runtime.client import SkaldClient
 
 # subject -> (a valid body, its required fields, its URI-bearing field or None)
 SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {

@@ -17,21 +17,21 @@ from typing import Any
 
 import msgspec
 
-from actors.archive import phase2 as P
-from actors.common import archive_state as A
-from actors.common import clock as CLOCK
-from actors.common import session_files as Fs
-from actors.common.clock import now as clock_now
-from actors.common.context import Attempt
-from actors.common.decl import RetryLater, consumes
-from actors.common.lease import Leases
-from actors.common.ports import LLM
-from actors.common.session_files import lease_key
-from messages.ingest import IngestJob
-from messages.sessions import Phase2Job
-from store import faults
-from store.tree import write_atomic_sync
-from store.uri import Identity, Namespace
+from skald.actors.archive import phase2 as P
+from skald.actors.kit import clock as CLOCK
+from skald.actors.kit.clock import now as clock_now
+from skald.actors.kit.decl import RetryLater, consumes
+from skald.actors.kit.lease import Leases
+from skald.actors.kit.ports import LLM
+from skald.actors.kit.request import Attempt
+from skald.messages.ingest import IngestJob
+from skald.messages.sessions import Phase2Job
+from skald.store import archive_state as A
+from skald.store import faults
+from skald.store import sessions as Fs
+from skald.store.sessions import lease_key
+from skald.store.tree import write_atomic_sync
+from skald.store.uri import Identity, Namespace
 
 log = logging.getLogger("skald.archive")
 JOURNAL = ".phase2.journal.json"
@@ -272,6 +272,6 @@ class _Stage(Exception):  # noqa: N818
 
 
 def _abstract(overview: str) -> str:
-    from actors.common import extract
+    from skald.actors.text import extract
 
     return extract.cut_sentences(extract.first_paragraph(overview) or overview, extract.ABSTRACT_MAX)

@@ -8,10 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from actors.common import extract
-from actors.common.llmjson import json_object
-from messages.sessions import ContextPart, Message, TextPart, ToolPart
-from store.tokens import estimate_tokens
+from skald.actors.text import extract
+from skald.actors.text.llmjson import json_object
+from skald.messages.sessions import ContextPart, Message, TextPart, ToolPart
+from skald.store.tokens import estimate_tokens
 
 __all__ = ["estimate_tokens"]
 

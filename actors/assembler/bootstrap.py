@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from actors.common import extract
-from actors.common import session_files as SF
-from store import sidecar
-from store.uri import Identity, Namespace
+from skald.actors.text import extract
+from skald.store import sessions as SF
+from skald.store import sidecar
+from skald.store.uri import Identity, Namespace
 
 WORKING_DAYS = 7
 WORKING_MAX = 8

@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.assembler import render as R
-from actors.assembler import tiers as T
-from store.tokens import estimate_units
+from skald.actors.assembler import render as R
+from skald.actors.assembler import tiers as T
+from skald.store.tokens import estimate_units
 
 _SEP = estimate_units(R.SEPARATOR)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from actors.common import extract
+from skald.actors.text import extract
 
 NO_RELEVANT = "NO_RELEVANT_MEMORY"
 SESSION_SLICE_CHARS = 3_000

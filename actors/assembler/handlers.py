@@ -20,27 +20,27 @@ from typing import Any
 
 import msgspec
 
-from actors.assembler import bootstrap as B
-from actors.assembler import budget as Bu
-from actors.assembler import digest as D
-from actors.assembler import ledger as L
-from actors.assembler import params as P
-from actors.assembler import render as R
-from actors.assembler import selection as Sel
-from actors.assembler import tiers as T
-from actors.common import intent as I
-from actors.common import session_files as SF
-from actors.common.clock import now as clock_now
-from actors.common.context import Ctx
-from actors.common.decl import handles
-from actors.common.ports import LLM, Bus
-from messages import context as X
-from messages import errors as E
-from messages import search as Q
-from messages import subjects as S
-from messages.sessions import CreateRequest, SessionRef
-from store import faults
-from store.uri import Identity, Namespace, check_name
+from skald.actors.assembler import bootstrap as B
+from skald.actors.assembler import budget as Bu
+from skald.actors.assembler import digest as D
+from skald.actors.assembler import ledger as L
+from skald.actors.assembler import params as P
+from skald.actors.assembler import render as R
+from skald.actors.assembler import selection as Sel
+from skald.actors.assembler import tiers as T
+from skald.actors.kit.clock import now as clock_now
+from skald.actors.kit.decl import handles
+from skald.actors.kit.ports import LLM, Bus
+from skald.actors.kit.request import Ctx
+from skald.actors.text import intent as I
+from skald.messages import context as X
+from skald.messages import errors as E
+from skald.messages import search as Q
+from skald.messages import subjects as S
+from skald.messages.sessions import CreateRequest, SessionRef
+from skald.store import faults
+from skald.store import sessions as SF
+from skald.store.uri import Identity, Namespace, check_name
 
 log = logging.getLogger("skald.assembler")
 READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve

@@ -13,8 +13,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from messages.errors import InvalidArgument
-from messages.search import QUOTA_KEYS, RecallRequest, SearchRequest
+from skald.messages.errors import InvalidArgument
+from skald.messages.search import QUOTA_KEYS, RecallRequest, SearchRequest
 
 TIERS = ("abstract", "overview", "full")  # requestable; "uri" is only ever a fallback
 CATEGORIES = ("events", "entities", "preferences", "experiences", "memories", "resources", "skills")

@@ -5,7 +5,7 @@ the merged list is not cut by a second global limit."""
 
 from __future__ import annotations
 
-from messages.context import Bucket, Candidate
+from skald.messages.context import Bucket, Candidate
 
 
 def buckets(quotas: dict[str, int] | None, limit: int) -> list[Bucket]:

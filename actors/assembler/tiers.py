@@ -8,7 +8,7 @@ Resources and skills never fall "back" to an overview: that would read a body no
 
 from __future__ import annotations
 
-from actors.common import extract
+from skald.actors.text import extract
 
 MEMORY_CATEGORIES = frozenset({"events", "entities", "preferences", "experiences", "memories"})
 MEMORY_LADDER = ("uri", "overview", "abstract", "full")

@@ -16,21 +16,21 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from actors.common.clock import now as clock_now
-from actors.common.clock import request_id
-from actors.common.context import Attempt, Ctx
-from actors.common.decl import consumes, handles
-from actors.common.ports import Bus, Embedder, Summarizer
-from actors.indexer import rows as R
-from messages import fs as F
-from messages import ingest as I
-from messages import subjects as S
-from messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from messages.index import IndexChange, IndexDelete, IndexRow
-from store import faults, sidecar
-from store import tree as T
-from store.index import row_subject_token
-from store.uri import Identity, Namespace, VikingPath, join_uri
+from skald.actors.indexer import rows as R
+from skald.actors.kit.clock import now as clock_now
+from skald.actors.kit.clock import request_id
+from skald.actors.kit.decl import consumes, handles
+from skald.actors.kit.ports import Bus, Embedder, Summarizer
+from skald.actors.kit.request import Attempt, Ctx
+from skald.messages import fs as F
+from skald.messages import ingest as I
+from skald.messages import subjects as S
+from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from skald.messages.index import IndexChange, IndexDelete, IndexRow
+from skald.store import faults, sidecar
+from skald.store import tree as T
+from skald.store.index import row_subject_token
+from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 
 INGEST_QUEUE = "ingest"
 EMBED_BATCH = 32

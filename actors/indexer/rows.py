@@ -9,11 +9,11 @@ import re
 import numpy as np
 import yaml
 
-from actors.common import extract
-from actors.common.tags import check_tags  # noqa: F401 - re-exported for the indexer
-from messages.errors import InvalidArgument
-from messages.index import IndexRow
-from store.uri import category_of, context_type_of, join_uri
+from skald.actors.text import extract
+from skald.actors.text.tags import check_tags  # noqa: F401 - re-exported for the indexer
+from skald.messages.errors import InvalidArgument
+from skald.messages.index import IndexRow
+from skald.store.uri import category_of, context_type_of, join_uri
 
 EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
 MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (seed 003), within reason

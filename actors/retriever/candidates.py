@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from messages.context import Candidate
-from messages.index import IndexRow
-from store.uri import SCHEME, Identity
+from skald.messages.context import Candidate
+from skald.messages.index import IndexRow
+from skald.store.uri import SCHEME, Identity
 
 MEMORY_BUCKETS = ("events", "entities", "preferences", "experiences")
 BUCKETS = (*MEMORY_BUCKETS, "resources", "skills", "all")

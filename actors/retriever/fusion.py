@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from messages.index import IndexRow
+from skald.messages.index import IndexRow
 
 RRF_K = 60  # the usual constant: damps the head so one list cannot dominate
 

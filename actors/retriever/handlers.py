@@ -15,28 +15,28 @@ from typing import Any
 
 import numpy as np
 
-from actors.common import extract
-from actors.common.context import Ctx
-from actors.common.decl import handles
-from actors.common.ports import LLM, Bus, Embedder, Reranker
-from actors.common.tags import check_tags
-from actors.retriever import candidates as C
-from actors.retriever import params as P
-from actors.retriever import results as Rs
-from actors.retriever import walk as W
-from actors.retriever.searching import SearchSettings, run_search
-from actors.retriever.stats import StatsCollector
-from messages import context as X
-from messages import fs as F
-from messages import search as Q
-from messages import subjects as S
-from messages.errors import InvalidArgument, NotFound
-from messages.index import IndexChange, IndexRow
-from messages.system import Empty, StatsResult
-from store import sidecar
-from store import tree as T
-from store.index import Query, VectorIndex
-from store.uri import (
+from skald.actors.kit.decl import handles
+from skald.actors.kit.ports import LLM, Bus, Embedder, Reranker
+from skald.actors.kit.request import Ctx
+from skald.actors.retriever import candidates as C
+from skald.actors.retriever import grep_glob as W
+from skald.actors.retriever import params as P
+from skald.actors.retriever import results as Rs
+from skald.actors.retriever.list_search import SearchSettings, run_search
+from skald.actors.retriever.stats import StatsCollector
+from skald.actors.text import extract
+from skald.actors.text.tags import check_tags
+from skald.messages import context as X
+from skald.messages import fs as F
+from skald.messages import search as Q
+from skald.messages import subjects as S
+from skald.messages.errors import InvalidArgument, NotFound
+from skald.messages.index import IndexChange, IndexRow
+from skald.messages.system import Empty, StatsResult
+from skald.store import sidecar
+from skald.store import tree as T
+from skald.store.index import Query, VectorIndex
+from skald.store.uri import (
     PEER_SEARCHABLE,
     Identity,
     Namespace,

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from messages.index import IndexRow
-from store.index import Hit, Query
+from skald.messages.index import IndexRow
+from skald.store.index import Hit, Query
 
 GLOBAL_SEARCH_TOPK = 10  # more starting candidates make the later rerank more precise
 MAX_PARALLEL_CHILD_SEARCHES = 4  # bounds the fan-out of one round

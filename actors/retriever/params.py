@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from messages.errors import InvalidArgument
-from messages.index import IndexRow
-from messages.search import FindRequest
+from skald.messages.errors import InvalidArgument
+from skald.messages.index import IndexRow
+from skald.messages.search import FindRequest
 
 _REL = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from messages.index import IndexRow
-from messages.search import FindResult, MatchedContext
+from skald.messages.index import IndexRow
+from skald.messages.search import FindResult, MatchedContext
 
 SUFFIX = {0: "/.abstract.md", 1: "/.overview.md"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from messages.system import RetrievalStats
+from skald.messages.system import RetrievalStats
 
 
 @dataclass(slots=True)

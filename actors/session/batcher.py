@@ -9,9 +9,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from actors.common import session_files as Fs
-from messages.sessions import AddedEntry, Message, MessagesAdded
-from store import faults
+from skald.messages.sessions import AddedEntry, Message, MessagesAdded
+from skald.store import faults
+from skald.store import sessions as Fs
 
 MAX_BATCH = 256
 

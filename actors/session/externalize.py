@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from actors.session.turns import parse_turns
-from messages.sessions import Message, ToolPart
+from skald.actors.session.turns import parse_turns
+from skald.messages.sessions import Message, ToolPart
 
 SINGLE_OUTPUT_MAX = 20_000
 TURN_OUTPUTS_MAX = 100_000

@@ -20,21 +20,21 @@ from typing import Any
 
 import msgspec
 
-from actors.common import archive_state as A
-from actors.common import session_files as Fs
-from actors.common.clock import now as clock_now
-from actors.common.clock import request_id
-from actors.common.context import Ctx
-from actors.common.decl import handles
-from actors.common.lease import Leases
-from actors.common.session_files import lease_key
-from actors.session import externalize as X
-from actors.session import turns as T
-from actors.session.batcher import AppendBatcher
-from messages import sessions as M
-from messages.errors import InvalidArgument, NotFound, Unavailable
-from store import faults
-from store.uri import Identity, Namespace, VikingPath
+from skald.actors.kit.clock import now as clock_now
+from skald.actors.kit.clock import request_id
+from skald.actors.kit.decl import handles
+from skald.actors.kit.lease import Leases
+from skald.actors.kit.request import Ctx
+from skald.actors.session import externalize as X
+from skald.actors.session import turns as T
+from skald.actors.session.batcher import AppendBatcher
+from skald.messages import sessions as M
+from skald.messages.errors import InvalidArgument, NotFound, Unavailable
+from skald.store import archive_state as A
+from skald.store import faults
+from skald.store import sessions as Fs
+from skald.store.sessions import lease_key
+from skald.store.uri import Identity, Namespace, VikingPath
 
 log = logging.getLogger("skald.session")
 ARCHIVE_QUEUE = "archive"

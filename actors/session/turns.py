@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from messages.sessions import ContextPart, Message, TextPart, ToolPart
-from store.tokens import estimate_tokens
+from skald.messages.sessions import ContextPart, Message, TextPart, ToolPart
+from skald.store.tokens import estimate_tokens
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators a chat template adds per message
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from actors.common.archive_state import ArchiveListing
-from messages.sessions import Message
-from store.tree import write_atomic_sync
+from skald.messages.sessions import Message
+from skald.store.archive_state import ArchiveListing
+from skald.store.tree import write_atomic_sync
 
 ARCHIVE_RE = re.compile(r"^archive_(\d+)$")
 _msg_dec = msgspec.json.Decoder(Message)

@@ -11,8 +11,8 @@ import asyncio
 
 import msgspec
 
-from actors.common.llmjson import json_object
-from actors.common.ports import LLM
+from skald.actors.kit.ports import LLM
+from skald.actors.text.llmjson import json_object
 
 MAX_SUMMARY_CHARS = 30_000
 MAX_RECENT_MESSAGES = 5

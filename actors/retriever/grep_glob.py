@@ -6,10 +6,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from messages.search import ContextLine, GrepMatch
-from store import sidecar
-from store import tree as T
-from store.uri import Namespace, VikingPath, join_uri
+from skald.messages.search import ContextLine, GrepMatch
+from skald.store import sidecar
+from skald.store import tree as T
+from skald.store.uri import Namespace, VikingPath, join_uri
 
 MAX_LINE = 2_000  # characters of a matched line returned
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import msgspec
 import numpy as np
 
-from messages.index import IndexChange
+from skald.messages.index import IndexChange
 
 
 class Embedder(Protocol):

@@ -10,22 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actors.common import intent as I
-from actors.common import session_files
-from actors.common.context import Ctx
-from actors.common.tags import check_tags
-from actors.retriever import hierarchy as H
-from actors.retriever import params as P
-from actors.retriever import results as Rs
-from actors.retriever.fusion import rrf
-from messages import search as Q
-from messages.errors import InvalidArgument
-from messages.index import IndexRow
-from store.index import Query
-from store.uri import check_name
+from skald.actors.kit.request import Ctx
+from skald.actors.retriever import hierarchy as H
+from skald.actors.retriever import params as P
+from skald.actors.retriever import results as Rs
+from skald.actors.retriever.fusion import rrf
+from skald.actors.text import intent as I
+from skald.actors.text.tags import check_tags
+from skald.messages import search as Q
+from skald.messages.errors import InvalidArgument
+from skald.messages.index import IndexRow
+from skald.store import sessions as session_files
+from skald.store.index import Query
+from skald.store.uri import check_name
 
 if TYPE_CHECKING:
-    from actors.retriever.handlers import Retriever
+    from skald.actors.retriever.handlers import Retriever
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from messages.errors import Unavailable
+from skald.messages.errors import Unavailable
 
 SAFETY = 0.5  # of the TTL: writes stop this long before a lease could expire
 

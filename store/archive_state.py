@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from messages.sessions import ContextPart, Message
+from skald.messages.sessions import ContextPart, Message
 
 
 @dataclass(slots=True)

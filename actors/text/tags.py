@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from messages.errors import InvalidArgument
+from skald.messages.errors import InvalidArgument
 
 TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}=[^\s=,]{1,128}$")
 

@@ -19,8 +19,8 @@ import click
 import msgspec
 from nats.errors import NoServersError
 
-from messages import errors as E
-from runtime.client import SkaldClient
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
 
 EXIT = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 4, "PERMISSION_DENIED": 5, "UNAUTHENTICATED": 5,
         "UNAVAILABLE": 6, "DEADLINE_EXCEEDED": 6}
@@ -257,7 +257,7 @@ async def add(client: SkaldClient, output: str, path: Path, name: str | None, ta
 
 async def ingest_with_progress(client: SkaldClient, kw: dict[str, Any], show: bool) -> Any:
     """Queue the ingest, follow its progress notes and wait for its done event."""
-    from messages.ingest import IngestProgress, IngestResult
+    from skald.messages.ingest import IngestProgress, IngestResult
 
     loop = asyncio.get_running_loop()
     done: asyncio.Future[IngestResult] = loop.create_future()
