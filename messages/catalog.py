@@ -1,16 +1,22 @@
-"""Every public operation: its request and result Structs. The client, the CLI, the MCP server,
-the HTTP gateway and the fuzz tests read this one table, so none of them keeps its own list."""
+"""Every operation and work queue, spelled once. Handlers declare themselves with these `Op`s,
+the bus addresses them, and the client, CLI, MCP server, HTTP gateway, replay and fuzz tests read
+this table, so none of them keeps its own list or its own string.
+
+Public operations answer on `<prefix>.v1.<name>`; internal ones (actor to actor) on
+`<prefix>.internal.<name>`, which clients may not use. Work queues are JetStream subjects
+`<prefix>.work.<queue>`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skald.messages import context as X
-from skald.messages import fs as F
-from skald.messages import ingest as I
-from skald.messages import search as Q
-from skald.messages import sessions as M
-from skald.messages import system as Y
+from skald.messages import context as context_msgs
+from skald.messages import fs as fs_msgs
+from skald.messages import ingest as ingest_msgs
+from skald.messages import search as search_msgs
+from skald.messages import sessions as session_msgs
+from skald.messages import system as system_msgs
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,35 +25,69 @@ class Op:
     request: type
     result: type | None  # None: the shape depends on the request (search: list or context)
     summary: str
+    internal: bool = False  # actor to actor, on `<prefix>.internal.<name>`; not part of the public API
 
 
-OPS: dict[str, Op] = {op.name: op for op in (
-    Op("fs.read", F.ReadRequest, F.ReadResult, "Read a file's content (optionally a line range)."),
-    Op("fs.ls", F.LsRequest, F.LsResult, "List a directory."),
-    Op("fs.tree", F.TreeRequest, F.TreeResult, "A directory tree."),
-    Op("fs.stat", F.StatRequest, F.StatResult, "Size and times of a node."),
-    Op("fs.abstract", F.AbstractRequest, F.TextResult, "A node's L0 abstract."),
-    Op("fs.overview", F.AbstractRequest, F.TextResult, "A node's L1 overview."),
-    Op("fs.write", F.WriteRequest, F.WriteResult, "Write a file (replace, append or create) and index it."),
-    Op("fs.mkdir", F.MkdirRequest, F.ChangeResult, "Create a directory."),
-    Op("fs.rm", F.RmRequest, F.ChangeResult, "Remove a file or directory."),
-    Op("fs.mv", F.MvRequest, F.ChangeResult, "Move a file or directory."),
-    Op("resources.add", I.AddResourceRequest, I.IngestResult, "Ingest a resource (a path or content)."),
-    Op("skills.add", I.AddSkillRequest, I.IngestResult, "Add a skill (SKILL.md with name and description)."),
-    Op("memories.write", I.WriteMemoryRequest, I.IngestResult, "Write an explicit memory."),
-    Op("search.find", Q.FindRequest, Q.FindResult, "Semantic find: one vector search, ranked hits."),
-    Op("search.search", Q.SearchRequest, None, "Search: a ranked list, or an assembled context block."),
-    Op("search.recall", Q.RecallRequest, X.ContextResult, "The auto-recall preset of context assembly."),
-    Op("search.grep", Q.GrepRequest, Q.GrepResult, "Regular-expression search over file contents."),
-    Op("search.glob", Q.GlobRequest, Q.GlobResult, "Match paths against a glob pattern."),
-    Op("sessions.create", M.CreateRequest, M.SessionInfo, "Create a session."),
-    Op("sessions.get", M.SessionRef, M.SessionInfo, "A session's counters."),
-    Op("sessions.list", M.ListRequest, M.SessionList, "List sessions."),
-    Op("sessions.delete", M.SessionRef, M.DeleteResult, "Delete a session."),
-    Op("sessions.add_message", M.AddMessageRequest, M.AddMessageResult, "Append a message to a session."),
-    Op("sessions.commit", M.CommitRequest, M.CommitResult, "Commit a session (archive, summarise)."),
-    Op("sessions.context", M.ContextRequest, M.ContextResult, "A session's context: overview + live messages."),
-    Op("sessions.archives", M.SessionRef, M.ArchivesResult, "A session's archives and their state."),
-    Op("system.health", Y.Empty, Y.HealthResult, "Liveness of the worker that answers."),
-    Op("system.stats", Y.Empty, Y.StatsResult, "Retrieval counters and queue depths."),
-)}
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A JetStream work queue: jobs that must run to the end even if their worker dies."""
+
+    name: str
+    job: type
+
+
+FS_READ = Op("fs.read", fs_msgs.ReadRequest, fs_msgs.ReadResult, "Read a file's content (optionally a line range).")
+FS_LS = Op("fs.ls", fs_msgs.LsRequest, fs_msgs.LsResult, "List a directory.")
+FS_TREE = Op("fs.tree", fs_msgs.TreeRequest, fs_msgs.TreeResult, "A directory tree.")
+FS_STAT = Op("fs.stat", fs_msgs.StatRequest, fs_msgs.StatResult, "Size and times of a node.")
+FS_ABSTRACT = Op("fs.abstract", fs_msgs.AbstractRequest, fs_msgs.TextResult, "A node's L0 abstract.")
+FS_OVERVIEW = Op("fs.overview", fs_msgs.AbstractRequest, fs_msgs.TextResult, "A node's L1 overview.")
+FS_WRITE = Op("fs.write", fs_msgs.WriteRequest, fs_msgs.WriteResult,
+              "Write a file (replace, append or create) and index it.")
+FS_MKDIR = Op("fs.mkdir", fs_msgs.MkdirRequest, fs_msgs.ChangeResult, "Create a directory.")
+FS_RM = Op("fs.rm", fs_msgs.RmRequest, fs_msgs.ChangeResult, "Remove a file or directory.")
+FS_MV = Op("fs.mv", fs_msgs.MvRequest, fs_msgs.ChangeResult, "Move a file or directory.")
+RESOURCES_ADD = Op("resources.add", ingest_msgs.AddResourceRequest, ingest_msgs.IngestResult,
+                   "Ingest a resource (a path or content).")
+SKILLS_ADD = Op("skills.add", ingest_msgs.AddSkillRequest, ingest_msgs.IngestResult,
+                "Add a skill (SKILL.md with name and description).")
+MEMORIES_WRITE = Op("memories.write", ingest_msgs.WriteMemoryRequest, ingest_msgs.IngestResult,
+                    "Write an explicit memory.")
+SEARCH_FIND = Op("search.find", search_msgs.FindRequest, search_msgs.FindResult,
+                 "Semantic find: one vector search, ranked hits.")
+SEARCH_SEARCH = Op("search.search", search_msgs.SearchRequest, None,
+                   "Search: a ranked list, or an assembled context block.")
+SEARCH_RECALL = Op("search.recall", search_msgs.RecallRequest, context_msgs.ContextResult,
+                   "The auto-recall preset of context assembly.")
+SEARCH_GREP = Op("search.grep", search_msgs.GrepRequest, search_msgs.GrepResult,
+                 "Regular-expression search over file contents.")
+SEARCH_GLOB = Op("search.glob", search_msgs.GlobRequest, search_msgs.GlobResult, "Match paths against a glob pattern.")
+SESSIONS_CREATE = Op("sessions.create", session_msgs.CreateRequest, session_msgs.SessionInfo, "Create a session.")
+SESSIONS_GET = Op("sessions.get", session_msgs.SessionRef, session_msgs.SessionInfo, "A session's counters.")
+SESSIONS_LIST = Op("sessions.list", session_msgs.ListRequest, session_msgs.SessionList, "List sessions.")
+SESSIONS_DELETE = Op("sessions.delete", session_msgs.SessionRef, session_msgs.DeleteResult, "Delete a session.")
+SESSIONS_ADD_MESSAGE = Op("sessions.add_message", session_msgs.AddMessageRequest, session_msgs.AddMessageResult,
+                          "Append a message to a session.")
+SESSIONS_COMMIT = Op("sessions.commit", session_msgs.CommitRequest, session_msgs.CommitResult,
+                     "Commit a session (archive, summarise).")
+SESSIONS_CONTEXT = Op("sessions.context", session_msgs.ContextRequest, session_msgs.ContextResult,
+                      "A session's context: overview + live messages.")
+SESSIONS_ARCHIVES = Op("sessions.archives", session_msgs.SessionRef, session_msgs.ArchivesResult,
+                       "A session's archives and their state.")
+SYSTEM_HEALTH = Op("system.health", system_msgs.Empty, system_msgs.HealthResult, "Liveness of the worker that answers.")
+SYSTEM_STATS = Op("system.stats", system_msgs.Empty, system_msgs.StatsResult, "Retrieval counters and queue depths.")
+
+# Internal: the assembler asks the retriever for every bucket x every expanded query in one trip,
+# and the retriever relays search.search in context/bootstrap mode to the assembler.
+SEARCH_CANDIDATES = Op("search.candidates", context_msgs.CandidatesRequest, context_msgs.CandidatesResult,
+                       "Candidates for context assembly: every bucket, every query.", internal=True)
+ASSEMBLE_CONTEXT = Op("assemble.context", search_msgs.SearchRequest, context_msgs.ContextResult,
+                      "search.search in context or bootstrap mode, served by the assembler.", internal=True)
+
+INGEST = Queue("ingest", ingest_msgs.IngestJob)  # abstracts, overviews, embeddings, index rows of a write
+ARCHIVE = Queue("archive", session_msgs.Phase2Job)  # Phase 2 of a committed archive
+
+_ALL = tuple(v for v in dict(globals()).values() if isinstance(v, Op))
+OPS: dict[str, Op] = {op.name: op for op in _ALL if not op.internal}
+INTERNAL_OPS: dict[str, Op] = {op.name: op for op in _ALL if op.internal}
+QUEUES: dict[str, Queue] = {q.name: q for q in (INGEST, ARCHIVE)}

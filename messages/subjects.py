@@ -1,37 +1,7 @@
-"""Subject names. The prefix (`skald`) is configurable; everything else is fixed by PROTOCOL.md."""
+"""How subjects are built from a prefix and a name. The prefix (`skald`) is configurable; the names of
+operations and work queues are spelled in `catalog.py` only."""
 
 from __future__ import annotations
-
-SYSTEM_HEALTH = "system.health"
-SYSTEM_STATS = "system.stats"
-
-FS_READ = "fs.read"
-FS_LS = "fs.ls"
-FS_TREE = "fs.tree"
-FS_STAT = "fs.stat"
-FS_ABSTRACT = "fs.abstract"
-FS_OVERVIEW = "fs.overview"
-FS_WRITE = "fs.write"
-FS_MKDIR = "fs.mkdir"
-FS_RM = "fs.rm"
-FS_MV = "fs.mv"
-
-RESOURCES_ADD = "resources.add"
-SKILLS_ADD = "skills.add"
-MEMORIES_WRITE = "memories.write"
-
-SEARCH_FIND = "search.find"
-SEARCH_SEARCH = "search.search"
-SEARCH_GREP = "search.grep"
-SEARCH_GLOB = "search.glob"
-SEARCH_RECALL = "search.recall"
-
-SESSIONS_GET = "sessions.get"
-SESSIONS_CREATE = "sessions.create"
-
-# Internal operations (actor to actor).
-SEARCH_CANDIDATES = "search.candidates"  # assembler -> retriever: every bucket, every query, one trip
-ASSEMBLE_CONTEXT = "assemble.context"  # retriever -> assembler: search.search with mode context/bootstrap
 
 
 def request(prefix: str, op: str) -> str:

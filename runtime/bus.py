@@ -18,7 +18,8 @@ from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, K
 
 from skald.actors.kit import clock as CLOCK
 from skald.messages import errors as E
-from skald.messages import subjects as S
+from skald.messages import subjects
+from skald.messages.catalog import Op, Queue
 from skald.messages.envelope import (
     H_ACCOUNT,
     H_AGENT,
@@ -149,12 +150,12 @@ class NatsBus:
         return await self._request(f"{self.prefix}.direct.{worker_id}.{op}", body, identity, timeout_s,
                                    {H_FORWARDED: "1"}, {"worker": worker_id})
 
-    async def call(self, op: str, body: msgspec.Struct, identity: Any, timeout_s: float, *,
-                   index_seq: int = 0, internal: bool = False) -> Any:
+    async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
+                   index_seq: int = 0) -> Any:
         """Ask another actor (through its queue group) on behalf of the caller's identity."""
-        subject = (S.internal if internal else S.request)(self.prefix, op)
+        subject = (subjects.internal if op.internal else subjects.request)(self.prefix, op.name)
         extra = {H_INDEX_SEQ: str(index_seq)} if index_seq else {}
-        return await self._request(subject, body, identity, timeout_s, extra, {"op": op})
+        return await self._request(subject, body, identity, timeout_s, extra, {"op": op.name})
 
     async def _request(self, subject: str, body: msgspec.Struct, identity: Any, timeout_s: float,
                        extra: dict[str, str], where: dict[str, Any]) -> Any:
@@ -181,11 +182,11 @@ class NatsBus:
         raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
 
     async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None:
-        await self.js.publish(S.event(self.prefix, name), msgspec.json.encode(payload),
+        await self.js.publish(subjects.event(self.prefix, name), msgspec.json.encode(payload),
                               headers={"Nats-Msg-Id": msg_id})
 
-    async def enqueue(self, queue: str, payload: msgspec.Struct, msg_id: str) -> None:
-        await self.js.publish(S.work(self.prefix, queue), msgspec.json.encode(payload),
+    async def enqueue(self, queue: Queue, payload: msgspec.Struct, msg_id: str) -> None:
+        await self.js.publish(subjects.work(self.prefix, queue.name), msgspec.json.encode(payload),
                               headers={"Nats-Msg-Id": msg_id})
 
     async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
@@ -196,7 +197,7 @@ class NatsBus:
         window = 256
         for i in range(0, len(changes), window):
             acks = await asyncio.gather(*(
-                self.js.publish(S.index_row(self.prefix, token), _enc.encode(ch))
+                self.js.publish(subjects.index_row(self.prefix, token), _enc.encode(ch))
                 for token, ch in changes[i : i + window]
             ))
             last = max(last, max(a.seq for a in acks))
@@ -214,7 +215,7 @@ class NatsBus:
             if not w.fut.done():
                 w.fut.set_result(msg.data)
 
-        sub = await self.nc.subscribe(S.event(self.prefix, event_name), cb=cb)
+        sub = await self.nc.subscribe(subjects.event(self.prefix, event_name), cb=cb)
         try:
             yield w
         finally:

@@ -137,10 +137,10 @@ _keys_file = click.option("--file", "path", envvar="SKALD_KEYS_FILE", required=T
 @click.option("--user", help="The user a user key is pinned to.")
 def keys_create(path: Path, role: str, account: str | None, user: str | None) -> None:
     """Create a key and print it (only now: the file keeps its SHA-256)."""
-    from skald.runtime import keys as K
+    from skald.runtime import keys as key_store
 
     try:
-        key, rec = K.add(path, role, account, user)
+        key, rec = key_store.add(path, role, account, user)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     click.echo(key)
@@ -151,9 +151,9 @@ def keys_create(path: Path, role: str, account: str | None, user: str | None) ->
 @_keys_file
 def keys_list(path: Path) -> None:
     """Key ids, roles and what they are pinned to."""
-    from skald.runtime import keys as K
+    from skald.runtime import keys as key_store
 
-    for k in K.load(path).get("keys", []):
+    for k in key_store.load(path).get("keys", []):
         click.echo(f"{k['id']}  {k['role']:<5}  {k.get('account') or '*'}/{k.get('user') or '*'}")
 
 
@@ -162,9 +162,9 @@ def keys_list(path: Path) -> None:
 @click.argument("key_id")
 def keys_revoke(path: Path, key_id: str) -> None:
     """Revoke a key by id; workers stop accepting it within a second."""
-    from skald.runtime import keys as K
+    from skald.runtime import keys as key_store
 
-    if not K.revoke(path, key_id):
+    if not key_store.revoke(path, key_id):
         click.echo(f"no key {key_id}", err=True)
         raise SystemExit(4)
     click.echo(f"revoked {key_id}")
@@ -197,21 +197,21 @@ def replay_record(nats_url: str, prefix: str, out: Path, keys_file: Path | None)
 
     import nats as natsio
 
-    from skald.runtime import keys as K
-    from skald.runtime import replay as RP
+    from skald.runtime import keys as key_store
+    from skald.runtime import replay as journal_replay
     from skald.runtime.natsserver import WORKER_USER
 
     login = {}
     if keys_file:
-        login = {"user": WORKER_USER, "password": str(K.load(keys_file).get("worker_secret", ""))}
+        login = {"user": WORKER_USER, "password": str(key_store.load(keys_file).get("worker_secret", ""))}
 
     async def run() -> int:
         nc = await natsio.connect(nats_url, **login)
         try:
-            entries = await RP.record(nc, prefix)
+            entries = await journal_replay.record(nc, prefix)
         finally:
             await nc.close()
-        RP.save(entries, out)
+        journal_replay.save(entries, out)
         return len(entries)
 
     click.echo(f"recorded {asyncio.run(run())} writes to {out}")
@@ -228,18 +228,18 @@ def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> 
 
     import nats as natsio
 
-    from skald.runtime import replay as RP
+    from skald.runtime import replay as journal_replay
 
-    entries = RP.load(src)
+    entries = journal_replay.load(src)
 
     async def run() -> int:
         nc = await natsio.connect(nats_url)
         try:
             if sys.stderr.isatty():
                 with click.progressbar(length=len(entries), label="replaying", file=sys.stderr) as bar:
-                    return await RP.apply(nc, prefix, entries, api_key=api_key,
+                    return await journal_replay.apply(nc, prefix, entries, api_key=api_key,
                                           progress=lambda n: bar.update(n - bar.pos))
-            return await RP.apply(nc, prefix, entries, api_key=api_key)
+            return await journal_replay.apply(nc, prefix, entries, api_key=api_key)
         finally:
             await nc.close()
 

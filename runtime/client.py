@@ -21,14 +21,15 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from skald.messages import context as X
+from skald.messages import catalog
+from skald.messages import context as context_msgs
 from skald.messages import errors as E
-from skald.messages import fs as F
-from skald.messages import ingest as I
-from skald.messages import search as Q
-from skald.messages import sessions as M
-from skald.messages import system as Y
-from skald.messages.catalog import OPS
+from skald.messages import fs as fs_msgs
+from skald.messages import ingest as ingest_msgs
+from skald.messages import search as search_msgs
+from skald.messages import sessions as session_msgs
+from skald.messages import system as system_msgs
+from skald.messages.catalog import Op
 from skald.messages.envelope import (
     CONTENT_TYPE,
     H_ACCOUNT,
@@ -63,7 +64,8 @@ def deadline_for(op: str, body: Any, default_s: float) -> float:
     """A context request that asks for a digest waits past the server's rewrite fuse: giving up
     inside the fuse would throw away the rendered block the server returns even when it fails."""
     rewrite = body.get("rewrite") if isinstance(body, dict) else getattr(body, "rewrite", None)
-    if op in ("search.search", "search.recall") and rewrite not in (None, False) and isinstance(rewrite, (bool, str)):
+    context_op = op in (catalog.SEARCH_SEARCH.name, catalog.SEARCH_RECALL.name)
+    if context_op and rewrite not in (None, False) and isinstance(rewrite, (bool, str)):
         return max(default_s, REWRITE_DEADLINE_S)
     return default_s
 
@@ -103,9 +105,10 @@ class SkaldClient:
         if self._owns:
             await self.nc.drain()
 
-    async def raw(self, op: str, body: bytes, headers: dict[str, str] | None = None,
+    async def raw(self, op: Op | str, body: bytes, headers: dict[str, str] | None = None,
                   timeout_s: float | None = None) -> tuple[Response, dict[str, str]]:
         """Send bytes as they are; return the decoded envelope and the reply headers."""
+        op = op.name if isinstance(op, Op) else op
         t = timeout_s or self.timeout_s
         hdrs = {**self.headers, H_TIMEOUT_MS: str(int(t * 1000))}
         if self.index_seq:
@@ -121,10 +124,11 @@ class SkaldClient:
         resp = (_mdec if rh.get(CONTENT_TYPE, "").startswith(MSGPACK) else _dec).decode(msg.data)
         return resp, rh
 
-    async def call(self, op: str, body: dict[str, Any] | msgspec.Struct | None = None, *,
+    async def call(self, op: Op | str, body: dict[str, Any] | msgspec.Struct | None = None, *,
                    msgpack: bool = False, timeout_s: float | None = None) -> Any:
         """Call an operation; return its `result` or raise the typed error it answered with."""
         payload = body if body is not None else {}
+        op = op.name if isinstance(op, Op) else op
         if timeout_s is None:
             timeout_s = deadline_for(op, payload, self.timeout_s)
         if msgpack:
@@ -142,117 +146,118 @@ class SkaldClient:
 
     # ----- typed methods: one per public operation, returning the messages/ Structs -------
 
-    async def request(self, op: str, req: msgspec.Struct, *, timeout_s: float | None = None) -> Any:
+    async def request(self, op: Op, req: msgspec.Struct, *, timeout_s: float | None = None) -> Any:
         """Send a request Struct; decode the result into the catalog's result Struct."""
         result = await self.call(op, req, timeout_s=timeout_s)
-        typ = OPS[op].result
+        typ = op.result
         return msgspec.convert(result, typ) if typ is not None else result
 
-    async def find(self, query: str = "", **kw: Any) -> Q.FindResult:
-        return await self.request("search.find", Q.FindRequest(query=query, **kw))  # type: ignore[no-any-return]
+    async def find(self, query: str = "", **kw: Any) -> search_msgs.FindResult:
+        return await self.request(catalog.SEARCH_FIND, search_msgs.FindRequest(query=query, **kw))  # type: ignore[no-any-return]
 
-    async def search(self, query: str = "", **kw: Any) -> Q.FindResult:
+    async def search(self, query: str = "", **kw: Any) -> search_msgs.FindResult:
         """`search` in list mode (ranked hits, with a query plan when a session is given)."""
-        out = await self.request("search.search", Q.SearchRequest(query=query, **kw))
-        return msgspec.convert(out, Q.FindResult)
+        out = await self.request(catalog.SEARCH_SEARCH, search_msgs.SearchRequest(query=query, **kw))
+        return msgspec.convert(out, search_msgs.FindResult)
 
-    async def context(self, query: str, **kw: Any) -> X.ContextResult:
+    async def context(self, query: str, **kw: Any) -> context_msgs.ContextResult:
         """`search` in context mode: one ready-to-inject block under a token budget."""
-        out = await self.request("search.search", Q.SearchRequest(query=query, mode="context", **kw),
-                                 timeout_s=deadline_for("search.search", kw, self.timeout_s))
-        return msgspec.convert(out, X.ContextResult)
+        out = await self.request(catalog.SEARCH_SEARCH, search_msgs.SearchRequest(query=query, mode="context", **kw),
+                                 timeout_s=deadline_for(catalog.SEARCH_SEARCH.name, kw, self.timeout_s))
+        return msgspec.convert(out, context_msgs.ContextResult)
 
-    async def bootstrap(self, **kw: Any) -> X.ContextResult:
-        out = await self.request("search.search", Q.SearchRequest(mode="bootstrap", **kw))
-        return msgspec.convert(out, X.ContextResult)
+    async def bootstrap(self, **kw: Any) -> context_msgs.ContextResult:
+        out = await self.request(catalog.SEARCH_SEARCH, search_msgs.SearchRequest(mode="bootstrap", **kw))
+        return msgspec.convert(out, context_msgs.ContextResult)
 
-    async def recall(self, query: str, **kw: Any) -> X.ContextResult:
-        return await self.request("search.recall", Q.RecallRequest(query=query, **kw),  # type: ignore[no-any-return]
-                                  timeout_s=deadline_for("search.recall", kw, self.timeout_s))
+    async def recall(self, query: str, **kw: Any) -> context_msgs.ContextResult:
+        return await self.request(catalog.SEARCH_RECALL, search_msgs.RecallRequest(query=query, **kw),  # type: ignore[no-any-return]
+                                  timeout_s=deadline_for(catalog.SEARCH_RECALL.name, kw, self.timeout_s))
 
-    async def grep(self, uri: str, pattern: str, **kw: Any) -> Q.GrepResult:
-        return await self.request("search.grep", Q.GrepRequest(uri=uri, pattern=pattern, **kw))  # type: ignore[no-any-return]
+    async def grep(self, uri: str, pattern: str, **kw: Any) -> search_msgs.GrepResult:
+        return await self.request(catalog.SEARCH_GREP, search_msgs.GrepRequest(uri=uri, pattern=pattern, **kw))  # type: ignore[no-any-return]
 
-    async def glob(self, pattern: str, **kw: Any) -> Q.GlobResult:
-        return await self.request("search.glob", Q.GlobRequest(pattern=pattern, **kw))  # type: ignore[no-any-return]
+    async def glob(self, pattern: str, **kw: Any) -> search_msgs.GlobResult:
+        return await self.request(catalog.SEARCH_GLOB, search_msgs.GlobRequest(pattern=pattern, **kw))  # type: ignore[no-any-return]
 
-    async def read(self, uri: str, **kw: Any) -> F.ReadResult:
-        return await self.request("fs.read", F.ReadRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+    async def read(self, uri: str, **kw: Any) -> fs_msgs.ReadResult:
+        return await self.request(catalog.FS_READ, fs_msgs.ReadRequest(uri=uri, **kw))  # type: ignore[no-any-return]
 
-    async def ls(self, uri: str, **kw: Any) -> F.LsResult:
-        return await self.request("fs.ls", F.LsRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+    async def ls(self, uri: str, **kw: Any) -> fs_msgs.LsResult:
+        return await self.request(catalog.FS_LS, fs_msgs.LsRequest(uri=uri, **kw))  # type: ignore[no-any-return]
 
-    async def tree(self, uri: str, **kw: Any) -> F.TreeResult:
-        return await self.request("fs.tree", F.TreeRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+    async def tree(self, uri: str, **kw: Any) -> fs_msgs.TreeResult:
+        return await self.request(catalog.FS_TREE, fs_msgs.TreeRequest(uri=uri, **kw))  # type: ignore[no-any-return]
 
-    async def stat(self, uri: str) -> F.StatResult:
-        return await self.request("fs.stat", F.StatRequest(uri=uri))  # type: ignore[no-any-return]
+    async def stat(self, uri: str) -> fs_msgs.StatResult:
+        return await self.request(catalog.FS_STAT, fs_msgs.StatRequest(uri=uri))  # type: ignore[no-any-return]
 
-    async def abstract(self, uri: str) -> F.TextResult:
-        return await self.request("fs.abstract", F.AbstractRequest(uri=uri))  # type: ignore[no-any-return]
+    async def abstract(self, uri: str) -> fs_msgs.TextResult:
+        return await self.request(catalog.FS_ABSTRACT, fs_msgs.AbstractRequest(uri=uri))  # type: ignore[no-any-return]
 
-    async def overview(self, uri: str) -> F.TextResult:
-        return await self.request("fs.overview", F.AbstractRequest(uri=uri))  # type: ignore[no-any-return]
+    async def overview(self, uri: str) -> fs_msgs.TextResult:
+        return await self.request(catalog.FS_OVERVIEW, fs_msgs.AbstractRequest(uri=uri))  # type: ignore[no-any-return]
 
-    async def write(self, uri: str, content: str, **kw: Any) -> F.WriteResult:
-        return await self.request("fs.write", F.WriteRequest(uri=uri, content=content, **kw))  # type: ignore[no-any-return]
+    async def write(self, uri: str, content: str, **kw: Any) -> fs_msgs.WriteResult:
+        return await self.request(catalog.FS_WRITE, fs_msgs.WriteRequest(uri=uri, content=content, **kw))  # type: ignore[no-any-return]
 
-    async def mkdir(self, uri: str, **kw: Any) -> F.ChangeResult:
-        return await self.request("fs.mkdir", F.MkdirRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+    async def mkdir(self, uri: str, **kw: Any) -> fs_msgs.ChangeResult:
+        return await self.request(catalog.FS_MKDIR, fs_msgs.MkdirRequest(uri=uri, **kw))  # type: ignore[no-any-return]
 
-    async def rm(self, uri: str, **kw: Any) -> F.ChangeResult:
-        return await self.request("fs.rm", F.RmRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+    async def rm(self, uri: str, **kw: Any) -> fs_msgs.ChangeResult:
+        return await self.request(catalog.FS_RM, fs_msgs.RmRequest(uri=uri, **kw))  # type: ignore[no-any-return]
 
-    async def mv(self, from_uri: str, to_uri: str, **kw: Any) -> F.ChangeResult:
-        return await self.request("fs.mv", F.MvRequest(from_uri=from_uri, to_uri=to_uri, **kw))  # type: ignore[no-any-return]
+    async def mv(self, from_uri: str, to_uri: str, **kw: Any) -> fs_msgs.ChangeResult:
+        return await self.request(catalog.FS_MV, fs_msgs.MvRequest(from_uri=from_uri, to_uri=to_uri, **kw))  # type: ignore[no-any-return]
 
-    async def add_resource(self, **kw: Any) -> I.IngestResult:
-        return await self.request("resources.add", I.AddResourceRequest(**kw))  # type: ignore[no-any-return]
+    async def add_resource(self, **kw: Any) -> ingest_msgs.IngestResult:
+        return await self.request(catalog.RESOURCES_ADD, ingest_msgs.AddResourceRequest(**kw))  # type: ignore[no-any-return]
 
-    async def add_skill(self, **kw: Any) -> I.IngestResult:
-        return await self.request("skills.add", I.AddSkillRequest(**kw))  # type: ignore[no-any-return]
+    async def add_skill(self, **kw: Any) -> ingest_msgs.IngestResult:
+        return await self.request(catalog.SKILLS_ADD, ingest_msgs.AddSkillRequest(**kw))  # type: ignore[no-any-return]
 
-    async def remember(self, category: str, content: str, **kw: Any) -> I.IngestResult:
+    async def remember(self, category: str, content: str, **kw: Any) -> ingest_msgs.IngestResult:
         """Write an explicit memory (events, entities, preferences, experiences, ...)."""
-        return await self.request("memories.write", I.WriteMemoryRequest(category=category, content=content, **kw))  # type: ignore[no-any-return]
+        return await self.request(catalog.MEMORIES_WRITE, ingest_msgs.WriteMemoryRequest(category=category,
+                                                                                         content=content, **kw))  # type: ignore[no-any-return]
 
-    async def session_create(self, session_id: str | None = None) -> M.SessionInfo:
-        return await self.request("sessions.create", M.CreateRequest(session_id=session_id))  # type: ignore[no-any-return]
+    async def session_create(self, session_id: str | None = None) -> session_msgs.SessionInfo:
+        return await self.request(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(session_id=session_id))  # type: ignore[no-any-return]
 
-    async def session_get(self, session_id: str) -> M.SessionInfo:
-        return await self.request("sessions.get", M.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
+    async def session_get(self, session_id: str) -> session_msgs.SessionInfo:
+        return await self.request(catalog.SESSIONS_GET, session_msgs.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
 
-    async def session_list(self, limit: int = 100) -> M.SessionList:
-        return await self.request("sessions.list", M.ListRequest(limit=limit))  # type: ignore[no-any-return]
+    async def session_list(self, limit: int = 100) -> session_msgs.SessionList:
+        return await self.request(catalog.SESSIONS_LIST, session_msgs.ListRequest(limit=limit))  # type: ignore[no-any-return]
 
-    async def session_delete(self, session_id: str) -> M.DeleteResult:
-        return await self.request("sessions.delete", M.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
+    async def session_delete(self, session_id: str) -> session_msgs.DeleteResult:
+        return await self.request(catalog.SESSIONS_DELETE, session_msgs.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
 
     async def add_message(self, session_id: str, role: str, text: str | None = None, *,
-                          parts: list[Any] | None = None, **kw: Any) -> M.AddMessageResult:
+                          parts: list[Any] | None = None, **kw: Any) -> session_msgs.AddMessageResult:
         """Append a message; `text` is shorthand for one text part."""
         if parts is None:
-            parts = [M.TextPart(text=text or "")]
+            parts = [session_msgs.TextPart(text=text or "")]
         else:
-            parts = [msgspec.convert(p, M.Part) if isinstance(p, dict) else p for p in parts]
-        return await self.request("sessions.add_message",  # type: ignore[no-any-return]
-                                  M.AddMessageRequest(session_id=session_id, role=role, parts=parts, **kw))  # type: ignore[arg-type]
+            parts = [msgspec.convert(p, session_msgs.Part) if isinstance(p, dict) else p for p in parts]
+        return await self.request(catalog.SESSIONS_ADD_MESSAGE,  # type: ignore[no-any-return]
+                                  session_msgs.AddMessageRequest(session_id=session_id, role=role, parts=parts, **kw))  # type: ignore[arg-type]
 
-    async def commit(self, session_id: str, **kw: Any) -> M.CommitResult:
-        return await self.request("sessions.commit", M.CommitRequest(session_id=session_id, **kw),  # type: ignore[no-any-return]
+    async def commit(self, session_id: str, **kw: Any) -> session_msgs.CommitResult:
+        return await self.request(catalog.SESSIONS_COMMIT, session_msgs.CommitRequest(session_id=session_id, **kw),  # type: ignore[no-any-return]
                                   timeout_s=max(self.timeout_s, 300.0) if kw.get("wait") else None)
 
-    async def session_context(self, session_id: str) -> M.ContextResult:
-        return await self.request("sessions.context", M.ContextRequest(session_id=session_id))  # type: ignore[no-any-return]
+    async def session_context(self, session_id: str) -> session_msgs.ContextResult:
+        return await self.request(catalog.SESSIONS_CONTEXT, session_msgs.ContextRequest(session_id=session_id))  # type: ignore[no-any-return]
 
-    async def archives(self, session_id: str) -> M.ArchivesResult:
-        return await self.request("sessions.archives", M.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
+    async def archives(self, session_id: str) -> session_msgs.ArchivesResult:
+        return await self.request(catalog.SESSIONS_ARCHIVES, session_msgs.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
 
-    async def health(self) -> Y.HealthResult:
-        return await self.request("system.health", Y.Empty())  # type: ignore[no-any-return]
+    async def health(self) -> system_msgs.HealthResult:
+        return await self.request(catalog.SYSTEM_HEALTH, system_msgs.Empty())  # type: ignore[no-any-return]
 
-    async def stats(self) -> Y.StatsResult:
-        return await self.request("system.stats", Y.Empty())  # type: ignore[no-any-return]
+    async def stats(self) -> system_msgs.StatsResult:
+        return await self.request(catalog.SYSTEM_STATS, system_msgs.Empty())  # type: ignore[no-any-return]
 
 
 class SyncSkaldClient:

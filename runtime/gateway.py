@@ -22,7 +22,8 @@ from aiohttp import web
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from skald.messages import sessions as M
+from skald.messages import catalog
+from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
 from skald.runtime import __version__
@@ -44,34 +45,34 @@ class Route:
 
 
 ROUTES = (
-    Route("POST", "/api/v1/search/find", "search.find"),
-    Route("POST", "/api/v1/search/search", "search.search"),
-    Route("POST", "/api/v1/search/recall", "search.recall"),
-    Route("POST", "/api/v1/search/grep", "search.grep"),
-    Route("POST", "/api/v1/search/glob", "search.glob"),
-    Route("GET", "/api/v1/fs/ls", "fs.ls", "query"),
-    Route("GET", "/api/v1/fs/tree", "fs.tree", "query"),
-    Route("GET", "/api/v1/fs/stat", "fs.stat", "query"),
-    Route("POST", "/api/v1/fs/mkdir", "fs.mkdir"),
-    Route("POST", "/api/v1/fs/mv", "fs.mv"),
-    Route("DELETE", "/api/v1/fs", "fs.rm", "query"),
-    Route("GET", "/api/v1/content/read", "fs.read", "query"),
-    Route("GET", "/api/v1/content/abstract", "fs.abstract", "query"),
-    Route("GET", "/api/v1/content/overview", "fs.overview", "query"),
-    Route("POST", "/api/v1/content/write", "fs.write"),
-    Route("POST", "/api/v1/resources", "resources.add"),
-    Route("POST", "/api/v1/skills", "skills.add"),
-    Route("POST", "/api/v1/memories", "memories.write"),
-    Route("POST", "/api/v1/sessions", "sessions.create"),
-    Route("GET", "/api/v1/sessions", "sessions.list", "query"),
-    Route("GET", "/api/v1/sessions/{session_id}", "sessions.get", "session"),
-    Route("DELETE", "/api/v1/sessions/{session_id}", "sessions.delete", "session"),
-    Route("POST", "/api/v1/sessions/{session_id}/messages", "sessions.add_message", "session"),
-    Route("POST", "/api/v1/sessions/{session_id}/commit", "sessions.commit", "session"),
-    Route("GET", "/api/v1/sessions/{session_id}/context", "sessions.context", "session"),
-    Route("GET", "/api/v1/sessions/{session_id}/archives", "sessions.archives", "session"),
-    Route("GET", "/api/v1/system/status", "system.health", "query"),
-    Route("GET", "/api/v1/system/stats", "system.stats", "query"),
+    Route("POST", "/api/v1/search/find", catalog.SEARCH_FIND.name),
+    Route("POST", "/api/v1/search/search", catalog.SEARCH_SEARCH.name),
+    Route("POST", "/api/v1/search/recall", catalog.SEARCH_RECALL.name),
+    Route("POST", "/api/v1/search/grep", catalog.SEARCH_GREP.name),
+    Route("POST", "/api/v1/search/glob", catalog.SEARCH_GLOB.name),
+    Route("GET", "/api/v1/fs/ls", catalog.FS_LS.name, "query"),
+    Route("GET", "/api/v1/fs/tree", catalog.FS_TREE.name, "query"),
+    Route("GET", "/api/v1/fs/stat", catalog.FS_STAT.name, "query"),
+    Route("POST", "/api/v1/fs/mkdir", catalog.FS_MKDIR.name),
+    Route("POST", "/api/v1/fs/mv", catalog.FS_MV.name),
+    Route("DELETE", "/api/v1/fs", catalog.FS_RM.name, "query"),
+    Route("GET", "/api/v1/content/read", catalog.FS_READ.name, "query"),
+    Route("GET", "/api/v1/content/abstract", catalog.FS_ABSTRACT.name, "query"),
+    Route("GET", "/api/v1/content/overview", catalog.FS_OVERVIEW.name, "query"),
+    Route("POST", "/api/v1/content/write", catalog.FS_WRITE.name),
+    Route("POST", "/api/v1/resources", catalog.RESOURCES_ADD.name),
+    Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name),
+    Route("POST", "/api/v1/memories", catalog.MEMORIES_WRITE.name),
+    Route("POST", "/api/v1/sessions", catalog.SESSIONS_CREATE.name),
+    Route("GET", "/api/v1/sessions", catalog.SESSIONS_LIST.name, "query"),
+    Route("GET", "/api/v1/sessions/{session_id}", catalog.SESSIONS_GET.name, "session"),
+    Route("DELETE", "/api/v1/sessions/{session_id}", catalog.SESSIONS_DELETE.name, "session"),
+    Route("POST", "/api/v1/sessions/{session_id}/messages", catalog.SESSIONS_ADD_MESSAGE.name, "session"),
+    Route("POST", "/api/v1/sessions/{session_id}/commit", catalog.SESSIONS_COMMIT.name, "session"),
+    Route("GET", "/api/v1/sessions/{session_id}/context", catalog.SESSIONS_CONTEXT.name, "session"),
+    Route("GET", "/api/v1/sessions/{session_id}/archives", catalog.SESSIONS_ARCHIVES.name, "session"),
+    Route("GET", "/api/v1/system/status", catalog.SYSTEM_HEALTH.name, "query"),
+    Route("GET", "/api/v1/system/stats", catalog.SYSTEM_STATS.name, "query"),
 )
 
 
@@ -82,7 +83,7 @@ def error_response(code: str, message: str, details: dict[str, Any] | None = Non
 
 def _message_body(sid: str, data: dict[str, Any]) -> dict[str, Any]:
     """OpenViking's message shape -> sessions.add_message: `content` is one text part."""
-    known = set(M.AddMessageRequest.__struct_fields__)
+    known = set(session_msgs.AddMessageRequest.__struct_fields__)
     out = {k: v for k, v in data.items() if k in known}
     if not out.get("parts") and isinstance(data.get("content"), str):
         out["parts"] = [{"type": "text", "text": data["content"]}]
@@ -155,7 +156,7 @@ class Gateway:
             try:
                 if route.kind == "body":
                     body = await request.read()
-                    if route.op in ("search.search", "search.recall") and b'"rewrite"' in body:
+                    if route.op in (catalog.SEARCH_SEARCH.name, catalog.SEARCH_RECALL.name) and b'"rewrite"' in body:
                         with_json = json.loads(body or b"{}")
                         timeout = deadline_for(route.op, with_json, timeout)
                 elif route.kind == "query":
@@ -167,7 +168,7 @@ class Gateway:
                         return body
             except (msgspec.ValidationError, ValueError) as e:
                 return error_response("INVALID_ARGUMENT", str(e))
-            if route.op == "sessions.commit":
+            if route.op == catalog.SESSIONS_COMMIT.name:
                 timeout = max(timeout, 300.0)
             return await self._forward(route.op, body, headers, timeout)
 
@@ -182,16 +183,17 @@ class Gateway:
             if not isinstance(parsed, dict):
                 raise ValueError("body must be a JSON object")
             data = parsed
-        if route.op == "sessions.add_message":
+        if route.op == catalog.SESSIONS_ADD_MESSAGE.name:
             return _enc.encode(_message_body(sid, data))
-        if route.op == "sessions.commit":
-            known = set(M.CommitRequest.__struct_fields__)
+        if route.op == catalog.SESSIONS_COMMIT.name:
+            known = set(session_msgs.CommitRequest.__struct_fields__)
             return _enc.encode({**{k: v for k, v in data.items() if k in known}, "session_id": sid})
-        if route.op == "sessions.get" and request.query.get("auto_create", "").lower() in ("1", "true"):
-            got = await self._forward("sessions.get", _enc.encode({"session_id": sid}), headers, self.client.timeout_s)
+        if route.op == catalog.SESSIONS_GET.name and request.query.get("auto_create", "").lower() in ("1", "true"):
+            got = await self._forward(catalog.SESSIONS_GET.name, _enc.encode({"session_id": sid}), headers,
+                                      self.client.timeout_s)
             if got.status != 404:
                 return got
-            return await self._forward("sessions.create", _enc.encode({"session_id": sid}), headers,
+            return await self._forward(catalog.SESSIONS_CREATE.name, _enc.encode({"session_id": sid}), headers,
                                        self.client.timeout_s)
         return _enc.encode({"session_id": sid})
 

@@ -30,8 +30,8 @@ from nats.js import api
 from skald.actors.kit import clock as CLOCK
 from skald.actors.kit.decl import Consumes, Handles, RetryLater, declarations
 from skald.actors.kit.request import Attempt, Ctx
+from skald.messages import catalog, subjects
 from skald.messages import errors as E
-from skald.messages import subjects as S
 from skald.messages.envelope import (
     CONTENT_TYPE,
     H_ACCOUNT,
@@ -90,6 +90,7 @@ class ActorHost:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
         self._in_flight = 0
+        self._op_in_flight: dict[str, int] = {}  # per operation, for handlers declaring `concurrency`
         self._handled = 0
         self._started = time.time()
         self._stopping = asyncio.Event()
@@ -104,7 +105,7 @@ class ActorHost:
                 await hook()
             for decl, fn in declarations(actor):
                 if isinstance(decl, Handles):
-                    subject = (S.internal if decl.internal else S.request)(self.cfg.prefix, decl.op)
+                    subject = (subjects.internal if decl.internal else subjects.request)(self.cfg.prefix, decl.op)
                     sub = await self.nc.subscribe(subject, queue=name, cb=self._callback(decl, fn))
                     self._subs.append(sub)
                     # The same handler addressed to this worker alone (owners receive forwarded work).
@@ -113,12 +114,12 @@ class ActorHost:
                 elif isinstance(decl, Consumes):
                     for _ in range(decl.concurrency):
                         self._loops.append(asyncio.create_task(self._consume(decl, fn), name=f"consume-{decl.queue}"))
-        health = S.request(self.cfg.prefix, S.SYSTEM_HEALTH)
-        hdecl = Handles(S.SYSTEM_HEALTH, Empty, 5.0)
+        health = subjects.request(self.cfg.prefix, catalog.SYSTEM_HEALTH.name)
+        hdecl = Handles(catalog.SYSTEM_HEALTH.name, Empty, 5.0)
         self._subs.append(await self.nc.subscribe(health, queue="system", cb=self._callback(hdecl, self._health)))
         # Each worker also answers on its own subject, so an operator (or a test) can ask them all.
-        self._subs.append(await self.nc.subscribe(f"{self.cfg.prefix}.direct.{self.worker_id}.{S.SYSTEM_HEALTH}",
-                                                  cb=self._callback(hdecl, self._health)))
+        own = f"{self.cfg.prefix}.direct.{self.worker_id}.{catalog.SYSTEM_HEALTH.name}"
+        self._subs.append(await self.nc.subscribe(own, cb=self._callback(hdecl, self._health)))
         await self.nc.flush()
 
     async def stop(self) -> None:
@@ -165,16 +166,23 @@ class ActorHost:
                 await self._reply(msg, _error("UNAVAILABLE", "worker at capacity; retry",
                                               {"max_concurrency": self.cfg.max_concurrency}), [])
                 return
+            running = self._op_in_flight.get(decl.op, 0)
+            if decl.concurrency is not None and running >= decl.concurrency:
+                await self._reply(msg, _error("UNAVAILABLE", f"{decl.op} at capacity on this worker; retry",
+                                              {"concurrency": decl.concurrency, "op": decl.op}), [])
+                return
             self._in_flight += 1
+            self._op_in_flight[decl.op] = running + 1
             task = asyncio.create_task(self._serve(msg, decl, fn))
             self._tasks.add(task)
-            task.add_done_callback(self._done)
+            task.add_done_callback(lambda t, op=decl.op: self._done(t, op))
 
         return on_msg
 
-    def _done(self, task: asyncio.Task[Any]) -> None:
+    def _done(self, task: asyncio.Task[Any], op: str) -> None:
         self._tasks.discard(task)
         self._in_flight -= 1
+        self._op_in_flight[op] -= 1
         self._handled += 1
 
     async def _serve(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> None:
@@ -257,7 +265,7 @@ class ActorHost:
         # connection keeps it ahead of the reply; not waiting for the store's ack keeps a write's
         # latency where it was (awaiting it cost add_message a third of its throughput).
         try:
-            await self.nc.publish(S.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
+            await self.nc.publish(subjects.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
                                   headers={"Nats-Msg-Id": "w-" + key})
         except Exception:  # noqa: BLE001 - the write is durable; a missing journal entry is logged, not fatal
             log.exception("journal event for %s not published", op)
@@ -324,12 +332,12 @@ class ActorHost:
         cfg = api.ConsumerConfig(
             durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ack_wait,
             max_deliver=decl.max_deliver, max_ack_pending=256, max_waiting=512,
-            filter_subject=S.work(self.cfg.prefix, decl.queue),
+            filter_subject=subjects.work(self.cfg.prefix, decl.queue),
         )
         psub = None
         while psub is None and not self._stopping.is_set():
             try:
-                psub = await js.pull_subscribe(S.work(self.cfg.prefix, decl.queue), durable=decl.queue,
+                psub = await js.pull_subscribe(subjects.work(self.cfg.prefix, decl.queue), durable=decl.queue,
                                                stream=stream_name(self.cfg.prefix, "work"), config=cfg)
             except Exception:  # noqa: BLE001 - another worker may be creating it at the same moment
                 log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)

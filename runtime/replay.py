@@ -21,6 +21,7 @@ import msgspec
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
+from skald.messages import catalog
 from skald.messages import errors as E
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
 from skald.messages.journal import JournalEntry
@@ -53,7 +54,8 @@ async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
                 body = {"session_id": e.session_id, "role": m.role, "parts": msgspec.to_builtins(m.parts),
                         **{k: v for k, v in (("turn_id", m.turn_id), ("message_kind", m.message_kind),
                                              ("source_message_ids", m.source_message_ids)) if v is not None}}
-                out.append(JournalEntry(op="sessions.add_message", account=e.account, user=e.user, agent=e.agent,
+                out.append(JournalEntry(op=catalog.SESSIONS_ADD_MESSAGE.name, account=e.account, user=e.user,
+                                        agent=e.agent,
                                         peer=e.peer, at=m.created_at, body=body, ids={"message_id": m.id}))
         seq = (msg.seq or seq) + 1
 
@@ -70,11 +72,12 @@ def load(path: Path) -> list[JournalEntry]:
 
 def request_for(entry: JournalEntry) -> bytes:
     body = dict(entry.body) if isinstance(entry.body, dict) else {}
-    if entry.op == "sessions.add_message" and entry.ids.get("message_id"):
+    if entry.op == catalog.SESSIONS_ADD_MESSAGE.name and entry.ids.get("message_id"):
         body["id"] = entry.ids["message_id"]
-    if entry.op == "sessions.commit":
+    if entry.op == catalog.SESSIONS_COMMIT.name:
         body["wait"] = True
-    if entry.op in ("fs.write", "fs.rm", "fs.mv", "resources.add", "skills.add", "memories.write"):
+    if entry.op in (catalog.FS_WRITE.name, catalog.FS_RM.name, catalog.FS_MV.name, catalog.RESOURCES_ADD.name,
+                    catalog.SKILLS_ADD.name, catalog.MEMORIES_WRITE.name):
         body["wait"] = True
     return json.dumps(body).encode()
 

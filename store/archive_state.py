@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from skald.messages.sessions import ContextPart, Message
+from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker
 
 
 @dataclass(slots=True)
@@ -24,12 +24,12 @@ class ArchiveListing:
 
     archive_id: str  # archive_001
     index: int
-    done: dict[str, Any] | None = None  # parsed .done, {} for an old empty marker
+    done: DoneMarker | None = None  # parsed .done (all defaults for an old empty marker)
     done_unreadable: bool = False
     overview: str | None = None  # None when missing or unreadable
-    failed: dict[str, Any] | None = None
+    failed: FailedMarker | None = None
     messages: list[Message] = field(default_factory=list)
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ def scan(listings: Sequence[ArchiveListing]) -> list[ArchiveState]:
     for a in ordered:
         if a.done is not None and not a.done_unreadable and a.overview is not None:
             st = ArchiveState(a, "completed", covered=True)
-            rolled.update(a.done.get("covered_failed_archives") or [])
+            rolled.update(a.done.covered_failed_archives)
         elif a.done is not None or a.done_unreadable:
             st = ArchiveState(a, "invalid")
         elif a.failed is not None:
@@ -69,13 +69,12 @@ def latest_completed(states: Sequence[ArchiveState]) -> ArchiveState | None:
     return done[-1] if done else None
 
 
-def checkpoint_message(archive_uri: str, cp: dict[str, Any]) -> Message:
-    if cp.get("archive_uri"):
-        archive_uri = str(cp["archive_uri"])
-    return Message(id=f"checkpoint:{cp.get('turn_anchor_message_id')}:{archive_uri.rsplit('/', 1)[-1]}",
-                   role="assistant", message_kind="checkpoint",
-                   source_message_ids=list(cp.get("source_message_ids") or []),
-                   parts=[ContextPart(uri=archive_uri, abstract=str(cp.get("abstract", "")), context_type="memory")])
+def checkpoint_message(archive_uri: str, cp: Checkpoint) -> Message:
+    if cp.archive_uri:
+        archive_uri = cp.archive_uri
+    return Message(id=f"checkpoint:{cp.turn_anchor_message_id}:{archive_uri.rsplit('/', 1)[-1]}",
+                   role="assistant", message_kind="checkpoint", source_message_ids=list(cp.source_message_ids),
+                   parts=[ContextPart(uri=archive_uri, abstract=cp.abstract, context_type="memory")])
 
 
 def assemble(states: Sequence[ArchiveState], root: Sequence[Message],
@@ -107,7 +106,7 @@ def assemble(states: Sequence[ArchiveState], root: Sequence[Message],
         if st.state != "completed":
             continue
         for cp in st.listing.checkpoints:
-            anchor = cp.get("turn_anchor_message_id")
+            anchor = cp.turn_anchor_message_id
             if anchor:
                 uri = archive_uri.get(st.listing.archive_id, "")
                 anchors.setdefault(anchor, []).append(checkpoint_message(uri, cp))

@@ -9,6 +9,10 @@ allowed rows (NATS-NOTES.md), so it is never used.
 Scopes are URI prefixes. Rows are kept in a sorted list of `account NUL uri/` keys, so the
 rows under a prefix are one contiguous slice found by bisection, and accounts can never see
 each other's rows.
+
+Why one module: every method reads or writes the same few private structures (the row and vector
+arrays, the sorted key list, the hnswlib graph, the label maps) under one lock; split apart, each
+piece would have to reach into the others' internals.
 """
 
 from __future__ import annotations

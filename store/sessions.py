@@ -1,32 +1,110 @@
 """The session directory on disk (seed 001 layout). Every write is atomic or an fsync'd append.
 
     {session}/messages.jsonl              live (root) messages, one JSON object per line
-    {session}/.meta.json                  created_at, total_message_count (monotonic), commit_count
+    {session}/.meta.json                  SessionMeta: created_at, total_message_count (monotonic), commit_count
     {session}/tool-results/               externalised tool outputs
-    {session}/history/archive_NNN/        messages.jsonl, .meta.json, .overview.md, .abstract.md,
-                                          .done (written last), .failed.json
+    {session}/history/archive_NNN/        messages.jsonl, .meta.json (ArchiveMeta), .overview.md, .abstract.md,
+                                          .done (DoneMarker, written last), .failed.json (FailedMarker)
+
+`SessionDir` is the one place a session's paths and URIs are built. The session actor (owner of
+the live messages), the archive actor (Phase 2), the assembler (dedup ledger, continuity) and the
+retriever (intent context) all go through it; none spells a path of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from skald.messages.sessions import Message
 from skald.store.archive_state import ArchiveListing
+from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, SessionMeta
 from skald.store.tree import write_atomic_sync
+from skald.store.uri import Identity, Namespace, VikingPath
 
+log = logging.getLogger("skald.store.sessions")
 ARCHIVE_RE = re.compile(r"^archive_(\d+)$")
+SESSIONS_URI = "viking://~/sessions"
+MESSAGES = "messages.jsonl"
+META = ".meta.json"
+HISTORY = "history"
+TOOL_RESULTS = "tool-results"
+OVERVIEW = ".overview.md"
+ABSTRACT = ".abstract.md"
+DONE = ".done"
+FAILED = ".failed.json"
 _msg_dec = msgspec.json.Decoder(Message)
 _enc = msgspec.json.Encoder()
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDir:
+    """Where one session lives: its resolved path and URI, and every file of the layout."""
+
+    vp: VikingPath
+
+    @property
+    def path(self) -> Path:
+        return self.vp.path
+
+    @property
+    def uri(self) -> str:
+        return self.vp.uri
+
+    @property
+    def session_id(self) -> str:
+        return self.vp.name
+
+    @property
+    def messages(self) -> Path:
+        return self.vp.path / MESSAGES
+
+    @property
+    def meta(self) -> Path:
+        return self.vp.path / META
+
+    @property
+    def history(self) -> Path:
+        return self.vp.path / HISTORY
+
+    def exists(self) -> bool:
+        return self.meta.exists() or self.messages.exists()
+
+    def archive(self, archive_id: str) -> Path:
+        return self.vp.path / HISTORY / archive_id
+
+    def archive_uri(self, archive_id: str) -> str:
+        return f"{self.vp.uri}/{HISTORY}/{archive_id}"
+
+    def tool_result(self, filename: str) -> Path:
+        return self.vp.path / TOOL_RESULTS / filename
+
+    def tool_result_uri(self, filename: str) -> str:
+        return f"{self.vp.uri}/{TOOL_RESULTS}/{filename}"
+
+    def file(self, name: str) -> Path:
+        """A file of the session's own at its top level (the assembler's dedup ledger)."""
+        return self.vp.path / name
+
+
+def session_dir(ns: Namespace, ident: Identity, session_id: str) -> SessionDir:
+    """The caller's session `session_id` (resolved, tenancy-checked, no symlink on the way)."""
+    return SessionDir(ns.resolve(f"{SESSIONS_URI}/{session_id}", ident))
+
+
+def sessions_root(ns: Namespace, ident: Identity) -> VikingPath:
+    return ns.resolve(SESSIONS_URI, ident)
 
 
 def lease_key(account: str, user: str, session_id: str) -> str:
@@ -36,6 +114,58 @@ def lease_key(account: str, user: str, session_id: str) -> str:
 
 def archive_name(index: int) -> str:
     return f"archive_{index:03d}"
+
+
+# ----- typed metadata -------------------------------------------------------------------
+
+
+def load(path: Path, typ: type[S]) -> tuple[S | None, str]:
+    """A metadata file as its Struct: (value, "ok"), (None, "missing") or (None, "corrupt").
+    Corrupt is reported, never silently read as empty: each caller chooses its recovery."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None, "missing"
+    try:
+        return msgspec.json.decode(data or b"{}", type=typ), "ok"
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, "corrupt"
+
+
+def save(path: Path, value: msgspec.Struct) -> None:
+    write_atomic_sync(path, msgspec.json.encode(value))
+
+
+def read_session_meta(session: SessionDir) -> tuple[SessionMeta | None, str]:
+    return load(session.meta, SessionMeta)
+
+
+def read_archive_meta(session: SessionDir, archive_id: str) -> ArchiveMeta:
+    """An archive's meta; a corrupt one is logged and read as defaults (no checkpoints, no stamp):
+    Phase 2 still summarises the archive's messages, which are in their own file."""
+    meta, status = load(session.archive(archive_id) / META, ArchiveMeta)
+    if status == "corrupt":
+        log.warning("corrupt archive meta %s: read as empty", session.archive(archive_id) / META)
+    return meta or ArchiveMeta()
+
+
+def update_archive_meta(session: SessionDir, archive_id: str, **changes: Any) -> ArchiveMeta:
+    """Read-modify-write: Phase 2 adds fields, never drops Phase 1's."""
+    meta = msgspec.structs.replace(read_archive_meta(session, archive_id), **changes)
+    save(session.archive(archive_id) / META, meta)
+    return meta
+
+
+def write_failed(session: SessionDir, archive_id: str, marker: FailedMarker) -> None:
+    save(session.archive(archive_id) / FAILED, marker)
+
+
+def write_done(session: SessionDir, archive_id: str, marker: DoneMarker) -> None:
+    """Written last: from here on the archive is completed and covers what it lists."""
+    save(session.archive(archive_id) / DONE, marker)
+
+
+# ----- messages -------------------------------------------------------------------------
 
 
 def read_messages(path: Path) -> list[Message]:
@@ -93,6 +223,8 @@ def read_text(path: Path) -> str:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
+    """A free-form JSON file of a session (the dedup ledger, the Phase 2 journal); None when it is
+    missing or unreadable. Their readers validate what they use."""
     try:
         data = json.loads(path.read_bytes() or b"{}")
     except (FileNotFoundError, NotADirectoryError):
@@ -106,61 +238,60 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     write_atomic_sync(path, json.dumps(data, ensure_ascii=False, sort_keys=True).encode())
 
 
-def archive_indexes(session: Path) -> list[int]:
+# ----- archives -------------------------------------------------------------------------
+
+
+def archive_indexes(session: SessionDir) -> list[int]:
     try:
-        names = os.listdir(session / "history")
+        names = os.listdir(session.history)
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(int(m.group(1)) for n in names if (m := ARCHIVE_RE.match(n)))
 
 
-def read_archive(session: Path, index: int) -> ArchiveListing:
-    d = session / "history" / archive_name(index)
-    done_path = d / ".done"
-    done = None
-    unreadable = False
-    if done_path.exists():
-        done = read_json(done_path)
-        if done is None:
-            unreadable = True
+def read_archive(session: SessionDir, index: int) -> ArchiveListing:
+    d = session.archive(archive_name(index))
+    done, done_status = load(d / DONE, DoneMarker)
     overview = None
     try:
-        text = (d / ".overview.md").read_text("utf-8")
+        text = (d / OVERVIEW).read_text("utf-8")
         overview = text if text.strip() else None
     except (FileNotFoundError, UnicodeDecodeError):
         overview = None
-    meta = read_json(d / ".meta.json") or {}
-    return ArchiveListing(archive_id=archive_name(index), index=index, done=done, done_unreadable=unreadable,
-                          overview=overview, failed=read_json(d / ".failed.json"),
-                          messages=read_messages(d / "messages.jsonl"),
-                          checkpoints=list(meta.get("checkpoints") or []))
+    failed, failed_status = load(d / FAILED, FailedMarker)
+    if failed_status == "corrupt":  # the marker exists: the archive failed, whatever it says
+        failed = FailedMarker(stage="unknown", error="unreadable .failed.json")
+    meta = read_archive_meta(session, archive_name(index))
+    return ArchiveListing(archive_id=archive_name(index), index=index, done=done,
+                          done_unreadable=done_status == "corrupt", overview=overview, failed=failed,
+                          messages=read_messages(d / MESSAGES), checkpoints=list(meta.checkpoints))
 
 
-def marker_state(session: Path, index: int) -> str:
+def marker_state(session: SessionDir, index: int) -> str:
     """An archive's state from its markers alone, without reading its messages:
     completed | invalid | failed | pending | missing."""
-    d = session / "history" / archive_name(index)
-    if (d / ".done").exists():
-        done = read_json(d / ".done")
+    d = session.archive(archive_name(index))
+    if (d / DONE).exists():
+        _, status = load(d / DONE, DoneMarker)
         try:
-            ok = done is not None and bool((d / ".overview.md").read_text("utf-8").strip())
+            ok = status == "ok" and bool((d / OVERVIEW).read_text("utf-8").strip())
         except (FileNotFoundError, UnicodeDecodeError):
             ok = False
         return "completed" if ok else "invalid"
-    if (d / ".failed.json").exists():
+    if (d / FAILED).exists():
         return "failed"
     return "pending" if d.is_dir() else "missing"
 
 
-def create_archive(session: Path, index: int, messages: list[Message], meta: dict[str, Any]) -> Path:
+def create_archive(session: SessionDir, index: int, messages: list[Message], meta: ArchiveMeta) -> Path:
     """All or nothing: the archive is built in a temp directory and renamed into place."""
-    hist = session / "history"
+    hist = session.history
     hist.mkdir(parents=True, exist_ok=True)
     tmp = hist / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
-        write_atomic_sync(tmp / "messages.jsonl", encode_lines(messages))
-        write_json(tmp / ".meta.json", meta)
+        write_atomic_sync(tmp / MESSAGES, encode_lines(messages))
+        save(tmp / META, meta)
         final = hist / archive_name(index)
         os.rename(tmp, final)
     except BaseException:
@@ -174,27 +305,25 @@ def create_archive(session: Path, index: int, messages: list[Message], meta: dic
     return final
 
 
-def merge_meta(path: Path, updates: dict[str, Any]) -> dict[str, Any]:
-    """Read-modify-write of a .meta.json: Phase 2 adds fields, never drops Phase 1's."""
-    meta = read_json(path) or {}
-    meta.update(updates)
-    write_json(path, meta)
-    return meta
-
-
-def latest_overview(session: Path) -> str:
-    """The overview of the newest completed archive (state from markers only), or ''."""
+def latest_completed(session: SessionDir) -> tuple[str, str] | None:
+    """(archive id, overview) of the newest completed archive (state from markers only)."""
     for i in reversed(archive_indexes(session)):
         if marker_state(session, i) == "completed":
-            return read_text(session / "history" / archive_name(i) / ".overview.md")
-    return ""
+            return archive_name(i), read_text(session.archive(archive_name(i)) / OVERVIEW)
+    return None
+
+
+def latest_overview(session: SessionDir) -> str:
+    """The overview of the newest completed archive, or ''."""
+    found = latest_completed(session)
+    return found[1] if found else ""
 
 
 def message_text(m: Message) -> str:
     return "\n".join(getattr(p, "text", "") for p in m.parts if getattr(p, "text", None))
 
 
-def recent_messages(session: Path, n: int) -> list[tuple[str, str]]:
+def recent_messages(session: SessionDir, n: int) -> list[tuple[str, str]]:
     """The last `n` live messages that carry text, as (role, text)."""
-    out = [(m.role, t) for m in read_messages(session / "messages.jsonl") if (t := message_text(m)).strip()]
+    out = [(m.role, t) for m in read_messages(session.messages) if (t := message_text(m)).strip()]
     return out[-n:]

@@ -16,7 +16,7 @@ import pytest
 
 from skald.messages import errors as E
 from skald.messages.catalog import OPS
-from skald.runtime import keys as K
+from skald.runtime import keys as key_store
 from skald.runtime.client import SkaldClient
 from tests.test_wire_errors import SUBJECTS
 
@@ -26,10 +26,10 @@ SKALD = str(Path(sys.executable).parent / "skald")
 @pytest.fixture
 async def secured(deploy: Callable[..., Any], tmp_path: Path, nats_url: str) -> dict[str, Any]:
     path = tmp_path / "keys.json"
-    root, _ = K.add(path, "root")
-    admin, _ = K.add(path, "admin", "acme")
-    alice, alice_rec = K.add(path, "user", "acme", "alice")
-    bob, _ = K.add(path, "user", "acme", "bob")
+    root, _ = key_store.add(path, "root")
+    admin, _ = key_store.add(path, "admin", "acme")
+    alice, alice_rec = key_store.add(path, "user", "acme", "alice")
+    bob, _ = key_store.add(path, "user", "acme", "bob")
     w, anon = await deploy(keys_file=str(path))
 
     def as_(key: str | None, **ident: str) -> SkaldClient:
@@ -42,7 +42,7 @@ async def secured(deploy: Callable[..., Any], tmp_path: Path, nats_url: str) -> 
 async def test_the_file_keeps_hashes_only(secured: dict[str, Any]) -> None:
     text = secured["path"].read_text()
     for k in ("root", "admin", "alice", "bob"):
-        assert secured[k] not in text and K.digest(secured[k]) in text
+        assert secured[k] not in text and key_store.digest(secured[k]) in text
 
 
 async def test_no_key_or_a_wrong_key_is_unauthenticated_everywhere_and_reveals_nothing(
@@ -92,7 +92,7 @@ async def test_admin_acts_in_its_account_and_root_anywhere(secured: dict[str, An
 async def test_revoked_key_stops_working(secured: dict[str, Any]) -> None:
     alice = secured["as"](secured["alice"])
     await alice.health()
-    assert K.revoke(secured["path"], secured["alice_id"])
+    assert key_store.revoke(secured["path"], secured["alice_id"])
     await asyncio.sleep(1.2)  # the key store re-reads the file at most once a second
     with pytest.raises(E.Unauthenticated):
         await alice.health()
@@ -161,7 +161,7 @@ async def embedded_with_keys(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, s
     from tests.conftest import make_config
 
     path = tmp_path / "keys.json"
-    root, _ = K.add(path, "root")
+    root, _ = key_store.add(path, "root")
     cfg = make_config("", tmp_path / "data", keys_file=str(path), nats_port=-1)
     cfg.nats_url = ""
     w = Worker(cfg, embedded=True)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from skald.messages import context as X
+from skald.messages import context as context_msgs
 from skald.messages import errors as E
-from skald.messages import fs as F
-from skald.messages import search as Q
-from skald.messages import sessions as M
+from skald.messages import fs as fs_msgs
+from skald.messages import search as search_msgs
+from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
 from skald.runtime.client import SkaldClient, SyncSkaldClient
 
@@ -23,14 +23,14 @@ async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any],
     sk = await SkaldClient.connect(nats_url, prefix=w.cfg.prefix)
     try:
         wr = await sk.write("viking://resources/notes/a.md", "# Alpha\n\nThe alpha note about caddy ports.\n")
-        assert isinstance(wr, F.WriteResult) and wr.uri == "viking://resources/notes/a.md"
-        assert isinstance(await sk.mkdir("viking://resources/empty"), F.ChangeResult)
+        assert isinstance(wr, fs_msgs.WriteResult) and wr.uri == "viking://resources/notes/a.md"
+        assert isinstance(await sk.mkdir("viking://resources/empty"), fs_msgs.ChangeResult)
         assert (await sk.read("viking://resources/notes/a.md")).content.startswith("# Alpha")
         assert [e.name for e in (await sk.ls("viking://resources/notes")).entries] == ["a.md"]
-        assert isinstance(await sk.tree("viking://resources"), F.TreeResult)
+        assert isinstance(await sk.tree("viking://resources"), fs_msgs.TreeResult)
         assert (await sk.stat("viking://resources/notes/a.md")).size > 0
         assert "alpha" in (await sk.abstract("viking://resources/notes/a.md")).content.lower()
-        assert isinstance(await sk.overview("viking://resources/notes"), F.TextResult)
+        assert isinstance(await sk.overview("viking://resources/notes"), fs_msgs.TextResult)
         mem = await sk.remember("preferences", "Prefers caddy over nginx.")
         assert mem.root_uri.startswith("viking://user/default/memories/preferences/")
         res = await sk.add_resource(content="# Guide\n\nCaddy guide.", name="guide.md", wait=True)
@@ -38,30 +38,30 @@ async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any],
         sk_ = await sk.add_skill(content="---\nname: port\ndescription: set caddy ports\n---\nbody", wait=True)
         assert sk_.root_uri.endswith("/port")
         found = await sk.find("caddy")
-        assert isinstance(found, Q.FindResult) and found.total >= 2
+        assert isinstance(found, search_msgs.FindResult) and found.total >= 2
         listed = await sk.search("caddy ports", level=2)
-        assert isinstance(listed, Q.FindResult) and listed.query_plan is not None
+        assert isinstance(listed, search_msgs.FindResult) and listed.query_plan is not None
         ctx = await sk.context("caddy ports", score_threshold=0.0)
-        assert isinstance(ctx, X.ContextResult) and ctx.entries and ctx.rendered
-        assert isinstance(await sk.recall("caddy ports", min_score=0.0), X.ContextResult)
-        assert isinstance(await sk.bootstrap(max_tokens=500), X.ContextResult)
+        assert isinstance(ctx, context_msgs.ContextResult) and ctx.entries and ctx.rendered
+        assert isinstance(await sk.recall("caddy ports", min_score=0.0), context_msgs.ContextResult)
+        assert isinstance(await sk.bootstrap(max_tokens=500), context_msgs.ContextResult)
         assert (await sk.grep("viking://resources", "alpha", case_insensitive=True)).count == 2  # two lines
         assert "viking://resources/notes/a.md" in (await sk.glob("**/*.md", uri="viking://resources")).matches
         info = await sk.session_create("c1")
-        assert isinstance(info, M.SessionInfo) and info.session_id == "c1"
+        assert isinstance(info, session_msgs.SessionInfo) and info.session_id == "c1"
         added = await sk.add_message("c1", "user", "hello there")
-        assert isinstance(added, M.AddMessageResult) and added.message_count == 1
+        assert isinstance(added, session_msgs.AddMessageResult) and added.message_count == 1
         await sk.add_message("c1", "assistant", parts=[{"type": "text", "text": "hi"}])
         assert (await sk.session_get("c1")).total_message_count == 2
         assert [s.session_id for s in (await sk.session_list()).sessions] == ["c1"]
         done = await sk.commit("c1", keep_recent_count=0, wait=True)
-        assert isinstance(done, M.CommitResult) and done.status == "accepted"
-        assert isinstance(await sk.session_context("c1"), M.ContextResult)
+        assert isinstance(done, session_msgs.CommitResult) and done.status == "accepted"
+        assert isinstance(await sk.session_context("c1"), session_msgs.ContextResult)
         assert len((await sk.archives("c1")).archives) == 1
-        assert isinstance(await sk.session_delete("c1"), M.DeleteResult)
+        assert isinstance(await sk.session_delete("c1"), session_msgs.DeleteResult)
         assert isinstance(await sk.mv("viking://resources/notes/a.md", "viking://resources/notes/b.md"),
-                          F.ChangeResult)
-        assert isinstance(await sk.rm("viking://resources/notes", recursive=True), F.ChangeResult)
+                          fs_msgs.ChangeResult)
+        assert isinstance(await sk.rm("viking://resources/notes", recursive=True), fs_msgs.ChangeResult)
         assert (await sk.health()).status == "ok"
         assert (await sk.stats()).retrieval is not None
     finally:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from skald.messages.catalog import OPS
 from skald.runtime.client import SkaldClient
-from tests import fuzzing as Z
+from tests import fuzzing
 from tests.figures import FIGURES
 
 BATCH = 50
@@ -108,11 +108,11 @@ def batch(draw: st.DrawFn, make: Any) -> list[tuple[str, bytes]]:
 
 
 def as_valid(draw: st.DrawFn, cls: type) -> bytes:
-    return msgspec.json.encode(draw(Z.valid(cls)))
+    return msgspec.json.encode(draw(fuzzing.valid(cls)))
 
 
 def as_invalid(draw: st.DrawFn, cls: type) -> bytes:
-    return draw(Z.invalid(cls))
+    return draw(fuzzing.invalid(cls))
 
 
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from skald.actors.retriever import hierarchy as H
+from skald.actors.retriever import hierarchy
 from skald.messages.index import IndexRow
 from skald.store.index import Query, VectorIndex
 
@@ -48,13 +48,13 @@ def small_tree() -> Tree:
     return t
 
 
-async def run(t: Tree, **kw: object) -> H.Outcome:
+async def run(t: Tree, **kw: object) -> hierarchy.Outcome:
     scope = Query(account="a", prefixes=["viking://resources"])
     collect = Query(account="a", prefixes=["viking://resources"], levels=frozenset({2}))
-    return await H.thinking(t.index, Q, "q", scope, collect, ["viking://resources"], H.Params(**kw))  # type: ignore[arg-type]
+    return await hierarchy.thinking(t.index, Q, "q", scope, collect, ["viking://resources"], hierarchy.Params(**kw))  # type: ignore[arg-type]
 
 
-def scores(o: H.Outcome) -> dict[str, float]:
+def scores(o: hierarchy.Outcome) -> dict[str, float]:
     return {r.uri.rsplit("/", 1)[1]: round(s, 4) for r, s in o.hits}
 
 
@@ -125,25 +125,27 @@ async def test_rerank_replaces_scores_and_falls_back() -> None:
     async def flip(query: str, docs: list[str]) -> list[float]:
         return [1.0 - i * 0.1 for i in range(len(docs))][::-1]
 
-    o = await H.thinking(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
-                         Query(account="a", levels=frozenset({2})), ["viking://resources"], H.Params(limit=3), flip)
+    o = await hierarchy.thinking(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
+                         Query(account="a",
+                               levels=frozenset({2})), ["viking://resources"], hierarchy.Params(limit=3), flip)
     assert o.rerank_used and not o.rerank_fallback
 
     async def broken(query: str, docs: list[str]) -> list[float] | None:
         return None
 
-    o2 = await H.thinking(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
-                          Query(account="a", levels=frozenset({2})), ["viking://resources"], H.Params(limit=3), broken)
+    o2 = await hierarchy.thinking(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
+                          Query(account="a",
+                                levels=frozenset({2})), ["viking://resources"], hierarchy.Params(limit=3), broken)
     assert o2.rerank_fallback and scores(o2) == {"deep.md": 0.75, "y.md": 0.5, "x.md": 0.25}
 
 
 def test_hotness_values() -> None:
     now = 1_800_000_000.0
-    assert math.isclose(H.hotness(0, now, now), 0.5)
-    assert H.hotness(1000, now, now) > 0.95
-    assert H.hotness(10, now - 30 * 86400, now) < 0.1
-    assert math.isclose(H.hotness(0, now - 7 * 86400, now), 0.25)
-    assert H.hotness(5, None, now) == 0.0
+    assert math.isclose(hierarchy.hotness(0, now, now), 0.5)
+    assert hierarchy.hotness(1000, now, now) > 0.95
+    assert hierarchy.hotness(10, now - 30 * 86400, now) < 0.1
+    assert math.isclose(hierarchy.hotness(0, now - 7 * 86400, now), 0.25)
+    assert hierarchy.hotness(5, None, now) == 0.0
 
 
 async def test_hotness_blend_reorders() -> None:

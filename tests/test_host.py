@@ -12,6 +12,7 @@ import pytest
 from skald.actors.kit.decl import handles
 from skald.actors.kit.request import Ctx
 from skald.messages import errors as E
+from skald.messages.catalog import Op
 from skald.runtime.client import SkaldClient
 from skald.runtime.config import Config
 from skald.runtime.host import ActorHost
@@ -22,12 +23,16 @@ class Nap(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     fail: str = ""
 
 
+NAP = Op("test.nap", Nap, None, "Sleep, fail or warn as asked.")
+SOLO = Op("test.solo", Nap, None, "Sleep; at most one at a time per worker.")
+
+
 class Sleeper:
     def __init__(self) -> None:
         self.now = 0
         self.peak = 0
 
-    @handles("test.nap", Nap, timeout_s=5.0)
+    @handles(NAP, timeout_s=5.0)
     async def nap(self, req: Nap, ctx: Ctx) -> dict:
         self.now += 1
         self.peak = max(self.peak, self.now)
@@ -35,6 +40,10 @@ class Sleeper:
             return await self._nap(req, ctx)
         finally:
             self.now -= 1
+
+    @handles(SOLO, timeout_s=5.0, concurrency=1)
+    async def solo(self, req: Nap, ctx: Ctx) -> dict:
+        return await self._nap(req, ctx)
 
     async def _nap(self, req: Nap, ctx: Ctx) -> dict:
         if req.fail == "typed":
@@ -84,6 +93,17 @@ async def test_capacity_answers_unavailable(host: tuple[ActorHost, SkaldClient])
                                    return_exceptions=True)
     unavailable = [r for r in results if isinstance(r, E.Unavailable)]
     assert len(unavailable) == 4 and sum(isinstance(r, dict) for r in results) == 4
+
+
+async def test_handler_concurrency_is_part_of_its_declaration(host: tuple[ActorHost, SkaldClient]) -> None:
+    """A handler declared with concurrency=1 runs one request at a time; the next is UNAVAILABLE
+    at once, while the worker still has room for other operations."""
+    _, c = host
+    results = await asyncio.gather(*(c.call("test.solo", {"seconds": 0.4}) for _ in range(3)),
+                                   c.call("test.nap", {"seconds": 0.1}), return_exceptions=True)
+    assert sum(isinstance(r, E.Unavailable) for r in results[:3]) == 2
+    assert isinstance(results[3], dict)
+    assert (await c.call("test.solo", {}))["slept"] == 0.0  # the slot is free again
 
 
 async def test_typed_errors_crashes_and_deprecation(host: tuple[ActorHost, SkaldClient]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from skald.runtime import replay as RP
+from skald.runtime import replay as journal_replay
 from skald.runtime.client import SkaldClient
 
 WORDS = ("caddy proxy port billing invoice deploy rollback canary tea coffee meeting roadmap kernel cache "
@@ -63,20 +63,20 @@ async def answers(c: SkaldClient, rng: random.Random) -> list[bytes]:
 async def test_replayed_deployment_answers_byte_for_byte(deploy: Callable[..., Any], tmp_path: Path) -> None:
     w1, c1 = await deploy()
     await workload(c1, random.Random(5))
-    journal = await RP.record(c1.nc, w1.cfg.prefix)
+    journal = await journal_replay.record(c1.nc, w1.cfg.prefix)
     assert {e.op for e in journal} >= {"resources.add", "memories.write", "fs.write", "fs.mv", "fs.rm",
                                        "sessions.create", "sessions.add_message", "sessions.commit"}
     path = tmp_path / "journal.jsonl"
-    RP.save(journal, path)
+    journal_replay.save(journal, path)
     w2, c2 = await deploy(data_dir=tmp_path / "replayed")
-    n = await RP.apply(c2.nc, w2.cfg.prefix, RP.load(path))
+    n = await journal_replay.apply(c2.nc, w2.cfg.prefix, journal_replay.load(path))
     assert n == len(journal) == 12 + 12 + 4 + 2 * (1 + 6 + 1 + 1) + 1
     first, second = await answers(c1, random.Random(9)), await answers(c2, random.Random(9))
     assert len(first) == 56
     for a, b in zip(first, second, strict=True):
         assert a == b, (a.decode()[:300], b.decode()[:300])
     # and the replayed deployment's own journal is the same history
-    again = await RP.record(c2.nc, w2.cfg.prefix)
+    again = await journal_replay.record(c2.nc, w2.cfg.prefix)
     assert [(e.op, e.at) for e in again] == [(e.op, e.at) for e in journal]
 
 

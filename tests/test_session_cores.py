@@ -7,10 +7,11 @@ import json
 import pytest
 
 from skald.actors.archive import phase2 as P
-from skald.actors.session import externalize as X
-from skald.actors.session import turns as T
+from skald.actors.session import externalize, frontier
+from skald.actors.session import turns as turns_mod
 from skald.messages.sessions import Message, TextPart, ToolPart
-from skald.store import archive_state as A
+from skald.store import archive_state
+from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker
 
 
 def user(i: str, text: str = "do it") -> Message:
@@ -30,7 +31,7 @@ def result(i: str, tool: str, out: str = "done") -> Message:
 
 
 def test_tool_only_user_message_is_transport_not_a_turn() -> None:
-    turns = T.parse_turns([user("u1"), asst("a1", tool="t1", out="", status="pending"), result("r1", "t1"),
+    turns = turns_mod.parse_turns([user("u1"), asst("a1", tool="t1", out="", status="pending"), result("r1", "t1"),
                            asst("a2")])
     assert len(turns) == 1 and [s.ids for s in turns[0].steps] == [["a1", "r1"], ["a2"]]
 
@@ -38,20 +39,20 @@ def test_tool_only_user_message_is_transport_not_a_turn() -> None:
 def test_call_answered_later_widens_the_step() -> None:
     msgs = [user("u1"), asst("a1", tool="t1", status="pending"), asst("a2", text="thinking"), result("r1", "t1"),
             asst("a3")]
-    steps = T.parse_turns(msgs)[0].steps
+    steps = turns_mod.parse_turns(msgs)[0].steps
     assert steps[0].ids == ["a1", "a2", "r1"] and steps[1].ids == ["a3"]
 
 
 def test_orphan_result_before_any_step_forms_its_own_atom() -> None:
-    turns = T.parse_turns([result("r0", "tx"), user("u1"), asst("a1")])
+    turns = turns_mod.parse_turns([result("r0", "tx"), user("u1"), asst("a1")])
     assert turns[0].anchor is None and turns[0].steps[0].ids == ["r0"]
 
 
 def test_one_user_ten_steps_keeps_the_user() -> None:
     msgs = [user("u1")] + [asst(f"a{i}", text="x" * 40) for i in range(10)]
-    plan = T.plan_retention(msgs, turn_count=3, token_budget=12_000)
+    plan = turns_mod.plan_retention(msgs, turn_count=3, token_budget=12_000)
     assert plan.retained_messages[0] == "u1" and plan.archive_messages == []
-    legacy = T.plan_keep_recent(msgs, 10)
+    legacy = turns_mod.plan_keep_recent(msgs, 10)
     assert legacy.retained_messages[0] == "a0"  # the legacy mode keeps messages, not turns
 
 
@@ -59,9 +60,9 @@ def test_turn_budget_archives_oldest_whole_turns_first() -> None:
     msgs = []
     for t in range(5):
         msgs += [user(f"u{t}", "q" * 400), asst(f"a{t}", "r" * 400)]
-    plan = T.plan_retention(msgs, turn_count=3, token_budget=12_000)
+    plan = turns_mod.plan_retention(msgs, turn_count=3, token_budget=12_000)
     assert plan.retained_messages == ["u2", "a2", "u3", "a3", "u4", "a4"]
-    tight = T.plan_retention(msgs, turn_count=3, token_budget=300)  # each turn is 208 tokens
+    tight = turns_mod.plan_retention(msgs, turn_count=3, token_budget=300)  # each turn is 208 tokens
     assert tight.retained_messages == ["u4", "a4"] and not tight.budget_exceeded
 
 
@@ -70,7 +71,7 @@ def test_oversized_turn_keeps_user_checkpoint_and_raw_tail() -> None:
     for i in range(18):
         msgs += [asst(f"a{i}", "step", tool=f"t{i}", status="pending"), result(f"r{i}", f"t{i}", "z" * 1200)]
     msgs.append(asst("final", "pool exhausted"))
-    plan = T.plan_retention(msgs, turn_count=3, token_budget=1500)
+    plan = turns_mod.plan_retention(msgs, turn_count=3, token_budget=1500)
     assert plan.retained_messages[0] == "u1" and plan.retained_messages[-1] == "final"
     assert plan.turn_anchor == "u1" and plan.checkpoint_source_message_ids[:2] == ["a0", "r0"]
     kept = set(plan.retained_messages)
@@ -82,7 +83,7 @@ def test_oversized_turn_keeps_user_checkpoint_and_raw_tail() -> None:
 
 def test_min_raw_tail_steps_wins_over_budget() -> None:
     msgs = [user("u1")] + [asst(f"a{i}", "w" * 4000) for i in range(4)]
-    plan = T.plan_retention(msgs, turn_count=1, token_budget=100, min_raw_tail_steps=2)
+    plan = turns_mod.plan_retention(msgs, turn_count=1, token_budget=100, min_raw_tail_steps=2)
     assert plan.retained_messages == ["u1", "a2", "a3"] and plan.budget_exceeded
 
 
@@ -90,29 +91,29 @@ def test_externalisation_is_per_turn() -> None:
     msgs = [user("u1")]
     for i in range(12):
         msgs += [asst(f"a{i}", tool=f"t{i}", out=str(i % 10) * 10_000)]
-    chosen = X.plan_externalization(msgs)
+    chosen = externalize.plan_externalization(msgs)
     assert len(chosen) == 3  # 120k -> under 100k by moving the largest three
-    big = X.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_001)])
+    big = externalize.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_001)])
     assert [e.message_id for e in big] == ["a"]
-    assert X.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_000)]) == []
+    assert externalize.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_000)]) == []
 
 
 def listing(i: int, state: str, ids: list[str], covered_failed: list[str] | None = None,
-            checkpoints: list | None = None) -> A.ArchiveListing:
-    a = A.ArchiveListing(archive_id=f"archive_{i:03d}", index=i, messages=[user(x) for x in ids],
+            checkpoints: list | None = None) -> archive_state.ArchiveListing:
+    a = archive_state.ArchiveListing(archive_id=f"archive_{i:03d}", index=i, messages=[user(x) for x in ids],
                          checkpoints=checkpoints or [])
     if state == "completed":
-        a.done, a.overview = {"covered_failed_archives": covered_failed or []}, f"overview {i}"
+        a.done, a.overview = DoneMarker(covered_failed_archives=covered_failed or []), f"overview {i}"
     elif state == "failed":
-        a.failed = {"stage": "llm"}
+        a.failed = FailedMarker(stage="llm")
     elif state == "invalid":
-        a.done = {}
+        a.done = DoneMarker()
     return a
 
 
-def ctx(listings: list[A.ArchiveListing], root: list[str]) -> tuple[str, list[str]]:
-    states = A.scan(listings)
-    ov, msgs, _ = A.assemble(states, [user(x) for x in root], {s.listing.archive_id: "u" for s in states})
+def ctx(listings: list[archive_state.ArchiveListing], root: list[str]) -> tuple[str, list[str]]:
+    states = archive_state.scan(listings)
+    ov, msgs, _ = archive_state.assemble(states, [user(x) for x in root], {s.listing.archive_id: "u" for s in states})
     return ov, [m.id for m in msgs]
 
 
@@ -130,17 +131,18 @@ def test_context_from_markers(rows: list, overview: str, ids: list[str]) -> None
 def test_failed_archive_is_rolled_forward_by_a_later_success() -> None:
     ls = [listing(1, "failed", ["m1"]), listing(2, "completed", ["m2"], covered_failed=["archive_001"])]
     assert ctx(ls, ["m3"]) == ("overview 2", ["m3"])
-    states = A.scan(ls)
+    states = archive_state.scan(ls)
     assert states[0].state == "failed" and states[0].covered
 
 
 def test_stable_dedup_and_checkpoint_after_live_anchor() -> None:
-    cp = [{"turn_anchor_message_id": "u9", "source_message_ids": ["x"], "abstract": "did things"}]
+    cp = [Checkpoint(turn_anchor_message_id="u9", source_message_ids=["x"], abstract="did things")]
     ls = [listing(1, "pending", ["m1", "m2"]), listing(2, "completed", ["m0"], checkpoints=cp)]
     ls[1].index = 0
     ls[1].archive_id = "archive_000"
-    states = A.scan(ls)
-    _, msgs, n = A.assemble(states, [user("m2"), user("u9"), user("m5")], {"archive_000": "a0", "archive_001": "a1"})
+    states = archive_state.scan(ls)
+    _, msgs, n = archive_state.assemble(states, [user("m2"), user("u9"), user("m5")], {"archive_000": "a0",
+                                                                                       "archive_001": "a1"})
     assert [m.id for m in msgs][:4] == ["m1", "m2", "u9", msgs[3].id] and n == 1
     assert msgs[3].message_kind == "checkpoint" and msgs[3].parts[0].abstract == "did things"  # type: ignore[union-attr]
 
@@ -162,7 +164,7 @@ def test_phase2_input_marks_sources_without_ids() -> None:
         with pytest.raises(ValueError):
             P.parse_output(bad, 1)
     rec = P.checkpoint_records(req, ["word " * 500])
-    assert rec[0]["estimated_tokens"] <= 50 and rec[0]["source_message_ids"] == ["a1"]
+    assert rec[0].estimated_tokens <= 50 and rec[0].source_message_ids == ["a1"]
 
 
 def test_extractive_phase2_is_real() -> None:
@@ -172,3 +174,37 @@ def test_extractive_phase2_is_real() -> None:
     out = P.extractive(msgs, req)
     assert "Deploy the billing service" in out.overview and out.checkpoint_summaries == ["Deployed; tests pass."]
     assert out.memories[0]["category"] == "events" and out.memories[0]["content"].startswith("# Summary")
+
+
+def uri_of(archive_id: str) -> str:
+    return f"viking://user/u/sessions/s/history/{archive_id}"
+
+
+def test_frontier_folds_final_archives_and_stops_at_the_first_pending() -> None:
+    """Completed archives and rolled-forward failures fold into the frontier; a pending one stops it,
+    and what lies past it is read again next time."""
+    tail = [listing(1, "failed", ["m1"]), listing(2, "completed", ["m2"], covered_failed=["archive_001"]),
+            listing(3, "pending", ["m3"]), listing(4, "completed", ["m4"])]
+    moved, states = frontier.advance(frontier.Frontier(), tail, [user("m5")], uri_of)
+    assert moved.index == 2 and moved.overview == "overview 2"
+    assert [s.listing.archive_id for s in states] == [frontier.FRONTIER_ID, "archive_003", "archive_004"]
+    assert states[0].state == "completed" and states[0].listing.overview == "overview 2"
+    ov, msgs, _ = archive_state.assemble(states, [user("m5")], {s.listing.archive_id: "u" for s in states})
+    assert ov == "overview 4" and [m.id for m in msgs] == ["m3", "m5"]
+
+
+def test_frontier_keeps_checkpoints_only_while_their_anchor_is_live() -> None:
+    cps = [Checkpoint(turn_anchor_message_id="u1", abstract="one"), Checkpoint(turn_anchor_message_id="u2",
+                                                                                 abstract="two")]
+    moved, states = frontier.advance(frontier.Frontier(), [listing(1, "completed", ["a1"], checkpoints=cps)],
+                                     [user("u2")], uri_of)
+    assert [cp.abstract for cp in moved.checkpoints] == ["two"]
+    assert moved.checkpoints[0].archive_uri == uri_of("archive_001")
+    again, _ = frontier.advance(moved, [], [user("u3")], uri_of)  # u2 left root: its checkpoint goes too
+    assert again.index == 1 and again.checkpoints == ()
+
+
+def test_frontier_does_not_move_over_an_uncovered_failure() -> None:
+    moved, states = frontier.advance(frontier.Frontier(), [listing(1, "failed", ["m1"]),
+                                                           listing(2, "pending", ["m2"])], [], uri_of)
+    assert moved == frontier.Frontier() and [s.state for s in states] == ["failed", "pending"]

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from skald.actors.indexer import rows as R
-from skald.actors.retriever import params as P
-from skald.actors.retriever import results as Rs
+from skald.actors.indexer import formats
+from skald.actors.indexer import rows as rows_mod
+from skald.actors.retriever import params, results
 from skald.actors.retriever.grep_glob import glob_regex
-from skald.actors.text import extract as X
+from skald.actors.text import extract
 from skald.messages import errors as E
 from skald.messages.index import IndexRow
 from skald.runtime.embedders import HashEmbedder
@@ -30,15 +30,15 @@ def test_token_estimate(text: str, tokens: int) -> None:
 
 def test_abstract_cuts_at_sentence_boundary() -> None:
     text = "# Title\n\n" + "This sentence is fine. " * 30
-    a = X.file_abstract("t.md", text)
+    a = extract.file_abstract("t.md", text)
     assert len(a) <= 256 and a.endswith(".") and a.startswith("Title.")
-    assert X.cut_sentences("第一句。第二句。", 5) == "第一句。"
+    assert extract.cut_sentences("第一句。第二句。", 5) == "第一句。"
 
 
 def test_overview_by_source_type() -> None:
-    assert X.text_overview("m.md", "# Summary\n\nMet Bob.\n\n# Detail\n\nLong.") == "Met Bob."
-    assert "def f(x)" in X.text_overview("a.py", "import os\n\ndef f(x):\n    return x\n")
-    assert X.text_overview("d.md", "# A\n\npara one\n\n## B\n\ntext").startswith("- A\n  - B")
+    assert extract.text_overview("m.md", "# Summary\n\nMet Bob.\n\n# Detail\n\nLong.") == "Met Bob."
+    assert "def f(x)" in extract.text_overview("a.py", "import os\n\ndef f(x):\n    return x\n")
+    assert extract.text_overview("d.md", "# A\n\npara one\n\n## B\n\ntext").startswith("- A\n  - B")
 
 
 @pytest.mark.parametrize("uri,err", [
@@ -73,36 +73,36 @@ def test_glob_translation(pattern: str, path: str, ok: bool) -> None:
 
 def test_time_parsing_and_decay() -> None:
     now = 1_800_000_000.0
-    assert P.parse_time("2h", "since", now) == now - 7200
-    assert P.parse_time("2026-01-01", "since", now) == 1767225600.0
-    assert P.parse_decay("0") == 0.0 and P.parse_decay("7d") == 7 * 86400 and P.parse_decay(None) is None
-    assert P.time_score(now - 86400, now, 7 * 86400) == 1.0
-    assert math.isclose(P.time_score(now - (7 + 30) * 86400, now, 7 * 86400), 0.5)
-    assert P.time_score(0.0, now, 0.0) == 1.0
+    assert params.parse_time("2h", "since", now) == now - 7200
+    assert params.parse_time("2026-01-01", "since", now) == 1767225600.0
+    assert params.parse_decay("0") == 0.0 and params.parse_decay("7d") == 7 * 86400 and params.parse_decay(None) is None
+    assert params.time_score(now - 86400, now, 7 * 86400) == 1.0
+    assert math.isclose(params.time_score(now - (7 + 30) * 86400, now, 7 * 86400), 0.5)
+    assert params.time_score(0.0, now, 0.0) == 1.0
 
 
 def test_filter_forms() -> None:
     row = IndexRow(account="a", uri="viking://resources/x", level=2, parent_uri="viking://resources",
                    context_type="resource", category="", tags=("k=v",), updated_at=10.0)
-    assert P.compile_filter({"level": [1, 2], "updated_at": {"gte": 5}})(row)  # type: ignore[misc]
-    assert not P.compile_filter({"or": [{"level": 0}, {"context_type": "memory"}]})(row)  # type: ignore[misc]
-    assert P.compile_filter({"op": "must_not", "field": "tags", "conds": ["x=y"]})(row)  # type: ignore[misc]
+    assert params.compile_filter({"level": [1, 2], "updated_at": {"gte": 5}})(row)  # type: ignore[misc]
+    assert not params.compile_filter({"or": [{"level": 0}, {"context_type": "memory"}]})(row)  # type: ignore[misc]
+    assert params.compile_filter({"op": "must_not", "field": "tags", "conds": ["x=y"]})(row)  # type: ignore[misc]
     with pytest.raises(E.InvalidArgument):
-        P.compile_filter({"op": "fuzzy", "field": "level"})
+        params.compile_filter({"op": "fuzzy", "field": "level"})
 
 
 def test_suffixes_idempotent_and_grouping() -> None:
-    u = Rs.served_uri("viking://resources/d", 0)
-    assert u == "viking://resources/d/.abstract.md" and Rs.served_uri(u, 0) == u
-    assert Rs.node_uri(Rs.node_uri(u)) == "viking://resources/d"
-    assert Rs.passes(0.5, 0.5) is False and Rs.passes(0.5, 0.5, gte=True) is True
+    u = results.served_uri("viking://resources/d", 0)
+    assert u == "viking://resources/d/.abstract.md" and results.served_uri(u, 0) == u
+    assert results.node_uri(results.node_uri(u)) == "viking://resources/d"
+    assert results.passes(0.5, 0.5) is False and results.passes(0.5, 0.5, gte=True) is True
 
 
 def test_tags_strict() -> None:
-    assert R.check_tags(["a=b", "a=b"]) == ("a=b",)
+    assert rows_mod.check_tags(["a=b", "a=b"]) == ("a=b",)
     for bad in (["a"], ["=b"], ["a=b=c"], ["a= b"]):
         with pytest.raises(E.InvalidArgument):
-            R.check_tags(bad)
+            rows_mod.check_tags(bad)
 
 
 def _rows(n: int, dim: int) -> list[tuple[IndexRow, np.ndarray]]:
@@ -145,3 +145,16 @@ def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None: 
     assert back is not None and len(back) == len(idx) and back.applied_seq == 42
     assert back.content_hash() == idx.content_hash()
     assert VectorIndex.load(tmp_path / "snap", emb.dim, "another-model") is None
+
+
+def test_format_registry_converts_in_order_and_refuses_binary() -> None:
+    """Bytes become text in one seam: the first format that takes the bytes wins; none takes a binary."""
+    reg = formats.default_registry()
+    assert reg.convert("a.md", "héllo".encode()) == formats.Converted("héllo", "text")
+    assert reg.convert("blob.bin", b"\x00\x01binary") is None
+    reg.register(formats.Format("upper", lambda name, data: data.decode().upper() if name.endswith(".up") else None),
+                 before="text")
+    assert reg.convert("x.up", b"abc") == formats.Converted("ABC", "upper")
+    assert reg.convert("x.md", b"abc").format == "text"  # type: ignore[union-attr]
+    with pytest.raises(ValueError):
+        reg.register(formats.Format("text", formats.plain_text))

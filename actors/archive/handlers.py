@@ -17,19 +17,20 @@ from typing import Any
 
 import msgspec
 
-from skald.actors.archive import phase2 as P
-from skald.actors.kit import clock as CLOCK
+from skald.actors.archive import phase2
+from skald.actors.kit import clock
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import RetryLater, consumes
 from skald.actors.kit.lease import Leases
-from skald.actors.kit.ports import LLM
+from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Attempt
+from skald.messages import catalog
 from skald.messages.ingest import IngestJob
 from skald.messages.sessions import Phase2Job
-from skald.store import archive_state as A
-from skald.store import faults
-from skald.store import sessions as Fs
-from skald.store.sessions import lease_key
+from skald.store import archive_state, faults
+from skald.store import sessions as session_store
+from skald.store.session_meta import DoneMarker, FailedMarker
+from skald.store.sessions import SessionDir, lease_key, session_dir
 from skald.store.tree import write_atomic_sync
 from skald.store.uri import Identity, Namespace
 
@@ -39,7 +40,7 @@ PREDECESSOR_WAIT_S = 0.5
 
 
 class Archiver:
-    def __init__(self, ns: Namespace, llm: LLM, bus: Any, clock: Callable[[], float] = clock_now,
+    def __init__(self, ns: Namespace, llm: LLM, bus: Bus, clock: Callable[[], float] = clock_now,
                  llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0) -> None:
         self.ns = ns
         # One worker runs an archive's Phase 2 at a time (a claim, renewed while it runs), so a
@@ -71,51 +72,48 @@ class Archiver:
     async def _requeue_pending(self) -> None:
         found = await asyncio.to_thread(self._pending_archives)
         for account, user, sid, name in found:
-            uri = f"viking://user/{user}/sessions/{sid}/history/{name}"
+            uri = session_dir(self.ns, Identity(account=account, user=user), sid).archive_uri(name)
             try:
-                await self.bus.enqueue("archive", Phase2Job(account=account, user=user, session_id=sid,
+                await self.bus.enqueue(catalog.ARCHIVE, Phase2Job(account=account, user=user, session_id=sid,
                                                             archive_id=name), uri)
             except Exception:  # noqa: BLE001 - best effort; the session owner re-enqueues on load too
                 log.warning("could not re-enqueue %s", uri, exc_info=True)
 
     def _pending_archives(self) -> list[tuple[str, str, str, str]]:
         out = []
-        for hist in self.ns.accounts.glob("*/user/*/sessions/*/history"):
+        for hist in self.ns.accounts.glob(f"*/user/*/sessions/*/{session_store.HISTORY}"):
             account, user, sid = hist.parts[-6], hist.parts[-4], hist.parts[-2]
-            for i in Fs.archive_indexes(hist.parent):
-                d = hist / Fs.archive_name(i)
-                if not (d / ".done").exists() and not (d / ".failed.json").exists():
-                    out.append((account, user, sid, d.name))
+            sdir = session_dir(self.ns, Identity(account=account, user=user), sid)
+            for i in session_store.archive_indexes(sdir):
+                if session_store.marker_state(sdir, i) == "pending":
+                    out.append((account, user, sid, session_store.archive_name(i)))
         return out
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "model": self.llm.name, "model_calls": self.model_calls,
                 "completed": self.completed, "failed": self.failed}
 
-    @consumes("archive", Phase2Job, ack_wait_s=120.0, max_deliver=1000, concurrency=2)
+    @consumes(catalog.ARCHIVE, ack_wait_s=120.0, max_deliver=1000, concurrency=2)
     async def run(self, job: Phase2Job, att: Attempt) -> None:
         nxt: Phase2Job | None = job
         first = True
         while nxt is not None:
             # Phase 2 stamps with the time its commit was accepted (the archive's own meta): the
             # clock is the request's, not the background worker's, so a replay writes the same.
-            ident = Identity(account=nxt.account, user=nxt.user)
-            meta = await asyncio.to_thread(
-                Fs.read_json, self.ns.resolve(f"viking://~/sessions/{nxt.session_id}", ident).path / "history"
-                / nxt.archive_id / ".meta.json")
-            at = (meta or {}).get("created_at")
-            token = CLOCK.NOW.set(float(at)) if isinstance(at, (int, float)) and at > 0 else None
+            sdir = session_dir(self.ns, Identity(account=nxt.account, user=nxt.user), nxt.session_id)
+            at = (await asyncio.to_thread(session_store.read_archive_meta, sdir, nxt.archive_id)).created_at
+            token = clock.NOW.set(at) if at > 0 else None
             try:
                 nxt = await self._one(nxt, chained=not first)
             finally:
                 if token is not None:
-                    CLOCK.NOW.reset(token)
+                    clock.NOW.reset(token)
             first = False
 
     async def _one(self, job: Phase2Job, chained: bool) -> Phase2Job | None:
         """Phase 2 of one archive; returns the session's next pending archive to chain into."""
         ident = Identity(account=job.account, user=job.user)
-        vp = self.ns.resolve(f"viking://~/sessions/{job.session_id}", ident)
+        sdir = session_dir(self.ns, ident, job.session_id)
         key = lease_key(job.account, job.user, job.session_id)
         claim = f"a{key}-{job.archive_id}"
         if await self.claims.owner(claim) is not None:
@@ -124,7 +122,7 @@ class Archiver:
             raise RetryLater(PREDECESSOR_WAIT_S, "another worker is on this archive")
         try:
             index = int(job.archive_id.rsplit("_", 1)[1])
-            own = await asyncio.to_thread(Fs.marker_state, vp.path, index)
+            own = await asyncio.to_thread(session_store.marker_state, sdir, index)
             if own == "missing":
                 return None  # the session was deleted
             if own != "pending":
@@ -135,7 +133,7 @@ class Archiver:
             between: list[int] = []
             i = index - 1
             while i > 0:
-                st_i = await asyncio.to_thread(Fs.marker_state, vp.path, i)
+                st_i = await asyncio.to_thread(session_store.marker_state, sdir, i)
                 if st_i == "completed":
                     break
                 if st_i == "pending":
@@ -145,25 +143,25 @@ class Archiver:
                 if st_i in ("failed", "invalid"):
                     between.append(i)
                 i -= 1
-            listings = await asyncio.to_thread(lambda: [Fs.read_archive(vp.path, j) for j in (*sorted(between), index)])
-            states = A.scan(listings)
+            listings = await asyncio.to_thread(lambda: [session_store.read_archive(sdir,
+                                                                                   j) for j in (*sorted(between),
+                                                                                                index)])
+            states = archive_state.scan(listings)
             target = states[-1]
             before = states[:-1]
             rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
-            adir = vp.path / "history" / job.archive_id
             try:
-                state = await self._phase2(vp, adir, job, ident, target, rolled)
+                state = await self._phase2(sdir, job, ident, target, rolled)
             except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
                 log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
-                await asyncio.to_thread(Fs.write_json, adir / ".failed.json",
-                                        {"stage": getattr(e, "stage", "phase2"),
-                                         "error": f"{type(e).__name__}: {e}"[:2000], "time": self.clock()})
+                await asyncio.to_thread(session_store.write_failed, sdir, job.archive_id, FailedMarker(
+                    stage=getattr(e, "stage", "phase2"), error=f"{type(e).__name__}: {e}"[:2000], time=self.clock()))
                 self.failed += 1
                 state = "failed"
             await self._finished(key, job, state)
-            if await asyncio.to_thread(Fs.marker_state, vp.path, index + 1) == "pending":
+            if await asyncio.to_thread(session_store.marker_state, sdir, index + 1) == "pending":
                 return Phase2Job(account=job.account, user=job.user, session_id=job.session_id,
-                                 archive_id=Fs.archive_name(index + 1))
+                                 archive_id=session_store.archive_name(index + 1))
             return None
         finally:
             await self.claims.release(claim)
@@ -173,69 +171,69 @@ class Archiver:
                                      _Finished(session_id=job.session_id, archive_id=job.archive_id, state=state),
                                      f"archive.finished.{key}.{job.archive_id}.{state}")
 
-    async def _phase2(self, vp: Any, adir: Any, job: Phase2Job, ident: Identity, target: A.ArchiveState,
-                      rolled: list[A.ArchiveState]) -> str:
+    async def _phase2(self, sdir: SessionDir, job: Phase2Job, ident: Identity, target: archive_state.ArchiveState,
+                      rolled: list[archive_state.ArchiveState]) -> str:
         sources = [*rolled, target]
         messages = [m for s in sources for m in s.listing.messages]
-        requests: list[P.Request] = []
+        requests: list[phase2.Request] = []
         for s in sources:
-            meta = Fs.read_json(vp.path / "history" / s.listing.archive_id / ".meta.json") or {}
-            for r in meta.get("checkpoint_requests") or []:
-                requests.append(P.Request(index=len(requests), turn_anchor_message_id=r.get("turn_anchor_message_id"),
-                                          source_message_ids=list(r.get("source_message_ids") or []),
-                                          budget_tokens=int(r.get("budget_tokens", 400)),
+            meta = session_store.read_archive_meta(sdir, s.listing.archive_id)
+            for r in meta.checkpoint_requests:
+                requests.append(phase2.Request(index=len(requests), turn_anchor_message_id=r.turn_anchor_message_id,
+                                               source_message_ids=list(r.source_message_ids),
+                                               budget_tokens=r.budget_tokens,
                                           archive_id=s.listing.archive_id))
+        adir = sdir.archive(job.archive_id)
         out = await self._model_output(adir, messages, requests)
         if len(out.checkpoint_summaries) != len(requests):
             raise _Stage("validate", f"{len(out.checkpoint_summaries)} summaries for {len(requests)} checkpoints")
-        records = P.checkpoint_records(requests, out.checkpoint_summaries)
+        records = phase2.checkpoint_records(requests, out.checkpoint_summaries)
         abstract = _abstract(out.overview)
-        await asyncio.to_thread(write_atomic_sync, adir / ".overview.md", out.overview.encode())
-        await asyncio.to_thread(write_atomic_sync, adir / ".abstract.md", abstract.encode())
-        await asyncio.to_thread(Fs.merge_meta, adir / ".meta.json", {
-            "checkpoints": records, "overview_tokens": P.estimate_tokens(out.overview),
-            "rolled_forward": [s.listing.archive_id for s in rolled]})
+        await asyncio.to_thread(write_atomic_sync, adir / session_store.OVERVIEW, out.overview.encode())
+        await asyncio.to_thread(write_atomic_sync, adir / session_store.ABSTRACT, abstract.encode())
+        await asyncio.to_thread(session_store.update_archive_meta, sdir, job.archive_id, checkpoints=records,
+                                overview_tokens=phase2.estimate_tokens(out.overview),
+                                rolled_forward=[s.listing.archive_id for s in rolled])
         faults.point("archive.after_overview")
         await self._memories(job, ident, out, messages)
         faults.point("archive.after_memories")
-        coverage = {
-            "starting_message_id": messages[0].id if messages else None,
-            "ending_message_id": messages[-1].id if messages else None,
-            "coverage_start_archive": sources[0].listing.archive_id,
-            "coverage_end_archive": target.listing.archive_id,
-            "covered_failed_archives": [s.listing.archive_id for s in rolled],
-            "completed_at": self.clock(),
-        }
-        await asyncio.to_thread(Fs.write_json, adir / ".done", coverage)  # last: the archive is now covered
+        coverage = DoneMarker(
+            starting_message_id=messages[0].id if messages else None,
+            ending_message_id=messages[-1].id if messages else None,
+            coverage_start_archive=sources[0].listing.archive_id,
+            coverage_end_archive=target.listing.archive_id,
+            covered_failed_archives=[s.listing.archive_id for s in rolled],
+            completed_at=self.clock())
+        await asyncio.to_thread(session_store.write_done, sdir, job.archive_id, coverage)  # last: now covered
         self.completed += 1
         return "completed"
 
-    async def _model_output(self, adir: Any, messages: list[Any], requests: list[P.Request]) -> P.Output:
+    async def _model_output(self, adir: Any, messages: list[Any], requests: list[phase2.Request]) -> phase2.Output:
         """One model call per archive, ever: a journaled answer is re-applied, not re-asked."""
-        journal = Fs.read_json(adir / JOURNAL)
+        journal = session_store.read_json(adir / JOURNAL)
         if journal is None:
             if self.llm.extractive:
-                out = P.extractive(messages, requests)
+                out = phase2.extractive(messages, requests)
                 text = msgspec.json.encode({"overview": out.overview, "checkpoint_summaries": out.checkpoint_summaries,
                                             "memories": out.memories}).decode()
                 journal = {"text": text, "model": self.llm.name, "usage": {}}
             else:
-                prompt = P.format_input(messages, requests)
+                prompt = phase2.format_input(messages, requests)
                 self.model_calls += 1
                 try:
-                    c = await asyncio.wait_for(self.llm.complete(P.SYSTEM, prompt, max_tokens=2000, json=True),
+                    c = await asyncio.wait_for(self.llm.complete(phase2.SYSTEM, prompt, max_tokens=2000, json=True),
                                                self.llm_timeout_s)
                 except Exception as e:
                     raise _Stage("llm", f"{type(e).__name__}: {e}") from e
                 journal = {"text": c.text, "model": c.model, "usage": msgspec.to_builtins(c.usage)}
-            await asyncio.to_thread(Fs.write_json, adir / JOURNAL, journal)
+            await asyncio.to_thread(session_store.write_json, adir / JOURNAL, journal)
             faults.point("archive.after_journal")
         try:
-            return P.parse_output(str(journal.get("text", "")), len(requests))
+            return phase2.parse_output(str(journal.get("text", "")), len(requests))
         except ValueError as e:
             raise _Stage("parse", str(e)) from e
 
-    async def _memories(self, job: Phase2Job, ident: Identity, out: P.Output, messages: list[Any]) -> None:
+    async def _memories(self, job: Phase2Job, ident: Identity, out: phase2.Output, messages: list[Any]) -> None:
         """Long-term memories, named from the messages they came from: replays rewrite the same files."""
         uris = []
         base = self.ns.resolve("viking://~/memories", ident)
@@ -244,7 +242,7 @@ class Archiver:
             cat = mem["category"]
             if cat == "profile":
                 path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
-                existing = Fs.read_text(path)
+                existing = session_store.read_text(path)
                 if mem["content"] in existing:
                     continue
                 body = (existing.rstrip() + "\n\n" + mem["content"]).strip()
@@ -255,7 +253,7 @@ class Archiver:
             uris.append(uri)
         if uris:
             jid = hashlib.sha1(f"{job.account}/{job.user}/{job.session_id}/{job.archive_id}".encode()).hexdigest()
-            await self.bus.enqueue("ingest", IngestJob(job_id=jid, account=job.account, index_roots=tuple(uris)),
+            await self.bus.enqueue(catalog.INGEST, IngestJob(job_id=jid, account=job.account, index_roots=tuple(uris)),
                                    f"memories-{jid}")
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from skald.actors.text import extract
 from skald.actors.text.llmjson import json_object
 from skald.messages.sessions import ContextPart, Message, TextPart, ToolPart
+from skald.store.session_meta import Checkpoint
 from skald.store.tokens import estimate_tokens
 
 __all__ = ["estimate_tokens"]
@@ -149,10 +149,10 @@ def fit_tokens(text: str, budget: int) -> str:
     return extract.cut_sentences(text[:lo], lo) if lo else ""
 
 
-def checkpoint_records(requests: list[Request], summaries: list[str]) -> list[dict[str, Any]]:
+def checkpoint_records(requests: list[Request], summaries: list[str]) -> list[Checkpoint]:
     out = []
     for r, s in zip(requests, summaries, strict=True):
         text = fit_tokens(s, r.budget_tokens)
-        out.append({"turn_anchor_message_id": r.turn_anchor_message_id, "source_message_ids": r.source_message_ids,
-                    "abstract": text, "estimated_tokens": estimate_tokens(text), "archive_id": r.archive_id})
+        out.append(Checkpoint(turn_anchor_message_id=r.turn_anchor_message_id, source_message_ids=r.source_message_ids,
+                              abstract=text, estimated_tokens=estimate_tokens(text), archive_id=r.archive_id))
     return out

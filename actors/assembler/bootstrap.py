@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from skald.actors.text import extract
-from skald.store import sessions as SF
+from skald.store import sessions as session_store
 from skald.store import sidecar
+from skald.store.sessions import SessionDir
 from skald.store.uri import Identity, Namespace
 
 WORKING_DAYS = 7
@@ -72,15 +73,13 @@ def _md_files(root: Path) -> list[tuple[float, Path]]:
     return out
 
 
-def continuity(session_uri: str, session_path: Path) -> list[Item]:
+def continuity(session: SessionDir) -> list[Item]:
     """The newest completed archive overview, then the leads of recent user messages."""
-    uri, text = f"{session_uri}/messages.jsonl", ""
-    for i in reversed(SF.archive_indexes(session_path)):
-        if SF.marker_state(session_path, i) == "completed":
-            uri = f"{session_uri}/history/{SF.archive_name(i)}/.overview.md"
-            text = SF.read_text(session_path / "history" / SF.archive_name(i) / ".overview.md").strip()
-            break
-    recent = [extract.cut_sentences(t, 160) for r, t in SF.recent_messages(session_path, RECENT) if r == "user"]
+    uri, text = f"{session.uri}/{session_store.MESSAGES}", ""
+    latest = session_store.latest_completed(session)
+    if latest is not None:
+        uri, text = f"{session.archive_uri(latest[0])}/{session_store.OVERVIEW}", latest[1].strip()
+    recent = [extract.cut_sentences(t, 160) for r, t in session_store.recent_messages(session, RECENT) if r == "user"]
     if recent:
         text += ("\n\nSince then, the user said:\n" if text else "Recently, the user said:\n") + \
             "\n".join(f"- {t}" for t in recent)
@@ -90,8 +89,7 @@ def continuity(session_uri: str, session_path: Path) -> list[Item]:
         text, 400)})]
 
 
-def manifest(ns: Namespace, ident: Identity, session_uri: str | None, session_path: Path | None,
-             now: float) -> list[Item]:
+def manifest(ns: Namespace, ident: Identity, session: SessionDir | None, now: float) -> list[Item]:
     items: list[Item] = []
     memories = ns.resolve(f"{ident.user_root}/memories", ident)
     profile = memories.path / "profile.md"
@@ -102,8 +100,8 @@ def manifest(ns: Namespace, ident: Identity, session_uri: str | None, session_pa
             head += f"\n… (profile continues: read {memories.uri}/profile.md)"
         items.append(Item("identity", f"{memories.uri}/profile.md", "full", "full",
                           {"full": body, "abstract": head} if body else {}))
-    if session_uri and session_path is not None:
-        items += continuity(session_uri, session_path)
+    if session is not None:
+        items += continuity(session)
     roots = [memories.path / "events"]
     if ident.peer:
         roots.append(ns.resolve(f"{ident.user_root}/peers/{ident.peer}/memories/events", ident).path)

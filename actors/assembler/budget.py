@@ -17,11 +17,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from skald.actors.assembler import render as R
-from skald.actors.assembler import tiers as T
+from skald.actors.assembler import render
+from skald.actors.assembler import tiers as tiers_mod
 from skald.store.tokens import estimate_units
 
-_SEP = estimate_units(R.SEPARATOR)
+_SEP = estimate_units(render.SEPARATOR)
 
 
 @dataclass(slots=True)
@@ -45,9 +45,10 @@ class Slot:
         c = self._costs.get(tier)
         if c is None:
             if "head" not in self._units:
-                self._units["head"] = estimate_units(R.head(self.uri, self.category, self.score, self.origin)) + _SEP
-            b = R.body(self.texts.get(tier, "")) if tier != "uri" else ""
-            opening, ending = R.close(tier, bool(b))
+                self._units["head"] = estimate_units(render.head(self.uri, self.category, self.score,
+                                                                 self.origin)) + _SEP
+            b = render.body(self.texts.get(tier, "")) if tier != "uri" else ""
+            opening, ending = render.close(tier, bool(b))
             c = math.ceil(self._units["head"] + estimate_units(opening) + estimate_units(b) + estimate_units(ending))
             self._costs[tier] = c
         return c
@@ -74,7 +75,7 @@ def fill(slots: list[Slot], max_tokens: int) -> Fill:
     left = max_tokens
     chosen: list[str | None] = [None] * len(slots)
     for i, s in enumerate(slots):
-        for tier in T.chain(s.category, s.is_dir, s.start):
+        for tier in tiers_mod.chain(s.category, s.is_dir, s.start):
             c = s.cost(tier)
             if c is None or (tier != "uri" and c > cap) or c > left:
                 continue
@@ -97,7 +98,7 @@ def fill(slots: list[Slot], max_tokens: int) -> Fill:
     for target in ("overview", "full"):
         for i, s in enumerate(slots):
             cur = chosen[i]
-            if cur is None or target not in T.deeper(s.category, s.is_dir, cur, s.deepest):
+            if cur is None or target not in tiers_mod.deeper(s.category, s.is_dir, cur, s.deepest):
                 continue
             if upgrade(i, target, capped=True):
                 if target == "overview":
@@ -108,7 +109,7 @@ def fill(slots: list[Slot], max_tokens: int) -> Fill:
         cur = chosen[i]
         if cur is None:
             continue
-        for tier in reversed(T.deeper(s.category, s.is_dir, cur, s.deepest)):
+        for tier in reversed(tiers_mod.deeper(s.category, s.is_dir, cur, s.deepest)):
             if upgrade(i, tier, capped=False):
                 out.spare_upgrades += 1
                 break
@@ -127,10 +128,10 @@ def read_plan(slots: list[Slot], max_tokens: int) -> list[str | None]:
         if s.is_dir:
             out.append("dir_overview" if "overview" in (s.start, s.deepest) else None)
             continue
-        reach = {s.start, *T.deeper(s.category, False, s.start, s.deepest)}
+        reach = {s.start, *tiers_mod.deeper(s.category, False, s.start, s.deepest)}
         if reach & {"overview", "full"}:
             out.append("body")
-        elif "overview" in T.chain(s.category, False, s.start):
+        elif "overview" in tiers_mod.chain(s.category, False, s.start):
             c = s.cost("abstract")
             out.append("body" if c is None or c > cap else None)
         else:
@@ -143,8 +144,9 @@ def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
     have started at, with the tokens that tier needed, so an agent knows what it did not get."""
     out: list[dict[str, object]] = []
     for s, tier in zip(slots, f.tiers, strict=True):
-        wanted = next((t for t in T.chain(s.category, s.is_dir, s.start) if s.cost(t) is not None), "uri")
-        if tier is not None and T.rank(s.category, s.is_dir, tier) >= T.rank(s.category, s.is_dir, wanted):
+        wanted = next((t for t in tiers_mod.chain(s.category, s.is_dir, s.start) if s.cost(t) is not None), "uri")
+        if tier is not None and tiers_mod.rank(s.category, s.is_dir, tier) >= tiers_mod.rank(s.category, s.is_dir,
+                                                                                             wanted):
             continue
         out.append({"uri": s.uri, "score": round(s.score, 4), "served": tier or "dropped", "wanted": wanted,
                     "tokens": s.cost(wanted)})

@@ -15,31 +15,27 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from skald.actors.assembler import bootstrap as B
-from skald.actors.assembler import budget as Bu
-from skald.actors.assembler import digest as D
-from skald.actors.assembler import ledger as L
-from skald.actors.assembler import params as P
-from skald.actors.assembler import render as R
+from skald.actors.assembler import bootstrap, budget, ledger, render, tiers
+from skald.actors.assembler import digest as digest_mod
+from skald.actors.assembler import params as params_mod
 from skald.actors.assembler import selection as Sel
-from skald.actors.assembler import tiers as T
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Ctx
-from skald.actors.text import intent as I
-from skald.messages import context as X
+from skald.actors.text import intent
+from skald.messages import catalog
+from skald.messages import context as context_msgs
 from skald.messages import errors as E
-from skald.messages import search as Q
-from skald.messages import subjects as S
+from skald.messages import search as search_msgs
 from skald.messages.sessions import CreateRequest, SessionRef
 from skald.store import faults
-from skald.store import sessions as SF
+from skald.store import sessions as session_store
+from skald.store.sessions import SessionDir, session_dir
 from skald.store.uri import Identity, Namespace, check_name
 
 log = logging.getLogger("skald.assembler")
@@ -49,8 +45,7 @@ READ_CONCURRENCY = 8
 
 @dataclass(slots=True)
 class SessionView:
-    uri: str
-    path: Path
+    sdir: SessionDir
     clock: int
     overview: str
     recent: list[tuple[str, str]]
@@ -69,29 +64,29 @@ class Assembler:
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "llm": self.llm.name}
 
-    @handles(S.ASSEMBLE_CONTEXT, Q.SearchRequest, timeout_s=120.0, internal=True)
-    async def context(self, req: Q.SearchRequest, ctx: Ctx) -> X.ContextResult:
-        return await self.assemble(P.resolve(req, P.SEARCH), ctx, bool(req.telemetry))
+    @handles(catalog.ASSEMBLE_CONTEXT, timeout_s=120.0)
+    async def context(self, req: search_msgs.SearchRequest, ctx: Ctx) -> context_msgs.ContextResult:
+        return await self.assemble(params_mod.resolve(req, params_mod.SEARCH), ctx, bool(req.telemetry))
 
-    @handles(S.SEARCH_RECALL, Q.RecallRequest, timeout_s=120.0)
-    async def recall(self, req: Q.RecallRequest, ctx: Ctx) -> X.ContextResult:
-        params = P.resolve(req, P.RECALL)
+    @handles(catalog.SEARCH_RECALL, timeout_s=120.0)
+    async def recall(self, req: search_msgs.RecallRequest, ctx: Ctx) -> context_msgs.ContextResult:
+        params = params_mod.resolve(req, params_mod.RECALL)
         ctx.deprecated.extend(params.deprecated)
         return await self.assemble(params, ctx, bool(req.telemetry))
 
     # ----- pipeline ---------------------------------------------------------------------
 
-    async def assemble(self, p: P.Params, ctx: Ctx, telemetry: bool = False) -> X.ContextResult:
+    async def assemble(self, p: params_mod.Params, ctx: Ctx, telemetry: bool = False) -> context_msgs.ContextResult:
         t0 = time.perf_counter()
         timing: dict[str, float] = {}
         session = await self._session(p, ctx)
-        records: dict[str, L.Record] = {}
+        records: dict[str, ledger.Record] = {}
         dedup: dict[str, Any] = {"turns": p.dedup_turns, "status": "off"}
         if p.dedup_turns and session is not None:
-            raw = await asyncio.to_thread(SF.read_json, session.path / L.NAME)
-            records, bad = L.parse(raw)
+            raw = await asyncio.to_thread(session_store.read_json, session.sdir.file(ledger.NAME))
+            records, bad = ledger.parse(raw)
             dedup.update(status="ok", turn=session.clock, malformed=bad)
-        cooled = sorted(L.cooled(records, session.clock, p.dedup_turns)) if session is not None else []
+        cooled = sorted(ledger.cooled(records, session.clock, p.dedup_turns)) if session is not None else []
         stats: dict[str, Any] = {}
         if p.mode == "bootstrap":
             slots, retrieval = await self._bootstrap(p, ctx, session, set(cooled))
@@ -109,36 +104,38 @@ class Assembler:
             slots = await self._slots(chosen, p, ctx.identity)
             timing["read_ms"] = (time.perf_counter() - ts) * 1000
         candidates = len(slots)
-        slots, deduped = Bu.dedup_bodies(
-            slots, lambda s: Bu.body_key(s.texts.get("full") or s.texts.get("abstract", "")))
-        plan = Bu.fill(slots, p.max_tokens)
-        entries: list[X.ContextEntry] = []
+        slots, deduped = budget.dedup_bodies(
+            slots, lambda s: budget.body_key(s.texts.get("full") or s.texts.get("abstract", "")))
+        plan = budget.fill(slots, p.max_tokens)
+        entries: list[context_msgs.ContextEntry] = []
         elements: list[str] = []
         for s, tier in zip(slots, plan.tiers, strict=True):
             if tier is None:
                 continue
             text = s.texts.get(tier, "") if tier != "uri" else ""
-            entries.append(X.ContextEntry(uri=s.uri, category=s.category, score=round(s.score, 4), detail=tier,  # type: ignore[arg-type]
+            entries.append(context_msgs.ContextEntry(uri=s.uri, category=s.category, score=round(s.score, 4),
+                                                     detail=tier,  # type: ignore[arg-type]
                                           text=text, origin=s.origin))
-            elements.append(R.element(s.uri, s.category, s.score, tier, text, s.origin))
-        rendered = R.join(elements)
+            elements.append(render.element(s.uri, s.category, s.score, tier, text, s.origin))
+        rendered = render.join(elements)
         ts = time.perf_counter()
         digest, rewrite, usage = await self._rewrite(p, entries, rendered, session)
         timing["rewrite_ms"] = (time.perf_counter() - ts) * 1000
         if rewrite == "no_relevant":
             rendered = ""
         elif p.dedup_turns and session is not None:
-            new = L.update(records, [(e.uri, e.detail) for e in entries], session.clock, p.dedup_turns, self.clock())
+            new = ledger.update(records, [(e.uri, e.detail) for e in entries], session.clock, p.dedup_turns,
+                                self.clock())
             try:
                 faults.point("ledger.before_write")
-                await asyncio.to_thread(SF.write_json, session.path / L.NAME, L.dump(new))
+                await asyncio.to_thread(session_store.write_json, session.sdir.file(ledger.NAME), ledger.dump(new))
             except OSError as e:
                 dedup["status"] = "write_failed"
                 log.warning("dedup ledger write failed: %s", e)
         dedup["cooled"] = retrieval.cooled
-        stats["coverage"] = Bu.coverage(slots, plan)
+        stats["coverage"] = budget.coverage(slots, plan)
         if p.mode == "bootstrap":
-            stats["instructions_hash"] = B.INSTRUCTIONS_HASH
+            stats["instructions_hash"] = bootstrap.INSTRUCTIONS_HASH
         tier_counts: dict[str, int] = {}
         for e in entries:
             tier_counts[e.detail] = tier_counts.get(e.detail, 0) + 1
@@ -162,67 +159,70 @@ class Assembler:
             timing["total_ms"] = (time.perf_counter() - t0) * 1000
             timing["own_ms"] = timing["total_ms"] - timing.get("embed_ms", 0.0) - timing.get("rewrite_ms", 0.0)
             stats["telemetry"] = {k: round(v, 3) for k, v in timing.items()}
-        return X.ContextResult(entries=entries, rendered=rendered, digest=digest, stats=stats)
+        return context_msgs.ContextResult(entries=entries, rendered=rendered, digest=digest, stats=stats)
 
-    async def _session(self, p: P.Params, ctx: Ctx) -> SessionView | None:
+    async def _session(self, p: params_mod.Params, ctx: Ctx) -> SessionView | None:
         """The session, created on first use (seed 004); its clock from its owner."""
         if not p.session_id:
             return None
         check_name("session_id", p.session_id)
-        vp = self.ns.resolve(f"viking://~/sessions/{p.session_id}", ctx.identity)
+        sdir = session_dir(self.ns, ctx.identity, p.session_id)
         timeout = max(0.5, min(5.0, ctx.remaining() / 4))
         try:
-            info = await self.bus.call(S.SESSIONS_GET, SessionRef(session_id=p.session_id), ctx.identity, timeout)
+            info = await self.bus.call(catalog.SESSIONS_GET, SessionRef(session_id=p.session_id), ctx.identity, timeout)
         except E.NotFound:
             with contextlib.suppress(E.Conflict):
-                await self.bus.call(S.SESSIONS_CREATE, CreateRequest(session_id=p.session_id), ctx.identity, timeout)
+                await self.bus.call(catalog.SESSIONS_CREATE, CreateRequest(session_id=p.session_id), ctx.identity,
+                                    timeout)
             info = {"total_message_count": 0}
         need_text = p.mode == "bootstrap" or p.query_expansion == "auto" or p.rewrite is not False
         overview, recent = "", []
         if need_text:
-            overview = await asyncio.to_thread(SF.latest_overview, vp.path)
-            recent = await asyncio.to_thread(SF.recent_messages, vp.path, I.MAX_RECENT_MESSAGES)
-        return SessionView(uri=vp.uri, path=vp.path, clock=int(info.get("total_message_count", 0)),
+            overview = await asyncio.to_thread(session_store.latest_overview, sdir)
+            recent = await asyncio.to_thread(session_store.recent_messages, sdir, intent.MAX_RECENT_MESSAGES)
+        return SessionView(sdir=sdir, clock=int(info.get("total_message_count", 0)),
                            overview=overview, recent=recent)
 
-    async def _expand(self, p: P.Params, session: SessionView | None) -> tuple[list[str], str]:
+    async def _expand(self, p: params_mod.Params, session: SessionView | None) -> tuple[list[str], str]:
         """L1: one bounded intent call, at most three queries, the original first."""
         if p.query_expansion == "off" or session is None:
             return [p.query], "off"
         if self.llm.extractive or not (session.overview or session.recent):
             return [p.query], "skipped"
-        plan = await I.analyze(self.llm, p.query, session.overview, session.recent, self.intent_timeout_s)
+        plan = await intent.analyze(self.llm, p.query, session.overview, session.recent, self.intent_timeout_s)
         status = {"planned": "used", "timeout": "timeout", "failed": "failed"}.get(plan.status, "skipped")
-        queries = list(dict.fromkeys([p.query, *(q.query for q in plan.queries)]))[: I.MAX_QUERIES]
+        queries = list(dict.fromkeys([p.query, *(q.query for q in plan.queries)]))[: intent.MAX_QUERIES]
         return queries, status
 
-    async def _candidates(self, p: P.Params, ctx: Ctx, queries: list[str], cooled: list[str]) -> X.CandidatesResult:
+    async def _candidates(self, p: params_mod.Params, ctx: Ctx, queries: list[str],
+                          cooled: list[str]) -> context_msgs.CandidatesResult:
         cooled_prefixes = [u[: -len("/SKILL.md")] for u in cooled if u.endswith("/SKILL.md")]
-        req = X.CandidatesRequest(
+        req = context_msgs.CandidatesRequest(
             queries=queries, buckets=Sel.buckets(p.quotas, p.limit), score_threshold=p.score_threshold,
             score_gte=p.score_gte, exclude_uris=p.exclude_uris, cooled_uris=cooled, cooled_prefixes=cooled_prefixes,
             peer_scope=p.peer_scope, other_peer_penalty=p.other_peer_penalty, **p.filters)  # type: ignore[arg-type]
         try:
-            raw = await self.bus.call(S.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
-                                      index_seq=ctx.index_seq, internal=True)
+            raw = await self.bus.call(catalog.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
+                                      index_seq=ctx.index_seq)
         except (E.InvalidArgument, E.PermissionDenied):
             raise  # the request is wrong: say so, as list mode does (seed 003 bug 12)
         except E.SkaldError as e:
-            return X.CandidatesResult(buckets={}, errors={"retrieval": f"{e.code}: {e.message}"})
-        return msgspec.convert(raw, X.CandidatesResult)
+            return context_msgs.CandidatesResult(buckets={}, errors={"retrieval": f"{e.code}: {e.message}"})
+        return msgspec.convert(raw, context_msgs.CandidatesResult)
 
-    async def _slots(self, chosen: list[X.Candidate], p: P.Params, ident: Identity) -> list[Bu.Slot]:
+    async def _slots(self, chosen: list[context_msgs.Candidate], p: params_mod.Params,
+                     ident: Identity) -> list[budget.Slot]:
         """Plan tiers without I/O, then read only what may be served and can fit."""
         slots = []
         for c in chosen:
-            start, deepest = T.bounds(c.category, c.is_dir, p.detail.get(c.category))
+            start, deepest = tiers.bounds(c.category, c.is_dir, p.detail.get(c.category))
             texts = {"abstract": c.abstract} if c.abstract else {}
-            slots.append(Bu.Slot(uri=c.uri, category=c.category, score=c.score, is_dir=c.is_dir, start=start,
+            slots.append(budget.Slot(uri=c.uri, category=c.category, score=c.score, is_dir=c.is_dir, start=start,
                                  deepest=deepest, texts=texts, origin=c.origin))
-        plan = Bu.read_plan(slots, p.max_tokens)
+        plan = budget.read_plan(slots, p.max_tokens)
         todo = [(s, what) for s, what in zip(slots, plan, strict=True) if what]
 
-        def read_chunk(chunk: list[tuple[Bu.Slot, str]]) -> list[tuple[str, bool]]:
+        def read_chunk(chunk: list[tuple[budget.Slot, str]]) -> list[tuple[str, bool]]:
             return [self._read(s.uri, ident, p.max_tokens) for s, _ in chunk]
 
         # Small files read faster in a row than one thread hop each: at most READ_CONCURRENCY
@@ -236,7 +236,7 @@ class Assembler:
                 if what == "dir_overview":
                     s.texts["overview"] = text
                     continue
-                s.texts["overview"] = T.file_overview(s.uri.rsplit("/", 1)[-1], text)
+                s.texts["overview"] = tiers.file_overview(s.uri.rsplit("/", 1)[-1], text)
                 if whole:
                     s.texts["full"] = text
         return slots
@@ -259,7 +259,7 @@ class Assembler:
                 return data.decode("utf-8", errors="ignore"), False
             return "", False
 
-    async def _rewrite(self, p: P.Params, entries: list[X.ContextEntry], rendered: str,
+    async def _rewrite(self, p: params_mod.Params, entries: list[context_msgs.ContextEntry], rendered: str,
                        session: SessionView | None) -> tuple[str, str, dict[str, int] | None]:
         """L3: (digest, status, usage). Failure of any kind keeps the rendered block."""
         enabled = p.rewrite is True or (p.rewrite == "auto" and not self.llm.extractive)
@@ -267,11 +267,14 @@ class Assembler:
             return "", "off", None
         served = {e.uri for e in entries}
         if self.llm.extractive:
-            return D.extractive([(e.uri, e.text) for e in entries if e.text], p.rewrite_max_bullets), "ok", None
-        slice_ = D.session_slice(session.overview, [t for r, t in session.recent if r == "user"]) if session else ""
+            return digest_mod.extractive([(e.uri, e.text) for e in entries if e.text],
+                                         p.rewrite_max_bullets), "ok", None
+        slice_ = digest_mod.session_slice(session.overview, [t for r,
+                                                             t in session.recent if r == "user"]) if session else ""
         try:
             c = await asyncio.wait_for(
-                self.llm.complete(D.SYSTEM.format(n=p.rewrite_max_bullets), D.prompt(p.query, rendered, slice_),
+                self.llm.complete(digest_mod.SYSTEM.format(n=p.rewrite_max_bullets),
+                                  digest_mod.prompt(p.query, rendered, slice_),
                                   max_tokens=60 * p.rewrite_max_bullets + 100), self.rewrite_timeout_s)
         except TimeoutError:
             return "", "timeout", None
@@ -279,15 +282,15 @@ class Assembler:
             log.warning("digest rewrite failed: %s", e)
             return "", "failed", None
         usage = {"prompt_tokens": c.usage.prompt_tokens, "completion_tokens": c.usage.completion_tokens}
-        if D.is_no_relevant(c.text):
+        if digest_mod.is_no_relevant(c.text):
             return "", "no_relevant", usage
-        digest = D.normalise(c.text, served, p.rewrite_max_bullets)
+        digest = digest_mod.normalise(c.text, served, p.rewrite_max_bullets)
         return (digest, "ok", usage) if digest else ("", "failed", usage)
 
-    async def _bootstrap(self, p: P.Params, ctx: Ctx, session: SessionView | None,
-                         cooled: set[str]) -> tuple[list[Bu.Slot], X.CandidatesResult]:
-        manifest = await asyncio.to_thread(B.manifest, self.ns, ctx.identity, session.uri if session else None,
-                                           session.path if session else None, self.clock())
-        slots = [Bu.Slot(uri=m.uri, category=m.slot, score=1.0, is_dir=False, start=m.start, deepest=m.deepest,
+    async def _bootstrap(self, p: params_mod.Params, ctx: Ctx, session: SessionView | None,
+                         cooled: set[str]) -> tuple[list[budget.Slot], context_msgs.CandidatesResult]:
+        manifest = await asyncio.to_thread(bootstrap.manifest, self.ns, ctx.identity, session.sdir if session else None,
+                                           self.clock())
+        slots = [budget.Slot(uri=m.uri, category=m.slot, score=1.0, is_dir=False, start=m.start, deepest=m.deepest,
                          texts=m.texts) for m in manifest if m.uri not in cooled]
-        return slots, X.CandidatesResult(buckets={}, cooled=len(manifest) - len(slots))
+        return slots, context_msgs.CandidatesResult(buckets={}, cooled=len(manifest) - len(slots))

@@ -44,10 +44,6 @@ def file_is_indexed(segments: tuple[str, ...]) -> bool:
     return not (segments[0] == "user" and len(segments) > 2 and segments[2] == "sessions")
 
 
-def is_text(data: bytes) -> bool:
-    return b"\x00" not in data[:8192]
-
-
 def parse_skill(text: str) -> tuple[str, str]:
     """(name, description) from a SKILL.md's YAML frontmatter; both are required."""
     if not text.startswith("---"):

@@ -1,11 +1,14 @@
 """Declaring what an actor serves, without importing the bus.
 
     class Retriever:
-        @handles("search.find", FindRequest)
+        @handles(catalog.SEARCH_FIND)
         async def find(self, req: FindRequest, ctx: Ctx) -> FindResult: ...
 
-        @consumes("ingest", IngestJob)
+        @consumes(catalog.INGEST)
         async def run_job(self, job: IngestJob, att: Attempt) -> None: ...
+
+The operation (its name, request Struct, public or internal) comes from `messages/catalog.py`,
+so a handler cannot drift from the table the client and the gateway read.
 
 The runtime's actor host reads these marks and binds them to subjects, queue groups and
 JetStream consumers; the actor stays plain Python that a unit test can call directly.
@@ -16,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from skald.messages.catalog import Op, Queue
 
 _MARK = "__skald_decl__"
 
@@ -34,6 +39,8 @@ class Handles:
     op: str
     request: type
     timeout_s: float = 30.0
+    # Requests of this handler running at once in one worker (None: only the worker-wide cap).
+    # Past it the host answers UNAVAILABLE, like the worker-wide cap, instead of queueing.
     concurrency: int | None = None
     internal: bool = False  # served on `{prefix}.internal.{op}`: actor to actor, not part of the public API
     journal: bool = False  # an accepted request is a state change: published as a write-journal event
@@ -48,19 +55,20 @@ class Consumes:
     concurrency: int = 2
 
 
-def handles(op: str, request: type, *, timeout_s: float = 30.0, internal: bool = False,
+def handles(op: Op, *, timeout_s: float = 30.0, concurrency: int | None = None,
             journal: bool = False) -> Callable[[Any], Any]:
     def mark(fn: Any) -> Any:
-        setattr(fn, _MARK, Handles(op, request, timeout_s, internal=internal, journal=journal))
+        setattr(fn, _MARK, Handles(op.name, op.request, timeout_s, concurrency, internal=op.internal,
+                                   journal=journal))
         return fn
 
     return mark
 
 
-def consumes(queue: str, job: type, *, ack_wait_s: float = 60.0, max_deliver: int = 8,
+def consumes(queue: Queue, *, ack_wait_s: float = 60.0, max_deliver: int = 8,
              concurrency: int = 2) -> Callable[[Any], Any]:
     def mark(fn: Any) -> Any:
-        setattr(fn, _MARK, Consumes(queue, job, ack_wait_s, max_deliver, concurrency))
+        setattr(fn, _MARK, Consumes(queue.name, queue.job, ack_wait_s, max_deliver, concurrency))
         return fn
 
     return mark

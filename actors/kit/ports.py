@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import msgspec
 import numpy as np
 
+from skald.messages.catalog import Op, Queue
 from skald.messages.index import IndexChange
 
 
@@ -73,11 +74,12 @@ class Waiter(Protocol):
 
 
 class Bus(Protocol):
-    """What an actor may do on the bus, beyond answering its requests."""
+    """Everything an actor may do on the bus beyond answering its requests; `runtime.bus.NatsBus`
+    implements it over NATS."""
 
     async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None: ...
 
-    async def enqueue(self, queue: str, payload: msgspec.Struct, msg_id: str) -> None: ...
+    async def enqueue(self, queue: Queue, payload: msgspec.Struct, msg_id: str) -> None: ...
 
     async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int: ...
 
@@ -91,7 +93,24 @@ class Bus(Protocol):
 
     async def info(self) -> dict[str, Any]: ...
 
-    async def call(self, op: str, body: msgspec.Struct, identity: Any, timeout_s: float, *,
-                   index_seq: int = 0, internal: bool = False) -> Any:
+    async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
+                   index_seq: int = 0) -> Any:
         """Another actor's result (decoded JSON) or its typed error; actors never import each other."""
         ...
+
+    async def forward(self, worker_id: str, op: str, body: msgspec.Struct, identity: Any, timeout_s: float) -> Any:
+        """Send a request to one worker (the owner of what it touches); its result or its typed error."""
+        ...
+
+    # Leases: one writer per key across workers (a KV entry per key, compare-and-set by revision).
+    async def lease_create(self, key: str, owner: str) -> int | None:
+        """The new revision, or None when someone holds the key."""
+        ...
+
+    async def lease_get(self, key: str) -> tuple[str, int] | None: ...
+
+    async def lease_renew(self, key: str, owner: str, rev: int) -> int | None:
+        """The new revision, or None when the lease was lost (expired or taken)."""
+        ...
+
+    async def lease_release(self, key: str, rev: int) -> None: ...

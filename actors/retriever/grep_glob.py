@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from skald.messages.search import ContextLine, GrepMatch
-from skald.store import sidecar
-from skald.store import tree as T
+from skald.store import sidecar, tree
 from skald.store.uri import Namespace, VikingPath, join_uri
 
 MAX_LINE = 2_000  # characters of a matched line returned
@@ -66,7 +65,7 @@ def walk_nodes(start: Path, max_depth: int = 64) -> Iterator[tuple[Path, bool, i
     while stack:
         d, depth = stack.pop()
         try:
-            entries = T.listdir_sorted(d)
+            entries = tree.listdir_sorted(d)
         except Exception:  # noqa: BLE001 - a directory removed mid-walk is skipped
             continue
         subdirs = []
@@ -116,7 +115,7 @@ def grep(ns: Namespace, starts: list[VikingPath], regex: re.Pattern[str], *, lim
             base = start.segments[:-1]
             root = start.path.parent
         else:
-            files = T.walk_files(start.path, max_depth=level_limit)
+            files = tree.walk_files(start.path, max_depth=level_limit)
             base, root = start.segments, start.path
         for f, _ in files:
             uri = join_uri((*base, *f.relative_to(root).parts))

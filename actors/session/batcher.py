@@ -9,9 +9,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from skald.actors.kit.ports import Bus
 from skald.messages.sessions import AddedEntry, Message, MessagesAdded
 from skald.store import faults
-from skald.store import sessions as Fs
+from skald.store import sessions as session_store
 
 MAX_BATCH = 256
 
@@ -22,11 +23,11 @@ def _write(batch: list[tuple[str, str, Path, Message, Any, Any]]) -> None:
     for _, _, path, msg, _, _ in batch:
         by_path.setdefault(path, []).append(msg)
     for path, msgs in by_path.items():
-        Fs.append_messages(path, msgs)
+        session_store.append_messages(path, msgs)
 
 
 class AppendBatcher:
-    def __init__(self, bus: Any) -> None:
+    def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self._queue: list[tuple[str, str, Path, Message, asyncio.Future[None], Any]] = []
         self._task: asyncio.Task[None] | None = None

@@ -1,0 +1,193 @@
+"""The ingest pipeline: one job from the work queue run to the end. Deletes first, then file rows
+(bytes -> text through the format registry, abstract, embedding), then directory overviews and
+abstracts bottom-up over every directory the job touched and their ancestors, then one publish
+of every row change to the index log.
+
+Every step is an upsert or a delete by key, so a job redone after a crash writes the same rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from skald.actors.indexer import rows as rows_mod
+from skald.actors.indexer.formats import Registry, default_registry
+from skald.actors.kit.ports import Bus, Embedder, Summarizer
+from skald.messages import ingest as ingest_msgs
+from skald.messages.errors import InvalidArgument, NotFound
+from skald.messages.index import IndexChange, IndexDelete, IndexRow
+from skald.store import faults, sidecar, tree
+from skald.store.index import row_subject_token
+from skald.store.uri import Identity, Namespace, VikingPath, join_uri
+
+EMBED_BATCH = 32
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class IngestPipeline:
+    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus,
+                 formats: Registry | None = None) -> None:
+        self.ns = ns
+        self.embedder = embedder
+        self.summarizer = summarizer
+        self.bus = bus
+        self.formats = formats or default_registry()
+
+    async def process(self, job: ingest_msgs.IngestJob) -> ingest_msgs.IngestResult:
+        """Run one job to the end: deletes, file rows, directory summaries bottom-up, publish."""
+        ident = Identity(account=job.account, is_root=True)
+        changes: list[tuple[str, IndexChange]] = []
+        for uri, level in job.remove_rows:
+            changes.append((row_subject_token(job.account, uri, level),
+                            IndexChange(delete=IndexDelete(account=job.account, uri=uri, level=level))))
+        files: list[VikingPath] = []
+        dirs: list[VikingPath] = []
+        for root in job.index_roots:
+            vp = self.ns.resolve(root, ident)
+            if vp.path.is_file():
+                files.append(vp)
+            elif vp.path.is_dir():
+                found = await asyncio.to_thread(lambda p=vp.path: (list(tree.walk_files(p)),
+                                                                   tree.walk_dirs_bottom_up(p)))
+                files += [self.ns.from_path(vp.account, f) for f, _ in found[0]]
+                dirs += [self.ns.from_path(vp.account, d) for d in found[1]]
+        files = [f for f in files if rows_mod.file_is_indexed(f.segments)]
+        total = len(files) + len(dirs)
+        file_rows = await self._file_rows(job, files, total)
+        changes += file_rows
+        # Directories inside the job bottom-up, then every ancestor of what changed.
+        refresh: dict[str, VikingPath] = {}
+        for d in dirs:
+            refresh.setdefault(d.uri, d)
+        for uri in (*job.index_roots, *job.refresh_dirs):
+            vp = self.ns.resolve(uri, ident)
+            segs = vp.segments if vp.path.is_dir() and uri in job.refresh_dirs else vp.segments[:-1]
+            while len(segs) >= 2:
+                p = self.ns.resolve(join_uri(segs), ident)
+                refresh.setdefault(p.uri, p)
+                segs = segs[:-1]
+        ordered = sorted(refresh.values(), key=lambda v: len(v.segments), reverse=True)
+        dir_changes = await self._dir_rows(job, ordered)
+        changes += dir_changes
+        faults.point("ingest.before_publish")  # summaries and sidecars written, rows not published
+        seq = await self.bus.publish_index(changes)
+        faults.point("ingest.after_publish")  # rows published, job not acknowledged
+        return ingest_msgs.IngestResult(job_id=job.job_id, root_uri=",".join(job.index_roots), status="done",
+                            files=len(files), directories=len(ordered), rows=len(changes), index_seq=seq,
+                            generator=self.summarizer.name)
+
+    async def _file_rows(self, job: ingest_msgs.IngestJob, files: list[VikingPath], total: int) -> list[tuple[str,
+                                                                                                              IndexChange]]:
+        out: list[tuple[str, IndexChange]] = []
+        by_dir: dict[Path, dict[str, sidecar.FileFacts]] = {}
+        for i in range(0, len(files), EMBED_BATCH):
+            batch = files[i : i + EMBED_BATCH]
+            pending: list[tuple[VikingPath, str, tuple[str, ...], os.stat_result, str, str, str]] = []
+            for vp in batch:
+                try:
+                    st = vp.path.stat()
+                    if st.st_size > MAX_FILE_BYTES:
+                        continue
+                    data = await tree.read_bytes(vp.path)
+                except (NotFound, InvalidArgument, OSError):
+                    continue
+                converted = self.formats.convert(vp.name, data)
+                if converted is None:
+                    continue
+                facts = by_dir.setdefault(vp.path.parent, sidecar.load(vp.path.parent))
+                sha = rows_mod.sha256(data)
+                old = facts.get(vp.name)
+                text = converted.text
+                if old and old.sha == sha and old.summarizer == self.summarizer.name:
+                    summary = old.abstract
+                else:
+                    summary = await self.summarizer.file_abstract(vp.name, text)
+                tags = rows_mod.check_tags((*(old.tags if old else ()), *job.tags)) if (old or job.tags) else ()
+                abstract, embed_text = rows_mod.file_texts(vp.segments, text, summary)
+                facts[vp.name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=sha,
+                                                   abstract=summary, tags=tags, summarizer=self.summarizer.name)
+                pending.append((vp, abstract, tags, st, embed_text, sha, text))
+            if not pending:
+                continue
+            vecs = await self.embedder.embed_passages([p[4] for p in pending])
+            for (vp, abstract, tags, st, _, sha, body), vec in zip(pending, vecs, strict=True):
+                row = rows_mod.make_row(vp.account, vp.segments, 2, abstract, tags=tags,
+                                 created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
+                                 content_hash=sha, model=self.embedder.name, vector=vec,
+                                 owner=rows_mod.owner_of(vp.segments), text=f"{vp.name}\n{body}")
+                out.append((row_subject_token(vp.account, vp.uri, 2), IndexChange(upsert=row)))
+            await self.bus.notify(f"ingest.progress.{job.job_id}", ingest_msgs.IngestProgress(
+                job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files"))
+        for d, facts in by_dir.items():
+            await asyncio.to_thread(sidecar.save, d, facts)
+        return out
+
+    async def _dir_rows(self, job: ingest_msgs.IngestJob, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
+        rows: list[tuple[IndexRow, str]] = []
+        for vp in dirs:
+            if not vp.path.is_dir() or not rows_mod.dir_has_rows(vp.segments):
+                continue
+            children = await self._children(vp)
+            readme = None
+            skill = vp.path / "SKILL.md"
+            for cand in ("README.md", "readme.md", "README"):
+                if (vp.path / cand).is_file():
+                    readme = tree.read_text_sync(vp.path / cand)
+                    break
+            overview = await self.summarizer.dir_overview(vp.name, children, readme)
+            abstract = await self.summarizer.dir_abstract(vp.name, overview)
+            if skill.is_file():
+                try:
+                    sname, desc = rows_mod.parse_skill(tree.read_text_sync(skill) or "")
+                    abstract = f"{sname}: {desc}"[:256]
+                except InvalidArgument:
+                    pass
+            await tree.write_atomic(vp.path / tree.OVERVIEW, overview.encode())
+            await tree.write_atomic(vp.path / tree.ABSTRACT, abstract.encode())
+            st = vp.path.stat()
+            now = st.st_mtime
+            for level, text in ((0, abstract), (1, overview)):
+                rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
+                                        tags=(), created_at=min(st.st_ctime, now), updated_at=now,
+                                        content_hash=rows_mod.sha256(text.encode()), model=self.embedder.name,
+                                        vector=np.zeros(1), owner=rows_mod.owner_of(vp.segments),
+                                        text=f"{vp.name}\n{text}"), text))
+        if not rows:
+            return []
+        vecs = await self.embedder.embed_passages([t for _, t in rows])
+        out = []
+        for (row, _), vec in zip(rows, vecs, strict=True):
+            row = msgspec.structs.replace(row, vector=rows_mod.vec_bytes(vec))
+            out.append((row_subject_token(row.account, row.uri, row.level), IndexChange(upsert=row)))
+        return out
+
+    async def _children(self, vp: VikingPath) -> list[tuple[str, bool, str]]:
+        facts = sidecar.load(vp.path)
+        out: list[tuple[str, bool, str]] = []
+        changed = False
+        for e in tree.listdir_sorted(vp.path):
+            if e.is_dir(follow_symlinks=False):
+                out.append((e.name, True, tree.read_text_sync(Path(e.path) / tree.ABSTRACT, "") or ""))
+            elif e.is_file(follow_symlinks=False):
+                st = e.stat()
+                f = facts.get(e.name)
+                if f is None or f.mtime_ns != st.st_mtime_ns or f.size != st.st_size:
+                    data = Path(e.path).read_bytes() if st.st_size <= MAX_FILE_BYTES else b""
+                    converted = self.formats.convert(e.name, data)
+                    if converted is None:
+                        out.append((e.name, False, ""))
+                        continue
+                    summary = await self.summarizer.file_abstract(e.name, converted.text)
+                    f = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=rows_mod.sha256(data),
+                                          abstract=summary, tags=f.tags if f else (), summarizer=self.summarizer.name)
+                    facts[e.name] = f
+                    changed = True
+                out.append((e.name, False, f.abstract))
+        if changed:
+            await asyncio.to_thread(sidecar.save, vp.path, facts)
+        return out

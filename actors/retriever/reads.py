@@ -1,0 +1,218 @@
+"""The read side of the tree: fs reads, grep and glob. A mixin of the retriever actor: these
+handlers need the namespace and (for abstracts not yet on disk) the index replica, nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+from skald.actors.kit.decl import handles
+from skald.actors.kit.request import Ctx
+from skald.actors.retriever import grep_glob
+from skald.actors.retriever.replica import IndexReplica
+from skald.actors.text import extract
+from skald.actors.text.tags import check_tags
+from skald.messages import catalog
+from skald.messages import fs as fs_msgs
+from skald.messages import search as search_msgs
+from skald.messages.errors import InvalidArgument, NotFound
+from skald.store import sidecar, tree
+from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
+
+
+async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: Identity) -> None:
+    """`read_content`: each hit's full text beside it (a hit removed meanwhile keeps none)."""
+    for m in (*result.memories, *result.resources, *result.skills):
+        with contextlib.suppress(Exception):
+            m.content = await tree.read_text(ns.resolve(m.uri, ident).path)
+
+
+class TreeReads:
+    ns: Namespace
+    replica: IndexReplica
+
+    @handles(catalog.SEARCH_GREP, timeout_s=60.0)
+    async def grep(self, req: search_msgs.GrepRequest, ctx: Ctx) -> search_msgs.GrepResult:
+        vp = self._existing(req.uri, ctx.identity)
+        try:
+            regex = re.compile(req.pattern, re.IGNORECASE if req.case_insensitive else 0)
+        except re.error as e:
+            raise InvalidArgument(f"invalid pattern: {e}", {"field": "pattern"}) from e
+        exclude = join_uri(canonical(req.exclude_uri, ctx.identity)) if req.exclude_uri else None
+        tags = check_tags(req.tags)
+        starts = grep_glob.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
+        matches, cut = await asyncio.to_thread(
+            grep_glob.grep, self.ns, starts, regex, limit=req.node_limit, level_limit=req.level_limit, exclude=exclude,
+            want_tags=frozenset(tags) if tags else None, with_tags=bool(tags) or req.include_tags,
+            before=req.before_context, after=req.after_context)
+        return search_msgs.GrepResult(matches=matches, count=len(matches), truncated=cut)
+
+    @handles(catalog.SEARCH_GLOB, timeout_s=60.0)
+    async def glob(self, req: search_msgs.GlobRequest, ctx: Ctx) -> search_msgs.GlobResult:
+        vp = self._existing(req.uri, ctx.identity)
+        tags = check_tags(req.tags)
+        pattern = grep_glob.glob_regex(req.pattern)
+        starts = grep_glob.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
+        found, cut = await asyncio.to_thread(grep_glob.glob, self.ns, starts, vp, pattern, req.node_limit,
+                                             frozenset(tags) if tags else None)
+        found.sort(key=lambda f: f[0])
+        if not (req.extra_fields or tags or req.include_tags):
+            return search_msgs.GlobResult(matches=[u for u, _, _, _ in found], count=len(found), truncated=cut)
+        allowed = {"is_dir", "size", "updated_at", "created_at", "abstract", "name", "tags", "context_type"}
+        extra = list(req.extra_fields or [])
+        if bad := [f for f in extra if f not in allowed]:
+            raise InvalidArgument("unknown extra_fields", {"unknown": bad, "allowed": sorted(allowed)})
+        out = []
+        for uri, path, is_dir, ftags in found:
+            item: dict[str, Any] = {"uri": uri}
+            st = path.stat() if extra else None
+            for f in extra:
+                if f == "is_dir":
+                    item[f] = is_dir
+                elif f == "size":
+                    item[f] = 0 if is_dir else st.st_size  # type: ignore[union-attr]
+                elif f in ("updated_at", "created_at"):
+                    item[f] = st.st_mtime if f == "updated_at" else min(st.st_ctime, st.st_mtime)  # type: ignore[union-attr]
+                elif f == "name":
+                    item[f] = path.name
+                elif f == "abstract":
+                    item[f] = self._abstract_of(path, is_dir)
+                elif f == "context_type":
+                    item[f] = context_type_of(tuple(uri[len("viking://"):].split("/")))
+            if tags or req.include_tags or "tags" in extra:
+                item["tags"] = list(ftags)
+            out.append(item)
+        return search_msgs.GlobResult(matches=out, count=len(out), truncated=cut)
+
+    def _existing(self, uri: str, ident: Identity) -> VikingPath:
+        vp = self.ns.resolve(uri, ident)
+        if not vp.path.exists():
+            raise NotFound("no such file or directory", {"uri": vp.uri})
+        return vp
+
+    def _abstract_of(self, path: Path, is_dir: bool) -> str:
+        if is_dir:
+            return tree.read_text_sync(path / tree.ABSTRACT, "") or ""
+        f = sidecar.load(path.parent).get(path.name)
+        return f.abstract if f else ""
+
+    @handles(catalog.FS_READ)
+    async def fs_read(self, req: fs_msgs.ReadRequest, ctx: Ctx) -> fs_msgs.ReadResult:
+        vp = self._existing(req.uri, ctx.identity)
+        if vp.path.is_dir():
+            raise InvalidArgument("is a directory; use fs.ls or fs.overview", {"uri": vp.uri})
+        text = await tree.read_text(vp.path)
+        end = len(text) if req.limit < 0 else req.offset + req.limit
+        part = text[req.offset : end]
+        return fs_msgs.ReadResult(uri=vp.uri, content=part, size=len(text), truncated=end < len(text))
+
+    def _entry(self, vp: VikingPath, e: Any, facts: dict[str, sidecar.FileFacts]) -> fs_msgs.Entry:
+        st = e.stat(follow_symlinks=False)
+        is_dir = e.is_dir(follow_symlinks=False)
+        uri = f"{vp.uri.rstrip('/')}/{e.name}" if vp.segments else f"viking://{e.name}"
+        abstract = (tree.read_text_sync(Path(e.path) / tree.ABSTRACT, None) if is_dir
+                    else (facts[e.name].abstract if e.name in facts else None))
+        return fs_msgs.Entry(uri=uri, name=e.name, is_dir=is_dir, size=0 if is_dir else st.st_size,
+                       created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime, abstract=abstract)
+
+    @handles(catalog.FS_LS)
+    async def fs_ls(self, req: fs_msgs.LsRequest, ctx: Ctx) -> fs_msgs.LsResult:
+        vp = self._existing(req.uri, ctx.identity)
+        if not vp.path.is_dir():
+            raise InvalidArgument("not a directory", {"uri": vp.uri})
+
+        def run() -> tuple[list[fs_msgs.Entry], bool]:
+            out: list[fs_msgs.Entry] = []
+            stack = [vp]
+            while stack:
+                d = stack.pop(0)
+                facts = sidecar.load(d.path)
+                if d.segments in ((), ("user",)) and not ctx.identity.is_root:
+                    entries = [self.ns.resolve(s.uri, ctx.identity)
+                               for s in grep_glob.visible_starts(self.ns, d, ctx.identity.user, False)]
+                    items = [(s, s.path) for s in entries]
+                    for s, p in items:
+                        try:
+                            st = p.stat()
+                        except FileNotFoundError:
+                            continue  # removed while we walked
+                        out.append(fs_msgs.Entry(uri=s.uri, name=s.name, is_dir=True, size=0,
+                                           created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
+                                           abstract=tree.read_text_sync(p / tree.ABSTRACT, None)))
+                        if req.recursive:
+                            stack.append(s)
+                else:
+                    for e in tree.listdir_sorted(d.path, req.show_hidden, missing_ok=d is not vp):
+                        try:
+                            out.append(self._entry(d, e, facts))
+                        except FileNotFoundError:
+                            continue  # removed while we walked
+                        if req.recursive and e.is_dir(follow_symlinks=False):
+                            stack.append(self.ns.child(d, e.name))
+                        if len(out) >= req.node_limit:
+                            return out, True
+            return out, False
+
+        entries, cut = await asyncio.to_thread(run)
+        return fs_msgs.LsResult(uri=vp.uri, entries=entries, truncated=cut)
+
+    @handles(catalog.FS_TREE)
+    async def fs_tree(self, req: fs_msgs.TreeRequest, ctx: Ctx) -> fs_msgs.TreeResult:
+        vp = self._existing(req.uri, ctx.identity)
+        count = 0
+        cut = False
+
+        def build(node: VikingPath, depth: int) -> fs_msgs.TreeNode:
+            nonlocal count, cut
+            is_dir = node.path.is_dir()
+            tn = fs_msgs.TreeNode(uri=node.uri, name=node.name or "viking://", is_dir=is_dir)
+            if not is_dir or depth >= req.level_limit:
+                return tn
+            if node.segments in ((), ("user",)) and not ctx.identity.is_root:
+                kids = grep_glob.visible_starts(self.ns, node, ctx.identity.user, False)
+            else:
+                kids = [self.ns.child(node, e.name)
+                        for e in tree.listdir_sorted(node.path, req.show_hidden, missing_ok=depth > 0)]
+            tn.children = []
+            for k in kids:
+                if count >= req.node_limit:
+                    cut = True
+                    break
+                count += 1
+                tn.children.append(build(k, depth + 1))
+            return tn
+
+        built = await asyncio.to_thread(build, vp, 0)
+        return fs_msgs.TreeResult(uri=vp.uri, tree=built, count=count, truncated=cut)
+
+    @handles(catalog.FS_STAT)
+    async def fs_stat(self, req: fs_msgs.StatRequest, ctx: Ctx) -> fs_msgs.StatResult:
+        vp = self._existing(req.uri, ctx.identity)
+        st = vp.path.stat()
+        is_dir = vp.path.is_dir()
+        return fs_msgs.StatResult(uri=vp.uri, is_dir=is_dir, size=0 if is_dir else st.st_size,
+                            created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime)
+
+    @handles(catalog.FS_ABSTRACT)
+    async def fs_abstract(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
+        vp = self._existing(req.uri, ctx.identity)
+        text = self._abstract_of(vp.path, vp.path.is_dir())
+        if not text:
+            row = self.replica.index.get(vp.account, vp.uri, 0 if vp.path.is_dir() else 2)
+            text = row.abstract if row else ""
+        if not text:
+            raise NotFound("no abstract yet (not indexed)", {"uri": vp.uri})
+        return fs_msgs.TextResult(uri=vp.uri, content=text)
+
+    @handles(catalog.FS_OVERVIEW)
+    async def fs_overview(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
+        vp = self._existing(req.uri, ctx.identity)
+        if vp.path.is_dir():
+            text = tree.read_text_sync(vp.path / tree.OVERVIEW, "") or ""
+            if not text:
+                raise NotFound("no overview yet (not indexed)", {"uri": vp.uri})
+            return fs_msgs.TextResult(uri=vp.uri, content=text)
+        return fs_msgs.TextResult(uri=vp.uri, content=extract.text_overview(vp.name, await tree.read_text(vp.path)))

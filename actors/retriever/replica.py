@@ -1,0 +1,152 @@
+"""This worker's replica of the vector index: claimed on disk, built from a snapshot plus the
+index log's tail, kept following the log, snapshotted now and then.
+
+Every retriever worker holds one. Writers never wait for it: a caller that wants to read its own
+write sends the index sequence its write was acknowledged with, and `catch_up` waits (within the
+request's deadline) until the replica has applied that far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skald.actors.kit.ports import Bus
+from skald.actors.kit.request import Ctx
+from skald.messages.index import IndexChange, IndexRow
+from skald.store.index import VectorIndex
+
+log = logging.getLogger("skald.retriever")
+APPLY_CHUNK = 256  # rows applied per slice; a longer tail is a catch-up (the HNSW graph follows behind)
+MAX_SLOTS = 64  # replicas one host may hold side by side
+
+
+class IndexReplica:
+    def __init__(self, model: str, dim: int, bus: Bus, state_dir: Path, snapshot_interval_s: float = 30.0) -> None:
+        self.model = model
+        self.dim = dim
+        self.bus = bus
+        self.state_dir = Path(state_dir)
+        self.snapshot_interval_s = snapshot_interval_s
+        self.index = VectorIndex(dim, model)
+        self.head_seq = 0
+        self.replica_dir: Path | None = None
+        self._applied = asyncio.Condition()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._builder: asyncio.Task[None] | None = None
+        self._lock_fd: Any = None
+        self._dirty = False
+        self._hash, self._hash_at = "", -1
+
+    def _claim_dir(self) -> Path:
+        """Each replica on a host keeps its own snapshot: take the first slot nobody holds."""
+        base = self.state_dir / "index"
+        base.mkdir(parents=True, exist_ok=True)
+        for i in range(MAX_SLOTS):
+            fd = open(base / f"replica-{i}.lock", "a+")  # noqa: SIM115 - held for the life of the process
+            try:
+                fcntl.flock(fd.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fd.close()
+                continue
+            self._lock_fd = fd
+            return base / f"replica-{i}"
+        raise RuntimeError("no free index replica slot")
+
+    async def start(self) -> None:
+        self.replica_dir = self._claim_dir()
+        snap = await asyncio.to_thread(VectorIndex.load, self.replica_dir, self.dim, self.model)
+        last = await self.bus.index_last_seq()
+        if snap is not None and snap.applied_seq <= last:
+            self.index = snap
+        elif snap is not None:
+            log.warning("snapshot is ahead of the index stream (stream reset?): rebuilding")
+        self.head_seq = last
+        self._tasks.append(asyncio.create_task(self._follow(), name="index-follow"))
+        self._tasks.append(asyncio.create_task(self._snapshots(), name="index-snapshots"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._dirty and self.replica_dir is not None:
+            await asyncio.to_thread(self.index.save, self.replica_dir)
+
+    async def _follow(self) -> None:
+        async for batch in self.bus.follow_index(self.index.applied_seq + 1):
+            bulk = len(batch) >= APPLY_CHUNK  # a long tail: catching up; the graph follows behind
+            for i in range(0, len(batch), APPLY_CHUNK):
+                chunk = batch[i : i + APPLY_CHUNK]
+                if bulk:
+                    # Catching up is pure CPU: applied on the loop in short slices (no GIL
+                    # ping-pong with a thread), yielding between them so requests still run.
+                    self.apply(chunk, bulk)
+                    await asyncio.sleep(0)
+                else:
+                    await asyncio.to_thread(self.apply, chunk, bulk)
+            if batch:
+                self.head_seq = max(self.head_seq, batch[-1][0])
+            async with self._applied:
+                self._applied.notify_all()
+            if self.index.pending_graph and (self._builder is None or self._builder.done()):
+                self._builder = asyncio.create_task(self._build_graph(), name="index-graph")
+
+    async def _build_graph(self) -> None:
+        """Deferred rows join the HNSW graph in chunks; searches stay exact until they have."""
+        while await asyncio.to_thread(self.index.build_graph, 2048):
+            await asyncio.sleep(0)
+
+    def apply(self, batch: list[tuple[int, IndexChange]], bulk: bool = False) -> None:
+        """Apply changes in stream order; rows of another model or dimension are skipped."""
+        ups: list[tuple[IndexRow, np.ndarray]] = []
+
+        def flush() -> None:
+            if ups:
+                self.index.upsert_many(ups, defer_graph=bulk)
+                ups.clear()
+
+        for seq, ch in batch:
+            if ch.upsert is not None:
+                row = ch.upsert
+                vec = np.frombuffer(row.vector, dtype="<f4")
+                if row.model == self.model and vec.shape == (self.index.dim,):
+                    ups.append((row, vec.astype(np.float32)))
+            elif ch.delete is not None:
+                flush()
+                d = ch.delete
+                self.index.delete(d.account, d.uri, d.level)
+            self.index.applied_seq = max(self.index.applied_seq, seq)
+        flush()
+        self._dirty = True
+
+    async def _snapshots(self) -> None:
+        while True:
+            await asyncio.sleep(self.snapshot_interval_s)
+            if self._dirty and self.replica_dir is not None:
+                self._dirty = False
+                await asyncio.to_thread(self.index.save, self.replica_dir)
+
+    async def catch_up(self, ctx: Ctx) -> bool:
+        """Read-your-writes: wait (within the deadline) until the caller's last write is applied."""
+        if ctx.index_seq <= self.index.applied_seq:
+            return True
+        async with self._applied:
+            try:
+                await asyncio.wait_for(self._applied.wait_for(lambda: self.index.applied_seq >= ctx.index_seq),
+                                       max(0.0, ctx.remaining() - 0.2))
+            except TimeoutError:
+                return False
+        return True
+
+    def health(self) -> dict[str, Any]:
+        applied = self.index.applied_seq
+        if self._hash_at != applied:  # replicas holding the same rows report the same hash
+            self._hash, self._hash_at = self.index.content_hash(), applied
+        return {"status": "ok", "index": self.index.stats(), "replica": str(self.replica_dir or ""),
+                "lag": max(0, self.head_seq - applied), "applied_seq": applied, "content_hash": self._hash,
+                "embedder": self.model}

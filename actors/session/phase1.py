@@ -1,0 +1,138 @@
+"""Commit Phase 1 (seed 001): durable and fast; Phase 2 runs later on the archive work queue.
+
+Order (each step durable before the next): tool outputs to `tool-results/` -> archive directory
+(raw messages + retention plan, built aside and renamed in) -> Phase 2 job on the work queue
+(`Nats-Msg-Id` = archive URI) -> root rewritten without the archived messages -> reply. A crash
+between any two steps leaves every message in at least one place; the next owner to load the
+session finishes the step (`state.load`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import msgspec
+
+from skald.actors.kit.ports import Bus
+from skald.actors.kit.request import Ctx
+from skald.actors.session import externalize, turns
+from skald.actors.session.state import State
+from skald.messages import catalog
+from skald.messages import sessions as session_msgs
+from skald.messages.errors import InvalidArgument
+from skald.store import faults
+from skald.store import sessions as session_store
+from skald.store.session_meta import ArchiveMeta, CheckpointRequest, SessionMeta
+
+TURN_DEFAULTS = {"keep_recent_turn_count": 3, "retained_message_token_budget": 12_000, "min_raw_tail_steps": 1}
+CHECKPOINT_BUDGET_TOKENS = 400  # a checkpoint summary is cut to this many tokens
+
+
+def check_request(req: session_msgs.CommitRequest) -> None:
+    """Turn fields belong to turn_budget retention; keep_recent_count is the legacy mode alone."""
+    turn_fields = {k: getattr(req, k) for k in TURN_DEFAULTS if getattr(req, k) is not None}
+    if req.retention_mode is None and turn_fields:
+        raise InvalidArgument("Turn fields need retention_mode=\"turn_budget\"", {"fields": sorted(turn_fields)})
+    if req.retention_mode is not None and req.keep_recent_count is not None:
+        raise InvalidArgument("keep_recent_count is the legacy mode; do not combine it with turn_budget")
+
+
+def plan(root: list[session_msgs.Message], req: session_msgs.CommitRequest) -> turns.RetentionPlan:
+    if req.retention_mode == "turn_budget":
+        opts = {k: getattr(req, k) if getattr(req, k) is not None else v for k, v in TURN_DEFAULTS.items()}
+        return turns.plan_retention(root, opts["keep_recent_turn_count"], opts["retained_message_token_budget"],
+                                    opts["min_raw_tail_steps"])
+    return turns.plan_keep_recent(root, req.keep_recent_count or 0)
+
+
+class Phase1:
+    def __init__(self, bus: Bus, fence: Callable[[str], None], clock: Callable[[], float]) -> None:
+        self.bus = bus
+        self.fence = fence
+        self.clock = clock
+
+    async def commit(self, key: str, st: State, req: session_msgs.CommitRequest,
+                     ctx: Ctx) -> session_msgs.CommitResult:
+        sdir = st.sdir
+        if not st.root:
+            return session_msgs.CommitResult(session_id=sdir.session_id, status="skipped", reason="no live messages")
+        root = await self.externalize(key, st)
+        retention = plan(root, req)
+        if not retention.archive_messages:
+            return session_msgs.CommitResult(session_id=sdir.session_id, status="skipped",
+                                             plan=msgspec.to_builtins(retention),
+                                             reason="the retention policy keeps every live message")
+        archive_ids = set(retention.archive_messages)
+        archived = [m for m in root if m.id in archive_ids]
+        retained = [m for m in root if m.id not in archive_ids]
+        index = st.max_index + 1
+        name = session_store.archive_name(index)
+        uri = sdir.archive_uri(name)
+        requests = []
+        if retention.checkpoint_source_message_ids:
+            requests.append(CheckpointRequest(index=0, turn_anchor_message_id=retention.turn_anchor,
+                                              source_message_ids=retention.checkpoint_source_message_ids,
+                                              budget_tokens=CHECKPOINT_BUDGET_TOKENS))
+        meta = ArchiveMeta(archive_id=name, session_id=sdir.session_id, created_at=self.clock(),
+                           retention_plan=msgspec.to_builtins(retention), checkpoint_requests=requests)
+        self.fence(key)
+        await asyncio.to_thread(session_store.create_archive, sdir, index, archived, meta)
+        st.max_index = index
+        faults.point("commit.after_archive")
+        job = session_msgs.Phase2Job(account=ctx.identity.account, user=ctx.identity.user,
+                                     session_id=sdir.session_id, archive_id=name)
+        waiter = self.bus.waiter(f"archive.finished.{key}.{name}") if req.wait else None
+        w = await waiter.__aenter__() if waiter else None
+        try:
+            await self.bus.enqueue(catalog.ARCHIVE, job, uri)
+            faults.point("commit.after_enqueue")
+            self.fence(key)
+            await asyncio.to_thread(session_store.write_atomic_lines, sdir.messages, retained)
+            faults.point("commit.after_root")
+            st.root = retained
+            st.commit_count += 1
+            await asyncio.to_thread(session_store.save, sdir.meta, SessionMeta(
+                session_id=sdir.session_id, created_at=st.created_at, total_message_count=st.total,
+                commit_count=st.commit_count))
+            await self.bus.publish_event(f"session.committed.{key}", session_msgs.CommitResult(
+                session_id=sdir.session_id, status="accepted", archive_uri=uri, archive_id=name,
+                archived_messages=len(archived), retained_messages=len(retained)), uri)
+            phase2 = None
+            if w is not None:
+                raw = await w.wait(max(0.0, ctx.remaining() - 0.2))
+                phase2 = msgspec.json.decode(raw).get("state", "pending") if raw else "pending"
+        finally:
+            if waiter:
+                await waiter.__aexit__(None, None, None)
+        return session_msgs.CommitResult(session_id=sdir.session_id, status="accepted", archive_uri=uri,
+                                         archive_id=name, archived_messages=len(archived),
+                                         retained_messages=len(retained), plan=msgspec.to_builtins(retention),
+                                         phase2=phase2)
+
+    async def externalize(self, key: str, st: State) -> list[session_msgs.Message]:
+        """Move oversized tool outputs of each Turn to `tool-results/` (durably) before planning."""
+        chosen = externalize.plan_externalization(st.root)
+        if not chosen:
+            return st.root
+        by_msg: dict[str, dict[int, externalize.Externalize]] = {}
+        for e in chosen:
+            by_msg.setdefault(e.message_id, {})[e.part_index] = e
+        out = []
+        for m in st.root:
+            todo = by_msg.get(m.id)
+            if not todo:
+                out.append(m)
+                continue
+            parts = list(m.parts)
+            for i, e in todo.items():
+                p = parts[i]
+                assert isinstance(p, session_msgs.ToolPart)
+                self.fence(key)
+                await asyncio.to_thread(session_store.write_bytes, st.sdir.tool_result(e.filename),
+                                        p.tool_output.encode())
+                parts[i] = msgspec.structs.replace(p, tool_output=externalize.preview(p.tool_output),
+                                                   tool_output_uri=st.sdir.tool_result_uri(e.filename),
+                                                   tool_output_chars=len(p.tool_output), tool_output_truncated=True)
+            out.append(msgspec.structs.replace(m, parts=parts))
+        return out

@@ -1,0 +1,82 @@
+"""The owner's view of one session, loaded from disk, and the crash recovery done on load.
+
+Loading finishes whatever a crash interrupted: a Phase 1 that died after its archive was durable
+but before root was rewritten has the archived ids dropped from root; archives without a marker
+are listed for their Phase 2 job to be queued again; a corrupt `.meta.json` is rebuilt from the
+messages and archives on disk (logged), never read as zero counters.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from skald.actors.session.frontier import Frontier
+from skald.messages.sessions import Message
+from skald.store import sessions as session_store
+from skald.store.archive_state import ArchiveListing
+from skald.store.session_meta import SessionMeta
+from skald.store.sessions import SessionDir
+
+log = logging.getLogger("skald.session")
+
+
+@dataclass(slots=True)
+class State:
+    """Dropped when ownership is lost; the next owner loads it again from disk."""
+
+    sdir: SessionDir
+    root: list[Message]
+    ids: set[str]
+    total: int
+    commit_count: int
+    created_at: float
+    archives: dict[int, ArchiveListing] = field(default_factory=dict)  # only immutable (completed) ones
+    pending_recovery: list[int] = field(default_factory=list)  # pending archives found on load
+    max_index: int = 0
+    frontier: Frontier = field(default_factory=Frontier)
+    recovered_meta: bool = False
+
+
+def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMeta:
+    """Counters from what is on disk: every message id accepted is in root or an archive, and
+    every commit made one archive."""
+    try:
+        created = sdir.path.stat().st_mtime
+    except OSError:
+        created = 0.0
+    return SessionMeta(session_id=sdir.session_id, created_at=created, total_message_count=len(ids),
+                       commit_count=archives)
+
+
+def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
+    """Read one session (in a worker thread); `fence` is called before any repair is written."""
+    meta, status = session_store.read_session_meta(sdir)
+    root = session_store.read_messages(sdir.messages)
+    archived: set[str] = set()
+    pending: list[int] = []
+    indexes = session_store.archive_indexes(sdir)
+    for i in indexes:
+        listing = session_store.read_archive(sdir, i)
+        archived.update(m.id for m in listing.messages)
+        if listing.done is None and listing.failed is None:
+            pending.append(i)
+    if any(m.id in archived for m in root):
+        # Phase 1 died after the archive was durable but before root was rewritten: finish it.
+        fence()
+        root = [m for m in root if m.id not in archived]
+        session_store.write_atomic_lines(sdir.messages, root)
+    ids = archived | {m.id for m in root}
+    repaired = False
+    if status == "corrupt":
+        meta = recovered_meta(sdir, ids, len(indexes))
+        log.warning("corrupt %s: counters rebuilt from disk (total_message_count=%d, commit_count=%d)",
+                    sdir.meta, meta.total_message_count, meta.commit_count)
+        fence()
+        session_store.save(sdir.meta, meta)
+        repaired = True
+    meta = meta or SessionMeta(session_id=sdir.session_id)
+    return State(sdir=sdir, root=root, ids=ids, total=max(meta.total_message_count, len(ids)),
+                 commit_count=meta.commit_count, created_at=meta.created_at, max_index=max(indexes, default=0),
+                 pending_recovery=pending, recovered_meta=repaired)
