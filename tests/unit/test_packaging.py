@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ROOTS = ("messages", "store", "actors", "runtime")
-pytestmark = pytest.mark.slow
+
 
 
 def tree_packages() -> set[str]:

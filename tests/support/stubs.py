@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -52,3 +53,11 @@ class ModelStub:
 def chat(text: str, tokens: int = 20) -> dict[str, Any]:
     return {"choices": [{"message": {"content": text}}], "model": "stub",
             "usage": {"prompt_tokens": tokens, "completion_tokens": 5, "total_tokens": tokens + 5}}
+
+
+def phase2_answer(prompt: str, extra: int = 0) -> dict[str, Any]:
+    """A well-formed Phase 2 answer for `prompt` (one summary per checkpoint source, `extra` more)."""
+    n = len(re.findall(r'<checkpoint_source index="', prompt)) + extra
+    return chat(json.dumps({"overview": "# Working memory\n\nThe user is deploying billing.",
+                            "checkpoint_summaries": [f"summary {i}" for i in range(n)],
+                            "memories": [{"category": "events", "content": "# Summary\n\nBilling deployed."}]}))

@@ -11,6 +11,7 @@ from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 from skald.runtime.worker import Worker
 from skald.store.uri import Identity
+from tests.support.corpus import remember, write_files
 
 
 @pytest.fixture
@@ -21,9 +22,8 @@ async def corpus(client: SkaldClient, skald: Worker) -> SkaldClient:
         "viking://resources/cooking/bread0.md": "# Bread\n\nKnead the dough and let the yeast rise overnight.",
         "viking://resources/cooking/tea.md": "# Tea\n\nGreen tea brews at eighty degrees for two minutes.",
     }
-    for uri, text in docs.items():
-        await client.call("fs.write", {"uri": uri, "content": text})
-    await client.call("memories.write", {"category": "preferences", "content": "I prefer green tea over coffee."})
+    await write_files(client, docs)
+    await remember(client, [("preferences", "I prefer green tea over coffee.")])
     # Age the bread file so time filters have something to cut (a move re-indexes and keeps mtime).
     ns = skald.host.actors["indexer"].ns  # type: ignore[union-attr]
     old = time.time() - 10 * 86400

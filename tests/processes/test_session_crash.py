@@ -9,16 +9,15 @@ import json
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
-from tests.figures import FIGURES
-from tests.stubs import ModelStub
-from tests.test_processes import reap, wait_ready
-from tests.test_sessions import phase2_answer
+from tests.support import processes
+from tests.support.figures import FIGURES
+from tests.support.processes import reap, wait_ready
+from tests.support.stubs import ModelStub, phase2_answer
 
 POINTS = [("session.after_append", 6), ("commit.after_archive", 2), ("commit.after_enqueue", 2),
           ("commit.after_root", 2), ("archive.after_journal", 2), ("archive.after_overview", 2),
@@ -27,11 +26,8 @@ ITERATIONS = 50
 
 
 def worker(url: str, data: Path, prefix: str, fault: str = "", llm: str = "") -> subprocess.Popen[str]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_LEASE_TTL_S": "1",
-           "SKALD_WORK_ACK_WAIT_S": "1", "SKALD_FAULT": fault, "SKALD_LLM_BASE_URL": llm}
-    return subprocess.Popen([sys.executable, "-m", "skald.runtime.cli", "worker", "--nats-url", url, "--data-dir",
-                             str(data), "--actors", "session,archive,indexer"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return processes.worker(url, data, prefix, "session,archive,indexer", lease_ttl_s="1", work_ack_wait_s="1",
+                            fault=fault, llm_base_url=llm, snapshot_interval_s="30")
 
 
 async def call(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from skald.runtime.client import SkaldClient
-from tests.test_processes import reap, wait_ready
+from tests.support import processes
+from tests.support.processes import reap, wait_ready
 
 
 def worker(url: str, data: Path, prefix: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_WORK_ACK_WAIT_S": "2"}
-    return subprocess.Popen([sys.executable, "-m", "skald.runtime.cli", "worker", "--nats-url", url, "--data-dir",
-                             str(data), "--actors", "indexer,retriever"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return processes.worker(url, data, prefix, "indexer,retriever", work_ack_wait_s="2")
 
 
 async def test_ingest_killed_mid_job_resumes_on_another_worker(nats_url: str, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import msgspec
 
 from skald.messages.errors import NotFound
 from skald.runtime.client import SkaldClient
-from tests.figures import FIGURES
+from tests.support.figures import FIGURES
 
 # (op, URI field, a body that is valid around it)
 TABLE: list[tuple[str, str, dict[str, Any]]] = [

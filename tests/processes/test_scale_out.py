@@ -9,10 +9,8 @@ converge to the same index (same content hash)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,18 +19,15 @@ import msgspec
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
-from tests.test_processes import reap, wait_ready
+from tests.support import processes
+from tests.support.processes import reap, wait_ready
 
 KINDS = {"retriever": 3, "session": 2, "archive": 2, "assembler": 1, "indexer": 1}
 RETRYABLE = (E.DeadlineExceeded, E.Unavailable, E.Internal)
 
 
 def start(url: str, data: Path, prefix: str, actor: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_LEASE_TTL_S": "1",
-           "SKALD_WORK_ACK_WAIT_S": "2", "SKALD_SNAPSHOT_INTERVAL_S": "3600"}
-    return subprocess.Popen([sys.executable, "-m", "skald.runtime.cli", "worker", "--nats-url", url, "--data-dir",
-                             str(data), "--actors", actor], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return processes.worker(url, data, prefix, actor, lease_ttl_s="1", work_ack_wait_s="2")
 
 
 class Load:

@@ -18,7 +18,7 @@ from skald.messages import errors as E
 from skald.messages.catalog import OPS
 from skald.runtime import keys as key_store
 from skald.runtime.client import SkaldClient
-from tests.test_wire_errors import SUBJECTS
+from tests.support.requests import SUBJECTS
 
 SKALD = str(Path(sys.executable).parent / "skald")
 
@@ -170,6 +170,7 @@ async def embedded_with_keys(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, s
     await w.stop()
 
 
+@pytest.mark.slow  # its own embedded nats-server with keys
 async def test_embedded_bus_locks_clients_out_of_worker_subjects(embedded_with_keys: Any, tmp_path: Path) -> None:
     w, path, root = embedded_with_keys
     cfg = w.cfg
@@ -201,6 +202,7 @@ async def test_embedded_bus_locks_clients_out_of_worker_subjects(embedded_with_k
         await nc.close()
 
 
+@pytest.mark.slow  # runs `skald replay record` as a process
 async def test_replay_record_logs_in_as_a_worker_when_keys_are_on(embedded_with_keys: Any, tmp_path: Path) -> None:
     w, path, root = embedded_with_keys
     cfg = w.cfg

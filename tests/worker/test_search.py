@@ -14,16 +14,16 @@ from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 from skald.runtime.worker import Worker
 from skald.store.uri import Identity
-from tests.stubs import ModelStub, chat
+from tests.support.corpus import write_files
+from tests.support.stubs import ModelStub, chat
 
 DEEP = "viking://resources/l1/l2/l3/l4/target.md"
 
 
 async def seed_tree(c: SkaldClient) -> None:
-    await c.call("fs.write", {"uri": DEEP, "content": "# Glacier survey\n\nMeltwater channels carve moulins."})
-    for i in range(6):
-        await c.call("fs.write", {"uri": f"viking://resources/other{i}/note.md",
-                                  "content": f"# Note {i}\n\nUnrelated bakery inventory item {i}."})
+    others = {f"viking://resources/other{i}/note.md": f"# Note {i}\n\nUnrelated bakery inventory item {i}."
+              for i in range(6)}
+    await write_files(c, {DEEP: "# Glacier survey\n\nMeltwater channels carve moulins.", **others})
 
 
 def hits(r: dict) -> list[dict]:

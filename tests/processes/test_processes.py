@@ -3,52 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
-
-SKALD = [sys.executable, "-m", "skald.runtime.cli"]
-
-
-def spawn(args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", **(env_extra or {})}
-    return subprocess.Popen([*SKALD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def wait_ready(p: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    assert p.stdout is not None
-    import select
-
-    ready, _, _ = select.select([p.stdout], [], [], timeout)
-    assert ready, "no ready line"
-    line = p.stdout.readline().strip()
-    assert line.startswith("skald ready nats://"), line
-    return line.split()[-1]
-
-
-def reap(ps: list[subprocess.Popen[str]]) -> None:
-    for p in ps:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-        for f in (p.stdout, p.stderr):
-            if f:
-                f.close()
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    ps: list[subprocess.Popen[str]] = []
-    yield ps
-    reap(ps)
+from tests.support.processes import spawn, wait_ready
 
 
 async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: list) -> None:

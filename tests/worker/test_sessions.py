@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,14 +11,7 @@ import pytest
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
-from tests.stubs import ModelStub, chat
-
-
-def phase2_answer(prompt: str, extra: int = 0) -> dict[str, Any]:
-    n = len(re.findall(r'<checkpoint_source index="', prompt)) + extra
-    return chat(json.dumps({"overview": "# Working memory\n\nThe user is deploying billing.",
-                            "checkpoint_summaries": [f"summary {i}" for i in range(n)],
-                            "memories": [{"category": "events", "content": "# Summary\n\nBilling deployed."}]}))
+from tests.support.stubs import ModelStub, chat, phase2_answer
 
 
 class Model:

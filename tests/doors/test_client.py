@@ -69,7 +69,7 @@ async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any],
 
 
 def test_the_catalog_covers_every_public_subject() -> None:
-    from tests.test_wire_errors import SUBJECTS
+    from tests.support.requests import SUBJECTS
     assert set(OPS) == set(SUBJECTS)
 
 

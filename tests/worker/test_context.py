@@ -16,7 +16,8 @@ import pytest
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 from skald.store.tokens import estimate_tokens
-from tests.stubs import ModelStub, chat
+from tests.support.corpus import remember
+from tests.support.stubs import ModelStub, chat
 
 EVENT = "# Summary\nThe NPM vhost 27 upstream now points at caddy on port 1935.\n\n# Details\n" + \
     "We traced the caddy upstream port change step by step. " * 12
@@ -24,13 +25,12 @@ CTX = {"mode": "context", "score_threshold": 0.0}
 
 
 async def seed(c: SkaldClient) -> dict[str, str]:
-    uris = {}
-    for key, cat, text in [
-        ("event", "events", EVENT),
-        ("pref", "preferences", "The user prefers caddy configs with explicit upstream port comments."),
-        ("entity", "entities", "Caddy is the reverse proxy on host vega, upstream port 1935."),
-    ]:
-        uris[key] = (await c.call("memories.write", {"category": cat, "content": text}))["root_uri"]
+    written = await remember(c, [
+        ("events", EVENT),
+        ("preferences", "The user prefers caddy configs with explicit upstream port comments."),
+        ("entities", "Caddy is the reverse proxy on host vega, upstream port 1935."),
+    ])
+    uris = dict(zip(("event", "pref", "entity"), written, strict=True))
     r = await c.call("resources.add", {"content": "# Caddy deploy guide\n\nHow to set the caddy upstream port.\n\n"
                                        "## Steps\nEdit the Caddyfile upstream port.", "name": "caddy.md", "wait": True})
     uris["resource"] = r["root_uri"]

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -25,8 +23,8 @@ from hypothesis import strategies as st
 
 from skald.messages.catalog import OPS
 from skald.runtime.client import SkaldClient
-from tests import fuzzing
-from tests.figures import FIGURES
+from tests.support import fuzzing, processes
+from tests.support.figures import FIGURES
 
 BATCH = 50
 EXAMPLES = 110  # x BATCH x 2 phases = 11,000 requests
@@ -66,11 +64,8 @@ class Sender:
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[str], Sender, Path]]:
     data = tmp_path_factory.mktemp("fuzz")
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_NATS_PORT": "-1"}
     log = open(data.parent / f"{data.name}.log", "w")  # noqa: SIM115 - the worker's stderr, for failures
-    proc = subprocess.Popen([sys.executable, "-m", "skald.runtime.cli",
-                          "up", "--data-dir", str(data)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=log)
+    proc = processes.spawn(["up", "--data-dir", str(data)], {"SKALD_NATS_PORT": "-1"}, stderr=log)
     m = re.match(r"skald ready (nats://\S+)", proc.stdout.readline())  # type: ignore[union-attr]
     assert m
     sender = Sender(m.group(1))

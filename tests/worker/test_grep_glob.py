@@ -6,6 +6,7 @@ import pytest
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
+from tests.support.corpus import remember, write_files
 
 
 @pytest.fixture
@@ -17,9 +18,8 @@ async def tree(client: SkaldClient) -> SkaldClient:
         "viking://resources/src/main.py": "def main():\n    # TODO refactor\n    return 0\n",
         "viking://resources/src/deep/a/b/c.txt": "TODO deep",
     }
-    for u, t in files.items():
-        await client.call("fs.write", {"uri": u, "content": t, "wait": False})
-    await client.call("memories.write", {"category": "events", "content": "TODO call mom", "tags": ["team=home"]})
+    await write_files(client, files, wait=False)
+    await remember(client, [("events", "TODO call mom")], tags=["team=home"])
     return client
 
 

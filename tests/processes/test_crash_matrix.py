@@ -10,9 +10,7 @@ Sessions (add_message, commit Phase 1, Phase 2) have their own matrix in test_se
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +19,9 @@ import pytest
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
-from tests.figures import FIGURES
-from tests.test_processes import reap, wait_ready
+from tests.support import processes
+from tests.support.figures import FIGURES
+from tests.support.processes import reap
 
 ACTORS = "indexer,retriever,assembler,session"
 WRITE_POINTS = ["tree.before_rename", "ingest.before_enqueue", "ingest.after_enqueue", "ingest.before_publish",
@@ -31,13 +30,7 @@ TRIED: list[str] = []
 
 
 def start(url: str, data: Path, prefix: str, fault: str = "") -> subprocess.Popen[str]:
-    env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_PREFIX": prefix, "SKALD_WORK_ACK_WAIT_S": "1",
-           "SKALD_LEASE_TTL_S": "1", "SKALD_FAULT": fault, "SKALD_SNAPSHOT_INTERVAL_S": "3600"}
-    p = subprocess.Popen([sys.executable, "-m", "skald.runtime.cli",
-                          "worker", "--nats-url", url, "--data-dir", str(data),
-                          "--actors", ACTORS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    wait_ready(p)
-    return p
+    return processes.worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="1", lease_ttl_s="1", fault=fault)
 
 
 async def attempt(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:

@@ -1,0 +1,1 @@
+"""Helpers the test scopes share: worker processes, corpus seeding, model stubs, fuzzing strategies."""
