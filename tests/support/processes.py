@@ -3,8 +3,10 @@ started when they print their ready line, killed for real (SIGKILL) by the crash
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +22,9 @@ def spawn(args: list[str], env: dict[str, str] | None = None, *,
           stderr: int | IO[str] = subprocess.PIPE) -> subprocess.Popen[str]:
     """`skald ARGS` in its own process (hashed embedder unless `env` says otherwise)."""
     full = {**os.environ, "SKALD_EMBEDDER": "hash", **(env or {})}
-    return subprocess.Popen([*SKALD, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=full)
+    # Its own process group, so reaping also takes the nats-server a `skald up` started.
+    return subprocess.Popen([*SKALD, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=full,
+                            start_new_session=True)
 
 
 def worker(url: str, data: Path, prefix: str, actors: str, *, ready: bool = False,
@@ -46,7 +50,10 @@ def wait_ready(p: subprocess.Popen[str], timeout: float = 30.0) -> str:
 
 
 def reap(ps: list[subprocess.Popen[str]]) -> None:
+    """Kill each process and its group (an embedded nats-server included), then wait for it."""
     for p in ps:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
         if p.poll() is None:
             p.kill()
         p.wait()
