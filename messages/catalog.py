@@ -75,6 +75,8 @@ SESSIONS_CONTEXT = Op("sessions.context", session_msgs.ContextRequest, session_m
 SESSIONS_ARCHIVES = Op("sessions.archives", session_msgs.SessionRef, session_msgs.ArchivesResult,
                        "A session's archives and their state.")
 SYSTEM_HEALTH = Op("system.health", system_msgs.Empty, system_msgs.HealthResult, "Liveness of the worker that answers.")
+SYSTEM_WHOAMI = Op("system.whoami", system_msgs.Empty, system_msgs.WhoAmIResult,
+                   "Who the caller is (account, user, role) and its account's event subjects.")
 SYSTEM_STATS = Op("system.stats", system_msgs.Empty, system_msgs.StatsResult, "Retrieval counters and queue depths.")
 
 # Internal: the assembler asks the retriever for every bucket x every expanded query in one trip,

@@ -3,6 +3,31 @@ operations and work queues are spelled in `catalog.py` only."""
 
 from __future__ import annotations
 
+import hashlib
+
+# Workers' inboxes, JetStream deliveries and replies live under this prefix; no client may
+# subscribe to it. Each client key gets its own `_INBOX_<user>` (see runtime/busauth.py).
+WORKER_INBOX = "_SKALD_WORKER"
+
+
+def client_inbox(bus_user: str) -> str:
+    return f"_INBOX_{bus_user}"
+
+
+def account_token(account: str) -> str:
+    """An account as one subject token (account names may hold '.', which subjects cannot)."""
+    return "a" + hashlib.sha1(account.encode()).hexdigest()[:16]
+
+
+def ingest_done(account: str, job_id: str) -> str:
+    """Event name of an ingest job's outcome, under its account's subjects."""
+    return f"acct.{account_token(account)}.ingest.done.{job_id}"
+
+
+def ingest_progress(account: str, job_id: str) -> str:
+    """Note name of an ingest job's progress, under its account's subjects."""
+    return f"acct.{account_token(account)}.ingest.progress.{job_id}"
+
 
 def request(prefix: str, op: str) -> str:
     """Request subject of an operation: `skald.v1.search.find`."""
@@ -31,3 +56,8 @@ def index_row(prefix: str, row_key: str) -> str:
 
 def event(prefix: str, name: str) -> str:
     return f"{prefix}.evt.{name}"
+
+
+def note(prefix: str, name: str) -> str:
+    """Core NATS, not stored: progress and other things nobody needs to replay."""
+    return f"{prefix}.note.{name}"

@@ -1,4 +1,4 @@
-"""system.health and system.stats."""
+"""system.health, system.stats and system.whoami."""
 
 from __future__ import annotations
 
@@ -24,6 +24,18 @@ class HealthResult(msgspec.Struct, kw_only=True):
     version: str
     actors: dict[str, Any]
     worker: WorkerInfo | None = None
+
+
+class WhoAmIResult(msgspec.Struct, kw_only=True):
+    """The identity a request runs as (after key pinning), and where its account's events are:
+    `<prefix>.evt.acct.<account_token>.>` and `<prefix>.note.acct.<account_token>.>`."""
+
+    account: str
+    user: str
+    agent: str
+    peer: str | None = None
+    role: str
+    account_token: str
 
 
 class RetrievalStats(msgspec.Struct, kw_only=True):

@@ -205,7 +205,7 @@ class NatsBus:
 
     async def notify(self, name: str, payload: msgspec.Struct) -> None:
         """Core NATS, not stored: progress and other things nobody needs to replay."""
-        await self.nc.publish(f"{self.prefix}.note.{name}", msgspec.json.encode(payload))
+        await self.nc.publish(subjects.note(self.prefix, name), msgspec.json.encode(payload))
 
     @contextlib.asynccontextmanager
     async def waiter(self, event_name: str) -> AsyncIterator[Waiter]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -75,19 +76,27 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
 @click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=1933, show_default=True)
-@click.option("--api-key", "api_keys", multiple=True, envvar="SKALD_GATEWAY_API_KEYS",
-              help="Accept only requests bearing one of these keys (X-API-Key or Authorization: Bearer).")
-def http(nats_url: str, prefix: str, host: str, port: int, api_keys: tuple[str, ...]) -> None:
+@click.option("--keys-file", envvar="SKALD_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
+              help="The workers' keys file: every request needs one of its keys (X-API-Key or "
+                   "Authorization: Bearer) and is forwarded on that key's own bus connection.")
+def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | None) -> None:
     """OpenViking-compatible HTTP gateway: /api/v1/... onto NATS; OpenAPI at /openapi.json."""
     import asyncio
+    import os
     import signal
 
     from skald.runtime.client import SkaldClient
     from skald.runtime.gateway import serve
+    from skald.runtime.keys import KeyStore
+
+    keys = KeyStore(keys_file, os.environ.get("SKALD_ROOT_KEY", ""))
+    servers = nats_url.split(",")
 
     async def run() -> None:
-        client = await SkaldClient.connect(nats_url, prefix=prefix)
-        runner = await serve(client, host, port, list(api_keys))
+        # With keys, the gateway's own connection carries nothing but health; it needs a login.
+        root = os.environ.get("SKALD_ROOT_KEY") or None
+        client = await SkaldClient.connect(servers, prefix=prefix, api_key=root)
+        runner = await serve(client, host, port, keys, servers)
         click.echo(f"skald http ready http://{host}:{port}", err=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -180,6 +189,10 @@ _replay_conn = [click.option("--nats-url", envvar="SKALD_NATS_URL", default="nat
                 click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)]
 
 
+# A command, not a service: a refused or unreachable bus is an error now, not after minutes of retries.
+FAIL_FAST = {"connect_timeout": 2, "max_reconnect_attempts": 2, "reconnect_time_wait": 0.5}
+
+
 def _with_conn(fn):  # type: ignore[no-untyped-def]
     for opt in reversed(_replay_conn):
         fn = opt(fn)
@@ -197,13 +210,14 @@ def replay_record(nats_url: str, prefix: str, out: Path, keys_file: Path | None)
 
     import nats as natsio
 
+    from skald.messages import subjects
     from skald.runtime import keys as key_store
     from skald.runtime import replay as journal_replay
-    from skald.runtime.natsserver import WORKER_USER
+    from skald.runtime.busauth import WORKER_USER
 
-    login = {}
+    login: dict[str, Any] = {"inbox_prefix": subjects.WORKER_INBOX, **FAIL_FAST}
     if keys_file:
-        login = {"user": WORKER_USER, "password": str(key_store.load(keys_file).get("worker_secret", ""))}
+        login.update(user=WORKER_USER, password=str(key_store.load(keys_file).get("worker_secret", "")))
 
     async def run() -> int:
         nc = await natsio.connect(nats_url, **login)
@@ -229,11 +243,12 @@ def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> 
     import nats as natsio
 
     from skald.runtime import replay as journal_replay
+    from skald.runtime.busauth import client_login
 
     entries = journal_replay.load(src)
 
     async def run() -> int:
-        nc = await natsio.connect(nats_url)
+        nc = await natsio.connect(nats_url, **FAIL_FAST, **(client_login(api_key) if api_key else {}))
         try:
             if sys.stderr.isatty():
                 with click.progressbar(length=len(entries), label="replaying", file=sys.stderr) as bar:

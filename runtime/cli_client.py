@@ -277,8 +277,10 @@ async def ingest_with_progress(client: SkaldClient, kw: dict[str, Any], show: bo
         if p.job_id == job.get("id"):
             progress.append(p)
 
-    subs = [await client.nc.subscribe(f"{client.prefix}.evt.ingest.done.*", cb=on_done),
-            await client.nc.subscribe(f"{client.prefix}.note.ingest.progress.*", cb=on_progress)]
+    # Events are published under the caller's account: ask which that is (a key pins it).
+    token = (await client.whoami()).account_token
+    subs = [await client.nc.subscribe(f"{client.prefix}.evt.acct.{token}.ingest.done.*", cb=on_done),
+            await client.nc.subscribe(f"{client.prefix}.note.acct.{token}.ingest.progress.*", cb=on_progress)]
     try:
         queued = await client.add_resource(**kw)
         job["id"] = queued.job_id

@@ -41,10 +41,7 @@ from skald.messages.envelope import (
     H_USER,
     MSGPACK,
 )
-
-
-async def _quiet(e: Exception) -> None:
-    """nats-py logs connection errors itself; callers get them as exceptions instead."""
+from skald.runtime.busauth import client_login
 
 
 class Response(msgspec.Struct, kw_only=True):
@@ -86,8 +83,22 @@ class SkaldClient:
     async def connect(cls, servers: str | list[str], *, prefix: str = "skald", **kw: Any) -> SkaldClient:
         """Connect to one NATS URL or a cluster (a list, or URLs joined by commas)."""
         urls = servers.split(",") if isinstance(servers, str) else servers
-        nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=5,
-                                error_cb=_quiet)
+        key = kw.get("api_key")
+        # With a key, the connection logs in as the key's own bus user and receives its replies on
+        # its private inbox prefix (a server without authorization ignores the login).
+        seen: list[str] = []
+
+        async def on_error(e: Exception) -> None:
+            seen[:] = [*seen[-4:], str(e)]  # nats-py reports why a server refused only here
+
+        try:
+            nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=5,
+                                    reconnect_time_wait=0.5, error_cb=on_error,
+                                    **(client_login(key) if key else {}))
+        except (nats.errors.Error, OSError) as e:
+            if any("authorization violation" in m.lower() for m in (*seen, str(e))):
+                raise E.Unauthenticated("the bus refused this connection: a valid API key is required") from e
+            raise E.Unavailable(f"cannot connect to NATS at {','.join(urls)}: {e}") from e
         return cls(nc, prefix, owns_connection=True, **kw)
 
     def as_identity(self, **kw: Any) -> SkaldClient:
@@ -257,7 +268,11 @@ class SkaldClient:
         return await self.request(catalog.SYSTEM_HEALTH, system_msgs.Empty())  # type: ignore[no-any-return]
 
     async def stats(self) -> system_msgs.StatsResult:
-        return await self.request(catalog.SYSTEM_STATS, system_msgs.Empty())  # type: ignore[no-any-return]
+        return await self.request(catalog.SYSTEM_STATS, system_msgs.Empty())
+
+    async def whoami(self) -> system_msgs.WhoAmIResult:
+        """Who this client acts as (a key's pinned account and user), and its account's event token."""
+        return await self.request(catalog.SYSTEM_WHOAMI, system_msgs.Empty())  # type: ignore[no-any-return]  # type: ignore[no-any-return]
 
 
 class SyncSkaldClient:

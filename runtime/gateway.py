@@ -11,7 +11,8 @@ shape (`content` as a shorthand for one text part).
 
 from __future__ import annotations
 
-import hmac
+import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from skald.messages import catalog
+from skald.messages import errors as E
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
 from skald.runtime import __version__
 from skald.runtime.client import SkaldClient, deadline_for
+from skald.runtime.keys import KeyStore, digest
 
 HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
                "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
@@ -92,9 +95,39 @@ def _message_body(sid: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 class Gateway:
-    def __init__(self, client: SkaldClient, api_keys: list[str] | None = None) -> None:
+    """With keys (the same keys file the workers read), an HTTP request needs a valid key, and
+    what it forwards goes over that key's own bus connection (its bus identity and private inbox);
+    without keys, over the gateway's one connection."""
+
+    def __init__(self, client: SkaldClient, keys: KeyStore | None = None, servers: list[str] | None = None) -> None:
         self.client = client
-        self.api_keys = [k.encode() for k in api_keys or [] if k]
+        self.keys = keys if keys is not None and keys.enabled else None
+        self.servers = servers or []
+        self._conns: dict[str, SkaldClient] = {}  # per key digest
+        self._opening: dict[str, asyncio.Lock] = {}
+
+    async def close(self) -> None:
+        for c in self._conns.values():
+            with contextlib.suppress(Exception):
+                await c.close()
+        self._conns.clear()
+
+    async def _bus(self, key: str | None) -> SkaldClient:
+        """The connection a request goes out on: the key's own (opened on first use, reopened when
+        the server closed it), or the shared one without keys."""
+        if self.keys is None or key is None:
+            return self.client
+        d = digest(key)
+        conn = self._conns.get(d)
+        if conn is not None and not conn.nc.is_closed:
+            return conn
+        async with self._opening.setdefault(d, asyncio.Lock()):
+            conn = self._conns.get(d)
+            if conn is None or conn.nc.is_closed:
+                conn = await SkaldClient.connect(self.servers, prefix=self.client.prefix, api_key=key,
+                                                 timeout_s=self.client.timeout_s)
+                self._conns[d] = conn
+            return conn
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=4 * 1024 * 1024)
@@ -114,13 +147,8 @@ class Gateway:
         return key or None
 
     def _authorised(self, key: str | None) -> bool:
-        if not self.api_keys:
-            return True
-        given = (key or "").encode()
-        ok = False
-        for k in self.api_keys:  # constant time, and every key compared
-            ok |= hmac.compare_digest(given, k)
-        return ok
+        """Against the workers' keys file (constant time, every record compared)."""
+        return self.keys is None or self.keys.authenticate(key) is not None
 
     def _headers(self, request: web.Request, key: str | None) -> dict[str, str]:
         out = {dst: v for src, dst in IDENTITY if (v := request.headers.get(src))}
@@ -130,7 +158,11 @@ class Gateway:
 
     async def _forward(self, op: str, body: bytes, headers: dict[str, str], timeout_s: float) -> web.Response:
         try:
-            resp_msg = await self.client.nc.request(f"{self.client.prefix}.v1.{op}", body,
+            bus = await self._bus(headers.get(H_API_KEY))
+        except E.SkaldError as e:
+            return error_response(e.code, e.message)
+        try:
+            resp_msg = await bus.nc.request(f"{self.client.prefix}.v1.{op}", body,
                                                     timeout=timeout_s + 0.5,
                                                     headers={**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))})
         except NoRespondersError:
@@ -236,8 +268,13 @@ def openapi() -> dict[str, Any]:
             "security": [{"apiKey": []}, {"bearer": []}], "paths": paths}
 
 
-async def serve(client: SkaldClient, host: str, port: int, api_keys: list[str] | None = None) -> web.AppRunner:
-    runner = web.AppRunner(Gateway(client, api_keys).app(), access_log=None)
+async def serve(client: SkaldClient, host: str, port: int, keys: KeyStore | None = None,
+                servers: list[str] | None = None) -> web.AppRunner:
+    """Serve until `runner.cleanup()`, which also closes the per-key connections."""
+    gw = Gateway(client, keys, servers)
+    app = gw.app()
+    app.on_cleanup.append(lambda _app: gw.close())
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

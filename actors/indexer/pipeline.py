@@ -19,6 +19,7 @@ from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.formats import Registry, default_registry
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
 from skald.messages import ingest as ingest_msgs
+from skald.messages import subjects
 from skald.messages.errors import InvalidArgument, NotFound
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
 from skald.store import faults, sidecar, tree
@@ -121,7 +122,7 @@ class IngestPipeline:
                                  content_hash=sha, model=self.embedder.name, vector=vec,
                                  owner=rows_mod.owner_of(vp.segments), text=f"{vp.name}\n{body}")
                 out.append((row_subject_token(vp.account, vp.uri, 2), IndexChange(upsert=row)))
-            await self.bus.notify(f"ingest.progress.{job.job_id}", ingest_msgs.IngestProgress(
+            await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
                 job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files"))
         for d, facts in by_dir.items():
             await asyncio.to_thread(sidecar.save, d, facts)

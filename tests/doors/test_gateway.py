@@ -4,6 +4,7 @@ from PyPI, unchanged) and by plain HTTP for status codes, auth and the OpenAPI d
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ import openviking_sdk as ov
 import pytest
 from openviking_sdk import errors as ov_errors
 
+from skald.runtime import keys as key_store
 from skald.runtime.client import SkaldClient
 from skald.runtime.gateway import ROUTES, serve
 
@@ -102,21 +104,27 @@ async def test_status_codes_and_envelope(gateway: str) -> None:
         assert other.status_code in (200, 404)  # carol may look at her own space
 
 
-async def test_api_keys_are_required_when_configured(skald: Any, nats_url: str) -> None:
+async def test_api_keys_are_required_when_configured(skald: Any, nats_url: str, tmp_path: Path) -> None:
+    """The gateway checks the workers' own keys file (no second list) and forwards on the key's connection."""
+    path = tmp_path / "keys.json"
+    key, _ = key_store.add(path, "user", account="default", user="default")
+    revoked, rec = key_store.add(path, "user", account="default", user="other")
+    key_store.revoke(path, rec.id)
     client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
-    runner = await serve(client, "127.0.0.1", 0, ["s3cret-key"])
+    runner = await serve(client, "127.0.0.1", 0, key_store.KeyStore(path), [nats_url])
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with httpx.AsyncClient(base_url=url) as http:
             body = {"query": "x"}
             denied = await http.post("/api/v1/search/find", json=body)
             assert denied.status_code == 401 and denied.json()["error"]["code"] == "UNAUTHENTICATED"
-            wrong = await http.post("/api/v1/search/find", json=body, headers={"X-API-Key": "nope"})
-            assert wrong.status_code == 401 and "result" not in wrong.json()
+            for bad in ("nope", revoked):
+                wrong = await http.post("/api/v1/search/find", json=body, headers={"X-API-Key": bad})
+                assert wrong.status_code == 401 and "result" not in wrong.json()
             assert (await http.post("/api/v1/search/find", json=body,
-                                    headers={"X-API-Key": "s3cret-key"})).status_code == 200
+                                    headers={"X-API-Key": key})).status_code == 200
             assert (await http.post("/api/v1/search/find", json=body,
-                                    headers={"Authorization": "Bearer s3cret-key"})).status_code == 200
+                                    headers={"Authorization": f"Bearer {key}"})).status_code == 200
     finally:
         await runner.cleanup()
         await client.close()

@@ -39,8 +39,9 @@ async def test_ingest_killed_mid_job_resumes_on_another_worker(nats_url: str, tm
             async def on_done(msg: object) -> None:
                 finished.append(msg.data)  # type: ignore[attr-defined]
 
-            await c.nc.subscribe(f"{prefix}.note.ingest.progress.*", cb=on_progress)
-            await c.nc.subscribe(f"{prefix}.evt.ingest.done.*", cb=on_done)
+            token = (await c.whoami()).account_token
+            await c.nc.subscribe(f"{prefix}.note.acct.{token}.ingest.progress.*", cb=on_progress)
+            await c.nc.subscribe(f"{prefix}.evt.acct.{token}.ingest.done.*", cb=on_done)
             r = await c.call("resources.add", {"path": str(src)})
             assert r["status"] == "queued"
             await asyncio.wait_for(progressed.wait(), 30)

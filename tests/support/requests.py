@@ -35,6 +35,7 @@ SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
     "sessions.archives": ({"session_id": "s1"}, ["session_id"], None),
     "system.health": ({}, [], None),
     "system.stats": ({}, [], None),
+    "system.whoami": ({}, [], None),
 }
 
 BAD_URIS = ["not-a-uri", "viking://resources/../../etc/passwd", "viking://resources/%2e%2e/x",

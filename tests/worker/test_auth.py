@@ -17,6 +17,7 @@ import pytest
 from skald.messages import errors as E
 from skald.messages.catalog import OPS
 from skald.runtime import keys as key_store
+from skald.runtime.busauth import client_login
 from skald.runtime.client import SkaldClient
 from tests.support.requests import SUBJECTS
 
@@ -180,7 +181,9 @@ async def test_embedded_bus_locks_clients_out_of_worker_subjects(embedded_with_k
         errors.append(str(e))
 
     import nats as natsio
-    nc = await natsio.connect(w.url, error_cb=on_error)  # no credentials: the client user
+    with pytest.raises(Exception):  # noqa: B017 - no credentials: the bus refuses the connection
+        await natsio.connect(w.url, allow_reconnect=False)
+    nc = await natsio.connect(w.url, error_cb=on_error, **client_login(root))  # the root key's bus user
     try:
         c = SkaldClient(nc, cfg.prefix, api_key=root)
         assert (await c.health()).status == "ok"  # requests and replies work
@@ -197,7 +200,7 @@ async def test_embedded_bus_locks_clients_out_of_worker_subjects(embedded_with_k
         with pytest.raises(Exception):  # noqa: B017 - any refusal: the JetStream API is not the client's
             await js.stream_info(f"{cfg.prefix.upper()}_EVENTS")
         conf = (tmp_path / "data" / "nats" / "server.conf").read_text()
-        assert "no_auth_user" in conf and root not in conf
+        assert "no_auth_user" not in conf and root not in conf
     finally:
         await nc.close()
 
@@ -208,7 +211,7 @@ async def test_replay_record_logs_in_as_a_worker_when_keys_are_on(embedded_with_
     cfg = w.cfg
     import nats as natsio
 
-    nc = await natsio.connect(w.url)
+    nc = await natsio.connect(w.url, **client_login(root))
     await SkaldClient(nc, cfg.prefix, api_key=root).remember("entities", "Recorded by a worker login.")
     await nc.close()
     out = tmp_path / "j.jsonl"

@@ -1,0 +1,98 @@
+"""Work-queue consumption: a pull consumer per declared queue, one job at a time per loop, kept
+alive while it runs, acknowledged only when it finished. A job that is not ready yet
+(`RetryLater`) is redelivered later without counting as a failure; a failing one is retried
+with back-off until `max_deliver`, then terminated; undecodable bytes are dropped at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import api
+
+from skald.actors.kit.decl import Consumes, RetryLater
+from skald.actors.kit.request import Attempt
+from skald.messages import subjects
+from skald.runtime.bus import stream_name
+from skald.runtime.config import Config
+
+log = logging.getLogger("skald.host")
+NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes, fn: Callable[..., Any]) -> None:
+    js = nc.jetstream(timeout=10.0)
+    ack_wait = cfg.work_ack_wait_s or decl.ack_wait_s
+    consumer = api.ConsumerConfig(
+        durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ack_wait,
+        max_deliver=decl.max_deliver, max_ack_pending=256, max_waiting=512,
+        filter_subject=subjects.work(cfg.prefix, decl.queue),
+    )
+    psub = None
+    while psub is None and not stopping.is_set():
+        try:
+            psub = await js.pull_subscribe(subjects.work(cfg.prefix, decl.queue), durable=decl.queue,
+                                           stream=stream_name(cfg.prefix, "work"), config=consumer)
+        except Exception:  # noqa: BLE001 - another worker may be creating it at the same moment
+            log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)
+            await asyncio.sleep(0.5)
+    dec = msgspec.json.Decoder(decl.job)
+    try:
+        while not stopping.is_set():
+            try:
+                msgs = await psub.fetch(1, timeout=1.0)
+            except (NatsTimeout, TimeoutError):
+                continue
+            except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
+                if stopping.is_set():
+                    return
+                await asyncio.sleep(0.5)
+                continue
+            for m in msgs:
+                await run_job(m, decl, fn, dec, ack_wait)
+    finally:
+        if psub is not None:
+            with contextlib.suppress(Exception):
+                await psub.unsubscribe()
+
+async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> None:
+    delivered = m.metadata.num_delivered
+    try:
+        job = dec.decode(m.data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        log.error("poison job on %s dropped: %r", decl.queue, m.data[:200])
+        await m.term()
+        return
+
+    async def keep_alive() -> None:
+        while True:
+            await asyncio.sleep(ack_wait / 3)
+            with contextlib.suppress(Exception):
+                await m.in_progress()
+
+    beat = asyncio.create_task(keep_alive())
+    try:
+        await fn(job, Attempt(delivered=delivered, queue=decl.queue))
+    except asyncio.CancelledError:
+        raise
+    except RetryLater as r:
+        await m.nak(delay=r.delay_s)
+        return
+    except Exception:
+        log.exception("job on %s failed (delivery %d)", decl.queue, delivered)
+        if delivered >= decl.max_deliver:
+            await m.term()
+        else:
+            await m.nak(delay=NAK_DELAYS_S[min(delivered - 1, len(NAK_DELAYS_S) - 1)])
+        return
+    finally:
+        beat.cancel()
+    await m.ack_sync()
