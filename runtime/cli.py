@@ -166,6 +166,27 @@ def keys_list(path: Path) -> None:
         click.echo(f"{k['id']}  {k['role']:<5}  {k.get('account') or '*'}/{k.get('user') or '*'}")
 
 
+@keys.command("nats-config")
+@_keys_file
+@click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)
+def keys_nats_config(path: Path, prefix: str) -> None:
+    """Print the NATS `authorization` block for these keys, for every server of a cluster.
+
+    \b
+    Include it from each server's config, and after every `keys create` / `keys revoke`:
+        skald keys nats-config --file keys.json > /etc/nats/skald-auth.conf
+        nats-server --signal reload
+    (`skald up` does this by itself for its embedded server.)
+    """
+    from skald.runtime import busauth
+    from skald.runtime.keys import KeyStore
+
+    store = KeyStore(path)
+    if not store.worker_secret:
+        raise click.UsageError("the keys file has no worker secret yet: create a key first")
+    click.echo(busauth.authorization(prefix, store), nl=False)
+
+
 @keys.command("revoke")
 @_keys_file
 @click.argument("key_id")
