@@ -143,15 +143,17 @@ class Archiver:
                 if st_i in ("failed", "invalid"):
                     between.append(i)
                 i -= 1
-            listings = await asyncio.to_thread(lambda: [session_store.read_archive(sdir,
-                                                                                   j) for j in (*sorted(between),
-                                                                                                index)])
+            wanted = (*sorted(between), index)
+            listings = await asyncio.to_thread(lambda: [session_store.read_archive(sdir, j) for j in wanted])
+            # Working memory accumulates: this archive's overview starts from the newest completed one.
+            previous = "" if i <= 0 else await asyncio.to_thread(
+                session_store.read_text, sdir.archive(session_store.archive_name(i)) / session_store.OVERVIEW)
             states = archive_state.scan(listings)
             target = states[-1]
             before = states[:-1]
             rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
             try:
-                state = await self._phase2(sdir, job, ident, target, rolled)
+                state = await self._phase2(sdir, job, ident, target, rolled, previous)
             except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
                 log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
                 await asyncio.to_thread(session_store.write_failed, sdir, job.archive_id, FailedMarker(
@@ -172,7 +174,7 @@ class Archiver:
                                      f"archive.finished.{key}.{job.archive_id}.{state}")
 
     async def _phase2(self, sdir: SessionDir, job: Phase2Job, ident: Identity, target: archive_state.ArchiveState,
-                      rolled: list[archive_state.ArchiveState]) -> str:
+                      rolled: list[archive_state.ArchiveState], previous: str = "") -> str:
         sources = [*rolled, target]
         messages = [m for s in sources for m in s.listing.messages]
         requests: list[phase2.Request] = []
@@ -184,7 +186,7 @@ class Archiver:
                                                budget_tokens=r.budget_tokens,
                                           archive_id=s.listing.archive_id))
         adir = sdir.archive(job.archive_id)
-        out = await self._model_output(adir, messages, requests)
+        out = await self._model_output(adir, messages, requests, previous)
         if len(out.checkpoint_summaries) != len(requests):
             raise _Stage("validate", f"{len(out.checkpoint_summaries)} summaries for {len(requests)} checkpoints")
         records = phase2.checkpoint_records(requests, out.checkpoint_summaries)
@@ -208,17 +210,18 @@ class Archiver:
         self.completed += 1
         return "completed"
 
-    async def _model_output(self, adir: Any, messages: list[Any], requests: list[phase2.Request]) -> phase2.Output:
+    async def _model_output(self, adir: Any, messages: list[Any], requests: list[phase2.Request],
+                            previous: str = "") -> phase2.Output:
         """One model call per archive, ever: a journaled answer is re-applied, not re-asked."""
         journal = session_store.read_json(adir / JOURNAL)
         if journal is None:
             if self.llm.extractive:
-                out = phase2.extractive(messages, requests)
+                out = phase2.extractive(messages, requests, previous)
                 text = msgspec.json.encode({"overview": out.overview, "checkpoint_summaries": out.checkpoint_summaries,
                                             "memories": out.memories}).decode()
                 journal = {"text": text, "model": self.llm.name, "usage": {}}
             else:
-                prompt = phase2.format_input(messages, requests)
+                prompt = phase2.format_input(messages, requests, previous)
                 self.model_calls += 1
                 try:
                     c = await asyncio.wait_for(self.llm.complete(phase2.SYSTEM, prompt, max_tokens=2000, json=True),
@@ -238,7 +241,9 @@ class Archiver:
         uris = []
         base = self.ns.resolve("viking://~/memories", ident)
         src = hashlib.sha1("\x00".join(m.id for m in messages).encode()).hexdigest()[:10]
-        for i, mem in enumerate(out.memories):
+        # What was said stays findable whatever the model made of it: the verbatim exchanges.
+        exchanges = phase2.exchange_memories(job.session_id, messages)
+        for i, mem in enumerate([*out.memories, *exchanges]):
             cat = mem["category"]
             if cat == "profile":
                 path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
@@ -247,7 +252,7 @@ class Archiver:
                     continue
                 body = (existing.rstrip() + "\n\n" + mem["content"]).strip()
             else:
-                name = f"{cat}_{job.session_id[:24]}_{src}_{i}.md"
+                name = mem.get("name") or f"{cat}_{job.session_id[:24]}_{src}_{i}.md"
                 path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
             await asyncio.to_thread(write_atomic_sync, path, body.encode())
             uris.append(uri)

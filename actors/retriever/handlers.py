@@ -22,7 +22,7 @@ from skald.actors.retriever import candidates, params, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.retriever.scoring import decayed_match, decayed_score
+from skald.actors.retriever.scoring import decayed_match, decayed_score, hybrid
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.text.tags import check_tags
 from skald.messages import catalog
@@ -177,7 +177,8 @@ class Retriever(TreeReads):
                 k = (b.limit + max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)) * (
                     params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
                 scored = [candidates.Scored(h.row, decayed_score(h.row, h.score, c.decay, c.now))
-                          for vec in vecs for h in index.search(vec, q, k)[0]]
+                          for text, vec in zip(req.queries, vecs, strict=True)
+                          for h in hybrid(index, vec, text, q, k)]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
                                           req.other_peer_penalty)
                 n_excluded |= shaped.excluded

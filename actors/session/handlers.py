@@ -175,6 +175,7 @@ class Sessions:
             msg = session_msgs.Message(id=mid, role=req.role, parts=list(req.parts), created_at=self.clock(),
                                        turn_id=req.turn_id, message_kind=req.message_kind,
                                        source_message_ids=req.source_message_ids)
+            msg = await self.phase1.admit(key, st, msg)  # oversized tool outputs to files first
             self.owners.fence(key)
             await self.appends.append(key, req.session_id, st.sdir.messages, msg, ctx.identity)
             st.root.append(msg)

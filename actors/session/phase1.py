@@ -58,6 +58,8 @@ class Phase1:
         if not st.root:
             return session_msgs.CommitResult(session_id=sdir.session_id, status="skipped", reason="no live messages")
         root = await self.externalize(key, st)
+        if root is not st.root:  # externalised outputs are kept whatever the plan decides
+            await self.replace_root(key, st, root)
         retention = plan(root, req)
         if not retention.archive_messages:
             return session_msgs.CommitResult(session_id=sdir.session_id, status="skipped",
@@ -110,16 +112,36 @@ class Phase1:
                                          retained_messages=len(retained), plan=msgspec.to_builtins(retention),
                                          phase2=phase2)
 
-    async def externalize(self, key: str, st: State) -> list[session_msgs.Message]:
-        """Move oversized tool outputs of each Turn to `tool-results/` (durably) before planning."""
-        chosen = externalize.plan_externalization(st.root)
+    async def replace_root(self, key: str, st: State, root: list[session_msgs.Message]) -> None:
+        """Rewrite the live messages (same ids, outputs moved to files), atomically."""
+        self.fence(key)
+        await asyncio.to_thread(session_store.write_atomic_lines, st.sdir.messages, root)
+        st.root = root
+
+    async def admit(self, key: str, st: State, msg: session_msgs.Message) -> session_msgs.Message:
+        """A new message under the Turn rule before it is stored: its own oversized outputs go to
+        files, and so do earlier outputs of its Turn once the Turn's total is over the limit."""
+        candidate = [*st.root, msg]
+        out = await self.externalize(key, st, candidate)
+        if out is candidate:
+            return msg
+        if out[:-1] != st.root:
+            await self.replace_root(key, st, out[:-1])
+        return out[-1]
+
+    async def externalize(self, key: str, st: State,
+                          messages: list[session_msgs.Message] | None = None) -> list[session_msgs.Message]:
+        """Move oversized tool outputs of each Turn (of `messages`, by default the live root) to
+        `tool-results/`, durably; the same list back when nothing moved."""
+        messages = st.root if messages is None else messages
+        chosen = externalize.plan_externalization(messages)
         if not chosen:
-            return st.root
+            return messages
         by_msg: dict[str, dict[int, externalize.Externalize]] = {}
         for e in chosen:
             by_msg.setdefault(e.message_id, {})[e.part_index] = e
         out = []
-        for m in st.root:
+        for m in messages:
             todo = by_msg.get(m.id)
             if not todo:
                 out.append(m)

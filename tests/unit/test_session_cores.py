@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from skald.actors.archive import phase2 as P
 from skald.actors.session import externalize, frontier
 from skald.actors.session import turns as turns_mod
+from skald.actors.text import dates
 from skald.messages.sessions import Message, TextPart, ToolPart
 from skald.store import archive_state
 from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker
+from skald.store.tokens import estimate_tokens
 
 
 def user(i: str, text: str = "do it") -> Message:
@@ -173,7 +176,59 @@ def test_extractive_phase2_is_real() -> None:
                      archive_id="archive_001")]
     out = P.extractive(msgs, req)
     assert "Deploy the billing service" in out.overview and out.checkpoint_summaries == ["Deployed; tests pass."]
-    assert out.memories[0]["category"] == "events" and out.memories[0]["content"].startswith("# Summary")
+    assert out.memories == []  # the archive's memories are its exchanges, written for every path
+
+
+MAY_8_2023 = 1683554160.0  # 13:56 UTC
+
+
+def test_exchanges_keep_what_both_sides_said_with_date_and_sources() -> None:
+    """Nothing archived is lost to recall offline: every message lands, verbatim, in an exchange
+    memory small enough to be one embedding, dated, with relative dates resolved and its sources."""
+    msgs = []
+    for i in range(30):
+        m = user(f"m{2 * i:02d}", f"Question {i}: I went hiking yesterday with Ann near lake {i}.")
+        r = asst(f"m{2 * i + 1:02d}", f"Answer {i}: lake {i} is lovely in May, said Bob.")
+        msgs += [msgspec.structs.replace(m, created_at=MAY_8_2023 + 60 * i),
+                 msgspec.structs.replace(r, created_at=MAY_8_2023 + 60 * i + 30)]
+    mems = P.exchange_memories("s1", msgs)
+    text = "\n".join(m["content"] for m in mems)
+    for i in range(30):
+        assert f"Question {i}:" in text and f"Answer {i}:" in text
+    assert all(m["category"] == "events" and m["name"].startswith("exchange_s1_") for m in mems)
+    assert len({m["name"] for m in mems}) == len(mems) > 3
+    assert all(estimate_tokens(m["content"]) <= P.EXCHANGE_TOKENS + 30 for m in mems)
+    first = mems[0]["content"]
+    assert first.startswith("Conversation on 8 May 2023:") and "yesterday [7 May 2023]" in first
+    assert "(session s1, messages m00 to " in first
+    # A question and its answer stay together (exchanges start at user turns), and each exchange
+    # opens with the message before it, which the question usually answers.
+    assert mems[0]["content"].splitlines()[1].startswith("user: ")
+    for prev, cur in zip(mems, mems[1:], strict=False):
+        lines = cur["content"].splitlines()
+        assert lines[1] == prev["content"].splitlines()[-2] and lines[2].startswith("user: ")
+
+
+def test_working_memory_accumulates_over_ten_archives() -> None:
+    """Each archive's extractive overview starts from the previous one: the first commit's lead is
+    still there ten commits later, and the carried timeline is bounded."""
+    overview = ""
+    for n in range(10):
+        m = msgspec.structs.replace(user(f"u{n}", f"Commit {n}: the caddy port is {1930 + n}."),
+                                    created_at=MAY_8_2023 + 86400 * n)
+        overview = P.extractive([m, asst(f"a{n}", "noted")], [], overview).overview
+    assert "Commit 0: the caddy port is 1930." in overview and "Commit 9:" in overview
+    assert len(P.timeline(overview)) == 10
+    long = "## Timeline\n" + "\n".join(f"- line {i}" for i in range(500))
+    assert len(P.timeline(P.extractive([user("x", "new")], [], long).overview)) == P.TIMELINE_MAX
+
+
+def test_relative_dates_resolve_against_the_day_said() -> None:
+    said = dates.resolve_relative("Yesterday we met; last week I moved; last year was hard; last Friday too.",
+                                  MAY_8_2023)
+    assert "Yesterday [7 May 2023]" in said and "last week [the week of 1 May 2023]" in said
+    assert "last year [2022]" in said and "last Friday [5 May 2023]" in said
+    assert dates.resolve_relative("nothing relative here", MAY_8_2023) == "nothing relative here"
 
 
 def uri_of(archive_id: str) -> str:

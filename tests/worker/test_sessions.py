@@ -249,3 +249,49 @@ async def test_corrupt_session_meta_is_rebuilt_from_disk_not_reset(deploy: Calla
     assert json.loads(meta.read_bytes())["total_message_count"] == 3  # repaired on disk
     r = await add(c2, "s", "user", "one more")
     assert r["message_id"] == "msg_00000004" and not r.get("duplicate")
+
+
+async def test_ten_commits_later_the_context_still_holds_the_first_commits_fact(
+        deploy: Callable[..., Any]) -> None:
+    """Working memory accumulates (offline too): each archive's overview starts from the one before."""
+    _, c = await deploy()
+    for n in range(10):
+        await add(c, "s", "user", f"Fact {n}: the staging database lives on host db{n:02d}.")
+        await add(c, "s", "assistant", "Noted.")
+        r = await c.call("sessions.commit", {"session_id": "s", "wait": True})
+        assert r["phase2"] == "completed"
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    overview = ctx["latest_archive_overview"]
+    assert "Fact 0: the staging database lives on host db00." in overview
+    assert "Fact 9:" in overview and ctx["stats"]["completed"] == 10
+
+
+async def test_what_both_sides_said_is_recalled_offline(deploy: Callable[..., Any]) -> None:
+    """Archived messages stay findable with no model: the assistant's words too, and past any cut."""
+    _, c = await deploy()
+    for n in range(25):
+        await add(c, "s", "user", f"Filler question number {n} about nothing in particular.")
+        await add(c, "s", "assistant", f"Filler answer number {n}.")
+    await add(c, "s", "user", "Where did we put the backup key?")
+    await add(c, "s", "assistant", "The backup key is taped under the blue kayak in the garage.")
+    await c.call("sessions.commit", {"session_id": "s", "wait": True})
+    for _ in range(50):
+        block = await c.call("search.search", {"query": "backup key blue kayak", "mode": "context"})
+        if "taped under the blue kayak" in block["rendered"]:
+            break
+        await asyncio.sleep(0.2)  # the memories' ingest job runs after Phase 2
+    assert "taped under the blue kayak" in block["rendered"]
+
+
+async def test_big_tool_output_is_externalised_when_added_not_at_commit(deploy: Callable[..., Any]) -> None:
+    """The Turn rule applies at add_message: an oversized output never sits in messages.jsonl."""
+    w, c = await deploy()
+    await add(c, "s", "user", "run the report")
+    big = "row,value\n" + "x" * 300_000  # under the 1 MiB request limit, far over the Turn rule
+    await c.call("sessions.add_message", {"session_id": "s", "role": "assistant", "parts": [
+        {"type": "tool", "tool_id": "t1", "tool_name": "sh", "tool_output": big, "tool_status": "completed"}]})
+    live = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / "s" / "messages.jsonl"
+    assert live.stat().st_size < 10_000
+    part = (await c.call("sessions.context", {"session_id": "s"}))["messages"][-1]["parts"][0]
+    assert part["tool_output_truncated"] and part["tool_output_chars"] == len(big)
+    assert (await c.call("fs.read", {"uri": part["tool_output_uri"]}))["content"] == big
