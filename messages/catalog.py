@@ -72,6 +72,8 @@ SESSIONS_COMMIT = Op("sessions.commit", session_msgs.CommitRequest, session_msgs
                      "Commit a session (archive, summarise).")
 SESSIONS_CONTEXT = Op("sessions.context", session_msgs.ContextRequest, session_msgs.ContextResult,
                       "A session's context: overview + live messages.")
+SESSIONS_RETRY_ARCHIVE = Op("sessions.retry_archive", session_msgs.RetryArchiveRequest, session_msgs.ArchiveInfo,
+                            "Run Phase 2 of a failed or quarantined archive again.")
 SESSIONS_ARCHIVES = Op("sessions.archives", session_msgs.SessionRef, session_msgs.ArchivesResult,
                        "A session's archives and their state.")
 SYSTEM_HEALTH = Op("system.health", system_msgs.Empty, system_msgs.HealthResult, "Liveness of the worker that answers.")

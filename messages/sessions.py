@@ -60,6 +60,11 @@ class SessionRef(_Req):
     session_id: SessionId
 
 
+class RetryArchiveRequest(_Req):
+    session_id: SessionId
+    archive_id: Annotated[str, Meta(pattern=r"^archive_\d{3,9}$")]
+
+
 class ListRequest(_Req):
     limit: Annotated[int, Meta(ge=1, le=10_000)] = 100
 
@@ -144,9 +149,10 @@ class ContextResult(msgspec.Struct, kw_only=True):
 class ArchiveInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     archive_id: str
     uri: str
-    state: Literal["pending", "completed", "failed", "invalid"]
+    state: Literal["pending", "completed", "failed", "invalid", "quarantined"]
     coverage: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
+    quarantine: dict[str, Any] | None = None  # why it left the live context; `sessions.retry_archive` brings it back
     message_count: int = 0
 
 

@@ -261,6 +261,11 @@ class SkaldClient:
     async def session_context(self, session_id: str) -> session_msgs.ContextResult:
         return await self.request(catalog.SESSIONS_CONTEXT, session_msgs.ContextRequest(session_id=session_id))  # type: ignore[no-any-return]
 
+    async def retry_archive(self, session_id: str, archive_id: str) -> session_msgs.ArchiveInfo:
+        """Run a failed or quarantined archive's Phase 2 again."""
+        return await self.request(catalog.SESSIONS_RETRY_ARCHIVE,  # type: ignore[no-any-return]
+                                  session_msgs.RetryArchiveRequest(session_id=session_id, archive_id=archive_id))
+
     async def archives(self, session_id: str) -> session_msgs.ArchivesResult:
         return await self.request(catalog.SESSIONS_ARCHIVES, session_msgs.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
 

@@ -53,6 +53,7 @@ class Config:
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
     stream_replicas: int = 1  # JetStream replicas of Skald's streams and lease bucket (3 on a 3-node cluster)
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
+    archive_quarantine_after: int = 3  # failed Phase 2 runs of an archive before it leaves the live context
     import_roots: tuple[str, ...] = ()  # server directories resources.add/skills.add may read a path from
     keys_file: str = ""  # API keys (runtime/keys.py); empty and no root_key: no authentication
     root_key: str = ""  # a root key given directly (SKALD_ROOT_KEY), in addition to the file

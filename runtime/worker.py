@@ -96,7 +96,7 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
             actors[name] = Sessions(ns, bus, worker_id, cfg.lease_ttl_s)
         elif name == "archive":
             actors[name] = Archiver(ns, llm, bus, llm_timeout_s=cfg.llm_timeout_s, worker_id=worker_id,
-                                    lease_ttl_s=cfg.lease_ttl_s)
+                                    lease_ttl_s=cfg.lease_ttl_s, quarantine_after=cfg.archive_quarantine_after)
         elif name == "indexer":
             actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus,
                                    import_roots=[Path(p) for p in cfg.import_roots])

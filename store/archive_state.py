@@ -3,6 +3,7 @@
     no .done, no .failed.json         pending    raw returned
     .done and a readable overview     completed  overview returned, covered raw not
     .failed.json, not covered later   failed     raw returned
+    .quarantined.json                 quarantined raw left out (it failed too often; readable, retryable)
     .done but overview unreadable     invalid    raw returned, reported
 
 A completed archive's `.done` records its coverage, including earlier failed archives it rolled
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from skald.messages.sessions import ContextPart, Message
-from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker
+from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker, QuarantineMarker
 
 
 @dataclass(slots=True)
@@ -28,6 +29,7 @@ class ArchiveListing:
     done_unreadable: bool = False
     overview: str | None = None  # None when missing or unreadable
     failed: FailedMarker | None = None
+    quarantined: QuarantineMarker | None = None
     messages: list[Message] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
 
@@ -35,7 +37,7 @@ class ArchiveListing:
 @dataclass(slots=True)
 class ArchiveState:
     listing: ArchiveListing
-    state: str  # pending | completed | failed | invalid
+    state: str  # pending | completed | failed | invalid | quarantined
     covered: bool = False  # raw summarised by a completed archive (itself or a later roll-forward)
 
 
@@ -49,6 +51,8 @@ def scan(listings: Sequence[ArchiveListing]) -> list[ArchiveState]:
             rolled.update(a.done.covered_failed_archives)
         elif a.done is not None or a.done_unreadable:
             st = ArchiveState(a, "invalid")
+        elif a.quarantined is not None:
+            st = ArchiveState(a, "quarantined")
         elif a.failed is not None:
             st = ArchiveState(a, "failed")
         else:
@@ -61,7 +65,13 @@ def scan(listings: Sequence[ArchiveListing]) -> list[ArchiveState]:
 
 
 def uncovered(states: Sequence[ArchiveState]) -> list[ArchiveState]:
-    return [s for s in states if not s.covered]
+    """Archives whose raw messages belong in the live context (a quarantined one's do not)."""
+    return [s for s in states if not s.covered and s.state != "quarantined"]
+
+
+def final(s: ArchiveState) -> bool:
+    """Nothing will change this archive's part in the context until someone acts on it."""
+    return s.state in ("completed", "quarantined") or s.covered
 
 
 def latest_completed(states: Sequence[ArchiveState]) -> ArchiveState | None:

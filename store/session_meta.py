@@ -66,8 +66,20 @@ class DoneMarker(msgspec.Struct, kw_only=True):
 
 
 class FailedMarker(msgspec.Struct, kw_only=True):
-    """`.failed.json`: Phase 2 failed at `stage`; the raw messages stay in the session's context."""
+    """`.failed.json`: Phase 2 failed at `stage`; the raw messages stay in the session's context
+    until a later archive rolls them forward. `attempts` counts the Phase 2 runs that tried to
+    cover this archive and failed (or left it out for room)."""
 
     stage: str = "phase2"
     error: str = ""
+    time: float = 0.0
+    attempts: int = 1
+
+
+class QuarantineMarker(msgspec.Struct, kw_only=True):
+    """`.quarantined.json`: an archive that failed too often leaves the live context (its raw stays
+    in its directory, readable) and is no longer rolled forward, until `sessions.retry_archive`."""
+
+    reason: str = ""
+    attempts: int = 0
     time: float = 0.0

@@ -28,7 +28,7 @@ import msgspec
 
 from skald.messages.sessions import Message
 from skald.store.archive_state import ArchiveListing
-from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, SessionMeta
+from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, QuarantineMarker, SessionMeta
 from skald.store.tree import write_atomic_sync
 from skald.store.uri import Identity, Namespace, VikingPath
 
@@ -43,6 +43,7 @@ OVERVIEW = ".overview.md"
 ABSTRACT = ".abstract.md"
 DONE = ".done"
 FAILED = ".failed.json"
+QUARANTINED = ".quarantined.json"
 _msg_dec = msgspec.json.Decoder(Message)
 _enc = msgspec.json.Encoder()
 S = TypeVar("S", bound=msgspec.Struct)
@@ -160,6 +161,30 @@ def write_failed(session: SessionDir, archive_id: str, marker: FailedMarker) -> 
     save(session.archive(archive_id) / FAILED, marker)
 
 
+def read_failed(session: SessionDir, archive_id: str) -> FailedMarker | None:
+    marker, status = load(session.archive(archive_id) / FAILED, FailedMarker)
+    return FailedMarker(stage="unknown", error="unreadable .failed.json") if status == "corrupt" else marker
+
+
+def write_quarantined(session: SessionDir, archive_id: str, marker: QuarantineMarker) -> None:
+    save(session.archive(archive_id) / QUARANTINED, marker)
+
+
+def clear_failure(session: SessionDir, archive_id: str) -> None:
+    """A retry: the quarantine goes first, then the failure (a crash between leaves it failed,
+    which the next roll-forward or retry handles); the archive is pending again."""
+    for name in (QUARANTINED, FAILED):
+        try:
+            os.unlink(session.archive(archive_id) / name)
+        except FileNotFoundError:
+            pass
+    fd = os.open(session.archive(archive_id), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_done(session: SessionDir, archive_id: str, marker: DoneMarker) -> None:
     """Written last: from here on the archive is completed and covers what it lists."""
     save(session.archive(archive_id) / DONE, marker)
@@ -258,18 +283,20 @@ def read_archive(session: SessionDir, index: int) -> ArchiveListing:
         overview = text if text.strip() else None
     except (FileNotFoundError, UnicodeDecodeError):
         overview = None
-    failed, failed_status = load(d / FAILED, FailedMarker)
-    if failed_status == "corrupt":  # the marker exists: the archive failed, whatever it says
-        failed = FailedMarker(stage="unknown", error="unreadable .failed.json")
+    failed = read_failed(session, archive_name(index))
+    quarantine, q_status = load(d / QUARANTINED, QuarantineMarker)
+    if q_status == "corrupt":  # the marker exists: the archive is quarantined, whatever it says
+        quarantine = QuarantineMarker(reason="unreadable .quarantined.json")
     meta = read_archive_meta(session, archive_name(index))
     return ArchiveListing(archive_id=archive_name(index), index=index, done=done,
                           done_unreadable=done_status == "corrupt", overview=overview, failed=failed,
+                          quarantined=quarantine,
                           messages=read_messages(d / MESSAGES), checkpoints=list(meta.checkpoints))
 
 
 def marker_state(session: SessionDir, index: int) -> str:
     """An archive's state from its markers alone, without reading its messages:
-    completed | invalid | failed | pending | missing."""
+    completed | invalid | quarantined | failed | pending | missing."""
     d = session.archive(archive_name(index))
     if (d / DONE).exists():
         _, status = load(d / DONE, DoneMarker)
@@ -278,6 +305,8 @@ def marker_state(session: SessionDir, index: int) -> str:
         except (FileNotFoundError, UnicodeDecodeError):
             ok = False
         return "completed" if ok else "invalid"
+    if (d / QUARANTINED).exists():
+        return "quarantined"
     if (d / FAILED).exists():
         return "failed"
     return "pending" if d.is_dir() else "missing"

@@ -29,7 +29,7 @@ from skald.messages.ingest import IngestJob
 from skald.messages.sessions import Phase2Job
 from skald.store import archive_state, faults
 from skald.store import sessions as session_store
-from skald.store.session_meta import DoneMarker, FailedMarker
+from skald.store.session_meta import DoneMarker, FailedMarker, QuarantineMarker
 from skald.store.sessions import SessionDir, lease_key, session_dir
 from skald.store.tree import write_atomic_sync
 from skald.store.uri import Identity, Namespace
@@ -37,11 +37,18 @@ from skald.store.uri import Identity, Namespace
 log = logging.getLogger("skald.archive")
 JOURNAL = ".phase2.journal.json"
 PREDECESSOR_WAIT_S = 0.5
+# Raw messages of earlier failed archives fed into one Phase 2: a failure that recurs (a context
+# overflow, a truncated answer) must not grow every later prompt; 16k tokens leave a 32k-context
+# model room for the instructions and the answer.
+ROLL_FORWARD_MAX_TOKENS = 16_000
 
 
 class Archiver:
     def __init__(self, ns: Namespace, llm: LLM, bus: Bus, clock: Callable[[], float] = clock_now,
-                 llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0) -> None:
+                 llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0,
+                 quarantine_after: int = 3) -> None:
+        self.quarantine_after = max(1, quarantine_after)  # failed Phase 2 runs before an archive is set aside
+        self.quarantined = 0
         self.ns = ns
         # One worker runs an archive's Phase 2 at a time (a claim, renewed while it runs), so a
         # chained run and a redelivered job never both call the model.
@@ -91,7 +98,7 @@ class Archiver:
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "model": self.llm.name, "model_calls": self.model_calls,
-                "completed": self.completed, "failed": self.failed}
+                "completed": self.completed, "failed": self.failed, "quarantined": self.quarantined}
 
     @consumes(catalog.ARCHIVE, ack_wait_s=120.0, max_deliver=1000, concurrency=2)
     async def run(self, job: Phase2Job, att: Attempt) -> None:
@@ -136,6 +143,7 @@ class Archiver:
                 st_i = await asyncio.to_thread(session_store.marker_state, sdir, i)
                 if st_i == "completed":
                     break
+                # (a quarantined archive is set aside: neither waited for nor rolled forward)
                 if st_i == "pending":
                     if chained:
                         return None
@@ -151,13 +159,19 @@ class Archiver:
             states = archive_state.scan(listings)
             target = states[-1]
             before = states[:-1]
-            rolled = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
+            candidates = [s for s in before if s.state in ("failed", "invalid") and not s.covered]
+            rolled, left_out = phase2.bound_roll_forward(candidates, ROLL_FORWARD_MAX_TOKENS)
+            for s in left_out:  # no room this time: counts as a failed attempt, so it cannot linger
+                await self._failed_again(sdir, s, "roll-forward input over budget")
             try:
                 state = await self._phase2(sdir, job, ident, target, rolled, previous)
             except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
                 log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
+                error = f"{type(e).__name__}: {e}"[:2000]
                 await asyncio.to_thread(session_store.write_failed, sdir, job.archive_id, FailedMarker(
-                    stage=getattr(e, "stage", "phase2"), error=f"{type(e).__name__}: {e}"[:2000], time=self.clock()))
+                    stage=getattr(e, "stage", "phase2"), error=error, time=self.clock()))
+                for s in rolled:  # they were part of the input that failed
+                    await self._failed_again(sdir, s, error)
                 self.failed += 1
                 state = "failed"
             await self._finished(key, job, state)
@@ -167,6 +181,21 @@ class Archiver:
             return None
         finally:
             await self.claims.release(claim)
+
+    async def _failed_again(self, sdir: SessionDir, s: archive_state.ArchiveState, error: str) -> None:
+        """One more failed attempt at covering `s`; past `quarantine_after`, it is set aside."""
+        if s.state != "failed":
+            return
+        aid = s.listing.archive_id
+        prev = s.listing.failed or FailedMarker()
+        marker = msgspec.structs.replace(prev, attempts=prev.attempts + 1, time=self.clock())
+        await asyncio.to_thread(session_store.write_failed, sdir, aid, marker)
+        if marker.attempts >= self.quarantine_after:
+            reason = f"failed {marker.attempts} times; last: {error}"[:2000]
+            await asyncio.to_thread(session_store.write_quarantined, sdir, aid, QuarantineMarker(
+                reason=reason, attempts=marker.attempts, time=self.clock()))
+            self.quarantined += 1
+            log.warning("archive %s quarantined: %s", sdir.archive_uri(aid), reason)
 
     async def _finished(self, key: str, job: Phase2Job, state: str) -> None:
         await self.bus.publish_event(f"archive.finished.{key}.{job.archive_id}",
@@ -278,3 +307,4 @@ def _abstract(overview: str) -> str:
     from skald.actors.text import extract
 
     return extract.cut_sentences(extract.first_paragraph(overview) or overview, extract.ABSTRACT_MAX)
+

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from skald.actors.text import dates, extract
 from skald.actors.text.llmjson import json_object
 from skald.messages.sessions import ContextPart, Message, TextPart, ToolPart
+from skald.store import archive_state
 from skald.store.session_meta import Checkpoint
 from skald.store.tokens import estimate_tokens
 
@@ -255,3 +256,19 @@ def checkpoint_records(requests: list[Request], summaries: list[str]) -> list[Ch
         out.append(Checkpoint(turn_anchor_message_id=r.turn_anchor_message_id, source_message_ids=r.source_message_ids,
                               abstract=text, estimated_tokens=estimate_tokens(text), archive_id=r.archive_id))
     return out
+
+
+def bound_roll_forward(candidates: list[archive_state.ArchiveState],
+                       max_tokens: int) -> tuple[list[archive_state.ArchiveState], list[archive_state.ArchiveState]]:
+    """(rolled, left out): the newest failed archives whose raw fits `max_tokens`, in order; the
+    older ones wait (and count an attempt) so one Phase 2 prompt never grows without bound."""
+    rolled: list[archive_state.ArchiveState] = []
+    used = 0
+    for s in reversed(candidates):
+        cost = sum(estimate_tokens(message_line(m)) for m in s.listing.messages)
+        if used + cost > max_tokens:
+            break
+        rolled.append(s)
+        used += cost
+    keep = {id(s) for s in rolled}
+    return list(reversed(rolled)), [s for s in candidates if id(s) not in keep]

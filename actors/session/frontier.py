@@ -1,6 +1,7 @@
 """The context frontier (pure): how far back a session's context read has to look.
 
-Every archive up to the frontier is completed or a failure a later archive rolled forward, so
+Every archive up to the frontier is completed, quarantined, or a failure a later archive rolled
+forward, so
 `sessions.context` reads only the archives past it, whatever the number of completed ones. The
 frontier carries what the context still needs from the archives it folded: the newest overview
 and the checkpoints whose turn anchors are still live (an anchor never comes back once archived).
@@ -34,10 +35,10 @@ def advance(frontier: Frontier, tail: Sequence[ArchiveListing], root: Sequence[M
     into the frontier; return it with the states a context read needs: one synthetic completed
     state standing for the frontier (when it has moved), then the states past it."""
     states = archive_state.scan(tail)
-    live = {m.id for m in root} | {m.id for s in states if not s.covered for m in s.listing.messages}
+    live = {m.id for m in root} | {m.id for s in archive_state.uncovered(states) for m in s.listing.messages}
     index, overview, checkpoints = frontier.index, frontier.overview, list(frontier.checkpoints)
     for s in states:
-        if not (s.state == "completed" or s.covered):
+        if not archive_state.final(s):
             break
         index = s.listing.index
         if s.state == "completed":

@@ -29,7 +29,7 @@ from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import Op
-from skald.messages.errors import NotFound
+from skald.messages.errors import Conflict, NotFound
 from skald.store import archive_state
 from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing, ArchiveState
@@ -241,18 +241,46 @@ class Sessions:
 
         return await self._on_session(catalog.SESSIONS_CONTEXT, req, ctx, req.session_id, False, run)
 
+    @handles(catalog.SESSIONS_RETRY_ARCHIVE, journal=True)
+    async def retry_archive(self, req: session_msgs.RetryArchiveRequest, ctx: Ctx) -> Any:
+        """A failed or quarantined archive's Phase 2 again (after the model recovered): its markers
+        go, it is pending (its raw back in the live context) and its job is queued."""
+
+        async def run(key: str, st: State) -> session_msgs.ArchiveInfo:
+            index = int(req.archive_id.rsplit("_", 1)[1])
+            state = await asyncio.to_thread(session_store.marker_state, st.sdir, index)
+            if state == "missing":
+                raise NotFound("no such archive", {"archive_id": req.archive_id})
+            if state not in ("failed", "quarantined"):
+                raise Conflict(f"the archive is {state}; only a failed or quarantined one is retried",
+                               {"archive_id": req.archive_id, "state": state})
+            self.owners.fence(key)
+            await asyncio.to_thread(session_store.clear_failure, st.sdir, req.archive_id)
+            st.frontier = frontier.Frontier()  # it may have folded over this archive: look again
+            st.archives.pop(index, None)
+            await self.bus.enqueue(catalog.ARCHIVE, session_msgs.Phase2Job(
+                account=ctx.identity.account, user=ctx.identity.user, session_id=st.sdir.session_id,
+                archive_id=req.archive_id), f"{st.sdir.archive_uri(req.archive_id)}#retry-{clock_now()}")
+            listing = await asyncio.to_thread(session_store.read_archive, st.sdir, index)
+            return archive_info(st.sdir, archive_state.scan([listing])[0])
+
+        return await self._on_session(catalog.SESSIONS_RETRY_ARCHIVE, req, ctx, req.session_id, False, run)
+
     @handles(catalog.SESSIONS_ARCHIVES)
     async def archives(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
         async def run(key: str, st: State) -> session_msgs.ArchivesResult:
             states = archive_state.scan(await asyncio.to_thread(self._listings, st))
-            out = []
-            for s in states:
-                a = s.listing
-                out.append(session_msgs.ArchiveInfo(
-                    archive_id=a.archive_id, uri=st.sdir.archive_uri(a.archive_id), state=s.state,
-                    coverage=msgspec.to_builtins(a.done) if a.done is not None else None,
-                    failure=msgspec.to_builtins(a.failed) if a.failed is not None else None,
-                    message_count=len(a.messages)))
-            return session_msgs.ArchivesResult(session_id=req.session_id, archives=out)
+            return session_msgs.ArchivesResult(session_id=req.session_id,
+                                               archives=[archive_info(st.sdir, s) for s in states])
 
         return await self._on_session(catalog.SESSIONS_ARCHIVES, req, ctx, req.session_id, False, run)
+
+
+def archive_info(sdir: SessionDir, s: ArchiveState) -> session_msgs.ArchiveInfo:
+    a = s.listing
+    return session_msgs.ArchiveInfo(
+        archive_id=a.archive_id, uri=sdir.archive_uri(a.archive_id), state=s.state,  # type: ignore[arg-type]
+        coverage=msgspec.to_builtins(a.done) if a.done is not None else None,
+        failure=msgspec.to_builtins(a.failed) if a.failed is not None else None,
+        quarantine=msgspec.to_builtins(a.quarantined) if a.quarantined is not None else None,
+        message_count=len(a.messages))

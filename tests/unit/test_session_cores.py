@@ -263,3 +263,17 @@ def test_frontier_does_not_move_over_an_uncovered_failure() -> None:
     moved, states = frontier.advance(frontier.Frontier(), [listing(1, "failed", ["m1"]),
                                                            listing(2, "pending", ["m2"])], [], uri_of)
     assert moved == frontier.Frontier() and [s.state for s in states] == ["failed", "pending"]
+
+
+def test_roll_forward_input_is_bounded_newest_first() -> None:
+    """One Phase 2 prompt never grows without bound: the newest failed archives that fit are
+    rolled forward, the older ones wait (and count an attempt)."""
+    big = [listing(i, "failed", [f"m{i}_{j}" for j in range(40)]) for i in range(1, 6)]
+    for a in big:
+        a.messages = [user(m.id, "word " * 50) for m in a.messages]
+    states = archive_state.scan(big)
+    one = sum(P.estimate_tokens(P.message_line(m)) for m in big[0].messages)
+    rolled, left = P.bound_roll_forward(states, 2 * one + 10)
+    assert [s.listing.index for s in rolled] == [4, 5] and [s.listing.index for s in left] == [1, 2, 3]
+    assert P.bound_roll_forward(states, one - 1) == ([], states)
+    assert P.bound_roll_forward(states, 10 ** 9)[0] == states

@@ -29,7 +29,7 @@ class Model:
             return 200, chat("A short summary."), 0
         self.phase2_calls += 1
         prompt = body["messages"][1]["content"]
-        if self.mode == "fail":
+        if self.mode == "fail" or (self.mode == "poison" and "POISON" in prompt):
             return 500, {"error": "down"}, 0
         if self.mode == "hang":
             return 200, phase2_answer(prompt), 3.0
@@ -295,3 +295,35 @@ async def test_big_tool_output_is_externalised_when_added_not_at_commit(deploy: 
     part = (await c.call("sessions.context", {"session_id": "s"}))["messages"][-1]["parts"][0]
     assert part["tool_output_truncated"] and part["tool_output_chars"] == len(big)
     assert (await c.call("fs.read", {"uri": part["tool_output_uri"]}))["content"] == big
+
+
+async def test_an_archive_that_keeps_failing_is_quarantined_and_can_be_retried(deploy: Callable[..., Any],
+                                                                             model: Model) -> None:
+    """A failure that recurs cannot poison a session: after three failed attempts the archive is set
+    aside (its raw leaves the live context), later archives complete again, and a retry once the
+    model recovers completes it."""
+    model.mode = "poison"  # the model fails on any prompt holding archive_001's messages
+    _, c = await deploy(llm_base_url=model.stub.url)
+    await add(c, "s", "user", "POISON pill that breaks the model")
+    await add(c, "s", "assistant", "ok")
+    phases = [(await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"]]
+    for n in range(2, 5):
+        await turn(c, "s", n)
+        phases.append((await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"])
+    assert phases == ["failed", "failed", "failed", "completed"]
+    archives = (await c.call("sessions.archives", {"session_id": "s"}))["archives"]
+    assert [a["state"] for a in archives] == ["quarantined", "failed", "failed", "completed"]
+    assert "failed 3 times" in archives[0]["quarantine"]["reason"]
+    assert archives[3]["coverage"]["covered_failed_archives"] == ["archive_002", "archive_003"]
+    ctx = await c.call("sessions.context", {"session_id": "s"})
+    assert ids(ctx) == [] and "POISON" not in json.dumps(ctx)  # bounded: the poison left the context
+    with pytest.raises(E.Conflict):
+        await c.call("sessions.retry_archive", {"session_id": "s", "archive_id": "archive_004"})
+    model.mode = "ok"
+    r = await c.call("sessions.retry_archive", {"session_id": "s", "archive_id": "archive_001"})
+    assert r["state"] == "pending"
+    for _ in range(100):
+        if (await states(c, "s"))[0] == "completed":
+            break
+        await asyncio.sleep(0.1)
+    assert await states(c, "s") == ["completed", "failed", "failed", "completed"]
