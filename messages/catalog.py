@@ -53,6 +53,12 @@ SKILLS_ADD = Op("skills.add", ingest_msgs.AddSkillRequest, ingest_msgs.IngestRes
                 "Add a skill (SKILL.md with name and description).")
 MEMORIES_WRITE = Op("memories.write", ingest_msgs.WriteMemoryRequest, ingest_msgs.IngestResult,
                     "Write an explicit memory.")
+MEMORIES_UPDATE = Op("memories.update", ingest_msgs.UpdateMemoryRequest, ingest_msgs.IngestResult,
+                     "Replace a memory's text (the old text is kept as a version).")
+MEMORIES_DELETE = Op("memories.delete", ingest_msgs.MemoryRef, fs_msgs.ChangeResult,
+                     "Forget a memory (its versions are kept for memories.history).")
+MEMORIES_HISTORY = Op("memories.history", ingest_msgs.MemoryRef, ingest_msgs.MemoryHistory,
+                      "A memory's text now and every earlier version.")
 SEARCH_FIND = Op("search.find", search_msgs.FindRequest, search_msgs.FindResult,
                  "Semantic find: one vector search, ranked hits.")
 SEARCH_SEARCH = Op("search.search", search_msgs.SearchRequest, None,

@@ -8,6 +8,7 @@ import msgspec
 from msgspec import Meta
 
 Name = Annotated[str, Meta(min_length=1, max_length=255)]
+URI = Annotated[str, Meta(min_length=1, max_length=4096)]
 MEMORY_CATEGORIES = ("events", "entities", "preferences", "experiences", "profile", "cases", "patterns", "tools")
 
 
@@ -41,6 +42,32 @@ class WriteMemoryRequest(_Req):
     name: Name | None = None
     tags: list[str] | None = None
     wait: bool = True
+
+
+class UpdateMemoryRequest(_Req):
+    """Replace a memory's text; the text it had is kept as a version (`memories.history`)."""
+
+    uri: URI
+    content: Annotated[str, Meta(min_length=1)]
+    wait: bool = True
+
+
+class MemoryRef(_Req):
+    uri: URI
+    wait: bool = True
+
+
+class MemoryVersion(msgspec.Struct, kw_only=True):
+    version: int
+    at: float
+    reason: str  # update | delete | merge
+    content: str
+
+
+class MemoryHistory(msgspec.Struct, kw_only=True):
+    uri: str
+    current: str | None  # None: the memory was forgotten (its versions remain)
+    versions: list[MemoryVersion]
 
 
 class IngestResult(msgspec.Struct, kw_only=True):

@@ -224,6 +224,40 @@ async def write(client: SkaldClient, output: str, uri: str, content: str | None,
          lambda r: f"wrote {r.uri} ({r.size} bytes)")
 
 
+@click.group()
+def memory() -> None:
+    """Memories: update, forget, history (every change keeps the text it replaced)."""
+
+
+@memory.command("update")
+@click.argument("uri")
+@click.argument("content")
+@connection
+async def memory_update(client: SkaldClient, output: str, uri: str, content: str) -> None:
+    """Replace a memory's text: skald memory update viking://~/memories/preferences/tea.md "Prefers coffee"."""
+    emit(output, await client.update_memory(uri, content), lambda r: f"updated {r.root_uri}")
+
+
+@memory.command("forget")
+@click.argument("uri")
+@connection
+async def memory_forget(client: SkaldClient, output: str, uri: str) -> None:
+    """Delete a memory (its versions are kept for `skald memory history`)."""
+    emit(output, await client.forget(uri), lambda r: f"forgot {r.uri}")
+
+
+@memory.command("history")
+@click.argument("uri")
+@connection
+async def memory_history(client: SkaldClient, output: str, uri: str) -> None:
+    """A memory's text now and every earlier version."""
+    def text(r: Any) -> str:
+        lines = [f"v{v.version} ({v.reason}): {v.content}" for v in r.versions]
+        return "\n".join([*lines, f"now: {r.current if r.current is not None else '(forgotten)'}"])
+
+    emit(output, await client.memory_history(uri), text)
+
+
 @click.command()
 @click.argument("category")
 @click.argument("content")
@@ -368,7 +402,7 @@ async def session_list(client: SkaldClient, output: str) -> None:
          lambda r: "\n".join(f"{s.session_id}  {s.total_message_count} messages" for s in r.sessions) or "(none)")
 
 
-COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember, add, session)
+COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember, memory, add, session)
 
 
 def register(group: click.Group) -> None:

@@ -232,6 +232,18 @@ class SkaldClient:
         return await self.request(catalog.MEMORIES_WRITE, ingest_msgs.WriteMemoryRequest(category=category,
                                                                                          content=content, **kw))  # type: ignore[no-any-return]
 
+    async def update_memory(self, uri: str, content: str, **kw: Any) -> ingest_msgs.IngestResult:
+        """Replace a memory's text; the old text stays in its history."""
+        return await self.request(catalog.MEMORIES_UPDATE,  # type: ignore[no-any-return]
+                                  ingest_msgs.UpdateMemoryRequest(uri=uri, content=content, **kw))
+
+    async def forget(self, uri: str, **kw: Any) -> fs_msgs.ChangeResult:
+        """Delete a memory (its versions are kept)."""
+        return await self.request(catalog.MEMORIES_DELETE, ingest_msgs.MemoryRef(uri=uri, **kw))  # type: ignore[no-any-return]
+
+    async def memory_history(self, uri: str) -> ingest_msgs.MemoryHistory:
+        return await self.request(catalog.MEMORIES_HISTORY, ingest_msgs.MemoryRef(uri=uri))  # type: ignore[no-any-return]
+
     async def session_create(self, session_id: str | None = None) -> session_msgs.SessionInfo:
         return await self.request(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(session_id=session_id))  # type: ignore[no-any-return]
 

@@ -128,6 +128,15 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
+    async def forget(uri: str) -> str:
+        """Delete a memory the user asked you to forget, or one that is wrong (give its viking:// URI
+        from recall or find). Its earlier text stays in the memory's history."""
+        async def run() -> str:
+            r = await (await client()).forget(uri)
+            return f"Forgot {r.uri}"
+        return await guarded(run())
+
+    @server.tool()
     async def session_add(session_id: str, role: str, text: str) -> str:
         """Record one message of the conversation (role "user" or "assistant") in session `session_id`, so
         recall can avoid repeats and later commits can summarise the conversation."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from skald.actors.kit.request import Attempt
 from skald.messages import catalog
 from skald.messages.ingest import IngestJob
 from skald.messages.sessions import Phase2Job
-from skald.store import archive_state, faults
+from skald.store import archive_state, faults, memory_history
 from skald.store import sessions as session_store
 from skald.store.session_meta import DoneMarker, FailedMarker, QuarantineMarker
 from skald.store.sessions import SessionDir, lease_key, session_dir
@@ -215,7 +216,7 @@ class Archiver:
                                                budget_tokens=r.budget_tokens,
                                           archive_id=s.listing.archive_id))
         adir = sdir.archive(job.archive_id)
-        out = await self._model_output(adir, messages, requests, previous)
+        out = await self._model_output(adir, messages, requests, previous, ident)
         if len(out.checkpoint_summaries) != len(requests):
             raise _Stage("validate", f"{len(out.checkpoint_summaries)} summaries for {len(requests)} checkpoints")
         records = phase2.checkpoint_records(requests, out.checkpoint_summaries)
@@ -240,7 +241,7 @@ class Archiver:
         return "completed"
 
     async def _model_output(self, adir: Any, messages: list[Any], requests: list[phase2.Request],
-                            previous: str = "") -> phase2.Output:
+                            previous: str = "", ident: Identity | None = None) -> phase2.Output:
         """One model call per archive, ever: a journaled answer is re-applied, not re-asked."""
         journal = session_store.read_json(adir / JOURNAL)
         if journal is None:
@@ -250,7 +251,8 @@ class Archiver:
                                             "memories": out.memories}).decode()
                 journal = {"text": text, "model": self.llm.name, "usage": {}}
             else:
-                prompt = phase2.format_input(messages, requests, previous)
+                existing = await asyncio.to_thread(self._existing_keys, ident) if ident is not None else []
+                prompt = phase2.format_input(messages, requests, previous, existing)
                 self.model_calls += 1
                 try:
                     c = await asyncio.wait_for(self.llm.complete(phase2.SYSTEM, prompt, max_tokens=2000, json=True),
@@ -266,29 +268,63 @@ class Archiver:
             raise _Stage("parse", str(e)) from e
 
     async def _memories(self, job: Phase2Job, ident: Identity, out: phase2.Output, messages: list[Any]) -> None:
-        """Long-term memories, named from the messages they came from: replays rewrite the same files."""
-        uris = []
+        """Long-term memories, named from what they are about: events and exchanges append (named
+        from the messages they came from), keyed memories merge into the file of their key (the
+        text they replace kept as a version), profile is one document. Replays write the same."""
+        uris: list[str] = []
+        removed: list[tuple[str, int]] = []
         base = self.ns.resolve("viking://~/memories", ident)
         src = hashlib.sha1("\x00".join(m.id for m in messages).encode()).hexdigest()[:10]
         # What was said stays findable whatever the model made of it: the verbatim exchanges.
         exchanges = phase2.exchange_memories(job.session_id, messages)
+        at = self.clock()
         for i, mem in enumerate([*out.memories, *exchanges]):
             cat = mem["category"]
             if cat == "profile":
                 path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
                 existing = session_store.read_text(path)
-                if mem["content"] in existing:
+                if mem["content"] in existing or any(memory_history.same_fact(p, mem["content"])
+                                                     for p in existing.split("\n\n") if p.strip()):
                     continue
                 body = (existing.rstrip() + "\n\n" + mem["content"]).strip()
+            elif cat in phase2.KEYED:
+                name = phase2.memory_name(phase2.key_of(mem))
+                path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
+                existing = session_store.read_text(path)
+                if mem.get("op") == "delete":
+                    if existing:
+                        await asyncio.to_thread(memory_history.save_version, path, "delete", at)
+                        await asyncio.to_thread(path.unlink)
+                        removed.append((uri, 2))
+                    continue
+                if existing and memory_history.same_fact(existing, body):
+                    continue  # the same fact again: one memory
+                if existing:
+                    await asyncio.to_thread(memory_history.save_version, path, "update", at)
             else:
                 name = mem.get("name") or f"{cat}_{job.session_id[:24]}_{src}_{i}.md"
                 path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
             await asyncio.to_thread(write_atomic_sync, path, body.encode())
             uris.append(uri)
-        if uris:
+        if uris or removed:
             jid = hashlib.sha1(f"{job.account}/{job.user}/{job.session_id}/{job.archive_id}".encode()).hexdigest()
-            await self.bus.enqueue(catalog.INGEST, IngestJob(job_id=jid, account=job.account, index_roots=tuple(uris)),
-                                   f"memories-{jid}")
+            await self.bus.enqueue(catalog.INGEST, IngestJob(
+                job_id=jid, account=job.account, index_roots=tuple(dict.fromkeys(uris)), remove_rows=tuple(removed),
+                refresh_dirs=tuple({u.rsplit("/", 1)[0] for u, _ in removed})), f"memories-{jid}")
+
+    def _existing_keys(self, ident: Identity) -> list[str]:
+        """`category/key: first line` of the user's keyed memories, for the model to update."""
+        base = self.ns.resolve("viking://~/memories", ident).path
+        out = []
+        for cat in phase2.KEYED:
+            try:
+                names = sorted(n for n in os.listdir(base / cat) if n.endswith(".md") and not n.startswith("."))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for n in names[: phase2.EXISTING_MAX]:
+                first = session_store.read_text(base / cat / n).strip().splitlines()[:1]
+                out.append(f"{cat}/{n[:-3]}: {first[0][:120] if first else ''}")
+        return out[: phase2.EXISTING_MAX]
 
 
 class _Finished(msgspec.Struct, kw_only=True):

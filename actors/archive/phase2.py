@@ -26,15 +26,21 @@ EXCHANGE_TOKENS = 160
 EXCHANGE_MESSAGE_CHARS = 1_200  # one long message is cut here inside an exchange (the archive keeps it whole)
 TIMELINE_MAX = 200  # working-memory lines carried from archive to archive (one per archive)
 PREVIOUS_OVERVIEW_CHARS = 12_000  # of the previous working memory, in the model's prompt
+EXISTING_MAX = 200  # keyed memories listed to the model (category/key: first line), so it updates, not piles up
+KEYED = ("entities", "preferences", "experiences")  # merged by key; events are append-only
 
 SYSTEM = """You maintain an AI agent's working memory of a conversation. Update the previous working memory
 (if given) with the archived messages: keep its facts unless they changed, add what is new, keep it
 concise. Answer with JSON only:
 {"overview": "<markdown working memory: goals, decisions, facts, open threads>",
  "checkpoint_summaries": ["<one summary per <checkpoint_source index=N> block, in index order>"],
- "memories": [{"category": "events|entities|preferences|experiences|profile", "content": "<markdown>"}]}
+ "memories": [{"category": "events|entities|preferences|experiences|profile",
+               "key": "<entity name | preference topic | experience task>",
+               "op": "add|update|delete", "content": "<markdown>"}]}
 A checkpoint summary covers intent, key actions, tool results, errors and what is unfinished.
-An event memory starts with a '# Summary' section. Do not include private reasoning."""
+An event memory starts with a '# Summary' section. Entities, preferences and experiences are keyed:
+reuse a key from <existing_memories> to update that memory (its whole new text) or delete it, and
+do not repeat a fact it already holds. Do not include private reasoning."""
 
 
 @dataclass(slots=True)
@@ -69,9 +75,10 @@ def _render(m: Message) -> str:
     return "\n".join(lines)
 
 
-def format_input(messages: list[Message], requests: list[Request], previous_overview: str = "") -> str:
-    """The previous working memory (bounded), then every message once; each checkpoint's source
-    range wrapped in its index marker."""
+def format_input(messages: list[Message], requests: list[Request], previous_overview: str = "",
+                 existing: list[str] | None = None) -> str:
+    """The previous working memory (bounded), the keys of existing memories, then every message
+    once; each checkpoint's source range wrapped in its index marker."""
     where: dict[str, int] = {}
     for r in requests:
         for mid in r.source_message_ids:
@@ -89,6 +96,8 @@ def format_input(messages: list[Message], requests: list[Request], previous_over
         blocks.append(_render(m))
     if open_idx is not None:
         blocks.append("</checkpoint_source>")
+    if existing:
+        blocks.insert(0, "<existing_memories>\n" + "\n".join(existing[:EXISTING_MAX]) + "\n</existing_memories>")
     if previous_overview.strip():
         blocks.insert(0, f"<previous_working_memory>\n{previous_overview.strip()[:PREVIOUS_OVERVIEW_CHARS]}\n"
                          "</previous_working_memory>")
@@ -109,9 +118,16 @@ def parse_output(text: str, n_requests: int) -> Output:
         raise ValueError("a checkpoint summary is empty")
     mems = []
     for m in data.get("memories", []) or []:
-        if isinstance(m, dict) and m.get("category") in MEMORY_CATEGORIES and isinstance(m.get("content"), str) \
-                and m["content"].strip():
-            mems.append({"category": m["category"], "content": m["content"].strip()})
+        if not (isinstance(m, dict) and m.get("category") in MEMORY_CATEGORIES):
+            continue
+        op = m.get("op") if m.get("op") in ("add", "update", "delete") else "add"
+        content = m.get("content") if isinstance(m.get("content"), str) else ""
+        if not content.strip() and op != "delete":
+            continue
+        mem = {"category": m["category"], "content": content.strip(), "op": op}
+        if isinstance(m.get("key"), str) and m["key"].strip():
+            mem["key"] = m["key"].strip()[:200]
+        mems.append(mem)
     return Output(overview=overview.strip(), checkpoint_summaries=[s.strip() for s in sums], memories=mems)
 
 
@@ -272,3 +288,18 @@ def bound_roll_forward(candidates: list[archive_state.ArchiveState],
         used += cost
     keep = {id(s) for s in rolled}
     return list(reversed(rolled)), [s for s in candidates if id(s) not in keep]
+
+
+def memory_name(key: str) -> str:
+    """A keyed memory's file name: the same entity, topic or task is always the same file."""
+    s = re.sub(r"[^a-z0-9_-]+", "-", key.strip().lower()).strip("-")[:80]
+    return f"{s or 'memory'}.md"
+
+
+def key_of(mem: dict[str, str]) -> str:
+    """The model's key, or the memory's first line (its heading or its first words)."""
+    if mem.get("key"):
+        return mem["key"]
+    first = next((ln.strip("# ").strip() for ln in mem.get("content", "").splitlines() if ln.strip()), "")
+    return " ".join(first.split()[:8])
+

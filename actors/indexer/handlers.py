@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from skald.actors.indexer import memories
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.pipeline import IngestPipeline
 from skald.actors.kit.clock import now as clock_now
@@ -26,7 +27,7 @@ from skald.messages import catalog, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from skald.store import faults, tree
+from skald.store import faults, memory_history, tree
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
@@ -224,13 +225,60 @@ class Indexer:
         tags = rows_mod.check_tags(req.tags)
         ident = ctx.identity
         space = f"viking://~/peers/{ident.peer}/memories" if ident.peer else "viking://~/memories"
-        # Content-derived name: writing the same memory twice is one memory.
+        # Content-derived name: writing the same memory twice is one memory; a fact already said in
+        # other words merges into the memory that says it (the old wording kept as a version).
         name = req.name or f"mem_{rows_mod.sha256(req.content.encode())[:16]}.md"
         vp = self._writable(f"{space}/{req.category}/{name}", ident)
+        if req.name is None and req.category not in memories.APPEND_ONLY and not vp.path.exists():
+            same = await asyncio.to_thread(memories.same_fact_in, vp.path.parent, req.content)
+            if same is not None:
+                vp = self.ns.child(self.ns.resolve(vp.parent_uri, ident), same.name)
+                await asyncio.to_thread(memory_history.save_version, vp.path, "merge", clock_now())
         await tree.write_atomic(vp.path, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,),
                           tags=(*tags, f"memory_type={req.category}"))
         return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
+
+    def _memory(self, uri: str, ident: Identity) -> VikingPath:
+        vp = self._writable(uri, ident)
+        if not memories.is_memory_file(vp):
+            raise InvalidArgument("not a memory: memories live at .../memories/<category>/<name>", {"uri": vp.uri})
+        return vp
+
+    @handles(catalog.MEMORIES_UPDATE, timeout_s=120.0, journal=True)
+    async def update_memory(self, req: ingest_msgs.UpdateMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
+        vp = self._memory(req.uri, ctx.identity)
+        if not vp.path.is_file():
+            raise NotFound("no such memory", {"uri": vp.uri})
+        await asyncio.to_thread(memory_history.save_version, vp.path, "update", clock_now())
+        await tree.write_atomic(vp.path, req.content.encode())
+        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
+        return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
+
+    @handles(catalog.MEMORIES_DELETE, timeout_s=120.0, journal=True)
+    async def delete_memory(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> fs_msgs.ChangeResult:
+        """Forget: the memory leaves the tree and the index; its text stays in its history."""
+        vp = self._memory(req.uri, ctx.identity)
+        if not vp.path.is_file():
+            raise NotFound("no such memory", {"uri": vp.uri})
+        await asyncio.to_thread(memory_history.save_version, vp.path, "delete", clock_now())
+        await asyncio.to_thread(tree.remove_sync, vp.path, False)
+        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=((vp.uri, 2),),
+                                    refresh_dirs=(vp.parent_uri,))
+        done = await self._submit(job, req.wait, ctx)
+        return fs_msgs.ChangeResult(uri=vp.uri, index_job=job.job_id, indexed=bool(done), removed=1,
+                                    index_seq=done.index_seq if done else 0)
+
+    @handles(catalog.MEMORIES_HISTORY)
+    async def memory_history(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> ingest_msgs.MemoryHistory:
+        vp = self._memory(req.uri, ctx.identity)
+        versions = await asyncio.to_thread(memory_history.versions, vp.path)
+        current = await tree.read_text(vp.path) if vp.path.is_file() else None
+        if current is None and not versions:
+            raise NotFound("no such memory", {"uri": vp.uri})
+        return ingest_msgs.MemoryHistory(uri=vp.uri, current=current, versions=[
+            ingest_msgs.MemoryVersion(version=v.version, at=v.at, reason=v.reason, content=v.content)
+            for v in versions])
 
     # ----- the work queue ---------------------------------------------------------------
 

@@ -33,6 +33,12 @@ async def test_commands_human_and_json_output(skald: Any, nats_url: str, tmp_pat
     assert r.returncode == 0 and "wrote viking://resources/guide/caddy.md" in r.stdout
     r = await run(w, nats_url, "remember", "preferences", "Prefers caddy over nginx.")
     assert r.returncode == 0 and r.stdout.startswith("remembered viking://user/default/memories/preferences/")
+    mem = r.stdout.split()[-1]
+    r = await run(w, nats_url, "memory", "update", mem, "Prefers caddy over nginx and traefik.")
+    assert r.returncode == 0 and r.stdout.strip() == f"updated {mem}"
+    r = await run(w, nats_url, "memory", "history", mem)
+    assert r.stdout.splitlines() == ["v1 (update): Prefers caddy over nginx.",
+                                     "now: Prefers caddy over nginx and traefik."]
     r = await run(w, nats_url, "find", "caddy upstream port")
     assert r.returncode == 0 and "viking://resources/guide/caddy.md" in r.stdout
     r = await run(w, nats_url, "find", "caddy upstream port", "-o", "json")

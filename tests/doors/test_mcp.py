@@ -23,7 +23,7 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
     async with Client(params) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "glob", "grep",
-                              "remember", "session_add", "session_commit"}
+                              "remember", "forget", "session_add", "session_commit"}
         assert all(len(t.description or "") > 60 for t in tools.values())
         r = await mcp.call_tool("remember", {"category": "preferences",
                                              "content": "The user deploys with caddy on port 1935."})
@@ -50,5 +50,9 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         assert 'type="instructions"' in text(r) and 'type="continuity"' in text(r)
         r = await mcp.call_tool("session_commit", {"session_id": "m1"})
         assert text(r).startswith("accepted")
+        r = await mcp.call_tool("forget", {"uri": uri})
+        assert text(r) == f"Forgot {uri}"
+        r = await mcp.call_tool("find", {"query": "caddy port deploy"})
+        assert uri not in text(r)
         r = await mcp.call_tool("read", {"uri": "viking://resources/../../etc/passwd"})
         assert r.is_error and "INVALID_ARGUMENT" in text(r)

@@ -327,3 +327,56 @@ async def test_an_archive_that_keeps_failing_is_quarantined_and_can_be_retried(d
             break
         await asyncio.sleep(0.1)
     assert await states(c, "s") == ["completed", "failed", "failed", "completed"]
+
+
+async def test_a_changed_preference_updates_its_memory_and_keeps_the_old_text(deploy: Callable[..., Any]) -> None:
+    """Keyed memories merge: the same fact twice is one memory; a changed preference replaces the
+    file's text (the previous version in its history) instead of adding a second file."""
+    said = ["Prefers oat milk in coffee.", "prefers OAT milk in coffee", "Now takes coffee black, no milk."]
+    calls: list[str] = []
+
+    def respond(path: str, body: dict) -> tuple[int, Any, float]:
+        if "working memory" not in body["messages"][0]["content"]:
+            return 200, chat("A short summary."), 0
+        calls.append(body["messages"][1]["content"])
+        text = said[min(len(calls), len(said)) - 1]
+        return 200, chat(json.dumps({"overview": "# WM\n\nCoffee.", "checkpoint_summaries": [], "memories": [
+            {"category": "preferences", "key": "coffee", "op": "update", "content": text}]})), 0
+
+    stub = ModelStub(respond)
+    try:
+        w, c = await deploy(llm_base_url=stub.url)
+        for n in range(3):
+            await turn(c, "s", n)
+            assert (await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"] == "completed"
+        prefs = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "memories" / "preferences"
+        assert sorted(p.name for p in prefs.iterdir() if not p.name.startswith(".")) == ["coffee.md"]
+        assert (prefs / "coffee.md").read_text() == "Now takes coffee black, no milk."
+        hist = await c.call("memories.history", {"uri": "viking://~/memories/preferences/coffee.md"})
+        assert hist["current"] == "Now takes coffee black, no milk."
+        assert [v["content"] for v in hist["versions"]] == ["Prefers oat milk in coffee."]
+        assert "preferences/coffee: Prefers oat milk" in calls[1]  # the model saw the existing memory
+    finally:
+        stub.close()
+
+
+async def test_memories_update_forget_and_history(deploy: Callable[..., Any]) -> None:
+    """The same fact written twice (in other words) is one memory; update and forget keep versions."""
+    _, c = await deploy()
+    a = await c.call("memories.write", {"category": "entities", "content": "Vega is the staging host in rack 4."})
+    b = await c.call("memories.write", {"category": "entities", "content": "vega is the staging host, in rack 4"})
+    assert a["root_uri"] == b["root_uri"]
+    uri = a["root_uri"]
+    await c.call("memories.update", {"uri": uri, "content": "Vega moved to rack 7."})
+    found = await c.call("search.find", {"query": "which rack is vega in"})
+    assert [m["abstract"] for m in found["memories"] if m["uri"] == uri] == ["Vega moved to rack 7."]
+    await c.call("memories.delete", {"uri": uri})
+    assert not [m for m in (await c.call("search.find", {"query": "vega rack"}))["memories"] if m["uri"] == uri]
+    hist = await c.call("memories.history", {"uri": uri})
+    assert hist["current"] is None
+    assert [v["reason"] for v in hist["versions"]] == ["merge", "update", "delete"]
+    assert hist["versions"][-1]["content"] == "Vega moved to rack 7."
+    with pytest.raises(E.InvalidArgument):
+        await c.call("memories.delete", {"uri": "viking://resources/not-a-memory.md"})
+    with pytest.raises(E.NotFound):
+        await c.call("memories.update", {"uri": "viking://~/memories/entities/nope.md", "content": "x"})

@@ -1,0 +1,33 @@
+"""Memories merged, not piled up: where a new memory's fact already lives, and which paths are
+memories at all. `store/memory_history.py` keeps the versions a merge or an update replaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skald.store import memory_history
+from skald.store.uri import VikingPath
+
+APPEND_ONLY = frozenset({"events"})  # what happened is never merged away; facts about things are
+MERGE_SCAN_MAX = 2_000  # memories of one category a new one is compared with (beyond: a new file)
+
+
+def same_fact_in(category_dir: Path, content: str) -> Path | None:
+    """The memory in `category_dir` that already says `content` (exactly or nearly), if any."""
+    try:
+        files = sorted(p for p in category_dir.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for p in files[:MERGE_SCAN_MAX]:
+        try:
+            if memory_history.same_fact(p.read_text("utf-8"), content):
+                return p
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
+
+
+def is_memory_file(vp: VikingPath) -> bool:
+    """`.../memories/<category>/<name>` in a user's space (their own or a peer's) or the agent's."""
+    s = vp.segments
+    return len(s) >= 3 and s[-3] == "memories" and not any(x.startswith(".") for x in s)
