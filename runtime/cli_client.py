@@ -224,40 +224,6 @@ async def write(client: SkaldClient, output: str, uri: str, content: str | None,
          lambda r: f"wrote {r.uri} ({r.size} bytes)")
 
 
-@click.group()
-def memory() -> None:
-    """Memories: update, forget, history (every change keeps the text it replaced)."""
-
-
-@memory.command("update")
-@click.argument("uri")
-@click.argument("content")
-@connection
-async def memory_update(client: SkaldClient, output: str, uri: str, content: str) -> None:
-    """Replace a memory's text: skald memory update viking://~/memories/preferences/tea.md "Prefers coffee"."""
-    emit(output, await client.update_memory(uri, content), lambda r: f"updated {r.root_uri}")
-
-
-@memory.command("forget")
-@click.argument("uri")
-@connection
-async def memory_forget(client: SkaldClient, output: str, uri: str) -> None:
-    """Delete a memory (its versions are kept for `skald memory history`)."""
-    emit(output, await client.forget(uri), lambda r: f"forgot {r.uri}")
-
-
-@memory.command("history")
-@click.argument("uri")
-@connection
-async def memory_history(client: SkaldClient, output: str, uri: str) -> None:
-    """A memory's text now and every earlier version."""
-    def text(r: Any) -> str:
-        lines = [f"v{v.version} ({v.reason}): {v.content}" for v in r.versions]
-        return "\n".join([*lines, f"now: {r.current if r.current is not None else '(forgotten)'}"])
-
-    emit(output, await client.memory_history(uri), text)
-
-
 @click.command()
 @click.argument("category")
 @click.argument("content")
@@ -344,65 +310,7 @@ class _null:
         return None
 
 
-@click.group()
-def session() -> None:
-    """Sessions: create, add messages, commit, read the context."""
-
-
-@session.command("create")
-@click.argument("session_id", required=False)
-@connection
-async def session_create(client: SkaldClient, output: str, session_id: str | None) -> None:
-    emit(output, await client.session_create(session_id), lambda r: r.session_id)
-
-
-@session.command("add")
-@click.argument("session_id")
-@click.argument("role", type=click.Choice(["user", "assistant"]))
-@click.argument("text")
-@connection
-async def session_add(client: SkaldClient, output: str, session_id: str, role: str, text: str) -> None:
-    """Append a text message."""
-    emit(output, await client.add_message(session_id, role, text),
-         lambda r: f"{r.message_id} ({r.message_count} live messages)")
-
-
-@session.command("commit")
-@click.argument("session_id")
-@click.option("--keep", "keep_recent_count", type=int, help="Raw messages to keep live.")
-@click.option("--wait", is_flag=True, help="Wait for the background summary (Phase 2).")
-@connection
-async def session_commit(client: SkaldClient, output: str, session_id: str, keep_recent_count: int | None,
-                         wait: bool) -> None:
-    kw: dict[str, Any] = {"wait": wait}
-    if keep_recent_count is not None:
-        kw["keep_recent_count"] = keep_recent_count
-    emit(output, await client.commit(session_id, **kw), lambda r: f"{r.status} {r.archive_uri or ''}".strip())
-
-
-@session.command("context")
-@click.argument("session_id")
-@connection
-async def session_context(client: SkaldClient, output: str, session_id: str) -> None:
-    """The session's context: latest archive overview, then live messages."""
-
-    def text(r: Any) -> str:
-        lines = [r.latest_archive_overview.strip()] if r.latest_archive_overview else []
-        lines += [f"[{m.role}] " + " ".join(getattr(p, "text", "") or f"<{p.__class__.__name__}>" for p in m.parts)
-                  for m in r.messages]
-        return "\n".join(lines) or "(empty)"
-
-    emit(output, await client.session_context(session_id), text)
-
-
-@session.command("list")
-@connection
-async def session_list(client: SkaldClient, output: str) -> None:
-    emit(output, await client.session_list(),
-         lambda r: "\n".join(f"{s.session_id}  {s.total_message_count} messages" for s in r.sessions) or "(none)")
-
-
-COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember, memory, add, session)
+COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember, add)
 
 
 def register(group: click.Group) -> None:

@@ -289,7 +289,7 @@ class SkaldClient:
 
     async def whoami(self) -> system_msgs.WhoAmIResult:
         """Who this client acts as (a key's pinned account and user), and its account's event token."""
-        return await self.request(catalog.SYSTEM_WHOAMI, system_msgs.Empty())  # type: ignore[no-any-return]  # type: ignore[no-any-return]
+        return await self.request(catalog.SYSTEM_WHOAMI, system_msgs.Empty())  # type: ignore[no-any-return]
 
 
 class SyncSkaldClient:
