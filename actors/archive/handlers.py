@@ -191,6 +191,7 @@ class Archiver:
         prev = s.listing.failed or FailedMarker()
         marker = msgspec.structs.replace(prev, attempts=prev.attempts + 1, time=self.clock())
         await asyncio.to_thread(session_store.write_failed, sdir, aid, marker)
+        faults.point("archive.after_attempt")  # the attempt counted, the quarantine not yet written
         if marker.attempts >= self.quarantine_after:
             reason = f"failed {marker.attempts} times; last: {error}"[:2000]
             await asyncio.to_thread(session_store.write_quarantined, sdir, aid, QuarantineMarker(
@@ -301,6 +302,7 @@ class Archiver:
                     continue  # the same fact again: one memory
                 if existing:
                     await asyncio.to_thread(memory_history.save_version, path, "update", at)
+                    faults.point("archive.after_history")  # old text kept, new text not yet written
             else:
                 name = mem.get("name") or f"{cat}_{job.session_id[:24]}_{src}_{i}.md"
                 path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]

@@ -150,3 +150,53 @@ async def test_journaled_model_answer_is_not_requested_again(nats_url: str, tmp_
     finally:
         reap(procs)
         stub.close()
+
+
+async def test_memory_update_killed_between_version_and_write_keeps_one_of_each(nats_url: str,
+                                                                                tmp_path: Path) -> None:
+    """SIGKILL after a keyed memory's old text was saved as a version and before its new text was
+    written: the redone Phase 2 (from its journal) writes the new text, and the history holds the
+    old text once; one file, nothing lost, nothing duplicated."""
+    texts = ["Prefers tea in the morning.", "Switched to coffee in the morning."]
+    calls = {"n": 0}
+
+    def respond(path: str, body: dict) -> tuple[int, Any, float]:
+        if "working memory" not in body["messages"][0]["content"]:
+            return 200, {"choices": [{"message": {"content": "summary"}}], "usage": {}}, 0
+        calls["n"] += 1
+        text = texts[min(calls["n"], 2) - 1]
+        return 200, {"choices": [{"message": {"content": json.dumps({
+            "overview": "# WM", "checkpoint_summaries": [],
+            "memories": [{"category": "preferences", "key": "morning drink", "content": text}]})}}],
+            "usage": {}}, 0
+
+    stub = ModelStub(respond)
+    data, prefix = tmp_path / "data", "crashmerge"
+    procs = [worker(nats_url, data, prefix, "", stub.url)]
+    prefs = data / "accounts/default/user/default/memories/preferences"
+    try:
+        wait_ready(procs[0])
+        async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+            for n in (1, 2):
+                if n == 2:
+                    procs[-1].terminate()
+                    procs[-1].wait(20)
+                    procs.append(worker(nats_url, data, prefix, "archive.after_history", stub.url))
+                    wait_ready(procs[-1])
+                for role in ("user", "assistant"):
+                    await call(c, "sessions.add_message", {"session_id": "m", "role": role,
+                                                           "parts": [{"type": "text", "text": f"{role} {n}"}]})
+                await call(c, "sessions.commit", {"session_id": "m", "wait": n == 1})
+            procs[-1].wait(20)  # killed between the version and the write
+            assert (prefs / "morning-drink.md").read_text() == texts[0]
+            procs.append(worker(nats_url, data, prefix, "", stub.url))
+            wait_ready(procs[-1])
+            archives = await settle(c, "m")
+            assert [a["state"] for a in archives] == ["completed", "completed"] and calls["n"] == 2
+            assert sorted(p.name for p in prefs.iterdir() if not p.name.startswith(".")) == ["morning-drink.md"]
+            assert (prefs / "morning-drink.md").read_text() == texts[1]
+            hist = await c.call("memories.history", {"uri": "viking://~/memories/preferences/morning-drink.md"})
+            assert [v["content"] for v in hist["versions"]] == [texts[0]]
+    finally:
+        reap(procs)
+        stub.close()
