@@ -91,6 +91,9 @@ class CommitRequest(_Req):
 
 class ContextRequest(_Req):
     session_id: SessionId
+    # Fit the live messages (after the overview) to this many tokens, newest first, never splitting
+    # an assistant step from its tool results; None: every live message.
+    max_tokens: Annotated[int, Meta(ge=64, le=1_000_000)] | None = None
 
 
 class SessionInfo(msgspec.Struct, kw_only=True):
@@ -137,6 +140,7 @@ class ContextStats(msgspec.Struct, kw_only=True):
     root_messages: int = 0
     checkpoints: int = 0
     estimated_tokens: int = 0
+    trimmed_messages: int = 0  # live messages left out to fit `max_tokens`
 
 
 class ContextResult(msgspec.Struct, kw_only=True):

@@ -270,8 +270,10 @@ class SkaldClient:
         return await self.request(catalog.SESSIONS_COMMIT, session_msgs.CommitRequest(session_id=session_id, **kw),  # type: ignore[no-any-return]
                                   timeout_s=max(self.timeout_s, 300.0) if kw.get("wait") else None)
 
-    async def session_context(self, session_id: str) -> session_msgs.ContextResult:
-        return await self.request(catalog.SESSIONS_CONTEXT, session_msgs.ContextRequest(session_id=session_id))  # type: ignore[no-any-return]
+    async def session_context(self, session_id: str, max_tokens: int | None = None) -> session_msgs.ContextResult:
+        """Overview + live messages; with `max_tokens`, the newest whole steps that fit."""
+        return await self.request(catalog.SESSIONS_CONTEXT,  # type: ignore[no-any-return]
+                                  session_msgs.ContextRequest(session_id=session_id, max_tokens=max_tokens))
 
     async def retry_archive(self, session_id: str, archive_id: str) -> session_msgs.ArchiveInfo:
         """Run a failed or quarantined archive's Phase 2 again."""

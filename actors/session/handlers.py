@@ -227,6 +227,9 @@ class Sessions:
             states = await asyncio.to_thread(self._tail_states, st)
             uris = {s.listing.archive_id: st.sdir.archive_uri(s.listing.archive_id) for s in states}
             overview, msgs, cps = archive_state.assemble(states, st.root, uris)
+            trimmed = 0
+            if req.max_tokens is not None:
+                msgs, trimmed = turns.fit_to_budget(msgs, max(0, req.max_tokens - turns.estimate(overview)))
             tail = [s for s in states if s.listing.archive_id != frontier.FRONTIER_ID]
             unc = archive_state.uncovered(tail)
             stats = session_msgs.ContextStats(
@@ -234,7 +237,7 @@ class Sessions:
                 pending=sum(s.state == "pending" for s in tail), failed=sum(s.state == "failed" for s in tail),
                 invalid=sum(s.state == "invalid" for s in tail),
                 uncovered_messages=sum(len(s.listing.messages) for s in unc), root_messages=len(st.root),
-                checkpoints=cps,
+                checkpoints=cps, trimmed_messages=trimmed,
                 estimated_tokens=sum(turns.message_tokens(m) for m in msgs) + turns.estimate(overview))
             return session_msgs.ContextResult(session_id=req.session_id, latest_archive_overview=overview,
                                               messages=msgs, stats=stats)

@@ -222,3 +222,24 @@ def plan_keep_recent(messages: Sequence[Message], keep: int) -> RetentionPlan:
     return RetentionPlan(archive_messages=[m.id for m in messages[:cut]], retained_messages=retained,
                          estimated_active_tokens=sum(message_tokens(m) for m in messages[cut:]),
                          mode="keep_recent")
+
+
+def fit_to_budget(messages: Sequence[Message], budget_tokens: int) -> tuple[list[Message], int]:
+    """The newest messages that fit `budget_tokens`, whole: a user anchor or an assistant step
+    (with its tool results) is kept or dropped as one; (kept, messages dropped)."""
+    atoms: list[list[Message]] = []
+    for t in parse_turns(messages):
+        if t.anchor is not None:
+            atoms.append([t.anchor])
+        atoms += [list(s.messages) for s in t.steps]
+    kept: list[list[Message]] = []
+    used = 0
+    for atom in reversed(atoms):
+        cost = sum(message_tokens(m) for m in atom)
+        if used + cost > budget_tokens:
+            break
+        kept.append(atom)
+        used += cost
+    out = [m for atom in reversed(kept) for m in atom]
+    return out, len(messages) - len(out)
+

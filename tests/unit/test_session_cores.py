@@ -277,3 +277,16 @@ def test_roll_forward_input_is_bounded_newest_first() -> None:
     assert [s.listing.index for s in rolled] == [4, 5] and [s.listing.index for s in left] == [1, 2, 3]
     assert P.bound_roll_forward(states, one - 1) == ([], states)
     assert P.bound_roll_forward(states, 10 ** 9)[0] == states
+
+
+def test_fit_to_budget_keeps_the_newest_whole_steps() -> None:
+    msgs = [user("u1", "a " * 200), asst("a1", "b " * 50, tool="t1", out="c " * 100), result("r1", "t1", "d " * 50),
+            user("u2", "e " * 20), asst("a2", "f " * 20)]
+    whole = sum(turns_mod.message_tokens(m) for m in msgs)
+    assert turns_mod.fit_to_budget(msgs, whole) == (msgs, 0)
+    kept, dropped = turns_mod.fit_to_budget(msgs, whole - 10)
+    assert [m.id for m in kept] == ["a1", "r1", "u2", "a2"] and dropped == 1
+    last_two = sum(turns_mod.message_tokens(m) for m in msgs[3:])
+    kept, dropped = turns_mod.fit_to_budget(msgs, last_two + 5)  # the step a1+r1 does not fit whole
+    assert [m.id for m in kept] == ["u2", "a2"] and dropped == 3
+    assert turns_mod.fit_to_budget(msgs, 0) == ([], 5)

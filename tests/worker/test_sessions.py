@@ -380,3 +380,14 @@ async def test_memories_update_forget_and_history(deploy: Callable[..., Any]) ->
         await c.call("memories.delete", {"uri": "viking://resources/not-a-memory.md"})
     with pytest.raises(E.NotFound):
         await c.call("memories.update", {"uri": "viking://~/memories/entities/nope.md", "content": "x"})
+
+
+async def test_session_context_fits_a_token_budget(deploy: Callable[..., Any]) -> None:
+    _, c = await deploy()
+    for n in range(20):
+        await turn(c, "s", n)
+    full = await c.call("sessions.context", {"session_id": "s"})
+    fit = await c.call("sessions.context", {"session_id": "s", "max_tokens": 64})
+    assert full["stats"]["trimmed_messages"] == 0 and len(full["messages"]) == 40
+    assert 0 < len(fit["messages"]) < 40 and fit["stats"]["trimmed_messages"] == 40 - len(fit["messages"])
+    assert fit["stats"]["estimated_tokens"] <= 64 and ids(fit) == ids(full)[-len(fit["messages"]):]
