@@ -68,11 +68,16 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> No
     except OSError as e:
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR):
             raise InvalidArgument("is a directory", {"path": path.name}) from e
+        if e.errno == errno.ENOENT:  # a concurrent delete took the directory (and our temp file)
+            raise Conflict("the directory was removed meanwhile; retry", {"path": path.parent.name}) from e
         raise
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(path.parent)
+    try:
+        _fsync_dir(path.parent)
+    except FileNotFoundError as e:  # removed right after the rename: the delete came second
+        raise Conflict("the directory was removed meanwhile; retry", {"path": path.parent.name}) from e
 
 
 async def write_atomic(path: Path, data: bytes, *, exclusive: bool = False) -> None:
