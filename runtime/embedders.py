@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
+from skald.runtime import retries
+
 PASSAGE_BATCH = 16
 
 
@@ -116,11 +118,13 @@ class OpenAIEmbedder:
         self.passage_prefix = passage_prefix
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self.timeout_s = timeout_s
         self.usage_tokens = 0
+        self.stats = retries.Stats()
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
-        r = await self._client.post(f"{self.base_url}/embeddings", json={"model": self.model, "input": texts})
-        r.raise_for_status()
+        r = await retries.post_json(self._client, f"{self.base_url}/embeddings",
+                                    {"model": self.model, "input": texts}, self.timeout_s, self.stats)
         body = r.json()
         data = sorted(body["data"], key=lambda d: d.get("index", 0))
         mat = np.asarray([d["embedding"] for d in data], dtype=np.float32)

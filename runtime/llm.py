@@ -9,6 +9,7 @@ import httpx
 
 from skald.actors.kit.ports import LLM, Completion, Usage
 from skald.actors.text import extract
+from skald.runtime import retries
 from skald.store.tokens import estimate_tokens
 
 
@@ -37,6 +38,7 @@ class OpenAIChat:
         self.timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self.stats = retries.Stats()
 
     async def complete(self, system: str, user: str, *, max_tokens: int = 512,
                        timeout_s: float | None = None, json: bool = False) -> Completion:
@@ -49,8 +51,8 @@ class OpenAIChat:
         if json:
             body["response_format"] = {"type": "json_object"}
         t = timeout_s or self.timeout_s
-        r = await asyncio.wait_for(self._client.post(f"{self.base_url}/chat/completions", json=body), t)
-        r.raise_for_status()
+        r = await asyncio.wait_for(retries.post_json(self._client, f"{self.base_url}/chat/completions", body, t,
+                                                     self.stats), t + 0.5)
         data = r.json()
         text = data["choices"][0]["message"]["content"]
         if not isinstance(text, str):

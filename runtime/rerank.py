@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from skald.runtime import retries
+
 MAX_DOCS = 100  # one call never carries more
 MAX_DOC_CHARS = 2_048
 
@@ -15,14 +17,15 @@ class HttpReranker:
         self.name = f"rerank:{model or 'default'}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self.timeout_s = timeout_s
+        self.stats = retries.Stats()
 
     async def rerank(self, query: str, documents: list[str]) -> list[float]:
         """Relevance per document, in input order; raises on anything malformed."""
         docs = [d[:MAX_DOC_CHARS] for d in documents[:MAX_DOCS]]
-        r = await self._client.post(f"{self.base_url}/rerank", json={
+        r = await retries.post_json(self._client, f"{self.base_url}/rerank", {
             "model": self.model, "query": query[:MAX_DOC_CHARS], "documents": docs, "top_n": len(docs),
-            "texts": docs})
-        r.raise_for_status()
+            "texts": docs}, self.timeout_s, self.stats)
         body = r.json()
         items = body.get("results", body.get("data")) if isinstance(body, dict) else body
         if not isinstance(items, list):

@@ -7,7 +7,9 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -82,3 +84,38 @@ async def test_llm_summarizer_falls_back_to_extract(server: str, mode: str) -> N
     ModelServer.mode = mode
     got = await s.file_abstract("a.md", "# Title\n\nFirst sentence. Second one.")
     assert got == "Title. First sentence. Second one." and s.fallbacks == 1
+
+
+async def test_transient_failures_are_retried_honouring_retry_after() -> None:
+    """429 with Retry-After, then 503, then success: one call, two retries, the server's pause kept;
+    a 400 is not retried; a Retry-After past the deadline gives up inside the deadline."""
+    from skald.runtime.retries import Stats, post_json
+    from tests.support.stubs import ModelStub, chat
+
+    script: list[tuple[int, Any, float]] = []
+    seen: list[float] = []
+
+    def respond(path: str, body: dict) -> tuple[int, Any, float]:
+        seen.append(time.monotonic())
+        return script.pop(0) if script else (200, chat("finally"), 0)
+
+    stub = ModelStub(respond, headers={429: {"Retry-After": "1"}})
+    try:
+        script[:] = [(429, {"error": "slow down"}, 0), (503, {"error": "busy"}, 0)]
+        llm = OpenAIChat(stub.url, "m1", timeout_s=10.0)
+        c = await llm.complete("sys", "user")
+        assert c.text == "finally" and llm.stats.retries == 2 and len(seen) == 3
+        assert seen[1] - seen[0] >= 0.95  # the server asked for a second
+        script[:] = [(400, {"error": "bad request"}, 0)]
+        with pytest.raises(httpx.HTTPStatusError):
+            await llm.complete("sys", "user")
+        assert llm.stats.retries == 2  # not retried
+        script[:] = [(429, {"error": "slow down"}, 0)] * 5
+        stats = Stats()
+        async with httpx.AsyncClient() as client:
+            t0 = time.monotonic()
+            with pytest.raises(httpx.HTTPStatusError):
+                await post_json(client, f"{stub.url}/chat/completions", {}, 0.5, stats)
+            assert time.monotonic() - t0 < 2.0 and stats.gave_up == 1
+    finally:
+        stub.close()

@@ -14,8 +14,10 @@ Respond = Callable[[str, dict[str, Any]], tuple[int, Any, float]]
 
 
 class ModelStub:
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, headers: dict[int, dict[str, str]] | None = None) -> None:
+        """`headers`: extra response headers by status (a 429's Retry-After)."""
         self.respond = respond
+        extra = headers or {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
         stub = self
 
@@ -34,6 +36,8 @@ class ModelStub:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(raw)))
+                    for k, v in extra.get(status, {}).items():
+                        self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(raw)
                 except OSError:
