@@ -51,8 +51,11 @@ class OpenAIChat:
         if json:
             body["response_format"] = {"type": "json_object"}
         t = timeout_s or self.timeout_s
-        r = await asyncio.wait_for(retries.post_json(self._client, f"{self.base_url}/chat/completions", body, t,
-                                                     self.stats), t + 0.5)
+        # Retries end a little before the caller's fuse, so a server that keeps failing is reported
+        # as the failure it is, not as a timeout.
+        inner = max(0.05, t - min(0.1, t / 10))
+        r = await asyncio.wait_for(retries.post_json(self._client, f"{self.base_url}/chat/completions", body, inner,
+                                                     self.stats), t)
         data = r.json()
         text = data["choices"][0]["message"]["content"]
         if not isinstance(text, str):

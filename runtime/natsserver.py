@@ -25,6 +25,9 @@ def server_binary() -> str:
     return found
 
 
+LOG_MAX_BYTES = 16 * 1024 * 1024  # the server's log is rotated at start past this size
+
+
 class EmbeddedNats:
     def __init__(self, store_dir: Path, host: str = "127.0.0.1", port: int = 4222,
                  max_payload: int = 8 * 1024 * 1024, auth: str | None = None, extra: str = "") -> None:
@@ -44,13 +47,18 @@ class EmbeddedNats:
         conf = self._write_conf()
         args = [server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir / "js"), "--ports_file_dir", str(ports_dir)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its log goes to a file, never to a pipe: a pipe nobody reads fills (64 KiB) and the server
+        # then blocks on a log line, leaving connections in CLOSE-WAIT and SIGTERM unanswered.
+        self.log_path = self.store_dir / "nats-server.log"
+        self._rotate_log()
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child for its lifetime
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log)
         deadline = time.monotonic() + timeout_s
         pf = ports_dir / f"nats-server_{self.proc.pid}.ports"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise RuntimeError(f"nats-server exited: {err.strip()[-2000:]}")
+                err = self.log_path.read_bytes()[-2000:].decode(errors="replace")
+                raise RuntimeError(f"nats-server exited: {err.strip()}")
             if pf.exists():
                 try:
                     urls = json.loads(pf.read_text())["nats"]
@@ -68,7 +76,9 @@ class EmbeddedNats:
     def _write_conf(self) -> Path:
         conf = self.store_dir / "server.conf"
         tmp = conf.with_suffix(".tmp")
-        tmp.write_text(f"max_payload: {self.max_payload}\n{self.extra}\n{self.auth or ''}")
+        log = json.dumps(str(self.store_dir / "nats-server.log"))
+        tmp.write_text(f"max_payload: {self.max_payload}\nlog_file: {log}\nlogfile_size_limit: {LOG_MAX_BYTES}\n"
+                       f"logfile_max_num: 3\n{self.extra}\n{self.auth or ''}")
         tmp.chmod(0o600)
         tmp.replace(conf)
         return conf
@@ -89,8 +99,16 @@ class EmbeddedNats:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc and self.proc.stderr:
-            self.proc.stderr.close()
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+
+    def _rotate_log(self, keep_bytes: int = LOG_MAX_BYTES) -> None:
+        """One previous log is kept (`nats-server.log.1`) once the current one passes the limit."""
+        try:
+            if self.log_path.stat().st_size > keep_bytes:
+                self.log_path.replace(self.log_path.with_suffix(".log.1"))
+        except FileNotFoundError:
+            pass
 
 
 def _accepts(host: str, port: int) -> bool:

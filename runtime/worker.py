@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
+import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import nats
 from nats.aio.client import Client as NATS
@@ -119,6 +122,29 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
     return actors
 
 
+def claim_data_dir(data_dir: Path, exclusive: bool) -> Any:
+    """One owner per data directory: `skald up` (its own nats-server and every actor) holds it
+    alone; `skald worker` processes share it with each other but not with a `skald up`. The lock is
+    the kernel's (flock), so a killed owner leaves nothing stale behind."""
+    path = data_dir / ".skald" / "owner.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open(path, "a+")  # noqa: SIM115 - held for the life of the worker
+    try:
+        fcntl.flock(fd.fileno(), (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError:
+        fd.seek(0)
+        holder = fd.read().strip() or "another process"
+        fd.close()
+        raise SystemExit(f"data directory {data_dir} is in use by {holder}; "
+                         "stop it or use another --data-dir") from None
+    if exclusive:
+        fd.seek(0)
+        fd.truncate()
+    fd.write(f"pid {os.getpid()} ({'skald up' if exclusive else 'skald worker'})\n")
+    fd.flush()
+    return fd
+
+
 class Worker:
     """One process: (optionally) an embedded nats-server, one connection, one actor host."""
 
@@ -130,10 +156,12 @@ class Worker:
         self.host: ActorHost | None = None
         self.url = ""
         self._watch: asyncio.Task[None] | None = None
+        self._owner: Any = None
 
     async def start(self) -> str:
         cfg = self.cfg
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self._owner = claim_data_dir(cfg.data_dir, exclusive=self.embedded)
         # File writes wait on fsync, not on the CPU: enough threads that many sessions' appends
         # overlap (the default pool has cores + 4).
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=cfg.io_threads,
@@ -188,6 +216,9 @@ class Worker:
                 await self.nc.drain()
         if self.server:
             await asyncio.to_thread(self.server.stop)
+        if self._owner is not None:
+            self._owner.close()  # releases the data directory
+            self._owner = None
 
 
 async def serve(cfg: Config, embedded: bool, ready_line: bool = True) -> int:

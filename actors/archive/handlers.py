@@ -256,8 +256,8 @@ class Archiver:
                 prompt = phase2.format_input(messages, requests, previous, existing)
                 self.model_calls += 1
                 try:
-                    c = await asyncio.wait_for(self.llm.complete(phase2.SYSTEM, prompt, max_tokens=2000, json=True),
-                                               self.llm_timeout_s)
+                    c = await asyncio.wait_for(self.llm.complete(phase2.SYSTEM, prompt, max_tokens=2000, json=True,
+                                                                 timeout_s=self.llm_timeout_s), self.llm_timeout_s)
                 except Exception as e:
                     raise _Stage("llm", f"{type(e).__name__}: {e}") from e
                 journal = {"text": c.text, "model": c.model, "usage": msgspec.to_builtins(c.usage)}

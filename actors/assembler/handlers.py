@@ -275,7 +275,8 @@ class Assembler:
             c = await asyncio.wait_for(
                 self.llm.complete(digest_mod.SYSTEM.format(n=p.rewrite_max_bullets),
                                   digest_mod.prompt(p.query, rendered, slice_),
-                                  max_tokens=60 * p.rewrite_max_bullets + 100), self.rewrite_timeout_s)
+                                  max_tokens=60 * p.rewrite_max_bullets + 100, timeout_s=self.rewrite_timeout_s),
+                self.rewrite_timeout_s)
         except TimeoutError:
             return "", "timeout", None
         except Exception as e:  # noqa: BLE001 - degraded, reported in stats

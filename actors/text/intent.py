@@ -93,7 +93,7 @@ async def analyze(llm: LLM, query: str, summary: str, recent: list[tuple[str, st
         return original(query)
     try:
         c = await asyncio.wait_for(llm.complete(SYSTEM, build_prompt(query, summary, recent), max_tokens=600,
-                                                json=True), timeout_s)
+                                                json=True, timeout_s=timeout_s), timeout_s)
         return parse_plan(c.text, query)
     except TimeoutError:
         return original(query, "timeout", f"intent analysis exceeded {timeout_s}s")

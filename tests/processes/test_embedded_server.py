@@ -1,0 +1,94 @@
+"""The embedded nats-server cannot wedge itself: its log goes to a rotating file under the data
+directory, never to a pipe nobody reads, so a flood of bad connections (each one a log line)
+leaves it serving, without sockets stuck in CLOSE-WAIT, and it still stops on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+from skald.runtime.client import SkaldClient
+from skald.runtime.worker import Worker
+from tests.conftest import make_config
+from tests.support.processes import reap, spawn, wait_ready
+
+CLOSE_WAIT = "08"
+
+
+def close_wait_sockets(port: int) -> int:
+    """Sockets on `port` in CLOSE-WAIT, from /proc/net/tcp (the server side of a dropped client)."""
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for ln in lines:
+            f = ln.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == CLOSE_WAIT:
+                n += 1
+    return n
+
+
+def bad_connections(port: int, n: int) -> None:
+    for _ in range(n):
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"NOT A NATS CLIENT\r\n")
+
+
+async def test_a_flood_of_bad_connections_does_not_wedge_the_embedded_server(tmp_path: Path) -> None:
+    cfg = make_config("", tmp_path / "data", nats_port=-1)
+    cfg.nats_url = ""
+    w = Worker(cfg, embedded=True)
+    await w.start()
+    port = int(w.url.rsplit(":", 1)[1])
+    try:
+        await asyncio.to_thread(bad_connections, port, 1_200)
+        async with await SkaldClient.connect(w.url, prefix=cfg.prefix) as c:
+            assert (await c.health()).status == "ok"
+            await c.write("viking://resources/still.md", "still serving")
+            assert (await c.read("viking://resources/still.md")).content == "still serving"
+        await asyncio.sleep(0.5)
+        assert close_wait_sockets(port) == 0
+        log = tmp_path / "data" / "nats" / "nats-server.log"
+        assert log.stat().st_size > 0  # the lines went to the file
+    finally:
+        server = w.server
+        await w.stop()
+    assert server is not None and server.proc is not None and server.proc.returncode != -9  # no SIGKILL needed
+
+
+async def test_one_owner_per_data_directory_and_a_killed_owner_leaves_no_stale_lock(
+        tmp_path: Path, procs: list) -> None:
+    """A second `skald up` on the same directory refuses with one line naming the holder; a
+    `skald worker` may not join a `skald up` either; after SIGKILL the directory is free again."""
+    data = tmp_path / "d"
+    first = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
+    procs.append(first)
+    url = wait_ready(first)
+    second = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
+    out, err = second.communicate(timeout=60)
+    assert second.returncode != 0 and "in use by pid" in err and "skald up" in err
+    assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
+    joiner = spawn(["worker", "--nats-url", url, "--data-dir", str(data), "--actors", "retriever"])
+    _, err = joiner.communicate(timeout=60)
+    assert joiner.returncode != 0 and f"pid {first.pid}" in err
+    reap([first])  # SIGKILL, and its nats-server with it
+    again = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
+    procs.append(again)
+    url = wait_ready(again)
+    async with await SkaldClient.connect(url) as c:
+        assert (await c.health()).status == "ok"
+
+
+async def test_workers_share_a_data_directory(tmp_path: Path, nats_url: str) -> None:
+    """Separate worker processes of one deployment share the directory (the Procfile layout)."""
+    a = Worker(make_config(nats_url, tmp_path / "d", prefix="sharedir"), embedded=False)
+    b = Worker(make_config(nats_url, tmp_path / "d", prefix="sharedir"), embedded=False)
+    await a.start()
+    try:
+        await b.start()
+        await b.stop()
+    finally:
+        await a.stop()
