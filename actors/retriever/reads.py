@@ -36,13 +36,14 @@ class TreeReads:
 
     @handles(catalog.SEARCH_GREP, timeout_s=60.0)
     async def grep(self, req: search_msgs.GrepRequest, ctx: Ctx) -> search_msgs.GrepResult:
-        vp = self._existing(req.uri, ctx.identity)
+        # Arguments first: a bad pattern is INVALID_ARGUMENT whether or not the root exists.
         try:
             regex = re.compile(req.pattern, re.IGNORECASE if req.case_insensitive else 0)
         except re.error as e:
             raise InvalidArgument(f"invalid pattern: {e}", {"field": "pattern"}) from e
         exclude = join_uri(canonical(req.exclude_uri, ctx.identity)) if req.exclude_uri else None
         tags = check_tags(req.tags)
+        vp = self._existing(req.uri, ctx.identity)
         starts = grep_glob.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
         matches, cut = await asyncio.to_thread(
             grep_glob.grep, self.ns, starts, regex, limit=req.node_limit, level_limit=req.level_limit, exclude=exclude,
@@ -52,9 +53,9 @@ class TreeReads:
 
     @handles(catalog.SEARCH_GLOB, timeout_s=60.0)
     async def glob(self, req: search_msgs.GlobRequest, ctx: Ctx) -> search_msgs.GlobResult:
-        vp = self._existing(req.uri, ctx.identity)
         tags = check_tags(req.tags)
         pattern = grep_glob.glob_regex(req.pattern)
+        vp = self._existing(req.uri, ctx.identity)
         starts = grep_glob.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
         found, cut = await asyncio.to_thread(grep_glob.glob, self.ns, starts, vp, pattern, req.node_limit,
                                              frozenset(tags) if tags else None)
@@ -89,6 +90,10 @@ class TreeReads:
 
     def _existing(self, uri: str, ident: Identity) -> VikingPath:
         vp = self.ns.resolve(uri, ident)
+        if not vp.segments:
+            # The top of the tree always lists the caller's roots, even before anything is written.
+            for root in ("viking://resources", "viking://agent", ident.user_root):
+                self.ns.resolve(root, ident).path.mkdir(parents=True, exist_ok=True)
         if not vp.path.exists():
             raise NotFound("no such file or directory", {"uri": vp.uri})
         return vp

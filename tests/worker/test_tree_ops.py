@@ -96,3 +96,14 @@ async def test_reads_of_unknown_uris_are_not_found(client: SkaldClient) -> None:
         await client.call("search.grep", {"uri": "viking://resources/nope", "pattern": "x"})
     with pytest.raises(E.NotFound):
         await client.call("fs.rm", {"uri": "viking://resources/nope"})
+
+
+async def test_a_fresh_deployment_lists_its_roots_and_checks_arguments_first(client: SkaldClient) -> None:
+    """`ls viking://` answers the roots before anything is written; a bad grep pattern is
+    INVALID_ARGUMENT even under a root that does not exist."""
+    r = await client.call("fs.ls", {"uri": "viking://"})
+    assert {e["uri"] for e in r["entries"]} == {"viking://resources", "viking://agent", "viking://user/default"}
+    with pytest.raises(E.InvalidArgument):
+        await client.call("search.grep", {"uri": "viking://resources/nowhere", "pattern": "(unclosed"})
+    with pytest.raises(E.NotFound):
+        await client.call("search.grep", {"uri": "viking://resources/nowhere", "pattern": "fine"})
