@@ -130,6 +130,15 @@ def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> No
     run(nats_url, prefix, user, api_key)
 
 
+@main.command("config")
+@click.option("--data-dir", type=click.Path(path_type=Path))
+@click.option("--nats-url")
+def config_cmd(data_dir: Path | None, nats_url: str | None) -> None:
+    """Print the configuration in force (flags over SKALD_* over defaults), secrets masked."""
+    for k, v in _cfg(data_dir, nats_url, None).effective().items():
+        click.echo(f"{k}={v}")
+
+
 @main.group()
 def keys() -> None:
     """API keys: create, list, revoke (the file holds hashes only; a key is shown once)."""

