@@ -122,10 +122,12 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
     return actors
 
 
-def claim_data_dir(data_dir: Path, exclusive: bool) -> Any:
-    """One owner per data directory: `skald up` (its own nats-server and every actor) holds it
-    alone; `skald worker` processes share it with each other but not with a `skald up`. The lock is
-    the kernel's (flock), so a killed owner leaves nothing stale behind."""
+def claim_data_dir(data_dir: Path, exclusive: bool, nats_urls: list[str] | None = None) -> Any:
+    """One deployment per data directory. `skald up` (its own nats-server and every actor) takes it
+    alone; `skald worker` processes share it with each other, and may join a `skald up` only on that
+    `skald up`'s own bus (more retrievers for it), never beside it on another bus. The lock is the
+    kernel's (flock), so a killed owner leaves nothing stale behind. Returns the open lock (or None
+    for a worker that joined a `skald up`)."""
     path = data_dir / ".skald" / "owner.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = open(path, "a+")  # noqa: SIM115 - held for the life of the worker
@@ -135,6 +137,9 @@ def claim_data_dir(data_dir: Path, exclusive: bool) -> Any:
         fd.seek(0)
         holder = fd.read().strip() or "another process"
         fd.close()
+        owner_bus = holder.rsplit(" on ", 1)[-1] if " on " in holder else ""
+        if not exclusive and owner_bus and owner_bus in (nats_urls or []):
+            return None  # a worker for the `skald up` that owns the directory
         raise SystemExit(f"data directory {data_dir} is in use by {holder}; "
                          "stop it or use another --data-dir") from None
     if exclusive:
@@ -143,6 +148,16 @@ def claim_data_dir(data_dir: Path, exclusive: bool) -> Any:
     fd.write(f"pid {os.getpid()} ({'skald up' if exclusive else 'skald worker'})\n")
     fd.flush()
     return fd
+
+
+def announce_bus(owner: Any, url: str) -> None:
+    """The owner's bus, for workers that join it (written once the embedded server is up)."""
+    owner.seek(0)
+    line = owner.read().strip()
+    owner.seek(0)
+    owner.truncate()
+    owner.write(f"{line} on {url}\n")
+    owner.flush()
 
 
 class Worker:
@@ -161,7 +176,7 @@ class Worker:
     async def start(self) -> str:
         cfg = self.cfg
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self._owner = claim_data_dir(cfg.data_dir, exclusive=self.embedded)
+        self._owner = claim_data_dir(cfg.data_dir, exclusive=self.embedded, nats_urls=cfg.nats_urls)
         # File writes wait on fsync, not on the CPU: enough threads that many sessions' appends
         # overlap (the default pool has cores + 4).
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=cfg.io_threads,
@@ -175,6 +190,7 @@ class Worker:
                                        auth=busauth.authorization(cfg.prefix, keys) if keys.enabled else None)
             self.url = await asyncio.to_thread(self.server.start)
             urls = [self.url]
+            announce_bus(self._owner, self.url)
             if keys.enabled:
                 self._watch = asyncio.create_task(self._follow_keys(keys), name="keys-follow")
         else:

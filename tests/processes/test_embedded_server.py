@@ -60,9 +60,10 @@ async def test_a_flood_of_bad_connections_does_not_wedge_the_embedded_server(tmp
 
 
 async def test_one_owner_per_data_directory_and_a_killed_owner_leaves_no_stale_lock(
-        tmp_path: Path, procs: list) -> None:
+        tmp_path: Path, procs: list, nats_url: str) -> None:
     """A second `skald up` on the same directory refuses with one line naming the holder; a
-    `skald worker` may not join a `skald up` either; after SIGKILL the directory is free again."""
+    `skald worker` on another bus may not use it either (one on the owner's own bus may: more
+    retrievers for it); after SIGKILL the directory is free again."""
     data = tmp_path / "d"
     first = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
     procs.append(first)
@@ -71,9 +72,12 @@ async def test_one_owner_per_data_directory_and_a_killed_owner_leaves_no_stale_l
     out, err = second.communicate(timeout=60)
     assert second.returncode != 0 and "in use by pid" in err and "skald up" in err
     assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
-    joiner = spawn(["worker", "--nats-url", url, "--data-dir", str(data), "--actors", "retriever"])
-    _, err = joiner.communicate(timeout=60)
-    assert joiner.returncode != 0 and f"pid {first.pid}" in err
+    stranger = spawn(["worker", "--nats-url", nats_url, "--data-dir", str(data), "--actors", "retriever"])
+    _, err = stranger.communicate(timeout=60)
+    assert stranger.returncode != 0 and f"pid {first.pid}" in err and url in err
+    helper = spawn(["worker", "--nats-url", url, "--data-dir", str(data), "--actors", "retriever"])
+    procs.append(helper)
+    wait_ready(helper)
     reap([first])  # SIGKILL, and its nats-server with it
     again = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
     procs.append(again)
