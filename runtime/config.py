@@ -58,6 +58,8 @@ class Config:
     keys_file: str = ""  # API keys (runtime/keys.py); empty and no root_key: no authentication
     root_key: str = ""  # a root key given directly (SKALD_ROOT_KEY), in addition to the file
     worker_secret: str = ""  # overrides the keys file's worker secret (SKALD_WORKER_SECRET)
+    metrics_port: int = 0  # Prometheus /metrics of this worker on this port (0: off, -1: any free port)
+    metrics_host: str = "127.0.0.1"
     work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery
 
     @classmethod
@@ -117,7 +119,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "actors": ALL_ACTORS,
 }
 RANGES: dict[str, tuple[float, float]] = {
-    "nats_port": (-1, 65535), "max_concurrency": (1, 100_000), "max_body_bytes": (1024, 64 * 1024 * 1024),
+    "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "max_concurrency": (1, 100_000),
+    "max_body_bytes": (1024, 64 * 1024 * 1024),
     "request_timeout_s": (0.01, 3600), "embed_threads": (1, 256), "embed_timeout_s": (0.01, 3600),
     "embed_dim": (0, 65536), "llm_timeout_s": (0.01, 3600), "rerank_timeout_s": (0.01, 3600),
     "score_propagation_alpha": (0.0, 1.0), "hotness_alpha": (0.0, 1.0), "recall_intent_timeout_s": (0.01, 600),

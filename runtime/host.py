@@ -53,6 +53,7 @@ from skald.messages.system import Empty, HealthResult, WhoAmIResult, WorkerInfo
 from skald.runtime import __version__
 from skald.runtime.config import Config
 from skald.runtime.keys import KeyStore
+from skald.runtime.metrics import Metrics
 from skald.runtime.workqueue import consume
 from skald.store.uri import Identity, check_name
 
@@ -76,7 +77,9 @@ def _error(code: str, message: str, details: dict[str, Any] | None = None) -> Re
 
 class ActorHost:
     def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object], worker_id: str = "",
-                 keys: KeyStore | None = None) -> None:
+                 keys: KeyStore | None = None, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics or Metrics()
+        self.metrics.watch(lambda: self.actors, lambda: self._in_flight)
         self.nc = nc
         self.keys = keys or KeyStore(None)
         self._direct = f"{cfg.prefix}.direct."
@@ -110,7 +113,8 @@ class ActorHost:
                     self._subs.append(await self.nc.subscribe(direct, cb=self._callback(decl, fn)))
                 elif isinstance(decl, Consumes):
                     for _ in range(decl.concurrency):
-                        self._loops.append(asyncio.create_task(consume(self.nc, self.cfg, self._stopping, decl, fn),
+                        self._loops.append(asyncio.create_task(consume(self.nc, self.cfg, self._stopping, decl, fn,
+                                                                       self.metrics),
                                                           name=f"consume-{decl.queue}"))
         wdecl = Handles(catalog.SYSTEM_WHOAMI.name, Empty, 5.0)
         self._subs.append(await self.nc.subscribe(subjects.request(self.cfg.prefix, catalog.SYSTEM_WHOAMI.name),
@@ -169,11 +173,13 @@ class ActorHost:
     def _callback(self, decl: Handles, fn: Callable[..., Any]) -> Callable[[Msg], Any]:
         async def on_msg(msg: Msg) -> None:
             if self._in_flight >= self.cfg.max_concurrency:
+                self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
                 await self._reply(msg, _error("UNAVAILABLE", "worker at capacity; retry",
                                               {"max_concurrency": self.cfg.max_concurrency}), [])
                 return
             running = self._op_in_flight.get(decl.op, 0)
             if decl.concurrency is not None and running >= decl.concurrency:
+                self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
                 await self._reply(msg, _error("UNAVAILABLE", f"{decl.op} at capacity on this worker; retry",
                                               {"concurrency": decl.concurrency, "op": decl.op}), [])
                 return
@@ -193,12 +199,16 @@ class ActorHost:
 
     async def _serve(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> None:
         ctx: Ctx | None = None
+        t0 = time.perf_counter()
         try:
             reply, ctx = await self._run(msg, decl, fn)
         except BaseException as e:  # noqa: BLE001 - the one place nothing may escape
             log.exception("handler crashed on %s", msg.subject)
             reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
         await self._reply(msg, reply, ctx.deprecated if ctx else [])
+        code = reply.error.code if reply.error is not None else "OK"
+        self.metrics.requests.labels(decl.op, code).inc()
+        self.metrics.latency.labels(decl.op).observe(time.perf_counter() - t0)
 
     async def _run(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
         hdrs = msg.headers or {}

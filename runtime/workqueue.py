@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,12 +24,14 @@ from skald.actors.kit.request import Attempt
 from skald.messages import subjects
 from skald.runtime.bus import stream_name
 from skald.runtime.config import Config
+from skald.runtime.metrics import Metrics
 
 log = logging.getLogger("skald.host")
 NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
-async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes, fn: Callable[..., Any]) -> None:
+async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes, fn: Callable[..., Any],
+                  metrics: Metrics | None = None) -> None:
     js = nc.jetstream(timeout=10.0)
     ack_wait = cfg.work_ack_wait_s or decl.ack_wait_s
     consumer = api.ConsumerConfig(
@@ -57,20 +60,25 @@ async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes
                 await asyncio.sleep(0.5)
                 continue
             for m in msgs:
-                await run_job(m, decl, fn, dec, ack_wait)
+                t0 = time.perf_counter()
+                outcome = await run_job(m, decl, fn, dec, ack_wait)
+                if metrics is not None:
+                    metrics.jobs.labels(decl.queue, outcome).inc()
+                    metrics.job_seconds.labels(decl.queue).observe(time.perf_counter() - t0)
     finally:
         if psub is not None:
             with contextlib.suppress(Exception):
                 await psub.unsubscribe()
 
-async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> None:
+async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> str:
+    """One delivery to the end; its outcome: done, retry_later, failed, terminated or poison."""
     delivered = m.metadata.num_delivered
     try:
         job = dec.decode(m.data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         log.error("poison job on %s dropped: %r", decl.queue, m.data[:200])
         await m.term()
-        return
+        return "poison"
 
     async def keep_alive() -> None:
         while True:
@@ -85,14 +93,15 @@ async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_
         raise
     except RetryLater as r:
         await m.nak(delay=r.delay_s)
-        return
+        return "retry_later"
     except Exception:
         log.exception("job on %s failed (delivery %d)", decl.queue, delivered)
         if delivered >= decl.max_deliver:
             await m.term()
-        else:
-            await m.nak(delay=NAK_DELAYS_S[min(delivered - 1, len(NAK_DELAYS_S) - 1)])
-        return
+            return "terminated"
+        await m.nak(delay=NAK_DELAYS_S[min(delivered - 1, len(NAK_DELAYS_S) - 1)])
+        return "failed"
     finally:
         beat.cancel()
     await m.ack_sync()
+    return "done"
