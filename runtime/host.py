@@ -58,6 +58,8 @@ from skald.runtime.workqueue import consume
 from skald.store.uri import Identity, check_name
 
 log = logging.getLogger("skald.host")
+# The caller's own mistakes (logged at INFO); every other failed reply is a WARNING.
+QUIET_CODES = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "CONFLICT", "UNAUTHENTICATED", "PERMISSION_DENIED"})
 _json = msgspec.json.Encoder()
 _mp = msgspec.msgpack.Encoder()
 
@@ -207,8 +209,14 @@ class ActorHost:
             reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
         await self._reply(msg, reply, ctx.deprecated if ctx else [])
         code = reply.error.code if reply.error is not None else "OK"
+        took = time.perf_counter() - t0
         self.metrics.requests.labels(decl.op, code).inc()
-        self.metrics.latency.labels(decl.op).observe(time.perf_counter() - t0)
+        self.metrics.latency.labels(decl.op).observe(took)
+        level = logging.DEBUG if code == "OK" else logging.INFO if code in QUIET_CODES else logging.WARNING
+        if log.isEnabledFor(level):
+            log.log(level, "request %s", "ok" if code == "OK" else "failed", extra={
+                "worker": self.worker_id, "op": decl.op, "code": code, "duration_ms": round(took * 1000, 3),
+                "account": ctx.identity.account if ctx else ""})
 
     async def _run(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
         hdrs = msg.headers or {}

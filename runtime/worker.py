@@ -24,7 +24,7 @@ from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
-from skald.runtime import busauth
+from skald.runtime import busauth, logs
 from skald.runtime.bus import NatsBus, ensure_streams
 from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
@@ -267,8 +267,7 @@ EXIT_SERVER_START = 7  # the embedded nats-server would not start (a port in use
 
 
 def run(cfg: Config, embedded: bool) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logs.configure(cfg.log_level, cfg.log_format)
     try:
         return asyncio.run(serve(cfg, embedded))
     except ServerStartError as e:

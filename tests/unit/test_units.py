@@ -181,3 +181,27 @@ def test_effective_configuration_masks_secrets() -> None:
 
     eff = Config.from_env(env={"SKALD_LLM_API_KEY": "sk-secret", "SKALD_EMBEDDER": "hash"}).effective()
     assert eff["SKALD_LLM_API_KEY"] == "***" and eff["SKALD_EMBEDDER"] == "hash" and "sk-secret" not in str(eff)
+
+
+def test_json_logs_carry_the_request_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    import json as jsonlib
+    import logging
+
+    from skald.runtime import logs
+
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    try:
+        logs.configure("INFO", "json")
+        logging.getLogger("skald.host").warning("request failed", extra={
+            "worker": "w1", "op": "search.find", "code": "INTERNAL", "duration_ms": 1.5, "account": "acme"})
+        logging.getLogger("skald.host").debug("not shown at INFO")
+        lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        rec = jsonlib.loads(lines[-1])
+        assert len(lines) == 1 and rec["level"] == "WARNING" and rec["logger"] == "skald.host"
+        assert (rec["op"], rec["code"], rec["account"], rec["worker"]) == ("search.find", "INTERNAL", "acme", "w1")
+        logs.configure("INFO", "text")
+        logging.getLogger("skald.host").warning("request failed", extra={"op": "fs.read", "code": "INTERNAL"})
+        assert capsys.readouterr().err.strip().endswith("request failed op=fs.read code=INTERNAL")
+    finally:
+        root.handlers[:], root.level = saved, level

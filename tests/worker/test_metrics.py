@@ -37,3 +37,13 @@ async def test_metrics_count_the_workload(deploy: Callable[..., Any]) -> None:
     assert got[("skald_actor_retriever_index_rows", ())] >= 3
     assert got[("skald_actor_retriever_lag", ())] == 0
     assert ("skald_in_flight", ()) in got
+
+
+async def test_a_failed_request_is_one_log_line_with_its_fields(deploy: Callable[..., Any],
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    w, c = await deploy()
+    with caplog.at_level("INFO", logger="skald.host"), pytest.raises(E.NotFound):
+        await c.call("fs.read", {"uri": "viking://resources/missing.md"})
+    recs = [r for r in caplog.records if getattr(r, "op", None) == "fs.read"]
+    assert len(recs) == 1 and recs[0].code == "NOT_FOUND" and recs[0].worker == w.host.worker_id
+    assert recs[0].account == "default" and recs[0].duration_ms >= 0
