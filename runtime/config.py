@@ -21,6 +21,7 @@ class Config:
     nats_url: str = ""  # empty: start an embedded nats-server
     nats_host: str = "127.0.0.1"
     nats_port: int = 4222
+    nats_monitor_port: int = 0  # the embedded nats-server's monitoring endpoint (/varz, /connz, ...); 0: off
     prefix: str = "skald"
     actors: tuple[str, ...] = IMPLEMENTED_ACTORS
     worker_id: str = ""
@@ -123,7 +124,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "log_format": ("text", "json"),
 }
 RANGES: dict[str, tuple[float, float]] = {
-    "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "max_concurrency": (1, 100_000),
+    "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "nats_monitor_port": (0, 65535),
+    "max_concurrency": (1, 100_000),
     "max_body_bytes": (1024, 64 * 1024 * 1024),
     "request_timeout_s": (0.01, 3600), "embed_threads": (1, 256), "embed_timeout_s": (0.01, 3600),
     "embed_dim": (0, 65536), "llm_timeout_s": (0.01, 3600), "rerank_timeout_s": (0.01, 3600),

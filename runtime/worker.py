@@ -188,8 +188,10 @@ class Worker:
             raise SystemExit("keys are configured but there is no worker secret (run `skald keys create` once)")
         creds = (WORKER_USER, keys.worker_secret) if keys.enabled else None
         if self.embedded:
+            monitor = f'http: "{cfg.nats_host}:{cfg.nats_monitor_port}"\n' if cfg.nats_monitor_port else ""
             self.server = EmbeddedNats(cfg.data_dir / "nats", cfg.nats_host, cfg.nats_port,
-                                       auth=busauth.authorization(cfg.prefix, keys) if keys.enabled else None)
+                                       auth=busauth.authorization(cfg.prefix, keys) if keys.enabled else None,
+                                       extra=monitor)
             self.url = await asyncio.to_thread(self.server.start)
             urls = [self.url]
             announce_bus(self._owner, self.url)

@@ -123,12 +123,17 @@ class Indexer:
         if not vp.path.exists():
             raise NotFound("no such file or directory", {"uri": vp.uri})
         keys = await asyncio.to_thread(self._rows_of, vp)
-        await asyncio.to_thread(tree.remove_sync, vp.path, req.recursive)
+        return await self._remove(vp, keys, req.recursive, req.wait, ctx)
+
+    async def _remove(self, vp: VikingPath, keys: list[tuple[str, int]], recursive: bool, wait: bool,
+                      ctx: Ctx) -> fs_msgs.ChangeResult:
+        """Remove from the tree, then its rows from the index (and refresh its parent's summaries)."""
+        await asyncio.to_thread(tree.remove_sync, vp.path, recursive)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=tuple(keys),
-                          refresh_dirs=(vp.parent_uri,))
-        done = await self._submit(job, req.wait, ctx)
+                                    refresh_dirs=(vp.parent_uri,))
+        done = await self._submit(job, wait, ctx)
         return fs_msgs.ChangeResult(uri=vp.uri, index_job=job.job_id, indexed=bool(done), removed=len(keys),
-                              index_seq=done.index_seq if done else 0)
+                                    index_seq=done.index_seq if done else 0)
 
     @handles(catalog.FS_MV, timeout_s=120.0, journal=True)
     async def fs_mv(self, req: fs_msgs.MvRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
@@ -262,12 +267,7 @@ class Indexer:
         if not vp.path.is_file():
             raise NotFound("no such memory", {"uri": vp.uri})
         await asyncio.to_thread(memory_history.save_version, vp.path, "delete", clock_now())
-        await asyncio.to_thread(tree.remove_sync, vp.path, False)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=((vp.uri, 2),),
-                                    refresh_dirs=(vp.parent_uri,))
-        done = await self._submit(job, req.wait, ctx)
-        return fs_msgs.ChangeResult(uri=vp.uri, index_job=job.job_id, indexed=bool(done), removed=1,
-                                    index_seq=done.index_seq if done else 0)
+        return await self._remove(vp, [(vp.uri, 2)], False, req.wait, ctx)
 
     @handles(catalog.MEMORIES_HISTORY)
     async def memory_history(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> ingest_msgs.MemoryHistory:

@@ -112,3 +112,21 @@ def test_port_in_use_and_unreachable_server_are_one_line_each(tmp_path: Path) ->
     c = spawn(["find", "anything", "--nats-url", f"nats://127.0.0.1:{port}", "--timeout", "2"])
     _, err = c.communicate(timeout=60)
     assert c.returncode == 6 and len(err.strip().splitlines()) == 1 and "is `skald up` running?" in err
+
+
+async def test_the_embedded_servers_monitoring_port_can_be_turned_on(tmp_path: Path) -> None:
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = make_config("", tmp_path / "data", nats_port=-1, nats_monitor_port=port)
+    cfg.nats_url = ""
+    w = Worker(cfg, embedded=True)
+    await w.start()
+    try:
+        async with httpx.AsyncClient() as http:
+            varz = (await http.get(f"http://127.0.0.1:{port}/varz")).json()
+        assert varz["jetstream"]["config"]["store_dir"].startswith(str(tmp_path))
+    finally:
+        await w.stop()
