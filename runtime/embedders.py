@@ -9,7 +9,9 @@ import os
 import re
 import threading
 import zlib
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import numpy as np
@@ -152,3 +154,41 @@ class OpenAIEmbedder:
         return np.vstack(out) if out else np.zeros((0, self.dim), dtype=np.float32)
 
 
+
+
+class QueryCache:
+    """An embedder whose query vectors are remembered: recall on every turn of a conversation, and
+    the same question asked again, do not pay the model twice. Bounded (LRU), per process; passage
+    embedding goes straight through."""
+
+    def __init__(self, inner: Any, size: int = 4096) -> None:
+        self.inner = inner
+        self.size = size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        got = self._cache.get(text)
+        if got is not None:
+            self._cache.move_to_end(text)
+            self.hits += 1
+            return got
+        self.misses += 1
+        vec = await self.inner.embed_query(text)
+        vec.setflags(write=False)  # shared between callers: nobody may change it
+        self._cache[text] = vec
+        if len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return vec
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return await self.inner.embed_passages(texts)

