@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -14,7 +14,15 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
-from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import (
+    BadRequestError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoStreamResponseError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 
 from skald.actors.kit import clock as CLOCK
 from skald.messages import errors as E
@@ -38,6 +46,7 @@ _enc = msgspec.msgpack.Encoder()
 _change_dec = msgspec.msgpack.Decoder(IndexChange)
 
 DUPLICATE_WINDOW_S = 120.0
+KV_ATTEMPTS = 12  # ~8 s of retries on the lease bucket: longer than a JetStream leader election
 WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -117,28 +126,48 @@ class NatsBus:
                     self._kv = await self.js.key_value(name)
         return self._kv
 
+    async def _lease_op(self, op: Callable[[Any], Awaitable[Any]]) -> Any:
+        """One lease-bucket operation. While the bucket's stream is electing a leader (a new
+        bucket, a server lost) JetStream has no answer for a moment: that is retried briefly, then
+        UNAVAILABLE (worth a retry), never INTERNAL."""
+        for attempt in range(KV_ATTEMPTS):
+            try:
+                return await op(await self._leases())
+            except (NoStreamResponseError, ServiceUnavailableError, NatsTimeout, NoRespondersError) as e:
+                if attempt == KV_ATTEMPTS - 1:
+                    raise E.Unavailable("the lease bucket is not answering (JetStream leader election?); retry",
+                                        {"error": type(e).__name__}) from e
+                await asyncio.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def lease_create(self, key: str, owner: str) -> int | None:
-        kv = await self._leases()
-        try:
-            return int(await kv.create(key, owner.encode()))
-        except KeyWrongLastSequenceError:
-            return None
+        async def op(kv: Any) -> int | None:
+            try:
+                return int(await kv.create(key, owner.encode()))
+            except KeyWrongLastSequenceError:
+                return None
+
+        return await self._lease_op(op)  # type: ignore[no-any-return]
 
     async def lease_get(self, key: str) -> tuple[str, int] | None:
-        kv = await self._leases()
-        try:
-            e = await kv.get(key)
-        except (KeyNotFoundError, KeyDeletedError):
-            return None
-        return (e.value or b"").decode(), int(e.revision or 0)
+        async def op(kv: Any) -> tuple[str, int] | None:
+            try:
+                e = await kv.get(key)
+            except (KeyNotFoundError, KeyDeletedError):
+                return None
+            return (e.value or b"").decode(), int(e.revision or 0)
+
+        return await self._lease_op(op)  # type: ignore[no-any-return]
 
     async def lease_renew(self, key: str, owner: str, rev: int) -> int | None:
         """Compare-and-set on the revision: a stale owner's renewal fails (fencing)."""
-        kv = await self._leases()
-        try:
-            return int(await kv.update(key, owner.encode(), last=rev))
-        except KeyWrongLastSequenceError:
-            return None
+        async def op(kv: Any) -> int | None:
+            try:
+                return int(await kv.update(key, owner.encode(), last=rev))
+            except KeyWrongLastSequenceError:
+                return None
+
+        return await self._lease_op(op)  # type: ignore[no-any-return]
 
     async def lease_release(self, key: str, rev: int) -> None:
         kv = await self._leases()
