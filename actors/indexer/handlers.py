@@ -244,17 +244,17 @@ class Indexer:
                           tags=(*tags, f"memory_type={req.category}"))
         return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
 
-    def _memory(self, uri: str, ident: Identity) -> VikingPath:
+    def _memory(self, uri: str, ident: Identity, existing: bool = False) -> VikingPath:
         vp = self._writable(uri, ident)
         if not memories.is_memory_file(vp):
             raise InvalidArgument("not a memory: memories live at .../memories/<category>/<name>", {"uri": vp.uri})
+        if existing and not vp.path.is_file():
+            raise NotFound("no such memory", {"uri": vp.uri})
         return vp
 
     @handles(catalog.MEMORIES_UPDATE, timeout_s=120.0, journal=True)
     async def update_memory(self, req: ingest_msgs.UpdateMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
-        vp = self._memory(req.uri, ctx.identity)
-        if not vp.path.is_file():
-            raise NotFound("no such memory", {"uri": vp.uri})
+        vp = self._memory(req.uri, ctx.identity, existing=True)
         await asyncio.to_thread(memory_history.save_version, vp.path, "update", clock_now())
         await tree.write_atomic(vp.path, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
@@ -263,9 +263,7 @@ class Indexer:
     @handles(catalog.MEMORIES_DELETE, timeout_s=120.0, journal=True)
     async def delete_memory(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> fs_msgs.ChangeResult:
         """Forget: the memory leaves the tree and the index; its text stays in its history."""
-        vp = self._memory(req.uri, ctx.identity)
-        if not vp.path.is_file():
-            raise NotFound("no such memory", {"uri": vp.uri})
+        vp = self._memory(req.uri, ctx.identity, existing=True)
         await asyncio.to_thread(memory_history.save_version, vp.path, "delete", clock_now())
         return await self._remove(vp, [(vp.uri, 2)], False, req.wait, ctx)
 
