@@ -51,6 +51,11 @@ class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):
     abstract: str = ""
     origin: Literal["self", "actor", "peer", "global"] = "self"
     updated_at: float = 0.0
+    # Carried so the assembler reads no file: a section's own text (served at full tier), or a
+    # long document's table of contents (its overview).
+    text: str = ""
+    location: str = ""  # a section's place in its document: "lines 812-840" or "page 7, lines ..."
+    lines: tuple[int, int] | None = None
 
 
 class CandidatesResult(msgspec.Struct, kw_only=True):
@@ -68,6 +73,7 @@ class ContextEntry(msgspec.Struct, kw_only=True):
     detail: Tier
     text: str
     origin: str = "self"
+    location: str = ""  # a section's place in its document
 
 
 class ContextResult(msgspec.Struct, kw_only=True):

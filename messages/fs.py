@@ -16,16 +16,26 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
 
 
 class ReadRequest(_Req):
+    """A file, or a section of a long document (`<uri>#<anchor>`). `offset` and `limit` count
+    lines, as OpenViking's clients send them: the window starts at line `offset` (0-based) and
+    holds `limit` lines (-1: to the end). A PDF or Office document reads as its converted text;
+    `raw` returns the file's own bytes (base64 when they are not UTF-8 text)."""
+
     uri: Uri
     offset: Annotated[int, Meta(ge=0)] = 0
-    limit: Annotated[int, Meta(ge=-1)] = -1  # characters; -1 = to the end
+    limit: Annotated[int, Meta(ge=-1)] = -1
+    raw: bool = False
 
 
 class ReadResult(msgspec.Struct, kw_only=True):
     uri: str
     content: str
-    size: int
-    truncated: bool = False
+    size: int  # characters of the whole text (of the section, for a section)
+    truncated: bool = False  # the window ends before the text does
+    lines: int = 0  # lines of the whole text
+    start_line: int = 0  # 1-based line of the file (or converted text) where `content` begins
+    format: str = ""  # what the text was converted from (pdf, docx, html, ...), when it was
+    encoding: Literal["text", "base64"] = "text"
 
 
 class LsRequest(_Req):

@@ -6,7 +6,8 @@ import msgspec
 
 
 class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
-    """One retrievable node: a file (level 2) or a directory's abstract (0) / overview (1).
+    """One retrievable node: a file or a section (level 2), a directory's or a long document's
+    abstract (0) / overview (1).
 
     `uri` is the node itself (the directory for levels 0 and 1); the `.abstract.md` /
     `.overview.md` suffix is added when it is served. `vector` is little-endian float32.
@@ -28,6 +29,13 @@ class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
     model: str = ""
     text: str = ""  # what keyword (BM25) search reads: the file's text (bounded), or the L0/L1 text
     vector: bytes = b""
+    # A long document is a node (levels 0 and 1, kind "document") whose level-2 children are its
+    # sections (kind "section", URI `<document>#<anchor>`, text = the section's own text).
+    kind: str = ""
+    title: str = ""  # a section's heading path
+    start_line: int = 0
+    end_line: int = 0
+    page: int = 0
 
 
 class IndexDelete(msgspec.Struct, kw_only=True, frozen=True):

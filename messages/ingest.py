@@ -70,6 +70,14 @@ class MemoryHistory(msgspec.Struct, kw_only=True):
     versions: list[MemoryVersion]
 
 
+class Skipped(msgspec.Struct, kw_only=True):
+    """A file that got no rows, and why: unsupported_type, encrypted, too_large, decode_error, empty."""
+
+    uri: str
+    reason: str
+    detail: str = ""
+
+
 class IngestResult(msgspec.Struct, kw_only=True):
     """The reply of an ingest request, and the `ingest.done.{job_id}` event a finished job publishes."""
 
@@ -82,6 +90,9 @@ class IngestResult(msgspec.Struct, kw_only=True):
     index_seq: int = 0
     error: str | None = None
     generator: str = ""
+    sections: int = 0  # section rows of long documents written by this job
+    embedded: int = 0  # texts this job sent to the embedder (unchanged sections keep their vectors)
+    skipped: list[Skipped] = []
 
 
 class IngestJob(msgspec.Struct, kw_only=True, frozen=True):
@@ -102,3 +113,4 @@ class IngestProgress(msgspec.Struct, kw_only=True):
     done: int
     total: int
     stage: str
+    skipped: list[Skipped] = []  # files of this batch that got no rows

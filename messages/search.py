@@ -102,6 +102,7 @@ class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
     origin_score: float | None = None
     time_score: float | None = None
     provenance: dict[str, Any] | None = None
+    location: str = ""  # a section of a long document: "lines 812-840" (PDF: "page 7, lines ...")
 
 
 class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):

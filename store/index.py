@@ -49,7 +49,8 @@ def row_key(account: str, uri: str, level: int) -> str:
 
 
 def _sort_key(account: str, uri: str) -> str:
-    return f"{account}\x00{uri}/"
+    """A section (`<doc>#<anchor>`) sorts, and scopes, inside its document's subtree."""
+    return f"{account}\x00{uri.replace('#', '/')}/"
 
 
 def row_subject_token(account: str, uri: str, level: int) -> str:
@@ -306,7 +307,7 @@ class VectorIndex:
             return False
         if prefixes is None:
             return True
-        u = row.uri + "/"
+        u = row.uri.replace("#", "/") + "/"
         for p in prefixes:
             p = p.rstrip("/") + "/"
             if p == "viking:///" or u.startswith(p):

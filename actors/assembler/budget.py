@@ -34,6 +34,7 @@ class Slot:
     deepest: str
     texts: dict[str, str]  # tier -> text; a missing tier is unavailable ("uri" is always available)
     origin: str = "self"
+    location: str = ""
     _costs: dict[str, int] = field(default_factory=dict)
     _units: dict[str, float] = field(default_factory=dict)
 
@@ -46,7 +47,7 @@ class Slot:
         if c is None:
             if "head" not in self._units:
                 self._units["head"] = estimate_units(render.head(self.uri, self.category, self.score,
-                                                                 self.origin)) + _SEP
+                                                                 self.origin, self.location)) + _SEP
             b = render.body(self.texts.get(tier, "")) if tier != "uri" else ""
             opening, ending = render.close(tier, bool(b))
             c = math.ceil(self._units["head"] + estimate_units(opening) + estimate_units(b) + estimate_units(ending))
@@ -126,7 +127,11 @@ def read_plan(slots: list[Slot], max_tokens: int) -> list[str | None]:
     out: list[str | None] = []
     for s in slots:
         if s.is_dir:
-            out.append("dir_overview" if "overview" in (s.start, s.deepest) else None)
+            wanted = "overview" in (s.start, s.deepest) and "overview" not in s.texts
+            out.append("dir_overview" if wanted else None)
+            continue
+        if "full" in s.texts:
+            out.append(None)  # a section arrives with its text
             continue
         reach = {s.start, *tiers_mod.deeper(s.category, False, s.start, s.deepest)}
         if reach & {"overview", "full"}:

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from skald.actors.assembler import bootstrap, budget, ledger, render, tiers
+from skald.actors.assembler import bootstrap, budget, ledger, passages, render, tiers
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
 from skald.actors.assembler import selection as Sel
@@ -99,7 +99,7 @@ class Assembler:
             retrieval = await self._candidates(p, ctx, queries, cooled)
             timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
             timing["embed_ms"] = retrieval.embed_ms
-            chosen = Sel.select(retrieval.buckets, p.quotas, p.limit)
+            chosen = passages.merge_neighbours(Sel.select(retrieval.buckets, p.quotas, p.limit))
             ts = time.perf_counter()
             slots = await self._slots(chosen, p, ctx.identity)
             timing["read_ms"] = (time.perf_counter() - ts) * 1000
@@ -115,8 +115,8 @@ class Assembler:
             text = s.texts.get(tier, "") if tier != "uri" else ""
             entries.append(context_msgs.ContextEntry(uri=s.uri, category=s.category, score=round(s.score, 4),
                                                      detail=tier,  # type: ignore[arg-type]
-                                          text=text, origin=s.origin))
-            elements.append(render.element(s.uri, s.category, s.score, tier, text, s.origin))
+                                          text=text, origin=s.origin, location=s.location))
+            elements.append(render.element(s.uri, s.category, s.score, tier, text, s.origin, s.location))
         rendered = render.join(elements)
         ts = time.perf_counter()
         digest, rewrite, usage = await self._rewrite(p, entries, rendered, session)
@@ -215,10 +215,17 @@ class Assembler:
         """Plan tiers without I/O, then read only what may be served and can fit."""
         slots = []
         for c in chosen:
-            start, deepest = tiers.bounds(c.category, c.is_dir, p.detail.get(c.category))
+            pinned = p.detail.get(c.category)
+            start, deepest = tiers.bounds(c.category, c.is_dir, pinned)
             texts = {"abstract": c.abstract} if c.abstract else {}
+            if c.text and c.is_dir:
+                texts["overview"] = c.text  # a long document's table of contents
+            elif c.text:
+                texts["full"] = c.text  # a section: the passage itself is what is served
+                if pinned is None:
+                    start = deepest = "full"
             slots.append(budget.Slot(uri=c.uri, category=c.category, score=c.score, is_dir=c.is_dir, start=start,
-                                 deepest=deepest, texts=texts, origin=c.origin))
+                                 deepest=deepest, texts=texts, origin=c.origin, location=c.location))
         plan = budget.read_plan(slots, p.max_tokens)
         todo = [(s, what) for s, what in zip(slots, plan, strict=True) if what]
 

@@ -24,10 +24,12 @@ def score_text(score: float) -> str:
     return f"{score:.2f}"
 
 
-def head(uri: str, category: str, score: float, origin: str = "self") -> str:
-    """The element's opening up to (not including) its detail attribute."""
+def head(uri: str, category: str, score: float, origin: str = "self", location: str = "") -> str:
+    """The element's opening up to (not including) its detail attribute; a section of a long
+    document says where in it the passage lies."""
     return (f'<memory uri="{attr(uri)}" type="{attr(category)}" score="{score_text(score)}"'
-            + (f' origin="{attr(origin)}"' if origin == "peer" else ""))
+            + (f' origin="{attr(origin)}"' if origin == "peer" else "")
+            + (f' location="{attr(location)}"' if location else ""))
 
 
 def body(text: str) -> str:
@@ -41,10 +43,11 @@ def close(detail: str, has_body: bool) -> tuple[str, str]:
     return f' detail="{attr(detail)}">\n', "\n</memory>"
 
 
-def element(uri: str, category: str, score: float, detail: str, text: str, origin: str = "self") -> str:
+def element(uri: str, category: str, score: float, detail: str, text: str, origin: str = "self",
+            location: str = "") -> str:
     b = body(text) if detail != "uri" else ""
     opening, ending = close(detail, bool(b))
-    return head(uri, category, score, origin) + opening + b + ending
+    return head(uri, category, score, origin, location) + opening + b + ending
 
 
 def join(elements: list[str]) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from skald.actors.indexer import memories
+from skald.actors.indexer import documents, memories
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.pipeline import IngestPipeline
 from skald.actors.kit.clock import now as clock_now
@@ -27,6 +27,7 @@ from skald.messages import catalog, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from skald.store import documents as docs_store
 from skald.store import faults, memory_history, tree
 from skald.store.uri import Identity, Namespace, VikingPath
 
@@ -109,12 +110,12 @@ class Indexer:
         """Every row key a subtree can have, read from the tree before it changes."""
         out: list[tuple[str, int]] = []
         if vp.path.is_file():
-            return [(vp.uri, 2)]
+            return sorted(documents.row_keys(vp.uri, docs_store.load(vp.path)))
         for d in tree.walk_dirs_bottom_up(vp.path):
             dv = self.ns.from_path(vp.account, d)
             out += [(dv.uri, 0), (dv.uri, 1)]
         for f, _ in tree.walk_files(vp.path):
-            out.append((self.ns.from_path(vp.account, f).uri, 2))
+            out += sorted(documents.row_keys(self.ns.from_path(vp.account, f).uri, docs_store.load(f)))
         return out
 
     @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
@@ -128,7 +129,10 @@ class Indexer:
     async def _remove(self, vp: VikingPath, keys: list[tuple[str, int]], recursive: bool, wait: bool,
                       ctx: Ctx) -> fs_msgs.ChangeResult:
         """Remove from the tree, then its rows from the index (and refresh its parent's summaries)."""
+        was_file = vp.path.is_file()
         await asyncio.to_thread(tree.remove_sync, vp.path, recursive)
+        if was_file:
+            await asyncio.to_thread(docs_store.remove, vp.path)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=tuple(keys),
                                     refresh_dirs=(vp.parent_uri,))
         done = await self._submit(job, wait, ctx)
@@ -144,7 +148,10 @@ class Indexer:
         if not src.path.exists():
             raise NotFound("no such file or directory", {"uri": src.uri})
         keys = await asyncio.to_thread(self._rows_of, src)
+        was_file = src.path.is_file()
         await asyncio.to_thread(tree.move_sync, src.path, dst.path)
+        if was_file:
+            await asyncio.to_thread(docs_store.remove, src.path)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=src.account, remove_rows=tuple(keys),
                           index_roots=(dst.uri,), refresh_dirs=(src.parent_uri,))
         done = await self._submit(job, req.wait, ctx)

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
+from skald.actors.indexer import documents
 from skald.actors.indexer import rows as rows_mod
-from skald.actors.indexer.formats import Registry, default_registry
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
+from skald.actors.text import formats
+from skald.actors.text.doc import Unconvertible
 from skald.messages import ingest as ingest_msgs
 from skald.messages import subjects
 from skald.messages.errors import InvalidArgument, NotFound
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
+from skald.store import documents as docs_store
 from skald.store import faults, sidecar, tree
 from skald.store.index import row_subject_token
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
@@ -30,14 +35,20 @@ EMBED_BATCH = 32
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
+@dataclass(slots=True)
+class FileRows:
+    changes: list[tuple[str, IndexChange]]
+    sections: int
+    skipped: list[ingest_msgs.Skipped]
+    embedded: int
+
+
 class IngestPipeline:
-    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus,
-                 formats: Registry | None = None) -> None:
+    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus) -> None:
         self.ns = ns
         self.embedder = embedder
         self.summarizer = summarizer
         self.bus = bus
-        self.formats = formats or default_registry()
 
     async def process(self, job: ingest_msgs.IngestJob) -> ingest_msgs.IngestResult:
         """Run one job to the end: deletes, file rows, directory summaries bottom-up, publish."""
@@ -59,8 +70,8 @@ class IngestPipeline:
                 dirs += [self.ns.from_path(vp.account, d) for d in found[1]]
         files = [f for f in files if rows_mod.file_is_indexed(f.segments)]
         total = len(files) + len(dirs)
-        file_rows = await self._file_rows(job, files, total)
-        changes += file_rows
+        fr = await self._file_rows(job, files, total)
+        changes += fr.changes
         # Directories inside the job bottom-up, then every ancestor of what changed.
         refresh: dict[str, VikingPath] = {}
         for d in dirs:
@@ -80,53 +91,77 @@ class IngestPipeline:
         faults.point("ingest.after_publish")  # rows published, job not acknowledged
         return ingest_msgs.IngestResult(job_id=job.job_id, root_uri=",".join(job.index_roots), status="done",
                             files=len(files), directories=len(ordered), rows=len(changes), index_seq=seq,
-                            generator=self.summarizer.name)
+                            generator=self.summarizer.name, sections=fr.sections, skipped=fr.skipped,
+                            embedded=fr.embedded + len(dir_changes))
 
-    async def _file_rows(self, job: ingest_msgs.IngestJob, files: list[VikingPath], total: int) -> list[tuple[str,
-                                                                                                              IndexChange]]:
+    async def _file_rows(self, job: ingest_msgs.IngestJob, files: list[VikingPath],
+                         total: int) -> FileRows:
+        """The job's files as row changes, embedded a batch at a time."""
         out: list[tuple[str, IndexChange]] = []
+        skipped: list[ingest_msgs.Skipped] = []
+        n_sections = embedded = 0
         by_dir: dict[Path, dict[str, sidecar.FileFacts]] = {}
         for i in range(0, len(files), EMBED_BATCH):
             batch = files[i : i + EMBED_BATCH]
-            pending: list[tuple[VikingPath, str, tuple[str, ...], os.stat_result, str, str, str]] = []
+            plans: list[tuple[VikingPath, os.stat_result, tuple[str, ...], documents.FilePlan]] = []
+            batch_skipped: list[ingest_msgs.Skipped] = []
             for vp in batch:
                 try:
                     st = vp.path.stat()
                     if st.st_size > MAX_FILE_BYTES:
-                        continue
+                        raise Unconvertible("too_large", f"{st.st_size} bytes; the limit is {MAX_FILE_BYTES}")
                     data = await tree.read_bytes(vp.path)
+                    doc = await asyncio.to_thread(formats.convert, vp.name, data)
                 except (NotFound, InvalidArgument, OSError):
-                    continue
-                converted = self.formats.convert(vp.name, data)
-                if converted is None:
+                    continue  # gone or unreadable since the walk: nothing to index
+                except Unconvertible as e:
+                    batch_skipped.append(ingest_msgs.Skipped(uri=vp.uri, reason=e.reason, detail=e.detail))
+                    out += self._deletes(vp, ((vp.uri, 2),))
                     continue
                 facts = by_dir.setdefault(vp.path.parent, sidecar.load(vp.path.parent))
                 sha = rows_mod.sha256(data)
                 old = facts.get(vp.name)
-                text = converted.text
                 if old and old.sha == sha and old.summarizer == self.summarizer.name:
                     summary = old.abstract
                 else:
-                    summary = await self.summarizer.file_abstract(vp.name, text)
+                    summary = await self.summarizer.file_abstract(vp.name, doc.text)
                 tags = rows_mod.check_tags((*(old.tags if old else ()), *job.tags)) if (old or job.tags) else ()
-                abstract, embed_text = rows_mod.file_texts(vp.segments, text, summary)
                 facts[vp.name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=sha,
                                                    abstract=summary, tags=tags, summarizer=self.summarizer.name)
-                pending.append((vp, abstract, tags, st, embed_text, sha, text))
-            if not pending:
-                continue
-            vecs = await self.embedder.embed_passages([p[4] for p in pending])
-            for (vp, abstract, tags, st, _, sha, body), vec in zip(pending, vecs, strict=True):
-                row = rows_mod.make_row(vp.account, vp.segments, 2, abstract, tags=tags,
-                                 created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
-                                 content_hash=sha, model=self.embedder.name, vector=vec,
-                                 owner=rows_mod.owner_of(vp.segments), text=f"{vp.name}\n{body}")
-                out.append((row_subject_token(vp.account, vp.uri, 2), IndexChange(upsert=row)))
+                old_rec = await asyncio.to_thread(docs_store.load, vp.path)
+                plans.append((vp, st, tags, documents.plan(vp.segments, doc, sha, summary, self.embedder.name,
+                                                           old_rec)))
+            embedded += await documents.embed_missing([r for *_, p in plans for r in p.rows],
+                                                      self.embedder.embed_passages)
+            for vp, st, tags, p in plans:
+                out += self._deletes(vp, p.deletes)
+                for r in p.rows:
+                    row = rows_mod.make_row(vp.account, vp.segments, r.level, r.abstract, tags=tags,
+                                            created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
+                                            content_hash=r.content_hash, model=self.embedder.name,
+                                            vector=r.vector,  # type: ignore[arg-type]
+                                            owner=rows_mod.owner_of(vp.segments), text=r.text, uri=r.uri,
+                                            parent_uri=r.parent_uri, kind=r.kind, title=r.title,
+                                            start_line=r.start_line, end_line=r.end_line, page=r.page)
+                    out.append((row_subject_token(vp.account, r.uri, r.level), IndexChange(upsert=row)))
+                n_sections += p.sections
+                documents.remember_vectors(p)
+                if p.record is not None:
+                    await asyncio.to_thread(docs_store.save, vp.path, p.record)
+                else:
+                    await asyncio.to_thread(docs_store.remove, vp.path)
+            skipped += batch_skipped
             await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
-                job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files"))
+                job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files",
+                skipped=batch_skipped))
         for d, facts in by_dir.items():
             await asyncio.to_thread(sidecar.save, d, facts)
-        return out
+        return FileRows(out, n_sections, skipped, embedded)
+
+    @staticmethod
+    def _deletes(vp: VikingPath, keys: Iterable[tuple[str, int]]) -> list[tuple[str, IndexChange]]:
+        return [(row_subject_token(vp.account, uri, level),
+                 IndexChange(delete=IndexDelete(account=vp.account, uri=uri, level=level))) for uri, level in keys]
 
     async def _dir_rows(self, job: ingest_msgs.IngestJob, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
         rows: list[tuple[IndexRow, str]] = []
@@ -179,8 +214,9 @@ class IngestPipeline:
                 f = facts.get(e.name)
                 if f is None or f.mtime_ns != st.st_mtime_ns or f.size != st.st_size:
                     data = Path(e.path).read_bytes() if st.st_size <= MAX_FILE_BYTES else b""
-                    converted = self.formats.convert(e.name, data)
-                    if converted is None:
+                    try:
+                        converted = await asyncio.to_thread(formats.convert, e.name, data)
+                    except Unconvertible:
                         out.append((e.name, False, ""))
                         continue
                     summary = await self.summarizer.file_abstract(e.name, converted.text)

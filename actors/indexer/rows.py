@@ -91,16 +91,18 @@ def vec_bytes(v: np.ndarray) -> bytes:
 
 def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],
              created_at: float, updated_at: float, content_hash: str, model: str, vector: np.ndarray,
-             owner: str, text: str = "") -> IndexRow:
+             owner: str, text: str = "", uri: str = "", parent_uri: str = "", kind: str = "", title: str = "",
+             start_line: int = 0, end_line: int = 0, page: int = 0) -> IndexRow:
+    """`uri`/`parent_uri` default to the node's own; a section passes `<doc>#<anchor>` and the document."""
     ctype = context_type_of(segments)
     cat = category_of(segments) if ctype == "memory" else ""
     if ctype == "memory" and cat and not any(t.startswith("memory_type=") for t in tags) and level == 2:
         tags = (*tags, f"memory_type={cat}")
     return IndexRow(
-        account=account, uri=join_uri(segments), level=level, parent_uri=join_uri(segments[:-1]),
+        account=account, uri=uri or join_uri(segments), level=level, parent_uri=parent_uri or join_uri(segments[:-1]),
         context_type=ctype, category=cat, abstract=abstract, tags=tags, created_at=created_at,
         updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vec_bytes(vector),
-        text=text[:KEYWORD_CHARS],
+        text=text[:KEYWORD_CHARS], kind=kind, title=title, start_line=start_line, end_line=end_line, page=page,
     )
 
 

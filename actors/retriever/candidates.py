@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from skald.actors.retriever import results
 from skald.messages.context import Candidate
 from skald.messages.index import IndexRow
 from skald.store.uri import SCHEME, Identity
@@ -106,7 +107,9 @@ def excluder(uris: list[str], prefixes: list[str]) -> Callable[[str], bool]:
     subtrees = tuple(p.rstrip("/") + "/" for p in prefixes)
 
     def excluded(uri: str) -> bool:
-        return uri in exact or (bool(subtrees) and uri.startswith(subtrees))
+        """A section of an excluded document is excluded with it."""
+        return uri in exact or uri.split("#", 1)[0] in exact or (bool(subtrees) and uri.startswith(subtrees)) \
+            or (bool(subtrees) and "#" in uri and uri.split("#", 1)[0] + "/" in subtrees)
 
     return excluded
 
@@ -136,8 +139,16 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
             continue
         cat = display_category(h.row)
         pkg = skill_package(segs) if h.row.context_type == "skill" else None
+        text, location = "", ""
         if pkg is not None:
             uri, is_dir, abstract = SCHEME + "/".join(pkg) + "/SKILL.md", False, package_abstract(pkg)
+        elif h.row.kind == "document":
+            # A long document's node: served as the document, its table of contents as overview.
+            uri, is_dir, abstract = h.row.uri, True, h.row.abstract
+            text = h.row.text.split("\n", 1)[-1] if h.row.level == 1 else ""
+        elif h.row.kind == "section":
+            uri, is_dir, abstract = h.row.uri, False, h.row.abstract
+            text, location = h.row.text, results.location(h.row)
         elif h.row.level in (0, 1):
             if is_scope_dir(segs):
                 continue
@@ -155,6 +166,10 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
         cur = best.get(uri)
         if cur is None or score > cur.score:
             best[uri] = Candidate(uri=uri, category=cat, score=round(float(score), 6), is_dir=is_dir,  # type: ignore[arg-type]
-                                  abstract=abstract, origin=org, updated_at=h.row.updated_at)  # type: ignore[arg-type]
+                                  abstract=abstract, origin=org, updated_at=h.row.updated_at,  # type: ignore[arg-type]
+                                  text=text or (cur.text if cur else ""), location=location,
+                                  lines=(h.row.start_line, h.row.end_line) if h.row.kind == "section" else None)
+        elif text and not cur.text:
+            cur.text = text
     out.candidates = sorted(best.values(), key=lambda c: (-c.score, c.uri))
     return out

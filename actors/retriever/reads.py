@@ -4,7 +4,9 @@ handlers need the namespace and (for abstracts not yet on disk) the index replic
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -13,21 +15,53 @@ from skald.actors.kit.decl import handles
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import grep_glob
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.text import extract
+from skald.actors.text import extract, formats
+from skald.actors.text.doc import Unconvertible
 from skald.actors.text.tags import check_tags
 from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
 from skald.messages.errors import InvalidArgument, NotFound
-from skald.store import sidecar, tree
+from skald.store import documents, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
 
 
+def document_text(path: Path) -> tuple[str, str]:
+    """(text, converted-from format) of a file: a document's converted text (from its record
+    when the bytes have not changed since it was indexed), or the file's own text."""
+    data = path.read_bytes()
+    rec = documents.load(path)
+    if rec is not None and rec.text and rec.sha == hashlib.sha256(data).hexdigest():
+        return rec.text, rec.format
+    try:
+        doc = formats.convert(path.name, data)
+    except Unconvertible as e:
+        raise InvalidArgument(f"cannot read as text ({e.reason}); pass raw to get the bytes",
+                              {"reason": e.reason, "detail": e.detail}) from e
+    return doc.text, doc.format if doc.derived else ""
+
+
+def find_section(path: Path, anchor: str) -> documents.SectionRecord | None:
+    rec = documents.load(path)
+    return next((s for s in rec.sections if s.anchor == anchor), None) if rec is not None else None
+
+
+def section_text(path: Path, anchor: str) -> str:
+    sec = find_section(path, anchor)
+    if sec is None:
+        raise NotFound("no such section in the document", {"anchor": anchor})
+    return "\n".join(document_text(path)[0].splitlines()[sec.start - 1 : sec.end])
+
+
 async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: Identity) -> None:
-    """`read_content`: each hit's full text beside it (a hit removed meanwhile keeps none)."""
+    """`read_content`: each hit's full text beside it (a section's own text; a hit removed
+    meanwhile keeps none)."""
     for m in (*result.memories, *result.resources, *result.skills):
+        file_uri, _, anchor = m.uri.partition("#")
         with contextlib.suppress(Exception):
-            m.content = await tree.read_text(ns.resolve(m.uri, ident).path)
+            path = ns.resolve(file_uri, ident).path
+            m.content = await asyncio.to_thread(section_text, path, anchor) if anchor else \
+                (await asyncio.to_thread(document_text, path))[0]
 
 
 class TreeReads:
@@ -106,13 +140,33 @@ class TreeReads:
 
     @handles(catalog.FS_READ)
     async def fs_read(self, req: fs_msgs.ReadRequest, ctx: Ctx) -> fs_msgs.ReadResult:
-        vp = self._existing(req.uri, ctx.identity)
+        file_uri, _, anchor = req.uri.partition("#")
+        vp = self._existing(file_uri, ctx.identity)
         if vp.path.is_dir():
-            raise InvalidArgument("is a directory; use fs.ls or fs.overview", {"uri": vp.uri})
-        text = await tree.read_text(vp.path)
-        end = len(text) if req.limit < 0 else req.offset + req.limit
-        part = text[req.offset : end]
-        return fs_msgs.ReadResult(uri=vp.uri, content=part, size=len(text), truncated=end < len(text))
+            raise InvalidArgument("is a directory; list it or read its overview", {"uri": vp.uri})
+        if req.raw:
+            data = await tree.read_bytes(vp.path)
+            try:
+                return fs_msgs.ReadResult(uri=vp.uri, content=data.decode("utf-8"), size=len(data))
+            except UnicodeDecodeError:
+                return fs_msgs.ReadResult(uri=vp.uri, content=base64.b64encode(data).decode(), size=len(data),
+                                          encoding="base64")
+        text, fmt = await asyncio.to_thread(document_text, vp.path)
+        lines = text.splitlines()
+        first, last = 0, len(lines)
+        uri = vp.uri
+        if anchor:
+            sec = await asyncio.to_thread(find_section, vp.path, anchor)
+            if sec is None:
+                raise NotFound("no such section in the document", {"uri": req.uri})
+            first, last, uri = sec.start - 1, min(sec.end, len(lines)), f"{vp.uri}#{anchor}"
+        start = first + req.offset
+        end = last if req.limit < 0 else min(last, start + req.limit)
+        part = lines[start:end]
+        whole = "\n".join(lines[first:last])
+        content = "\n".join(part) + ("\n" if part and (end < len(lines) or text.endswith("\n")) else "")
+        return fs_msgs.ReadResult(uri=uri, content=content, size=len(whole), truncated=end < last,
+                                  lines=last - first, start_line=start + 1 if part else 0, format=fmt)
 
     def _entry(self, vp: VikingPath, e: Any, facts: dict[str, sidecar.FileFacts]) -> fs_msgs.Entry:
         st = e.stat(follow_symlinks=False)

@@ -34,9 +34,18 @@ def passes(score: float, threshold: float | None, gte: bool = False) -> bool:
 
 
 def to_matched(row: IndexRow, score: float) -> MatchedContext:
-    return MatchedContext(context_type=row.context_type, uri=served_uri(row.uri, row.level), level=row.level,
+    """A long document's L0/L1 rows are served as the document itself (it has no `.overview.md`)."""
+    uri = row.uri if row.kind == "document" else served_uri(row.uri, row.level)
+    return MatchedContext(context_type=row.context_type, uri=uri, level=row.level,
                           score=round(float(score), 6), category=row.category, abstract=row.abstract,
-                          tags=list(row.tags) or None)
+                          tags=list(row.tags) or None, location=location(row))
+
+
+def location(row: IndexRow) -> str:
+    if row.kind != "section":
+        return ""
+    where = f"lines {row.start_line}-{row.end_line}"
+    return f"page {row.page}, {where}" if row.page else where
 
 
 def group(items: Iterable[MatchedContext], limit: int) -> FindResult:

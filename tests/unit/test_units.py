@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from skald.actors.indexer import formats
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.retriever import params, results
 from skald.actors.retriever.grep_glob import glob_regex
@@ -148,19 +147,6 @@ def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None: 
     assert back is not None and len(back) == len(idx) and back.applied_seq == 42
     assert back.content_hash() == idx.content_hash()
     assert VectorIndex.load(tmp_path / "snap", emb.dim, "another-model") is None
-
-
-def test_format_registry_converts_in_order_and_refuses_binary() -> None:
-    """Bytes become text in one seam: the first format that takes the bytes wins; none takes a binary."""
-    reg = formats.default_registry()
-    assert reg.convert("a.md", "héllo".encode()) == formats.Converted("héllo", "text")
-    assert reg.convert("blob.bin", b"\x00\x01binary") is None
-    reg.register(formats.Format("upper", lambda name, data: data.decode().upper() if name.endswith(".up") else None),
-                 before="text")
-    assert reg.convert("x.up", b"abc") == formats.Converted("ABC", "upper")
-    assert reg.convert("x.md", b"abc").format == "text"  # type: ignore[union-attr]
-    with pytest.raises(ValueError):
-        reg.register(formats.Format("text", formats.plain_text))
 
 
 @pytest.mark.parametrize("env,needle", [

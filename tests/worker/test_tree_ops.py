@@ -20,8 +20,11 @@ async def test_write_then_read_stat_ls_tree(client: SkaldClient) -> None:
     assert w["uri"] == "viking://resources/proj/guide.md" and w["created"] and w["indexed"]
     r = await client.call("fs.read", {"uri": "viking://resources/proj/guide.md"})
     assert r["content"].startswith("# Guide")
-    part = await client.call("fs.read", {"uri": "viking://resources/proj/guide.md", "offset": 2, "limit": 5})
-    assert part["content"] == "Guide" and part["truncated"]
+    part = await client.call("fs.read", {"uri": "viking://resources/proj/guide.md", "offset": 2, "limit": 1})
+    assert part["content"] == "Install with pip. Run the server." and not part["truncated"]
+    assert part["start_line"] == 3 and part["lines"] == 3
+    head = await client.call("fs.read", {"uri": "viking://resources/proj/guide.md", "offset": 0, "limit": 1})
+    assert head["content"] == "# Guide\n" and head["truncated"]
     st = await client.call("fs.stat", {"uri": "viking://resources/proj/guide.md"})
     assert not st["is_dir"] and st["size"] == len(r["content"].encode())
     ls = await client.call("fs.ls", {"uri": "viking://resources/proj"})

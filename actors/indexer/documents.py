@@ -1,0 +1,126 @@
+"""What rows one file becomes (pure apart from the summarizer it is handed).
+
+A short file is one level-2 row, as always. A long resource becomes a document node: an L0 row
+(its abstract), an L1 row (its table of contents, one line per section) and one level-2 row per
+section under it (`<uri>#<anchor>`), each with its own abstract, its whole text for keyword
+search and its own vector. A section whose text is unchanged keeps the vector it had, so a
+re-ingest embeds only what changed; rows of sections that are gone are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from skald.actors.indexer import rows as rows_mod
+from skald.actors.text import sections as sections_mod
+from skald.actors.text.doc import Doc
+from skald.store import documents as docs_store
+from skald.store.uri import context_type_of, join_uri
+
+SECTION_EMBED_CHARS = 2_000  # a section is cut to fit the window; this only bounds a pathological line
+
+
+@dataclass(slots=True)
+class RowSpec:
+    """A row waiting for its vector: `vector` is set when an unchanged one is reused."""
+
+    uri: str
+    level: int
+    parent_uri: str
+    abstract: str
+    text: str
+    embed: str
+    content_hash: str
+    vector: np.ndarray | None = None
+    kind: str = ""
+    title: str = ""
+    start_line: int = 0
+    end_line: int = 0
+    page: int = 0
+
+
+@dataclass(slots=True)
+class FilePlan:
+    rows: list[RowSpec]
+    deletes: list[tuple[str, int]]
+    record: docs_store.DocRecord | None  # None: the file needs no record (and an old one goes)
+    sections: int = 0
+    summary: str = ""
+
+
+def sectioned(segments: tuple[str, ...], doc: Doc) -> bool:
+    """Only resources become document nodes: memories and skills are read whole."""
+    return context_type_of(segments) == "resource" and sections_mod.needs_sections(doc)
+
+
+def row_keys(uri: str, old: docs_store.DocRecord | None) -> set[tuple[str, int]]:
+    """Every row key a file has in the index, from its record (none: one level-2 row)."""
+    if old is None or not old.sections:
+        return {(uri, 2)}
+    return {(uri, 0), (uri, 1), *((f"{uri}#{s.anchor}", 2) for s in old.sections)}
+
+
+def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str,
+               old: docs_store.DocRecord | None) -> FilePlan:
+    """The rows of one converted file, reusing the vectors of unchanged sections."""
+    uri = join_uri(segments)
+    name = segments[-1]
+    text_rec = doc.text if doc.derived else ""
+    if not sectioned(segments, doc):
+        abstract, embed = rows_mod.file_texts(segments, doc.text, summary)
+        row = RowSpec(uri=uri, level=2, parent_uri=join_uri(segments[:-1]), abstract=abstract,
+                      text=f"{name}\n{doc.text}", embed=embed, content_hash=sha)
+        rec = docs_store.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec) if doc.derived else None
+        return FilePlan([row], sorted(row_keys(uri, old) - {(uri, 2)}), rec, summary=summary)
+    secs = sections_mod.split(doc, name)
+    reuse = {(s.anchor, s.sha): s for s in (old.sections if old else []) if s.model == model and s.vector}
+    title = doc.title or name
+    toc = sections_mod.toc(name, title, summary, secs)
+    specs = [
+        RowSpec(uri=uri, level=0, parent_uri=join_uri(segments[:-1]), abstract=summary,
+                text=f"{name}\n{title}\n{summary}", embed=f"{name}\n{title}\n{summary}", content_hash=sha,
+                kind="document", title=title),
+        RowSpec(uri=uri, level=1, parent_uri=join_uri(segments[:-1]), abstract=summary, text=f"{name}\n{toc}",
+                embed=toc[: rows_mod.EMBED_CHARS], content_hash=rows_mod.sha256(toc.encode()), kind="document",
+                title=title),
+    ]
+    records: list[docs_store.SectionRecord] = []
+    for s in secs:
+        body = f"{s.title}\n{s.text}"
+        ssha = rows_mod.sha256(f"{title}\n{body}".encode())
+        hit = reuse.get((s.anchor, ssha))
+        vec = np.frombuffer(hit.vector, dtype="<f4") if hit is not None else None
+        specs.append(RowSpec(uri=f"{uri}#{s.anchor}", level=2, parent_uri=uri, abstract=s.abstract, text=body,
+                             embed=f"{title}\n{body}"[:SECTION_EMBED_CHARS], content_hash=ssha, vector=vec,
+                             kind="section", title=s.title, start_line=s.start, end_line=s.end, page=s.page))
+        records.append(docs_store.SectionRecord(anchor=s.anchor, title=s.title, start=s.start, end=s.end,
+                                                page=s.page, sha=ssha, model=model,
+                                                vector=hit.vector if hit is not None else b""))
+    new_keys = {(r.uri, r.level) for r in specs}
+    rec = docs_store.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec, sections=records)
+    return FilePlan(specs, sorted(row_keys(uri, old) - new_keys), rec, sections=len(secs), summary=summary)
+
+
+async def embed_missing(specs: list[RowSpec], embed: Callable[[list[str]], Awaitable[list[np.ndarray]]]) -> int:
+    """Fill every spec's vector with one call for those that have none; returns how many were embedded."""
+    todo = [s for s in specs if s.vector is None]
+    if todo:
+        vecs = await embed([s.embed for s in todo])
+        for s, v in zip(todo, vecs, strict=True):
+            s.vector = np.asarray(v, dtype=np.float32)
+    return len(todo)
+
+
+def remember_vectors(plan_: FilePlan) -> None:
+    """Store the sections' vectors in the record, for the next re-ingest to reuse."""
+    if plan_.record is None or not plan_.record.sections:
+        return
+    by_uri = {s.uri: s for s in plan_.rows if s.kind == "section"}
+    uri_of = plan_.rows[0].uri
+    for rec in plan_.record.sections:
+        spec = by_uri.get(f"{uri_of}#{rec.anchor}")
+        if spec is not None and spec.vector is not None:
+            rec.vector = rows_mod.vec_bytes(spec.vector)

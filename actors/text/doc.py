@@ -1,0 +1,60 @@
+"""A file as text: what every converter returns and what sections are cut from."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+class Unconvertible(Exception):
+    """A file that gets no rows; `reason` is the typed code the ingest reply carries."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """A code symbol with its 1-based inclusive line range; methods sit in `children`."""
+
+    kind: str  # function, class, method, interface, type, enum, const
+    name: str
+    start: int
+    end: int
+    signature: str
+    doc: str = ""
+    children: tuple[Symbol, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """What a file is as text. `text` is what is indexed, split and served; `derived` says it
+    is not the file's own bytes (PDF, Office, HTML), so reads serve it instead of the bytes."""
+
+    text: str
+    format: str  # markdown, text, html, pdf, docx, pptx, xlsx, code:<language>
+    title: str = ""
+    derived: bool = False
+    pages: tuple[int, ...] = ()  # 0-based line where each page starts (PDF)
+    headings: tuple[tuple[int, int, str], ...] = ()  # (0-based line, level, title)
+    symbols: tuple[Symbol, ...] = ()
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+def markdown_headings(text: str) -> tuple[tuple[int, int, str], ...]:
+    """ATX headings outside fenced code, with their 0-based line."""
+    out: list[tuple[int, int, str]] = []
+    fence = ""
+    for i, line in enumerate(text.splitlines()):
+        s = line.lstrip()
+        if s.startswith(("```", "~~~")):
+            mark = s[:3]
+            fence = "" if fence == mark else (fence or mark)
+            continue
+        if not fence and (m := _HEADING.match(line)):
+            out.append((i, len(m.group(1)), m.group(2).strip()))
+    return out

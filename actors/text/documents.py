@@ -1,0 +1,234 @@
+"""Binary and markup documents as Markdown-like text, each through the library made for it:
+pypdf (BSD) for PDF, python-docx / python-pptx / openpyxl (MIT) for Office files, trafilatura
+(Apache-2.0) for the main content of an HTML page. Structure survives as `#` headings: PDF
+headings from font sizes (or the outline when the fonts tell nothing), Word heading styles,
+one heading per slide and per sheet, the page's own `<h1>`..`<h6>`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from collections.abc import Callable
+
+from skald.actors.text.doc import Doc, Unconvertible, markdown_headings
+
+HEADING_SIZE_RATIO = 1.12  # a line this much larger than the body's font is a heading
+HEADING_MAX_CHARS = 150
+XLSX_MAX_ROWS = 5_000  # per sheet; a spreadsheet is summarised, not reproduced
+_SPACES = re.compile(r"[ \t]+")
+PARAGRAPH_END = frozenset(".!?:;。！？")
+
+
+def _doc(text: str, fmt: str, title: str, pages: tuple[int, ...] = ()) -> Doc:
+    text = text.strip("\n") + "\n"
+    return Doc(text=text, format=fmt, title=title, derived=True, pages=pages, headings=markdown_headings(text))
+
+
+def pdf(data: bytes) -> Doc:
+    import pypdf
+    from pypdf.errors import DependencyError, PdfReadError
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                if not reader.decrypt(""):
+                    raise Unconvertible("encrypted", "the PDF needs a password")
+            except (DependencyError, NotImplementedError) as e:
+                raise Unconvertible("encrypted", str(e)) from e
+        pages: list[list[tuple[float, str]]] = []  # per page: (font size, line text)
+        for page in reader.pages:
+            lines: list[tuple[float, str]] = []
+            cur: list[str] = []
+            size = 0.0
+
+            def visit(text: str, cm: list[float], tm: list[float], font: object, font_size: float,
+                      cur: list[str] = cur, lines: list[tuple[float, str]] = lines) -> None:
+                nonlocal size
+                parts = text.split("\n")
+                for i, part in enumerate(parts):
+                    if part.strip() and not "".join(cur).strip():
+                        size = abs(font_size * (tm[3] if tm[3] else 1.0))
+                    cur.append(part)
+                    if i < len(parts) - 1:
+                        lines.append((size, "".join(cur)))
+                        cur.clear()
+                        size = 0.0
+
+            page.extract_text(visitor_text=visit)
+            if "".join(cur).strip():
+                lines.append((size, "".join(cur)))
+            pages.append(lines)
+        outline = _outline(reader)
+        title = str((reader.metadata or {}).get("/Title") or "").strip("() ")
+        if title.lower() in ("anonymous", "untitled", "unspecified"):
+            title = ""
+    except Unconvertible:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise Unconvertible("decode_error", f"unreadable PDF: {e}") from e
+    weights: Counter[float] = Counter()
+    for lines in pages:
+        for s, t in lines:
+            weights[round(s, 1)] += len(t.strip())
+    body = weights.most_common(1)[0][0] if weights else 0.0
+    big = sorted({round(s, 1) for lines in pages for s, t in lines
+                  if body and s >= body * HEADING_SIZE_RATIO and _heading_like(t)}, reverse=True)
+    level = {s: min(i + 1, 6) for i, s in enumerate(big)}
+    out: list[str] = []
+    starts: list[int] = []
+    for n, lines in enumerate(pages):
+        if out and out[-1] != "":
+            out.append("")
+        starts.append(len(out))
+        if not big:
+            for lvl, t in outline.get(n, []):
+                out += ["#" * min(lvl, 6) + " " + t, ""]
+        widest = max((len(t.strip()) for _, t in lines), default=0)
+        for s, t in lines:
+            t = _SPACES.sub(" ", t).strip()
+            if not t:
+                continue
+            lv = level.get(round(s, 1)) if _heading_like(t) else None
+            if lv:
+                if out and out[-1] != "":
+                    out.append("")
+                out += ["#" * lv + " " + t, ""]
+            else:
+                out.append(t)
+                if t[-1] in PARAGRAPH_END and len(t) < widest * 0.8:
+                    out.append("")  # a short line closing a sentence ends its paragraph
+    if not title:
+        hs = markdown_headings("\n".join(out))
+        title = hs[0][2] if hs else ""
+    return _doc("\n".join(out), "pdf", title, tuple(starts))
+
+
+def _heading_like(t: str) -> bool:
+    t = t.strip()
+    return 0 < len(t) <= HEADING_MAX_CHARS and any(c.isalpha() for c in t)
+
+
+def _outline(reader: object) -> dict[int, list[tuple[int, str]]]:
+    """Outline (bookmark) titles by 0-based page, with their depth from 1."""
+    out: dict[int, list[tuple[int, str]]] = {}
+
+    def walk(items: list, depth: int) -> None:
+        for it in items:
+            if isinstance(it, list):
+                walk(it, depth + 1)
+                continue
+            try:
+                page = reader.get_destination_page_number(it)  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - a broken bookmark is skipped, not fatal
+                continue
+            if page is not None and getattr(it, "title", None):
+                out.setdefault(page, []).append((depth, " ".join(str(it.title).split())))
+
+    try:
+        walk(reader.outline, 1)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - outlines are optional structure
+        return {}
+    return out
+
+
+def docx(data: bytes) -> Doc:
+    import docx as python_docx
+    from docx.table import Table
+
+    try:
+        d = python_docx.Document(io.BytesIO(data))
+    except Exception as e:  # noqa: BLE001 - python-docx raises many kinds for a bad package
+        raise Unconvertible("decode_error", f"unreadable DOCX: {e}") from e
+    out: list[str] = []
+    for block in d.iter_inner_content():
+        if isinstance(block, Table):
+            for row in block.rows:
+                cells = [" ".join(c.text.split()) for c in row.cells]
+                out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+            continue
+        text = " ".join(block.text.split())
+        if not text:
+            continue
+        style = (block.style.name if block.style is not None else "") or ""
+        if style == "Title":
+            out += ["# " + text, ""]
+        elif m := re.match(r"Heading (\d)", style):
+            out += ["#" * min(int(m.group(1)) + 1, 6) + " " + text, ""]
+        elif style.startswith("List"):
+            out.append("- " + text)
+        else:
+            out += [text, ""]
+    title = (d.core_properties.title or "").strip()
+    return _doc("\n".join(out), "docx", title)
+
+
+def pptx(data: bytes) -> Doc:
+    import pptx as python_pptx
+
+    try:
+        prs = python_pptx.Presentation(io.BytesIO(data))
+    except Exception as e:  # noqa: BLE001
+        raise Unconvertible("decode_error", f"unreadable PPTX: {e}") from e
+    out: list[str] = []
+    for n, slide in enumerate(prs.slides, 1):
+        title_shape = slide.shapes.title
+        title = " ".join(title_shape.text.split()) if title_shape is not None and title_shape.has_text_frame else ""
+        out += [f"## Slide {n}" + (f": {title}" if title else ""), ""]
+        for shape in slide.shapes:
+            if (title_shape is not None and shape.shape_id == title_shape.shape_id) or not shape.has_text_frame:
+                continue
+            for para in shape.text_frame.paragraphs:
+                t = " ".join("".join(r.text for r in para.runs).split())
+                if t:
+                    out.append(("  " * para.level) + "- " + t)
+        if slide.has_notes_slide:
+            notes = " ".join(slide.notes_slide.notes_text_frame.text.split())
+            if notes:
+                out += ["", "Notes: " + notes]
+        out.append("")
+    return _doc("\n".join(out), "pptx", (prs.core_properties.title or "").strip())
+
+
+def xlsx(data: bytes) -> Doc:
+    import openpyxl
+
+    try:
+        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise Unconvertible("decode_error", f"unreadable XLSX: {e}") from e
+    out: list[str] = []
+    try:
+        for ws in wb.worksheets:
+            out += [f"## Sheet: {ws.title}", ""]
+            for i, row in enumerate(ws.iter_rows(values_only=True)):
+                if i >= XLSX_MAX_ROWS:
+                    out.append(f"(rows after {XLSX_MAX_ROWS} left out)")
+                    break
+                cells = ["" if v is None else " ".join(str(v).split()) for v in row]
+                if any(cells):
+                    out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+        title = (wb.properties.title or "").strip()
+    finally:
+        wb.close()
+    return _doc("\n".join(out), "xlsx", title)
+
+
+def html(text: str) -> Doc:
+    """The page's main content with its headings; navigation, scripts, styles and footers go."""
+    import trafilatura
+
+    body = trafilatura.extract(text, output_format="markdown", include_formatting=True, include_tables=True,
+                               include_comments=False, include_links=False, favor_recall=True)
+    if not body or not body.strip():
+        body = trafilatura.html2txt(text) or ""
+    meta = trafilatura.extract_metadata(text)
+    title = (meta.title if meta is not None and meta.title else "") or ""
+    return _doc(body, "html", title.strip())
+
+
+CONVERTERS: dict[str, Callable[[bytes], Doc]] = {"pdf": pdf, "docx": docx, "pptx": pptx, "xlsx": xlsx}

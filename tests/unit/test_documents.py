@@ -1,0 +1,163 @@
+"""Formats and sections over real files the tests write (tests/support/documents.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from skald.actors.assembler import passages
+from skald.actors.text import code, formats, sections
+from skald.messages.context import Candidate
+from skald.store.tokens import estimate_tokens
+from tests.support import documents as D
+
+
+@pytest.mark.parametrize("name,data,fmt", [
+    ("handbook.md", D.handbook_md().encode(), "markdown"),
+    ("page.html", D.handbook_html().encode(), "html"),
+    ("page", D.handbook_html().encode(), "html"),  # no extension: the bytes say HTML
+    ("handbook.pdf", D.handbook_pdf(), "pdf"),
+    ("renamed.bin", D.handbook_pdf(), "pdf"),  # the bytes decide, not the name
+    ("report.docx", D.report_docx(), "docx"),
+    ("deck.pptx", D.deck_pptx(), "pptx"),
+    ("budget.xlsx", D.budget_xlsx(), "xlsx"),
+    ("ratelimit.py", D.PY_MODULE.encode(), "code:python"),
+    ("session.ts", D.TS_MODULE.encode(), "code:typescript"),
+    ("notes.txt", b"plain words", "text"),
+])
+def test_types_come_from_the_bytes(name: str, data: bytes, fmt: str) -> None:
+    assert formats.sniff(name, data) == fmt
+    doc = formats.convert(name, data)
+    assert doc.format == fmt and doc.text.strip()
+
+
+@pytest.mark.parametrize("name,data,reason", [
+    ("logo.png", D.PNG, "unsupported_type"),
+    ("notes.md", D.PNG, "unsupported_type"),  # a PNG named .md is still a PNG
+    ("blob.bin", D.BLOB, "unsupported_type"),
+    ("locked.pdf", D.handbook_pdf(16, encrypt="secret"), "encrypted"),
+    ("broken.pdf", b"%PDF-1.4\n" + b"garbage " * 40, "decode_error"),
+    ("empty.md", b"   \n\n", "empty"),
+])
+def test_files_that_cannot_be_converted_say_why(name: str, data: bytes, reason: str) -> None:
+    with pytest.raises(formats.Unconvertible) as e:
+        formats.convert(name, data)
+    assert e.value.reason == reason
+
+
+def test_text_in_other_encodings_is_decoded_not_replaced() -> None:
+    latin = "Café au lait, crème brûlée et pâte feuilletée: la carte du déjeuner d'aujourd'hui.".encode("latin-1")
+    assert formats.convert("menu.txt", latin).text.startswith("Café au lait, crème brûlée")
+    utf16 = "Grüße aus München".encode("utf-16")
+    assert formats.convert("hello.txt", utf16).text == "Grüße aus München"
+
+
+def test_html_keeps_the_main_content_and_its_headings() -> None:
+    doc = formats.convert("page.html", D.handbook_html().encode())
+    assert doc.title == "Operations handbook" and doc.derived
+    for boilerplate in ("Pricing plans", "analytics boilerplate", "Cookie preferences", "color:#333"):
+        assert boilerplate not in doc.text
+    titles = [t for _, _, t in doc.headings]
+    assert titles[0] == "Operations handbook" and "Recovery objectives" in titles
+    assert "recovery point objective is fifteen minutes" in doc.text
+
+
+def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
+    doc = formats.convert("handbook.pdf", D.handbook_pdf())
+    levels = {t: lvl for _, lvl, t in doc.headings}
+    assert levels["Operations handbook"] == 1 and levels["Recovery objectives"] == 2
+    assert len(doc.pages) > 3 and doc.pages[0] == 0
+    assert "recovery point objective is fifteen minutes" in " ".join(doc.text.split())
+
+
+def test_office_documents_keep_headings_tables_slides_and_sheets() -> None:
+    report = formats.convert("report.docx", D.report_docx())
+    assert [t for _, _, t in report.headings] == ["Quarterly report", "Costs", "Hiring"]
+    assert "| EMEA | 9% |" in report.text and "- Two site reliability engineers" in report.text
+    deck = formats.convert("deck.pptx", D.deck_pptx())
+    assert [t for _, _, t in deck.headings] == ["Slide 1: Roadmap", "Slide 2: Risks"]
+    assert deck.text.count("Roadmap") == 1  # the title is the heading, not repeated as a bullet
+    sheet = formats.convert("budget.xlsx", D.budget_xlsx())
+    assert "## Sheet: Budget" in sheet.text and "| Platform | 125000 |" in sheet.text
+
+
+def test_python_and_typescript_symbols_have_ranges_signatures_and_docs() -> None:
+    py = formats.convert("ratelimit.py", D.PY_MODULE.encode())
+    bucket, retry = py.symbols
+    assert (bucket.kind, bucket.name, bucket.start, bucket.end) == ("class", "TokenBucket", 6, 15)
+    assert bucket.doc == "A bucket that refills at a fixed rate."
+    assert [m.name for m in bucket.children] == ["__init__", "take"]
+    assert retry.signature == "def retry_after(bucket: TokenBucket) -> float"
+    ts = formats.convert("session.ts", D.TS_MODULE.encode())
+    names = [(s.kind, s.name) for s in ts.symbols]
+    assert names == [("function", "bearerToken"), ("interface", "Session"), ("class", "SessionStore")]
+    store = ts.symbols[2]
+    assert store.doc == "Keeps sessions in memory." and store.children[0].name == "get"
+    assert ts.symbols[0].start == 4 and ts.symbols[0].end == 7
+    broken = code.parse("python", "def broken(:\n    pass\n")
+    assert broken.symbols == () and broken.text.startswith("def broken")
+
+
+def test_a_forty_section_handbook_becomes_addressable_sections_that_fit_the_window() -> None:
+    doc = formats.convert("handbook.md", D.handbook_md().encode())
+    assert sections.needs_sections(doc)
+    secs = sections.split(doc, "handbook.md")
+    lines = doc.text.splitlines()
+    assert len({s.anchor for s in secs}) == len(secs)
+    assert secs[0].start == 1 and secs[-1].end == len(lines)
+    for a, b in zip(secs, secs[1:], strict=False):
+        assert b.start == a.end + 1  # contiguous: nothing lost between sections
+    for s in secs:
+        assert estimate_tokens(s.title) + estimate_tokens(s.text) <= sections.MAX_TOKENS * 1.3
+        assert s.text.strip() == "\n".join(lines[s.start - 1 : s.end]).strip()
+    rec = next(s for s in secs if s.anchor == "recovery-objectives")
+    assert rec.title == "Operations handbook › Recovery objectives"
+    assert "fifteen minutes" in rec.text and rec.abstract.startswith("Operations handbook › Recovery")
+    toc = sections.toc("handbook.md", "Operations handbook", "How we run production.", secs)
+    assert toc.count("\n- [") == len(secs) and "(#recovery-objectives)" in toc
+
+
+def test_editing_one_section_leaves_the_other_anchors_alone() -> None:
+    before = sections.split(formats.convert("h.md", D.handbook_md().encode()), "h.md")
+    text = D.handbook_md().replace("thirty-five days", "forty days")
+    after = sections.split(formats.convert("h.md", text.encode()), "h.md")
+    assert [s.anchor for s in before] == [s.anchor for s in after]
+    changed = [a.anchor for a, b in zip(before, after, strict=True) if a.text != b.text]
+    assert changed == ["backups"]
+
+
+def test_headless_text_is_still_cut_into_passages() -> None:
+    words = " ".join(f"word{i}" for i in range(6_000))
+    paragraphs = "\n\n".join(words[i : i + 600] for i in range(0, len(words), 600))
+    secs = sections.split(formats.convert("notes.txt", paragraphs.encode()), "notes.txt")
+    assert len(secs) > 10
+    assert all(estimate_tokens(s.text) <= sections.MAX_TOKENS for s in secs)
+
+
+def test_pdf_sections_know_their_pages() -> None:
+    doc = formats.convert("handbook.pdf", D.handbook_pdf())
+    secs = sections.split(doc, "handbook.pdf")
+    rec = next(s for s in secs if "Recovery objectives" in s.title)
+    assert rec.page > 1 and rec.location.startswith(f"page {rec.page}, lines ")
+
+
+def test_code_sections_follow_symbols() -> None:
+    body = "\n\n".join(f"def handler_{i}(event):\n    \"\"\"Handles event {i}.\"\"\"\n" + "    x = 1\n" * 30
+                       for i in range(12))
+    secs = sections.split(formats.convert("handlers.py", body.encode()), "handlers.py")
+    assert secs[0].anchor == "handler-0" and all("handler_" in s.title for s in secs)
+
+
+def test_neighbouring_sections_merge_and_their_document_node_steps_aside() -> None:
+    def sec(anchor: str, lines: tuple[int, int], score: float) -> Candidate:
+        return Candidate(uri=f"viking://resources/h.md#{anchor}", category="resources", score=score,
+                         text=f"text of {anchor}", lines=lines, location=f"lines {lines[0]}-{lines[1]}")
+
+    doc = Candidate(uri="viking://resources/h.md", category="resources", score=0.9, is_dir=True, text="toc")
+    other = Candidate(uri="viking://resources/x.md", category="resources", score=0.5)
+    out = passages.merge_neighbours([sec("b", (11, 20), 0.8), doc, sec("a", (1, 10), 0.7), other,
+                                     sec("z", (90, 99), 0.4)])
+    assert [c.uri for c in out] == ["viking://resources/h.md#a", "viking://resources/x.md",
+                                    "viking://resources/h.md#z"]
+    merged = out[0]
+    assert merged.score == 0.8 and merged.lines == (1, 20) and merged.location == "lines 1-20"
+    assert merged.text == "text of a\n\ntext of b"
