@@ -93,8 +93,25 @@ async def read_bytes(path: Path) -> bytes:
         raise InvalidArgument("is a directory", {"path": path.name})
     if st.st_size > MAX_READ_BYTES:
         raise InvalidArgument("file too large to read in one request", {"max": MAX_READ_BYTES})
-    async with aiofiles.open(path, "rb") as f:
-        return await f.read()
+    try:
+        async with aiofiles.open(path, "rb") as f:
+            return await f.read()
+    except FileNotFoundError as e:  # removed since the stat
+        raise NotFound("no such file", {"path": path.name}) from e
+    except (IsADirectoryError, NotADirectoryError) as e:  # replaced by a directory since the stat
+        raise InvalidArgument("is a directory", {"path": path.name}) from e
+
+
+def read_bytes_sync(path: Path) -> bytes:
+    """`read_bytes` for a worker thread: the same typed errors, whatever races the read."""
+    try:
+        if path.stat().st_size > MAX_READ_BYTES:
+            raise InvalidArgument("file too large to read in one request", {"max": MAX_READ_BYTES})
+        return path.read_bytes()
+    except FileNotFoundError as e:
+        raise NotFound("no such file", {"path": path.name}) from e
+    except (IsADirectoryError, NotADirectoryError) as e:
+        raise InvalidArgument("is a directory", {"path": path.name}) from e
 
 
 async def read_text(path: Path) -> str:

@@ -29,7 +29,7 @@ from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_
 def document_text(path: Path) -> tuple[str, str]:
     """(text, converted-from format) of a file: a document's converted text (from its record
     when the bytes have not changed since it was indexed), or the file's own text."""
-    data = path.read_bytes()
+    data = tree.read_bytes_sync(path)
     rec = documents.load(path)
     if rec is not None and rec.text and rec.sha == hashlib.sha256(data).hexdigest():
         return rec.text, rec.format

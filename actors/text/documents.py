@@ -19,6 +19,7 @@ HEADING_MAX_CHARS = 150
 XLSX_MAX_ROWS = 5_000  # per sheet; a spreadsheet is summarised, not reproduced
 _SPACES = re.compile(r"[ \t]+")
 PARAGRAPH_END = frozenset(".!?:;。！？")
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 
 
 def _doc(text: str, fmt: str, title: str, pages: tuple[int, ...] = ()) -> Doc:
@@ -226,6 +227,7 @@ def html(text: str) -> Doc:
                                include_comments=False, include_links=False, favor_recall=True)
     if not body or not body.strip():
         body = trafilatura.html2txt(text) or ""
+    body = _MD_ESCAPE.sub(r"\1", body)  # `\_\_init\_\_` is `__init__` to a reader and to keyword search
     meta = trafilatura.extract_metadata(text)
     title = (meta.title if meta is not None and meta.title else "") or ""
     return _doc(body, "html", title.strip())

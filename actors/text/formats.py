@@ -80,16 +80,21 @@ def convert(name: str, data: bytes) -> Doc:
     fmt = sniff(name, data)
     if fmt.startswith("binary:"):
         raise Unconvertible("unsupported_type", fmt.removeprefix("binary:"))
-    if fmt in ("pdf", "docx", "pptx", "xlsx"):
-        doc = documents.CONVERTERS[fmt](data)
-    else:
-        text = decode_text(data)
-        if fmt == "html":
-            doc = documents.html(text)
-        elif fmt.startswith("code:"):
-            doc = code.parse(fmt.removeprefix("code:"), text)
+    try:
+        if fmt in ("pdf", "docx", "pptx", "xlsx"):
+            doc = documents.CONVERTERS[fmt](data)
         else:
-            doc = Doc(text=text, format=fmt, headings=markdown_headings(text))
+            text = decode_text(data)
+            if fmt == "html":
+                doc = documents.html(text)
+            elif fmt.startswith("code:"):
+                doc = code.parse(fmt.removeprefix("code:"), text)
+            else:
+                doc = Doc(text=text, format=fmt, headings=markdown_headings(text))
+    except Unconvertible:
+        raise
+    except Exception as e:  # noqa: BLE001 - a parser's bug on one file must not fail the others
+        raise Unconvertible("decode_error", f"{fmt}: {type(e).__name__}: {e}") from e
     if not doc.text.strip():
         raise Unconvertible("empty", "no text in the file")
     return doc
