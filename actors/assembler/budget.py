@@ -2,7 +2,9 @@
 
 1. Floor: in score order every entry lands on the first tier of its chain (its start tier,
    then down its ladder to the bare URI) that is available, within the per-entry cap and
-   within what is left; an entry that cannot even be a bare URI is dropped.
+   within what is left; an entry that cannot even be a bare URI is dropped. A section of a long
+   document is bounded when it is cut, so it is not capped: the best passages are served whole
+   before weaker ones, which is what answers a question.
 2. Overview upgrades, then full upgrades, in score order, each within the cap.
 3. One spare pass: with budget left, the deepest tier an entry may reach that fits, bounded
    by the budget alone (not the cap).
@@ -35,6 +37,7 @@ class Slot:
     texts: dict[str, str]  # tier -> text; a missing tier is unavailable ("uri" is always available)
     origin: str = "self"
     location: str = ""
+    bounded: bool = False  # a section of a long document: cut to size when indexed, so no cap applies
     _costs: dict[str, int] = field(default_factory=dict)
     _units: dict[str, float] = field(default_factory=dict)
 
@@ -78,7 +81,7 @@ def fill(slots: list[Slot], max_tokens: int) -> Fill:
     for i, s in enumerate(slots):
         for tier in tiers_mod.chain(s.category, s.is_dir, s.start):
             c = s.cost(tier)
-            if c is None or (tier != "uri" and c > cap) or c > left:
+            if c is None or (tier != "uri" and c > cap and not s.bounded) or c > left:
                 continue
             chosen[i] = tier
             left -= c
@@ -90,7 +93,7 @@ def fill(slots: list[Slot], max_tokens: int) -> Fill:
         s, cur = slots[i], chosen[i]
         assert cur is not None
         c, now = s.cost(tier), s.cost(cur)
-        if c is None or now is None or (capped and c > cap) or c - now > left:
+        if c is None or now is None or (capped and c > cap and not s.bounded) or c - now > left:
             return False
         chosen[i] = tier
         left -= c - now

@@ -99,7 +99,8 @@ class Assembler:
             retrieval = await self._candidates(p, ctx, queries, cooled)
             timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
             timing["embed_ms"] = retrieval.embed_ms
-            chosen = passages.merge_neighbours(Sel.select(retrieval.buckets, p.quotas, p.limit))
+            chosen = Sel.select(retrieval.buckets, p.quotas, p.limit)
+            chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
             ts = time.perf_counter()
             slots = await self._slots(chosen, p, ctx.identity)
             timing["read_ms"] = (time.perf_counter() - ts) * 1000
@@ -225,7 +226,8 @@ class Assembler:
                 if pinned is None:
                     start = deepest = "full"
             slots.append(budget.Slot(uri=c.uri, category=c.category, score=c.score, is_dir=c.is_dir, start=start,
-                                 deepest=deepest, texts=texts, origin=c.origin, location=c.location))
+                                 deepest=deepest, texts=texts, origin=c.origin, location=c.location,
+                                 bounded=c.lines is not None))
         plan = budget.read_plan(slots, p.max_tokens)
         todo = [(s, what) for s, what in zip(slots, plan, strict=True) if what]
 

@@ -7,14 +7,19 @@ from __future__ import annotations
 import msgspec
 
 from skald.messages.context import Candidate
+from skald.store.tokens import estimate_tokens
+
+MERGED_MAX_TOKENS = 600  # a merged passage stays about one screen; longer runs stay separate sections
 
 
 def document_of(c: Candidate) -> str:
     return c.uri.split("#", 1)[0]
 
 
-def merge_neighbours(chosen: list[Candidate]) -> list[Candidate]:
-    """Score order kept (a merged passage takes its best section's place)."""
+def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> list[Candidate]:
+    """Score order kept (a merged passage takes its best section's place). A merge that would
+    pass `max_tokens` (the per-entry cap) is not made: two sections served whole beat one
+    passage too long to serve."""
     by_doc: dict[str, list[Candidate]] = {}
     for c in chosen:
         if c.lines is not None:
@@ -26,7 +31,8 @@ def merge_neighbours(chosen: list[Candidate]) -> list[Candidate]:
         secs = sorted(secs, key=lambda c: c.lines or (0, 0))
         run = [secs[0]]
         for c in [*secs[1:], None]:
-            if c is not None and c.lines and run[-1].lines and c.lines[0] <= run[-1].lines[1] + 1:
+            if c is not None and c.lines and run[-1].lines and c.lines[0] <= run[-1].lines[1] + 1 and (
+                    max_tokens is None or sum(estimate_tokens(x.text) for x in (*run, c)) <= max_tokens):
                 run.append(c)
                 continue
             if len(run) > 1:
