@@ -48,7 +48,9 @@ FS_MKDIR = Op("fs.mkdir", fs_msgs.MkdirRequest, fs_msgs.ChangeResult, "Create a 
 FS_RM = Op("fs.rm", fs_msgs.RmRequest, fs_msgs.ChangeResult, "Remove a file or directory.")
 FS_MV = Op("fs.mv", fs_msgs.MvRequest, fs_msgs.ChangeResult, "Move a file or directory.")
 RESOURCES_ADD = Op("resources.add", ingest_msgs.AddResourceRequest, ingest_msgs.IngestResult,
-                   "Ingest a resource (a path or content).")
+                   "Ingest a resource (a server path, content, a URL or git repository, or an upload).")
+RESOURCES_UPLOAD = Op("resources.upload", ingest_msgs.UploadRequest, ingest_msgs.UploadResult,
+                      "Send one file (or the next piece of one) for a later resources.add.")
 SKILLS_ADD = Op("skills.add", ingest_msgs.AddSkillRequest, ingest_msgs.IngestResult,
                 "Add a skill (SKILL.md with name and description).")
 MEMORIES_WRITE = Op("memories.write", ingest_msgs.WriteMemoryRequest, ingest_msgs.IngestResult,

@@ -17,14 +17,40 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
 
 
 class AddResourceRequest(_Req):
-    """Exactly one of `path` (a file or directory readable by the server) or `content` (+ `name`)."""
+    """Exactly one source: `path` (a file, folder or local repository the server can read),
+    `content` (+ `name`), `url` (an http(s) page or file, or a git repository), or `upload_id`
+    (files the caller sent with `resources.upload`). A folder is taken as git sees it (its
+    `.gitignore`, no `.git`, dependency or build folders) and filtered by `include`/`exclude`
+    globs; re-adding it removes what vanished from it unless `keep_missing`."""
 
     path: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
     content: str | None = None
+    url: Annotated[str, Meta(min_length=1, max_length=4096, pattern=r"^(https?|git|ssh|file)://")] | None = None
+    upload_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$")] | None = None
     name: Name | None = None
     target_uri: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
+    include: Annotated[list[Annotated[str, Meta(min_length=1, max_length=512)]], Meta(max_length=100)] | None = None
+    exclude: Annotated[list[Annotated[str, Meta(min_length=1, max_length=512)]], Meta(max_length=100)] | None = None
+    keep_missing: bool = False
     reason: str = ""
     wait: bool = False
+
+
+class UploadRequest(_Req):
+    """One file (or the next piece of one) of an upload; the first call leaves `upload_id` out
+    and gets one. `offset` is where the piece goes: 0 starts the file, the file's current size
+    appends."""
+
+    path: Annotated[str, Meta(min_length=1, max_length=1024)]  # relative, POSIX separators
+    data: bytes  # base64 in JSON
+    upload_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$")] | None = None
+    offset: Annotated[int, Meta(ge=0)] = 0
+
+
+class UploadResult(msgspec.Struct, kw_only=True):
+    upload_id: str
+    path: str
+    size: int  # the file's size after this piece
 
 
 class AddSkillRequest(_Req):
@@ -91,6 +117,7 @@ class IngestResult(msgspec.Struct, kw_only=True):
     error: str | None = None
     generator: str = ""
     sections: int = 0  # section rows of long documents written by this job
+    removed: int = 0  # files that vanished from a re-added folder and were removed
     embedded: int = 0  # texts this job sent to the embedder (unchanged sections keep their vectors)
     skipped: list[Skipped] = []
 

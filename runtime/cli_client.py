@@ -234,23 +234,47 @@ async def remember(client: SkaldClient, output: str, category: str, content: str
 
 
 @click.command()
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--name", help="Name under viking://resources (default: the file or directory name).")
+@click.argument("source")
+@click.option("--name", help="Name under viking://resources (default: the file, directory or URL name).")
 @click.option("--to", "target_uri", help="Parent URI (default viking://resources).")
+@click.option("--include", multiple=True, help="Only files matching this glob (repeatable).")
+@click.option("--exclude", multiple=True, help="Leave out files matching this glob (repeatable).")
+@click.option("--keep-missing", is_flag=True, help="Keep files that vanished from a re-added folder.")
+@click.option("--server-path", is_flag=True, help="Let the server read SOURCE itself (root or admin key) "
+                                                  "instead of uploading it.")
 @connection
-async def add(client: SkaldClient, output: str, path: Path, name: str | None, target_uri: str | None) -> None:
-    """Ingest a file or a directory as a resource, with a progress bar on a terminal.
-
-    The path is read by the server, so run this on a host that shares the path.
-    """
-    kw: dict[str, Any] = {"path": str(path.resolve()), "wait": False}
+async def add(client: SkaldClient, output: str, source: str, name: str | None, target_uri: str | None,
+              include: tuple[str, ...], exclude: tuple[str, ...], keep_missing: bool, server_path: bool) -> None:
+    """Ingest a file, a folder, a URL or a git repository as a resource, with a progress bar on a
+    terminal. Local files are uploaded (.gitignore honoured); URLs are fetched by the server."""
+    kw: dict[str, Any] = {"wait": False, "keep_missing": keep_missing}
+    if include:
+        kw["include"] = list(include)
+    if exclude:
+        kw["exclude"] = list(exclude)
+    if "://" in source:
+        kw["url"] = source
+    elif server_path:
+        kw["path"] = str(Path(source).resolve())
+    else:
+        if not Path(source).exists():
+            raise click.BadParameter(f"no such file or directory: {source}", param_hint="SOURCE")
+        kw["upload_id"] = await client.upload(source, include=kw.get("include"), exclude=kw.get("exclude"))
     if name:
         kw["name"] = name
     if target_uri:
         kw["target_uri"] = target_uri
     result = await ingest_with_progress(client, kw, show=output == "text" and sys.stderr.isatty())
-    emit(output, result, lambda r: f"added {r.root_uri}: {r.files} files, {r.directories} directories, {r.rows} rows"
-         if r.status == "done" else f"{r.status}: {r.root_uri} {r.error or ''}")
+
+    def text(r: Any) -> str:
+        if r.status != "done":
+            return f"{r.status}: {r.root_uri} {r.error or ''}"
+        lines = [f"added {r.root_uri}: {r.files} files, {r.sections} sections, {r.directories} directories, "
+                 f"{r.rows} rows" + (f", {r.removed} vanished files removed" if r.removed else "")]
+        lines += [f"  skipped {s.uri}: {s.reason}" + (f" ({s.detail})" if s.detail else "") for s in r.skipped]
+        return "\n".join(lines)
+
+    emit(output, result, text)
     if result.status == "failed":
         raise SystemExit(1)
 
@@ -296,7 +320,9 @@ async def ingest_with_progress(client: SkaldClient, kw: dict[str, Any], show: bo
                     bar.update(p.done - bar.pos)
             if bar is not None:
                 bar.update(bar.length - bar.pos)
-        return msgspec.structs.replace(done.result(), root_uri=queued.root_uri)
+        final = done.result()
+        return msgspec.structs.replace(final, root_uri=queued.root_uri, removed=queued.removed,
+                                       skipped=[*queued.skipped, *final.skipped])
     finally:
         for s in subs:
             await s.unsubscribe()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -42,6 +43,7 @@ from skald.messages.envelope import (
     MSGPACK,
 )
 from skald.runtime.busauth import client_login
+from skald.store import importing
 
 
 class Response(msgspec.Struct, kw_only=True):
@@ -54,6 +56,7 @@ _dec = msgspec.json.Decoder(Response)
 _mdec = msgspec.msgpack.Decoder(Response)
 
 
+UPLOAD_PIECE_BYTES = 256 * 1024  # base64 in JSON stays well under NATS's 1 MB payload
 REWRITE_DEADLINE_S = 65.0  # outlasts the server's 30 s rewrite fuse plus retrieval (seed 003 bug 13)
 
 
@@ -225,8 +228,37 @@ class SkaldClient:
     async def mv(self, from_uri: str, to_uri: str, **kw: Any) -> fs_msgs.ChangeResult:
         return await self.request(catalog.FS_MV, fs_msgs.MvRequest(from_uri=from_uri, to_uri=to_uri, **kw))  # type: ignore[no-any-return]
 
-    async def add_resource(self, **kw: Any) -> ingest_msgs.IngestResult:
+    async def add_resource(self, *, upload: str | Path | None = None, **kw: Any) -> ingest_msgs.IngestResult:
+        """`resources.add`; `upload=<local file or folder>` sends its files first (what the server
+        would import from it: `.gitignore` and `include`/`exclude` honoured), so no server path
+        permission is needed."""
+        if upload is not None:
+            kw["upload_id"] = await self.upload(upload, include=kw.get("include"), exclude=kw.get("exclude"))
         return await self.request(catalog.RESOURCES_ADD, ingest_msgs.AddResourceRequest(**kw))  # type: ignore[no-any-return]
+
+    async def upload(self, path: str | Path, *, include: list[str] | None = None,
+                     exclude: list[str] | None = None) -> str:
+        """Send a local file or folder piece by piece; returns the upload id `resources.add` takes."""
+        root = Path(path)
+        if not root.exists():
+            raise E.NotFound("no such local path", {"path": str(path)})
+        rels = await asyncio.to_thread(importing.select, root, include, exclude)
+        if not rels:
+            raise E.InvalidArgument("nothing to upload (every file is ignored or excluded)", {"path": str(path)})
+        uid: str | None = None
+        for rel in rels:
+            data = await asyncio.to_thread((root if root.is_file() else root / rel).read_bytes)
+            dest = rel if root.is_file() else f"{root.resolve().name}/{rel}"
+            offset = 0
+            while True:
+                piece = data[offset : offset + UPLOAD_PIECE_BYTES]
+                r = await self.request(catalog.RESOURCES_UPLOAD, ingest_msgs.UploadRequest(
+                    path=dest, data=piece, upload_id=uid, offset=offset))
+                uid, offset = r.upload_id, offset + len(piece)
+                if offset >= len(data):
+                    break
+        assert uid is not None
+        return uid
 
     async def add_skill(self, **kw: Any) -> ingest_msgs.IngestResult:
         return await self.request(catalog.SKILLS_ADD, ingest_msgs.AddSkillRequest(**kw))  # type: ignore[no-any-return]

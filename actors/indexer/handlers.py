@@ -9,13 +9,15 @@ it; every step of a job is an upsert or a delete by key, so redoing it is harmle
 from __future__ import annotations
 
 import asyncio
-import os
+import shutil
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
-from skald.actors.indexer import documents, memories
+from skald.actors.indexer import documents, memories, sources
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.pipeline import IngestPipeline
 from skald.actors.kit.clock import now as clock_now
@@ -23,13 +25,21 @@ from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
 from skald.actors.kit.request import Attempt, Ctx
+from skald.actors.text import formats
 from skald.messages import catalog, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from skald.store import documents as docs_store
-from skald.store import faults, memory_history, tree
+from skald.store import faults, importing, memory_history, tree
 from skald.store.uri import Identity, Namespace, VikingPath
+
+
+@dataclass(slots=True)
+class Imported:
+    skipped: list[ingest_msgs.Skipped] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)  # relative paths removed from the target
+    remove_rows: list[tuple[str, int]] = field(default_factory=list)
 
 
 class Indexer:
@@ -165,10 +175,24 @@ class Indexer:
                                             generator=self.summarizer.name)
         return msgspec.structs.replace(done, root_uri=root)
 
+    @handles(catalog.RESOURCES_UPLOAD, timeout_s=60.0, journal=True)
+    async def upload(self, req: ingest_msgs.UploadRequest, ctx: Ctx) -> ingest_msgs.UploadResult:
+        """One piece of an uploaded file; the first call names the upload (derived from the
+        request, so a replay writes the same upload)."""
+        uid = req.upload_id or request_id("upload")
+        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, uid)
+
+        def run() -> int:
+            sources.check_owner(root, ctx.identity.user, create=req.upload_id is None)
+            return sources.write_piece(root, req.path, req.offset, req.data)
+
+        return ingest_msgs.UploadResult(upload_id=uid, path=req.path, size=await asyncio.to_thread(run))
+
     @handles(catalog.RESOURCES_ADD, timeout_s=600.0, journal=True)
     async def add_resource(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
-        if (req.path is None) == (req.content is None):
-            raise InvalidArgument("give exactly one of path or content")
+        given = [x for x in (req.path, req.content, req.url, req.upload_id) if x is not None]
+        if len(given) != 1:
+            raise InvalidArgument("give exactly one of path, content, url or upload_id")
         base = req.target_uri or "viking://resources"
         if req.content is not None:
             name = req.name or f"{rows_mod.slug(req.content.splitlines()[0] if req.content else '', 'doc')}" \
@@ -176,15 +200,72 @@ class Indexer:
             target = self._writable(f"{base.rstrip('/')}/{name}", ctx.identity)
             self._check_resource_space(target)
             await tree.write_atomic(target.path, req.content.encode())
-        else:
-            src = self._importable(req.path or "", ctx)
-            if src.is_symlink():
-                raise InvalidArgument("symlinks are not imported", {"path": req.path})
+            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
+            return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+        scratch = self.ns.data_dir / "tmp"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch, prefix="import-") as tmp:
+            src = await self._source(req, ctx, Path(tmp))
             target = self._writable(f"{base.rstrip('/')}/{req.name or src.name}", ctx.identity)
             self._check_resource_space(target)
-            await asyncio.to_thread(_copy_tree, src, target.path)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
-        return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+            got = await asyncio.to_thread(self._import, src, target, req)
+        if req.upload_id is not None:
+            await asyncio.to_thread(shutil.rmtree, sources.upload_root(self.ns.data_dir, ctx.identity.account,
+                                                                       req.upload_id), True)
+        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
+                                    remove_rows=tuple(got.remove_rows))
+        res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+        return msgspec.structs.replace(res, removed=len(got.vanished), skipped=[*got.skipped, *res.skipped])
+
+    async def _source(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, tmp: Path) -> Path:
+        """The local file or folder an import copies from (fetched or cloned into `tmp`)."""
+        if req.path is not None:
+            src = self._importable(req.path, ctx)
+            if src.is_symlink():
+                raise InvalidArgument("symlinks are not imported", {"path": req.path})
+            return src
+        if req.url is not None:
+            if ctx.identity.role in ("user", "worker"):
+                raise PermissionDenied("URLs are fetched by the server with a root or admin key; upload the "
+                                       "files instead", {"url": req.url})
+            if sources.is_git_url(req.url):
+                return await sources.clone_git(req.url, tmp)
+            if not req.url.startswith(("http://", "https://")):
+                raise InvalidArgument("only http(s) URLs and git repositories are fetched", {"url": req.url})
+            return await sources.fetch_url(req.url, tmp)
+        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, req.upload_id or "")
+        await asyncio.to_thread(sources.check_owner, root, ctx.identity.user, False)
+        files = root / "files"
+        top = sorted(files.iterdir()) if files.is_dir() else []
+        if not top:
+            raise InvalidArgument("the upload holds no file", {"upload_id": req.upload_id})
+        return top[0] if len(top) == 1 else files
+
+    def _import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
+        """Copy what the import takes into the tree; binaries of a folder are reported, not copied;
+        files that vanished from a re-added folder are removed (with their rows) unless kept."""
+        out = Imported()
+        rels = importing.select(src, req.include, req.exclude)
+        if src.is_dir():
+            kept = []
+            for rel in rels:
+                with (src / rel).open("rb") as f:
+                    kind = formats.sniff(rel, f.read(formats.SNIFF_BYTES * 4))
+                if kind.startswith("binary:"):
+                    out.skipped.append(ingest_msgs.Skipped(uri=f"{target.uri}/{rel}", reason="unsupported_type",
+                                                           detail=f"{kind.removeprefix('binary:')}; not imported"))
+                else:
+                    kept.append(rel)
+            rels = kept
+            if target.path.is_dir() and not req.keep_missing:
+                out.vanished = sorted(set(importing.existing_files(target.path)) - set(rels))
+        for rel in out.vanished:
+            vp = self.ns.from_path(target.account, target.path / rel)
+            out.remove_rows += sorted(documents.row_keys(vp.uri, docs_store.load(vp.path)))
+            tree.remove_sync(vp.path, False)
+            docs_store.remove(vp.path)
+        importing.copy_selected(src, rels, target.path)
+        return out
 
     def _importable(self, raw: str, ctx: Ctx) -> Path:
         """A server-side path the caller may import: never for a user key (it would read files
@@ -226,7 +307,7 @@ class Indexer:
         root = "viking://agent/skills" if req.scope == "agent" else "viking://~/skills"
         target = self._writable(f"{root}/{name}", ctx.identity)
         if src_dir is not None:
-            await asyncio.to_thread(_copy_tree, src_dir, target.path)
+            await asyncio.to_thread(lambda: importing.copy_selected(src_dir, importing.select(src_dir), target.path))
         else:
             await tree.write_atomic(target.path / "SKILL.md", skill_text.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
@@ -302,18 +383,3 @@ class Indexer:
         await self.bus.publish_event(subjects.ingest_done(job.account, job.job_id), done,
                                      f"ingest.done.{job.job_id}")
         faults.point("ingest.after_done")  # done announced, the work-queue message not yet acknowledged
-
-def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy a file or a directory into the tree, file by file atomically; no symlinks, no hidden files."""
-    if src.is_file():
-        tree.write_atomic_sync(dst, src.read_bytes())
-        return
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        rel = Path(dirpath).relative_to(src)
-        for fn in filenames:
-            p = Path(dirpath) / fn
-            if fn.startswith(".") or p.is_symlink():
-                continue
-            tree.write_atomic_sync(dst / rel / fn, p.read_bytes())
-    dst.mkdir(parents=True, exist_ok=True)

@@ -139,6 +139,23 @@ async def test_server_paths_are_imported_by_root_or_admin_only(secured: dict[str
     assert r.status == "done" and r.files == 1
 
 
+async def test_a_user_key_uploads_what_it_may_not_name_as_a_server_path(secured: dict[str, Any],
+                                                                        tmp_path: Path) -> None:
+    src = tmp_path / "handbook"
+    src.mkdir()
+    (src / "a.md").write_text("# Handbook\n\nOn call rules.\n")
+    alice, bob = secured["as"](secured["alice"]), secured["as"](secured["bob"])
+    r = await alice.add_resource(upload=src, target_uri="viking://user/alice/resources", wait=True)
+    assert r.status == "done" and r.files == 1 and r.root_uri == "viking://user/alice/resources/handbook"
+    uid = await alice.upload(src)
+    with pytest.raises(E.PermissionDenied):  # an upload is its sender's
+        await bob.add_resource(upload_id=uid, target_uri="viking://user/bob/resources", wait=True)
+    with pytest.raises(E.PermissionDenied):
+        await bob.call("resources.upload", {"path": "x.md", "data": "eA==", "upload_id": uid})
+    with pytest.raises(E.PermissionDenied):  # the server fetches URLs only for root and admin keys
+        await alice.add_resource(url="http://127.0.0.1:9/x", wait=True)
+
+
 async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_path: Path) -> None:
     allowed = tmp_path / "allowed"
     (allowed / "docs").mkdir(parents=True)

@@ -1,0 +1,154 @@
+"""Where an imported resource comes from when it is not a server path: an http(s) URL (bounded
+in size and time; the content type decides the file's extension, so the parser), a git
+repository (a shallow clone by the `git` command), or an upload (files a client sent piece by
+piece into `{data}/uploads/{account}/{upload_id}/`, owned by the user who sent them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+import re
+import shutil
+import time
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+import httpx
+
+from skald.messages.errors import Conflict, DeadlineExceeded, InvalidArgument, NotFound, PermissionDenied, Unavailable
+from skald.store import tree
+
+URL_MAX_BYTES = 32 * 1024 * 1024
+URL_TIMEOUT_S = 30.0
+GIT_TIMEOUT_S = 300.0
+UPLOAD_MAX_BYTES = 64 * 1024 * 1024  # per file
+UPLOAD_TTL_S = 24 * 3600  # an upload never added is swept after a day
+_GIT_HOSTS = ("github.com", "gitlab.com", "bitbucket.org", "codeberg.org")
+_EXT = {"text/html": ".html", "application/xhtml+xml": ".html", "application/pdf": ".pdf", "text/markdown": ".md",
+        "text/plain": ".txt", "application/json": ".json"}
+
+
+def is_git_url(url: str) -> bool:
+    u = urlparse(url)
+    if u.scheme in ("git", "ssh", "file") or u.path.endswith(".git"):
+        return True
+    parts = [p for p in u.path.split("/") if p]
+    return u.scheme in ("http", "https") and u.hostname in _GIT_HOSTS and len(parts) == 2
+
+
+def url_name(url: str, content_type: str) -> str:
+    """A file name for a fetched URL: its last path segment, with the extension its type says."""
+    u = urlparse(url)
+    base = PurePosixPath(u.path).name or (u.hostname or "page")
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-.") or "page"
+    ctype = content_type.split(";")[0].strip().lower()
+    ext = _EXT.get(ctype) or mimetypes.guess_extension(ctype) or ""
+    return base if not ext or base.lower().endswith(ext) else base + ext
+
+
+async def fetch_url(url: str, dest: Path) -> Path:
+    """Download into `dest`; the size and the time are bounded, a failure says which it was."""
+    try:
+        async with httpx.AsyncClient(follow_redirects=True, timeout=URL_TIMEOUT_S) as client:
+            async with asyncio.timeout(URL_TIMEOUT_S):
+                async with client.stream("GET", url) as resp:
+                    if resp.status_code >= 400:
+                        raise NotFound(f"the URL answered HTTP {resp.status_code}", {"url": url})
+                    declared = int(resp.headers.get("content-length") or 0)
+                    if declared > URL_MAX_BYTES:
+                        raise InvalidArgument("the URL's content is too large", {"url": url, "max": URL_MAX_BYTES})
+                    chunks, size = [], 0
+                    async for chunk in resp.aiter_bytes():
+                        size += len(chunk)
+                        if size > URL_MAX_BYTES:
+                            raise InvalidArgument("the URL's content is too large", {"url": url, "max": URL_MAX_BYTES})
+                        chunks.append(chunk)
+                    name = url_name(str(resp.url), resp.headers.get("content-type", ""))
+    except TimeoutError as e:
+        raise DeadlineExceeded("fetching the URL took too long", {"url": url, "timeout_s": URL_TIMEOUT_S}) from e
+    except httpx.HTTPError as e:
+        raise Unavailable(f"cannot fetch the URL: {type(e).__name__}", {"url": url}) from e
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / name
+    out.write_bytes(b"".join(chunks))
+    return out
+
+
+async def clone_git(url: str, dest: Path) -> Path:
+    """A shallow clone of the default branch into `dest/<repository name>`."""
+    name = re.sub(r"\.git$", "", PurePosixPath(urlparse(url).path).name) or "repository"
+    target = dest / name
+    dest.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+    proc = await asyncio.create_subprocess_exec("git", "clone", "--depth", "1", "--quiet", "--", url, str(target),
+                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                                                env=env)
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_S):
+            _, err = await proc.communicate()
+    except TimeoutError as e:
+        proc.kill()
+        raise DeadlineExceeded("cloning the repository took too long", {"url": url}) from e
+    if proc.returncode != 0:
+        raise NotFound("cannot clone the repository", {"url": url, "git": err.decode(errors="replace")[-500:]})
+    return target
+
+
+def upload_root(data_dir: Path, account: str, upload_id: str) -> Path:
+    return data_dir / "uploads" / account / upload_id
+
+
+def check_owner(root: Path, user: str, create: bool) -> None:
+    """An upload belongs to the user who started it; nobody else may add to it or import it."""
+    owner = root / ".owner"
+    if not owner.exists():
+        if not create:
+            raise NotFound("no such upload", {"upload_id": root.name})
+        root.mkdir(parents=True, exist_ok=True)
+        tree.write_atomic_sync(owner, user.encode())
+        return
+    if owner.read_text() != user:
+        raise PermissionDenied("the upload belongs to another user", {"upload_id": root.name})
+
+
+def upload_path(root: Path, rel: str) -> Path:
+    parts = [p for p in rel.replace("\\", "/").split("/") if p]
+    if not parts or any(p in (".", "..") or p.startswith(".") for p in parts):
+        raise InvalidArgument("an upload path is relative, without '..' or hidden names", {"path": rel})
+    return root.joinpath("files", *parts)
+
+
+def write_piece(root: Path, rel: str, offset: int, data: bytes) -> int:
+    """Write one piece at `offset` (0 starts the file over, the current size appends); the new size."""
+    p = upload_path(root, rel)
+    size = p.stat().st_size if p.exists() else 0
+    if offset not in (0, size):
+        raise Conflict("a piece must start the file (offset 0) or follow its end", {"path": rel, "size": size})
+    if offset + len(data) > UPLOAD_MAX_BYTES:
+        raise InvalidArgument("the file is too large to upload", {"path": rel, "max": UPLOAD_MAX_BYTES})
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("r+b" if offset else "wb") as f:
+        f.seek(offset)
+        f.write(data)
+        f.truncate()
+    return offset + len(data)
+
+
+def sweep(data_dir: Path, now: float | None = None) -> int:
+    """Remove uploads older than a day that were never added; how many went."""
+    base = data_dir / "uploads"
+    if not base.is_dir():
+        return 0
+    cutoff = (now or time.time()) - UPLOAD_TTL_S
+    gone = 0
+    for account in base.iterdir():
+        for up in account.iterdir() if account.is_dir() else []:
+            try:
+                if up.stat().st_mtime < cutoff:
+                    shutil.rmtree(up, ignore_errors=True)
+                    gone += 1
+            except OSError:
+                continue
+    return gone
