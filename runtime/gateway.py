@@ -19,17 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from skald.messages import catalog
 from skald.messages import errors as E
+from skald.messages import ingest as ingest_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
 from skald.runtime import __version__
-from skald.runtime.client import SkaldClient, deadline_for
+from skald.runtime.client import UPLOAD_PIECE_BYTES, SkaldClient, deadline_for
 from skald.runtime.keys import KeyStore, digest
 
 HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
@@ -45,6 +46,7 @@ class Route:
     path: str
     op: str
     kind: str = "body"  # body: JSON passes through | query: from the query string | session: id from the path
+    # | resource: OpenViking's add_resource body | upload: a multipart file, sent on as resources.upload
 
 
 ROUTES = (
@@ -63,7 +65,8 @@ ROUTES = (
     Route("GET", "/api/v1/content/abstract", catalog.FS_ABSTRACT.name, "query"),
     Route("GET", "/api/v1/content/overview", catalog.FS_OVERVIEW.name, "query"),
     Route("POST", "/api/v1/content/write", catalog.FS_WRITE.name),
-    Route("POST", "/api/v1/resources", catalog.RESOURCES_ADD.name),
+    Route("POST", "/api/v1/resources", catalog.RESOURCES_ADD.name, "resource"),
+    Route("POST", "/api/v1/resources/temp_upload", catalog.RESOURCES_UPLOAD.name, "upload"),
     Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name),
     Route("POST", "/api/v1/memories", catalog.MEMORIES_WRITE.name),
     Route("POST", "/api/v1/sessions", catalog.SESSIONS_CREATE.name),
@@ -91,6 +94,25 @@ def _message_body(sid: str, data: dict[str, Any]) -> dict[str, Any]:
     if not out.get("parts") and isinstance(data.get("content"), str):
         out["parts"] = [{"type": "text", "text": data["content"]}]
     out["session_id"] = sid
+    return out
+
+
+def _resource_body(data: dict[str, Any]) -> dict[str, Any]:
+    """OpenViking's add_resource body -> resources.add: `temp_file_id` is an upload, `source_name`
+    its name, `to` an exact target (parent + name), `parent` the target directory. Options Skald
+    has no use for are left out rather than refused (its clients always send their full set)."""
+    known = set(ingest_msgs.AddResourceRequest.__struct_fields__)
+    out = {k: v for k, v in data.items() if k in known and v is not None}
+    if data.get("temp_file_id"):
+        out["upload_id"] = data["temp_file_id"]
+        out.pop("path", None)
+    if data.get("source_name") and "name" not in out:
+        out["name"] = data["source_name"]
+    if isinstance(data.get("to"), str) and data["to"].rstrip("/"):
+        parent, _, name = data["to"].rstrip("/").rpartition("/")
+        out["target_uri"], out["name"] = parent, name
+    elif isinstance(data.get("parent"), str):
+        out["target_uri"] = data["parent"]
     return out
 
 
@@ -186,7 +208,15 @@ class Gateway:
             headers = self._headers(request, key)
             timeout = self.client.timeout_s
             try:
-                if route.kind == "body":
+                if route.kind == "upload":
+                    return await self._upload(request, headers)
+                if route.kind == "resource":
+                    parsed = json.loads(await request.read() or b"{}")
+                    if not isinstance(parsed, dict):
+                        raise ValueError("body must be a JSON object")
+                    body = _enc.encode(_resource_body(parsed))
+                    timeout = max(timeout, 600.0) if parsed.get("wait") else timeout
+                elif route.kind == "body":
                     body = await request.read()
                     if route.op in (catalog.SEARCH_SEARCH.name, catalog.SEARCH_RECALL.name) and b'"rewrite"' in body:
                         with_json = json.loads(body or b"{}")
@@ -205,6 +235,33 @@ class Gateway:
             return await self._forward(route.op, body, headers, timeout)
 
         return handle
+
+    async def _upload(self, request: web.Request, headers: dict[str, str]) -> web.Response:
+        """OpenViking's temp_upload: the multipart file, streamed on in pieces; its upload id back."""
+        reader = await request.multipart()
+        bus = await self._bus(headers.get(H_API_KEY))
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or not part.filename:
+                continue
+            name = part.filename.replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+            uid: str | None = None
+            offset = 0
+            while True:
+                piece = bytearray()
+                while len(piece) < UPLOAD_PIECE_BYTES and (chunk := await part.read_chunk(UPLOAD_PIECE_BYTES)):
+                    piece += chunk
+                if not piece and offset:
+                    break
+                try:
+                    r = await bus.request(catalog.RESOURCES_UPLOAD, ingest_msgs.UploadRequest(
+                        path=name, data=bytes(piece), upload_id=uid, offset=offset))
+                except E.SkaldError as e:
+                    return error_response(e.code, e.message, e.details)
+                uid, offset = r.upload_id, offset + len(piece)
+                if len(piece) < UPLOAD_PIECE_BYTES:
+                    break
+            return web.json_response({"status": "ok", "result": {"temp_file_id": uid, "size": offset}})
+        return error_response("INVALID_ARGUMENT", "the multipart body holds no file")
 
     async def _session_body(self, route: Route, request: web.Request, headers: dict[str, str]) -> Any:
         sid = request.match_info["session_id"]
@@ -252,8 +309,11 @@ def openapi() -> dict[str, Any]:
                                 "description": f"NATS subject `skald.v1.{r.op}`.",
                                 "responses": {str(s): {"description": c, "content": {"application/json": {
                                     "schema": envelope}}} for c, s in HTTP_STATUS.items()}}
-        if r.kind == "body":
+        if r.kind in ("body", "resource"):
             item["requestBody"] = {"required": True, "content": {"application/json": {"schema": by_type[op.request]}}}
+        elif r.kind == "upload":
+            item["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": {
+                "type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}}}}
         elif r.kind == "query":
             item["parameters"] = [{"name": f, "in": "query", "schema": {}} for f in op.request.__struct_fields__]
         else:

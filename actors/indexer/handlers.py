@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,7 +240,13 @@ class Indexer:
         top = sorted(files.iterdir()) if files.is_dir() else []
         if not top:
             raise InvalidArgument("the upload holds no file", {"upload_id": req.upload_id})
-        return top[0] if len(top) == 1 else files
+        if len(top) > 1:
+            return files
+        one = top[0]
+        if one.is_file() and not (req.name or one.name).lower().endswith(".zip") and zipfile.is_zipfile(one):
+            # A folder sent as one archive (OpenViking's clients zip directories): unpacked.
+            return await asyncio.to_thread(sources.unzip, one, tmp / (req.name or one.stem))
+        return one
 
     def _import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
         """Copy what the import takes into the tree; binaries of a folder are reported, not copied;

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import time
+import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
@@ -24,7 +25,9 @@ URL_MAX_BYTES = 32 * 1024 * 1024
 URL_TIMEOUT_S = 30.0
 GIT_TIMEOUT_S = 300.0
 UPLOAD_MAX_BYTES = 64 * 1024 * 1024  # per file
-UPLOAD_TTL_S = 24 * 3600  # an upload never added is swept after a day
+UPLOAD_TTL_S = 24 * 3600
+UNZIP_MAX_FILES = 20_000
+UNZIP_MAX_BYTES = 1024 * 1024 * 1024  # an upload never added is swept after a day
 _GIT_HOSTS = ("github.com", "gitlab.com", "bitbucket.org", "codeberg.org")
 _EXT = {"text/html": ".html", "application/xhtml+xml": ".html", "application/pdf": ".pdf", "text/markdown": ".md",
         "text/plain": ".txt", "application/json": ".json"}
@@ -134,6 +137,30 @@ def write_piece(root: Path, rel: str, offset: int, data: bytes) -> int:
         f.write(data)
         f.truncate()
     return offset + len(data)
+
+
+def unzip(archive: Path, dest: Path) -> Path:
+    """Unpack safely: no absolute paths, no `..`, no links, bounded in count and total size."""
+    total = 0
+    with zipfile.ZipFile(archive) as z:
+        infos = [i for i in z.infolist() if not i.is_dir()]
+        if len(infos) > UNZIP_MAX_FILES:
+            raise InvalidArgument("the archive holds too many files", {"max": UNZIP_MAX_FILES})
+        for info in infos:
+            parts = [p for p in info.filename.replace("\\", "/").split("/") if p]
+            if not parts or info.filename.startswith("/") or any(p == ".." for p in parts):
+                raise InvalidArgument("the archive has a path outside itself", {"entry": info.filename})
+            if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                continue  # a symbolic link
+            total += info.file_size
+            if total > UNZIP_MAX_BYTES:
+                raise InvalidArgument("the archive unpacks to too much", {"max": UNZIP_MAX_BYTES})
+            out = dest.joinpath(*parts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with z.open(info) as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+    dest.mkdir(parents=True, exist_ok=True)
+    return dest
 
 
 def sweep(data_dir: Path, now: float | None = None) -> int:

@@ -15,6 +15,7 @@ from openviking_sdk import errors as ov_errors
 from skald.runtime import keys as key_store
 from skald.runtime.client import SkaldClient
 from skald.runtime.gateway import ROUTES, serve
+from tests.support import documents as D
 
 
 @pytest.fixture
@@ -66,6 +67,30 @@ async def test_openviking_sdk_works_unchanged(gateway: str) -> None:
             await sdk.get_session("ov-missing")
         with pytest.raises(ov_errors.InvalidArgumentError):
             await sdk.search_context("caddy", target_uri="viking://resources")
+    finally:
+        await sdk.close()
+
+
+async def test_openviking_sdk_adds_local_files_and_folders_through_temp_upload(gateway: str, tmp_path: Path) -> None:
+    """The SDK uploads a file as it is and a folder as a zip (`temp_upload`), then adds it by
+    `temp_file_id`; the folder arrives unpacked under its own name, binaries reported."""
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "deploy.md").write_text("# Deploy\n\nCaddy listens on port 1935 behind the load balancer.\n")
+    (tmp_path / "guide" / "ops").mkdir()
+    (tmp_path / "guide" / "ops" / "backups.md").write_text("# Backups\n\nNightly at 02:00 UTC.\n")
+    (tmp_path / "handbook.pdf").write_bytes(D.handbook_pdf())
+    sdk = ov.AsyncHTTPClient(url=gateway, api_key="any", user="default", timeout=60)
+    await sdk.initialize()
+    try:
+        folder = await sdk.add_resource(str(tmp_path / "guide"), parent="viking://resources", wait=True)
+        assert folder["root_uri"] == "viking://resources/guide" and folder["files"] == 2
+        pdf = await sdk.add_resource(str(tmp_path / "handbook.pdf"), to="viking://resources/manuals/ops.pdf",
+                                     wait=True)
+        assert pdf["root_uri"] == "viking://resources/manuals/ops.pdf" and pdf["sections"] >= 30
+        found = await sdk.find("recovery point objective", limit=3)
+        assert any(h["uri"].startswith("viking://resources/manuals/ops.pdf#") for h in found["resources"])
+        found = await sdk.find("nightly backups time", limit=3)
+        assert any(h["uri"] == "viking://resources/guide/ops/backups.md" for h in found["resources"])
     finally:
         await sdk.close()
 
