@@ -8,6 +8,7 @@ authentication), 6 try again (unavailable or deadline), 1 anything else.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 import sys
@@ -206,10 +207,19 @@ async def tree(client: SkaldClient, output: str, uri: str, level_limit: int) -> 
 
 @click.command()
 @click.argument("uri")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="First line (0-based).")
+@click.option("--limit", type=click.IntRange(min=-1), default=-1, help="Lines to print (-1: to the end).")
+@click.option("--raw", is_flag=True, help="The file's own bytes (a PDF's, not its text); written to stdout as is.")
 @connection
-async def read(client: SkaldClient, output: str, uri: str) -> None:
-    """Print a file."""
-    emit(output, await client.read(uri), lambda r: r.content)
+async def read(client: SkaldClient, output: str, uri: str, offset: int, limit: int, raw: bool) -> None:
+    """Print a file or a section (URI#anchor); PDF and Office files print as text."""
+    r = await client.read(uri, offset=offset, limit=limit, raw=raw)
+    if raw and output == "text":
+        data = base64.b64decode(r.content) if r.encoding == "base64" else r.content.encode()
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    emit(output, r, lambda r: r.content)
 
 
 @click.command()

@@ -87,10 +87,17 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def read(uri: str) -> str:
-        """Read the full text of a viking:// file URI (for example one cited in recall's output)."""
+    async def read(uri: str, offset: int = 0, limit: int = 200) -> str:
+        """Read a viking:// file or section URI (for example one cited in recall's output), `limit`
+        lines from line `offset` (0-based). A section URI (`...handbook.md#backups`) reads just that
+        section; a PDF or Office file reads as text. The answer ends with where the window stops and
+        how many lines there are, so you can read on."""
         async def run() -> str:
-            return (await (await client()).read(uri)).content
+            r = await (await client()).read(uri, offset=max(0, offset), limit=max(1, min(limit, 2_000)))
+            if not r.truncated:
+                return r.content
+            end = r.start_line + r.content.count("\n") - 1
+            return f"{r.content}\n[lines {r.start_line}-{end} of {r.lines}; read on with offset={end}]"
         return await guarded(run())
 
     @server.tool()

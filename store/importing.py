@@ -46,12 +46,14 @@ def select(root: Path, include: list[str] | None = None, exclude: list[str] | No
             ignores.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(gi.read_text(errors="replace").splitlines())))
 
         def ignored(rel: str, is_dir: bool) -> bool:
-            for base, spec in ignores:
+            """The deepest .gitignore with an opinion decides (a nested `!x` re-includes x)."""
+            for base, spec in reversed(ignores):
                 if base and not rel.startswith(base + "/"):
                     continue
                 sub = rel[len(base) + 1:] if base else rel
-                if spec.match_file(sub + ("/" if is_dir else "")):
-                    return True
+                verdict = spec.check_file(sub + ("/" if is_dir else "")).include
+                if verdict is not None:
+                    return verdict
             return False
 
         keep_dirs = []
