@@ -274,4 +274,9 @@ class TreeReads:
             if not text:
                 raise NotFound("no overview yet (not indexed)", {"uri": vp.uri})
             return fs_msgs.TextResult(uri=vp.uri, content=text)
-        return fs_msgs.TextResult(uri=vp.uri, content=extract.text_overview(vp.name, await tree.read_text(vp.path)))
+        await self.replica.catch_up(ctx)
+        row = self.replica.index.get(vp.account, vp.uri, 1)
+        if row is not None and row.kind == "document":  # a long document: its table of contents
+            return fs_msgs.TextResult(uri=vp.uri, content=row.text.split("\n", 1)[-1])
+        text, _ = await asyncio.to_thread(document_text, vp.path)
+        return fs_msgs.TextResult(uri=vp.uri, content=extract.text_overview(vp.name, text))

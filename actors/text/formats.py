@@ -90,7 +90,8 @@ def convert(name: str, data: bytes) -> Doc:
             elif fmt.startswith("code:"):
                 doc = code.parse(fmt.removeprefix("code:"), text)
             else:
-                doc = Doc(text=text, format=fmt, headings=markdown_headings(text))
+                hs = markdown_headings(text)
+                doc = Doc(text=text, format=fmt, headings=hs, title=next((t for _, lvl, t in hs if lvl == 1), ""))
     except Unconvertible:
         raise
     except Exception as e:  # noqa: BLE001 - a parser's bug on one file must not fail the others

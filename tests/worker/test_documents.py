@@ -65,7 +65,9 @@ async def test_the_passage_that_answers_is_found_and_served(client: SkaldClient,
 async def test_a_document_node_lists_its_sections_and_thinking_descends_into_them(
         client: SkaldClient, docs: dict[str, bytes]) -> None:
     ov = await client.call("fs.overview", {"uri": f"{BASE}/handbook.md"})
-    assert "handbook" in ov["content"].lower()
+    assert ov["content"].startswith("# Operations handbook") and "(#recovery-objectives) (lines " in ov["content"]
+    pdf = await client.call("fs.overview", {"uri": f"{BASE}/report.docx"})
+    assert "Quarterly report" in pdf["content"] and "\ufffd" not in pdf["content"]
     found = await client.search("which day does the on-call rotation hand over", target_uri=BASE,
                                 limit=5)
     uris = [m.uri for m in found.resources]
