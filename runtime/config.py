@@ -46,6 +46,7 @@ class Config:
     default_search_mode: str = "thinking"  # thinking | fast: what search (never find) uses
     score_propagation_alpha: float = 1.0
     hotness_alpha: float = 0.0
+    score_calibration: str = "auto"  # auto (the embedder's shipped calibration) | off | lo,hi (raw cosines)
     enable_intent: bool = True
     recall_intent_timeout_s: float = 5.0  # query expansion fuse (search with a session, context mode)
     recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
@@ -85,6 +86,13 @@ class Config:
         return cfg
 
     def validate(self) -> None:
+        if self.score_calibration not in ("auto", "off"):
+            try:
+                lo, hi = (float(x) for x in self.score_calibration.split(","))
+                assert 0.0 <= lo < hi <= 1.0
+            except (ValueError, AssertionError):
+                raise ConfigError(f"SKALD_SCORE_CALIBRATION={self.score_calibration!r}: must be auto, off, or "
+                                  "lo,hi with 0 <= lo < hi <= 1") from None
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             values = value if isinstance(value, tuple) else (value,)

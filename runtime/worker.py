@@ -20,6 +20,7 @@ from skald.actors.archive.handlers import Archiver
 from skald.actors.assembler.handlers import Assembler
 from skald.actors.indexer.handlers import Indexer
 from skald.actors.kit.ports import LLM, Embedder, Summarizer
+from skald.actors.retriever import calibration
 from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
@@ -111,7 +112,8 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
             settings = SearchSettings(default_mode=cfg.default_search_mode, alpha=cfg.score_propagation_alpha,
                                       hotness_alpha=cfg.hotness_alpha, enable_intent=cfg.enable_intent,
                                       intent_timeout_s=cfg.recall_intent_timeout_s,
-                                      rerank_timeout_s=cfg.rerank_timeout_s)
+                                      rerank_timeout_s=cfg.rerank_timeout_s,
+                                      calibration=calibration.for_embedder(embedder.name, cfg.score_calibration))
             actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald", llm, reranker, settings,
                                      snapshot_interval_s=cfg.snapshot_interval_s)
         elif name == "assembler":

@@ -94,6 +94,26 @@ class KeywordIndex:
             self._arr[term] = arr
         return arr
 
+    def coverage(self, query: str, labels: list[int]) -> list[float]:
+        """For each label, the share of the query's IDF mass its text contains (0..1): how much of
+        what the query asks for, weighted by how rare each word is, the row says at all. Words no
+        row has weigh the most, so a query about something absent covers little anywhere."""
+        terms = set(tokenize(query))
+        with self._lock:
+            n = len(self._terms)
+            if not n or not terms or not labels:
+                return [0.0] * len(labels)
+            idf = {}
+            for t in terms:
+                df = len(self._post.get(t, ()))
+                idf[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            total = sum(idf.values()) or 1.0
+            out = []
+            for label in labels:
+                have = self._terms.get(label, ())
+                out.append(sum(w for t, w in idf.items() if t in have) / total if have else 0.0)
+            return out
+
     def search(self, query: str, k: int, allow: Callable[[int], bool]) -> list[tuple[int, float]]:
         """Top k (label, BM25 score) among labels `allow` accepts."""
         terms = set(tokenize(query))

