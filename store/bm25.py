@@ -20,6 +20,7 @@ K1 = 1.2
 B = 0.75
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
 _PARTS = re.compile(r"[A-Za-z0-9]+")
+_CODE = re.compile(r"\d")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 
 
@@ -97,8 +98,12 @@ class KeywordIndex:
     def coverage(self, query: str, labels: list[int]) -> list[float]:
         """For each label, the share of the query's IDF mass its text contains (0..1): how much of
         what the query asks for, weighted by how rare each word is, the row says at all. Words no
-        row has weigh the most, so a query about something absent covers little anywhere."""
+        row has weigh the most, so a query about something absent covers little anywhere. When the
+        query holds identifiers (a digit in a word: `OPS-0001234`, `E1234`, `v2.3.1`), only they count."""
         terms = set(tokenize(query))
+        codes = {t for t in terms if _CODE.search(t)}
+        if codes:
+            terms = codes  # a ticket number, error code or version is what such a query is about
         with self._lock:
             n = len(self._terms)
             if not n or not terms or not labels:

@@ -77,6 +77,7 @@ class Hit:
     row: IndexRow
     score: float
     keep: bool = True  # passes the caller's collection filter (search_children_many with `collect`)
+    gate: float | None = None  # what a threshold compares, when not the score (hybrid: strong keyword evidence only)
 
 
 @dataclass(slots=True)

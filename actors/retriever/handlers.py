@@ -22,7 +22,7 @@ from skald.actors.retriever import candidates, params, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.retriever.scoring import decayed_match, decayed_score, hybrid
+from skald.actors.retriever.scoring import decayed_match, decayed_score, gate_of, hybrid
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.text.tags import check_tags
 from skald.messages import catalog
@@ -104,8 +104,8 @@ class Retriever(TreeReads):
             hits = hybrid(self.index, vec, req.query, q, k + 2)
             prov.update(engine="hybrid", search_ms=round((time.perf_counter() - ts) * 1000, 3))
             cal = self.settings.calibration
-            matched = [m for h in hits
-                       if results.passes((m := decayed_match(h.row, cal.score(h.score), c.decay, c.now)).score,
+            matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now) for h in hits
+                       if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
                                          req.score_threshold)]
             prov["calibration"] = cal.describe()
             result = results.group(matched, c.limit)
@@ -182,7 +182,9 @@ class Retriever(TreeReads):
                 cal = self.settings.calibration
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now))
                           for text, vec in zip(req.queries, vecs, strict=True)
-                          for h in hybrid(index, vec, text, q, k)]
+                          for h in hybrid(index, vec, text, q, k)
+                          if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
+                                            req.score_threshold, req.score_gte)]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
                                           req.other_peer_penalty)
                 n_excluded |= shaped.excluded

@@ -44,34 +44,46 @@ KEYWORD_WEIGHT = 0.05
 # it sits closer to any query than a leaf does, unrelated queries included. It answers when it
 # beats its best child by more than this much cosine; otherwise the child (the answer) ranks first.
 SUMMARY_MARGIN = 0.03
+COVERAGE_FROM, COVERAGE_FULL = 0.3, 0.6
 
 
-def keyword_lift(row: IndexRow, coverage: float) -> float:
-    """KEYWORD_WEIGHT x coverage squared: a row saying most of what the query asks is lifted, one
-    sharing a word or two barely. Summaries, which list the words of everything beneath them,
-    get no lift and give up SUMMARY_MARGIN: they are for descent, not for answers."""
+def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float, float]:
+    """(lift for ranking, lift for thresholds) of one row on the cosine scale.
+
+    Ranking: KEYWORD_WEIGHT x the row's BM25 relative to the best keyword hit, which reorders
+    near-ties well (a shared place name, a ticket code). Thresholds: the same lift only once the
+    row holds enough of what the query asks (its share of the query's IDF mass, ramping from
+    COVERAGE_FROM to COVERAGE_FULL): an exact ticket code or error string still passes a floor
+    its cosine alone would not, while a row sharing a word or two with a query about something
+    else is not carried over the floor. Summaries, which list the words of everything beneath
+    them, get no lift and give up SUMMARY_MARGIN: they are for descent, not for answers."""
     if row.level != 2:
-        return -SUMMARY_MARGIN
-    return KEYWORD_WEIGHT * coverage * coverage
+        return -SUMMARY_MARGIN, -SUMMARY_MARGIN
+    ramp = min(1.0, max(0.0, (coverage - COVERAGE_FROM) / (COVERAGE_FULL - COVERAGE_FROM)))
+    return KEYWORD_WEIGHT * relative, KEYWORD_WEIGHT * relative * ramp
 
 
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
-    cosine plus a lift for the share of the query's IDF mass the row contains (`keyword_lift`).
-    The lift is absolute, not relative to the best keyword hit, so a query about nothing stored
-    (whose rare words no row has) gains next to nothing and stays below a calibrated floor; an
-    exact ticket code or error string (all of its rare terms present) gains the whole lift."""
+    cosine plus its `keyword_lift` (the gate carries the threshold's lift). A row only the
+    keywords found gets its exact cosine, so the scale stays the embedder's and a calibrated
+    floor keeps its meaning."""
     dense, _ = index.search(vec, q, k)
     words = index.keyword_search(text, q, k) if text.strip() else []
-    if not words:
-        out = [Hit(h.row, h.score - SUMMARY_MARGIN if h.row.level != 2 else h.score) for h in dense]
-        out.sort(key=lambda h: (-h.score, h.row.uri))
-        return out
+    top = max((h.score for h in words), default=0.0) or 1.0
+    bm25 = {(h.row.uri, h.row.level): h.score / top for h in words}
     seen = {(h.row.uri, h.row.level) for h in dense}
     only_words = [h.row for h in words if (h.row.uri, h.row.level) not in seen]
     rows = [h.row for h in dense] + only_words
-    base = [h.score for h in dense] + index.similarity(vec, only_words)
-    cover = index.keyword_coverage(text, rows)
-    out = [Hit(r, s + keyword_lift(r, c)) for r, s, c in zip(rows, base, cover, strict=True)]
+    base = [h.score for h in dense] + (index.similarity(vec, only_words) if only_words else [])
+    cover = index.keyword_coverage(text, rows) if words else [0.0] * len(rows)
+    out = []
+    for r, s, c in zip(rows, base, cover, strict=True):
+        rank_lift, gate_lift = keyword_lift(r, bm25.get((r.uri, r.level), 0.0), c)
+        out.append(Hit(r, s + rank_lift, gate=s + gate_lift))
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]
+
+
+def gate_of(h: Hit) -> float:
+    return h.score if h.gate is None else h.gate
