@@ -53,6 +53,8 @@ RESOURCES_UPLOAD = Op("resources.upload", ingest_msgs.UploadRequest, ingest_msgs
                       "Send one file (or the next piece of one) for a later resources.add.")
 SKILLS_ADD = Op("skills.add", ingest_msgs.AddSkillRequest, ingest_msgs.IngestResult,
                 "Add a skill (SKILL.md with name and description).")
+CONTENT_SET_TAGS = Op("content.set_tags", ingest_msgs.SetTagsRequest, ingest_msgs.SetTagsResult,
+                      "Replace, add or remove the k=v tags of a file (its rows are re-indexed with them).")
 MEMORIES_WRITE = Op("memories.write", ingest_msgs.WriteMemoryRequest, ingest_msgs.IngestResult,
                     "Write an explicit memory.")
 MEMORIES_UPDATE = Op("memories.update", ingest_msgs.UpdateMemoryRequest, ingest_msgs.IngestResult,

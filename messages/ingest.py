@@ -32,6 +32,7 @@ class AddResourceRequest(_Req):
     include: Annotated[list[Annotated[str, Meta(min_length=1, max_length=512)]], Meta(max_length=100)] | None = None
     exclude: Annotated[list[Annotated[str, Meta(min_length=1, max_length=512)]], Meta(max_length=100)] | None = None
     keep_missing: bool = False
+    tags: Annotated[list[str], Meta(max_length=64)] | None = None  # k=v, on every file it adds
     reason: str = ""
     wait: bool = False
 
@@ -59,7 +60,26 @@ class AddSkillRequest(_Req):
     path: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
     content: str | None = None
     scope: Literal["agent", "user"] = "agent"
+    tags: Annotated[list[str], Meta(max_length=64)] | None = None
     wait: bool = False
+
+
+class SetTagsRequest(_Req):
+    """Tags of one file (a resource, skill or memory): `replace` its tags, `add` to them, or
+    `remove` some. Keys are case-insensitive (stored lower-case); values are kept as given."""
+
+    uri: URI
+    tags: Annotated[list[str], Meta(max_length=64)]
+    mode: Literal["replace", "add", "remove"] = "replace"
+    wait: bool = True
+
+
+class SetTagsResult(msgspec.Struct, kw_only=True):
+    uri: str
+    tags: list[str]
+    index_job: str = ""
+    indexed: bool = False
+    index_seq: int = 0
 
 
 class WriteMemoryRequest(_Req):

@@ -260,6 +260,10 @@ class SkaldClient:
         assert uid is not None
         return uid
 
+    async def set_tags(self, uri: str, tags: list[str], **kw: Any) -> ingest_msgs.SetTagsResult:
+        """Replace (or `mode="add"` / `"remove"`) a file's k=v tags."""
+        return await self.request(catalog.CONTENT_SET_TAGS, ingest_msgs.SetTagsRequest(uri=uri, tags=tags, **kw))  # type: ignore[no-any-return]
+
     async def add_skill(self, **kw: Any) -> ingest_msgs.IngestResult:
         return await self.request(catalog.SKILLS_ADD, ingest_msgs.AddSkillRequest(**kw))  # type: ignore[no-any-return]
 

@@ -9,41 +9,30 @@ it; every step of a job is an upsert or a delete by key, so redoing it is harmle
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
-from skald.actors.indexer import documents, memories, sources
+from skald.actors.indexer import documents, memories
 from skald.actors.indexer import rows as rows_mod
+from skald.actors.indexer.imports import Imports
 from skald.actors.indexer.pipeline import IngestPipeline
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
 from skald.actors.kit.request import Attempt, Ctx
-from skald.actors.text import formats
 from skald.messages import catalog, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
-from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from skald.messages.errors import Conflict, InvalidArgument, NotFound
 from skald.store import documents as docs_store
-from skald.store import faults, importing, memory_history, tree
+from skald.store import faults, importing, memory_history, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
-@dataclass(slots=True)
-class Imported:
-    skipped: list[ingest_msgs.Skipped] = field(default_factory=list)
-    vanished: list[str] = field(default_factory=list)  # relative paths removed from the target
-    remove_rows: list[tuple[str, int]] = field(default_factory=list)
-
-
-class Indexer:
+class Indexer(Imports):
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus,
                  clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None) -> None:
         self.ns = ns
@@ -176,130 +165,11 @@ class Indexer:
                                             generator=self.summarizer.name)
         return msgspec.structs.replace(done, root_uri=root)
 
-    @handles(catalog.RESOURCES_UPLOAD, timeout_s=60.0, journal=True)
-    async def upload(self, req: ingest_msgs.UploadRequest, ctx: Ctx) -> ingest_msgs.UploadResult:
-        """One piece of an uploaded file; the first call names the upload (derived from the
-        request, so a replay writes the same upload)."""
-        uid = req.upload_id or request_id("upload")
-        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, uid)
-
-        def run() -> int:
-            sources.check_owner(root, ctx.identity.user, create=req.upload_id is None)
-            return sources.write_piece(root, req.path, req.offset, req.data)
-
-        return ingest_msgs.UploadResult(upload_id=uid, path=req.path, size=await asyncio.to_thread(run))
-
-    @handles(catalog.RESOURCES_ADD, timeout_s=600.0, journal=True)
-    async def add_resource(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
-        given = [x for x in (req.path, req.content, req.url, req.upload_id) if x is not None]
-        if len(given) != 1:
-            raise InvalidArgument("give exactly one of path, content, url or upload_id")
-        base = req.target_uri or "viking://resources"
-        if req.content is not None:
-            name = req.name or f"{rows_mod.slug(req.content.splitlines()[0] if req.content else '', 'doc')}" \
-                                f"-{rows_mod.sha256(req.content.encode())[:8]}.md"
-            target = self._writable(f"{base.rstrip('/')}/{name}", ctx.identity)
-            self._check_resource_space(target)
-            await tree.write_atomic(target.path, req.content.encode())
-            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
-            return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
-        scratch = self.ns.data_dir / "tmp"
-        scratch.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=scratch, prefix="import-") as tmp:
-            src = await self._source(req, ctx, Path(tmp))
-            target = self._writable(f"{base.rstrip('/')}/{req.name or src.name}", ctx.identity)
-            self._check_resource_space(target)
-            got = await asyncio.to_thread(self._import, src, target, req)
-        if req.upload_id is not None:
-            await asyncio.to_thread(shutil.rmtree, sources.upload_root(self.ns.data_dir, ctx.identity.account,
-                                                                       req.upload_id), True)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
-                                    remove_rows=tuple(got.remove_rows))
-        res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
-        return msgspec.structs.replace(res, removed=len(got.vanished), skipped=[*got.skipped, *res.skipped])
-
-    async def _source(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, tmp: Path) -> Path:
-        """The local file or folder an import copies from (fetched or cloned into `tmp`)."""
-        if req.path is not None:
-            src = self._importable(req.path, ctx)
-            if src.is_symlink():
-                raise InvalidArgument("symlinks are not imported", {"path": req.path})
-            return src
-        if req.url is not None:
-            if ctx.identity.role in ("user", "worker"):
-                raise PermissionDenied("URLs are fetched by the server with a root or admin key; upload the "
-                                       "files instead", {"url": req.url})
-            if sources.is_git_url(req.url):
-                return await sources.clone_git(req.url, tmp)
-            if not req.url.startswith(("http://", "https://")):
-                raise InvalidArgument("only http(s) URLs and git repositories are fetched", {"url": req.url})
-            return await sources.fetch_url(req.url, tmp)
-        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, req.upload_id or "")
-        await asyncio.to_thread(sources.check_owner, root, ctx.identity.user, False)
-        files = root / "files"
-        top = sorted(files.iterdir()) if files.is_dir() else []
-        if not top:
-            raise InvalidArgument("the upload holds no file", {"upload_id": req.upload_id})
-        if len(top) > 1:
-            return files
-        one = top[0]
-        if one.is_file() and not (req.name or one.name).lower().endswith(".zip") and zipfile.is_zipfile(one):
-            # A folder sent as one archive (OpenViking's clients zip directories): unpacked.
-            return await asyncio.to_thread(sources.unzip, one, tmp / (req.name or one.stem))
-        return one
-
-    def _import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
-        """Copy what the import takes into the tree; binaries of a folder are reported, not copied;
-        files that vanished from a re-added folder are removed (with their rows) unless kept."""
-        out = Imported()
-        rels = importing.select(src, req.include, req.exclude)
-        if src.is_dir():
-            kept = []
-            for rel in rels:
-                with (src / rel).open("rb") as f:
-                    kind = formats.sniff(rel, f.read(formats.SNIFF_BYTES * 4))
-                if kind.startswith("binary:"):
-                    out.skipped.append(ingest_msgs.Skipped(uri=f"{target.uri}/{rel}", reason="unsupported_type",
-                                                           detail=f"{kind.removeprefix('binary:')}; not imported"))
-                else:
-                    kept.append(rel)
-            rels = kept
-            if target.path.is_dir() and not req.keep_missing:
-                out.vanished = sorted(set(importing.existing_files(target.path)) - set(rels))
-        for rel in out.vanished:
-            vp = self.ns.from_path(target.account, target.path / rel)
-            out.remove_rows += sorted(documents.row_keys(vp.uri, docs_store.load(vp.path)))
-            tree.remove_sync(vp.path, False)
-            docs_store.remove(vp.path)
-        importing.copy_selected(src, rels, target.path)
-        return out
-
-    def _importable(self, raw: str, ctx: Ctx) -> Path:
-        """A server-side path the caller may import: never for a user key (it would read files
-        the server can read and the user cannot), and inside SKALD_IMPORT_ROOTS when set."""
-        if ctx.identity.role in ("user", "worker"):
-            raise PermissionDenied("server paths are imported with a root or admin key; send content instead",
-                                   {"path": raw})
-        src = Path(raw)
-        if not src.is_absolute() or not src.exists():
-            raise NotFound("no such local path on the server", {"path": raw})
-        if self.import_roots:
-            real = src.resolve()
-            if not any(real == r or r in real.parents for r in self.import_roots):
-                raise PermissionDenied("path is outside the import roots", {"path": raw})
-        return src
-
-    @staticmethod
-    def _check_resource_space(vp: VikingPath) -> None:
-        s = vp.segments
-        if not (s[0] == "resources" or (s[0] == "user" and len(s) > 3 and s[2] == "resources")):
-            raise InvalidArgument("resources live under viking://resources or viking://~/resources",
-                                  {"uri": vp.uri})
-
     @handles(catalog.SKILLS_ADD, timeout_s=600.0, journal=True)
     async def add_skill(self, req: ingest_msgs.AddSkillRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
         if (req.path is None) == (req.content is None):
             raise InvalidArgument("give exactly one of path or content")
+        tags = rows_mod.check_tags(req.tags)
         if req.content is not None:
             name, _ = rows_mod.parse_skill(req.content)
             src_dir, skill_text = None, req.content
@@ -317,8 +187,40 @@ class Indexer:
             await asyncio.to_thread(lambda: importing.copy_selected(src_dir, importing.select(src_dir), target.path))
         else:
             await tree.write_atomic(target.path / "SKILL.md", skill_text.encode())
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,))
+        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
+                                    tags=tags)
         return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+
+    @handles(catalog.CONTENT_SET_TAGS, timeout_s=120.0, journal=True)
+    async def set_tags(self, req: ingest_msgs.SetTagsRequest, ctx: Ctx) -> ingest_msgs.SetTagsResult:
+        """The file's tags live in its directory's `.index.json`; the re-index carries them to every
+        row of the file (a long document's node and sections too)."""
+        vp = self._writable(req.uri, ctx.identity)
+        if not vp.path.is_file():
+            raise (InvalidArgument("tags belong to files, not directories", {"uri": vp.uri}) if vp.path.is_dir()
+                   else NotFound("no such file", {"uri": vp.uri}))
+        given = rows_mod.check_tags(req.tags)
+
+        def update() -> tuple[str, ...]:
+            facts = sidecar.load(vp.path.parent)
+            old = facts.get(vp.name)
+            if old is None:
+                raise Conflict("the file is not indexed yet; set its tags once it is", {"uri": vp.uri})
+            if req.mode == "replace":
+                new = given
+            elif req.mode == "add":
+                new = rows_mod.check_tags((*old.tags, *given))
+            else:
+                new = tuple(t for t in old.tags if t not in given)
+            facts[vp.name] = msgspec.structs.replace(old, tags=new)
+            sidecar.save(vp.path.parent, facts)
+            return new
+
+        tags = await asyncio.to_thread(update)
+        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
+        done = await self._submit(job, req.wait, ctx)
+        return ingest_msgs.SetTagsResult(uri=vp.uri, tags=list(tags), index_job=job.job_id, indexed=bool(done),
+                                         index_seq=done.index_seq if done else 0)
 
     @handles(catalog.MEMORIES_WRITE, timeout_s=120.0, journal=True)
     async def write_memory(self, req: ingest_msgs.WriteMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:

@@ -201,3 +201,22 @@ async def test_a_url_is_fetched_and_parsed_by_its_content_type(client: SkaldClie
             await client.add_resource(url=f"http://127.0.0.1:{port}/missing", wait=True)
     finally:
         await runner.cleanup()
+
+
+async def test_tags_on_add_and_set_tags_reach_every_row_of_a_file(client: SkaldClient, tmp_path: Path) -> None:
+    r = await client.add_resource(content=D.handbook_md(), name="handbook.md", target_uri=BASE,
+                                  tags=["Team=platform"], wait=True)
+    assert r.sections >= 30
+    found = await client.find("recovery point objective", tags=["team=platform"], limit=3)
+    assert found.resources and all(m.uri.startswith(f"{BASE}/handbook.md") for m in found.resources)
+    assert "team=platform" in (found.resources[0].tags or [])
+    done = await client.set_tags(f"{BASE}/handbook.md", ["TEAM=sre", "tier=1"])
+    assert done.tags == ["team=sre", "tier=1"] and done.indexed
+    assert not (await client.find("recovery point objective", tags=["team=platform"], limit=3)).resources
+    assert (await client.find("recovery point objective", tags=["Team=sre", "tier=1"], limit=3)).resources
+    removed = await client.set_tags(f"{BASE}/handbook.md", ["tier=1"], mode="remove")
+    assert removed.tags == ["team=sre"]
+    with pytest.raises(InvalidArgument):
+        await client.set_tags(BASE, ["a=b"])
+    with pytest.raises(InvalidArgument):
+        await client.set_tags(f"{BASE}/handbook.md", ["not a tag"])
