@@ -53,6 +53,10 @@ class RetrievalStats(msgspec.Struct, kw_only=True):
     avg_latency_ms: float = 0.0
     max_latency_ms: float = 0.0
     by_context_type: dict[str, int] = {}
+    by_path: dict[str, int] = {}  # find, search, context (context mode and recall candidates)
+    # Per score signal (calibrated similarity, bm25, rrf): count, avg, min, max. The top-level
+    # avg/min/max are the calibrated similarities only, never averaged with BM25 or RRF scores.
+    by_signal: dict[str, dict[str, float]] = {}
 
 
 class StatsResult(msgspec.Struct, kw_only=True):

@@ -115,7 +115,8 @@ class Retriever(TreeReads):
             result.provenance = prov
         latency = (time.perf_counter() - t0) * 1000
         scores = [m.score for m in (*result.memories, *result.resources, *result.skills)]
-        self.stats.record(",".join(sorted(c.context_types)) if c.context_types else "all", scores, latency)
+        self.stats.record(",".join(sorted(c.context_types)) if c.context_types else "all", scores, latency,
+                          path="find")
         if req.telemetry:
             result.telemetry = {"latency_ms": round(latency, 3), **{k: v for k, v in prov.items() if k.endswith("_ms")}}
         return result
@@ -136,6 +137,7 @@ class Retriever(TreeReads):
     async def candidates(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:
         """Every bucket for every query in one trip; request errors raise, retrieval errors are
         reported per bucket (seed 003 bug 12)."""
+        t0 = time.perf_counter()
         probe = search_msgs.FindRequest(query=req.queries[0], context_type=req.context_type, tags=req.tags,
                                         filter=req.filter, since=req.since, until=req.until,
                                         time_field=req.time_field,
@@ -198,6 +200,9 @@ class Retriever(TreeReads):
                 out.buckets[b.name] = []
                 out.errors[b.name] = f"{type(e).__name__}: {e}"[:300]
         out.excluded, out.cooled, out.embed_ms = len(n_excluded), len(n_cooled), round(embed_ms, 3)
+        scores = sorted({c.uri: c.score for cs in out.buckets.values() for c in cs}.values(), reverse=True)
+        self.stats.record(",".join(b.name for b in req.buckets), scores, (time.perf_counter() - t0) * 1000,
+                          path="context")
         return out
 
     @handles(catalog.SYSTEM_STATS)

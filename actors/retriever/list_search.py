@@ -157,6 +157,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
                              "session_context": {"overview_chars": len(summary), "messages": len(recent)}}
     latency = (time.perf_counter() - t0) * 1000
     scores = [m.score for m in (*result.memories, *result.resources, *result.skills)]
-    retr.stats.record(",".join(sorted(ctypes)) if ctypes else "all", scores, latency,
+    signal = {"keywords": "bm25", "hybrid": "rrf"}.get(req.search_type, "similarity")
+    retr.stats.record(",".join(sorted(ctypes)) if ctypes else "all", scores, latency, path="search", signal=signal,
                       rerank_used=counters.rerank_used, rerank_fallback=counters.rerank_fallback)
     return result

@@ -22,15 +22,26 @@ class StatsCollector:
     latency_sum_ms: float = 0.0
     latency_max_ms: float = 0.0
     by_type: Counter[str] = field(default_factory=Counter)
+    by_path: Counter[str] = field(default_factory=Counter)
+    signals: dict[str, list[float]] = field(default_factory=dict)  # signal -> [n, sum, min, max]
 
     def record(self, context_type: str, scores: list[float], latency_ms: float, rerank_used: bool = False,
-               rerank_fallback: bool = False) -> None:
+               rerank_fallback: bool = False, path: str = "find", signal: str = "similarity") -> None:
+        """One query of `path` whose results scored `scores` on `signal`'s scale."""
         self.queries += 1
         self.by_type[context_type] += 1
+        self.by_path[path] += 1
         self.results += len(scores)
         if not scores:
             self.zero += 1
+        agg = self.signals.setdefault(signal, [0, 0.0, float("inf"), float("-inf")])
         for s in scores:
+            agg[0] += 1
+            agg[1] += s
+            agg[2] = min(agg[2], s)
+            agg[3] = max(agg[3], s)
+            if signal != "similarity":
+                continue
             self.score_sum += s
             self.score_n += 1
             self.score_max = max(self.score_max, s)
@@ -52,4 +63,7 @@ class StatsCollector:
             rerank_used=self.rerank_used, rerank_fallback=self.rerank_fallback,
             avg_latency_ms=round(self.latency_sum_ms / q, 3) if self.queries else 0.0,
             max_latency_ms=round(self.latency_max_ms, 3), by_context_type=dict(self.by_type),
+            by_path=dict(self.by_path),
+            by_signal={k: {"count": n, "avg": round(t / n, 6), "min": round(lo, 6), "max": round(hi, 6)}
+                       for k, (n, t, lo, hi) in self.signals.items() if n},
         )

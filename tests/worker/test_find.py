@@ -126,3 +126,16 @@ async def test_stats_count_queries(corpus: SkaldClient) -> None:
     assert rs["total_queries"] >= 2 and rs["zero_result_queries"] >= 1 and 0 < rs["zero_result_rate"] < 1
     assert rs["max_score"] >= rs["avg_score"] >= rs["min_score"] and rs["avg_latency_ms"] > 0
     assert s["index"]["index"]["rows"] > 0
+
+
+async def test_stats_count_every_path_and_keep_score_scales_apart(corpus: SkaldClient) -> None:
+    before = (await corpus.call("system.stats"))["retrieval"]
+    await corpus.call("search.find", {"query": "tea"})
+    await corpus.call("search.search", {"query": "tea", "search_type": "keywords"})
+    await corpus.call("search.search", {"query": "tea", "mode": "context"})
+    await corpus.call("search.recall", {"query": "tea"})
+    rs = (await corpus.call("system.stats"))["retrieval"]
+    grew = {p: rs["by_path"].get(p, 0) - before["by_path"].get(p, 0) for p in ("find", "search", "context")}
+    assert grew == {"find": 1, "search": 1, "context": 2}, grew
+    assert rs["by_signal"]["bm25"]["count"] >= 1 and rs["by_signal"]["bm25"]["max"] > 1.0  # BM25's own scale
+    assert rs["max_score"] <= 1.05 + 1e-6  # the top-level figures are (lifted) similarities only
