@@ -18,6 +18,11 @@ import numpy as np
 
 K1 = 1.2
 B = 0.75
+# A term in more than this share of the rows (and more than COMMON_MIN_DF of them) is left out
+# of scoring: its IDF is near zero, and its posting list is what a search over a million rows
+# would spend its time on (Lucene's "common terms" reasoning).
+COMMON_SHARE = 0.2
+COMMON_MIN_DF = 5_000
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
 _PARTS = re.compile(r"[A-Za-z0-9]+")
 _CODE = re.compile(r"\d")
@@ -128,12 +133,15 @@ class KeywordIndex:
                 return []
             avgdl = self._total / n
             scores = np.zeros(self._dl.shape[0], dtype=np.float32)
+            common = max(COMMON_MIN_DF, int(n * COMMON_SHARE))
             for t in terms:
                 post = self._postings(t)
                 if post is None:
                     continue
                 labels, tf = post
                 df = labels.size
+                if df > common:
+                    continue  # in most rows: next to no weight, and the whole cost of the search
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 dl = self._dl[labels]
                 scores[labels] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
