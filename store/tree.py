@@ -179,6 +179,14 @@ def walk_dirs_bottom_up(root: Path) -> list[Path]:
 
 
 def remove_sync(path: Path, recursive: bool) -> None:
+    """Remove a file or a directory; one removed meanwhile by someone else is NOT_FOUND, never a crash."""
+    try:
+        _remove(path, recursive)
+    except FileNotFoundError as e:
+        raise NotFound("no such file or directory", {"path": path.name}) from e
+
+
+def _remove(path: Path, recursive: bool) -> None:
     if path.is_dir() and not path.is_symlink():
         if not recursive and any(visible(n, False) for n in os.listdir(path)):
             raise Conflict("directory not empty; pass recursive", {"path": path.name})

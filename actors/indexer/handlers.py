@@ -107,7 +107,14 @@ class Indexer(Imports):
         return fs_msgs.ChangeResult(uri=vp.uri)
 
     def _rows_of(self, vp: VikingPath) -> list[tuple[str, int]]:
-        """Every row key a subtree can have, read from the tree before it changes."""
+        """Every row key a subtree can have, read from the tree before it changes (NOT_FOUND when a
+        concurrent writer removed it while it was read)."""
+        try:
+            return self._row_keys(vp)
+        except (FileNotFoundError, NotADirectoryError) as e:
+            raise NotFound("no such file or directory", {"uri": vp.uri}) from e
+
+    def _row_keys(self, vp: VikingPath) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
         if vp.path.is_file():
             return sorted(documents.row_keys(vp.uri, docs_store.load(vp.path)))
