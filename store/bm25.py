@@ -1,13 +1,15 @@
 """BM25 over index rows, local and incremental: keyword search with no remote engine.
 
 Tokens keep identifiers whole (`ERR_AUTH_42`, `parse_config`, `v2.3.1`) and also index their
-parts, so both the exact code and its words match; CJK text is indexed as character unigrams
+parts, so both the exact code and its words match; plain English words are stemmed (Snowball),
+so `restarting` finds `restart`; CJK text is indexed as character unigrams
 and bigrams (no segmenter needed). Postings live in dicts for cheap updates and are turned into
 arrays per term on first use, so scoring a common term over 100k documents is one vector op.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -15,7 +17,9 @@ from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
+import snowballstemmer
 
+_STEMMER = snowballstemmer.stemmer("english")  # BSD; the Snowball project's own Python port
 K1 = 1.2
 B = 0.75
 # A term in more than this share of the rows (and more than COMMON_MIN_DF of them) is left out
@@ -29,13 +33,22 @@ _CODE = re.compile(r"\d")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 
 
+@functools.lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """English Snowball stem of a plain word (`restarting` -> `restart`); identifiers and numbers
+    are left whole, since `v2.3.1` and `ERR_AUTH_42` must match exactly."""
+    if not word.isalpha() or not word.isascii() or len(word) < 4:
+        return word
+    return _STEMMER.stemWord(word)
+
+
 def tokenize(text: str) -> list[str]:
-    out: list[str] = _TOKEN.findall(text.lower())
+    out: list[str] = [stem(t) for t in _TOKEN.findall(text.lower())]
     for tok in out[:]:
         if not tok.isalnum():  # an identifier with separators: its parts are terms too
             parts = _PARTS.findall(tok)
             if len(parts) > 1:
-                out.extend(parts)
+                out.extend(stem(p) for p in parts)
     if not text.isascii():
         for run in _CJK.findall(text):
             out.extend(run)
