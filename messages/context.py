@@ -56,6 +56,7 @@ class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):
     text: str = ""
     location: str = ""  # a section's place in its document: "lines 812-840" or "page 7, lines ..."
     lines: tuple[int, int] | None = None
+    page: int = 0  # a PDF section's first page
 
 
 class CandidatesResult(msgspec.Struct, kw_only=True):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
+from skald.actors.text import sections
 from skald.messages.context import Candidate
 from skald.store.tokens import estimate_tokens
 
@@ -38,11 +39,10 @@ def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> 
             if len(run) > 1:
                 best = max(run, key=lambda x: x.score)
                 first, last = run[0].lines or (0, 0), run[-1].lines or (0, 0)
-                page = run[0].location.split(",", 1)[0] + ", " if run[0].location.startswith("page") else ""
                 merged = msgspec.structs.replace(
                     run[0], score=best.score, text="\n\n".join(x.text for x in run),
                     abstract=run[0].abstract, lines=(first[0], last[1]),
-                    location=f"{page}lines {first[0]}-{last[1]}")
+                    location=sections.place(first[0], last[1], run[0].page))
                 for x in run:
                     replace[x.uri] = None
                 replace[best.uri] = merged

@@ -168,7 +168,8 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
             best[uri] = Candidate(uri=uri, category=cat, score=round(float(score), 6), is_dir=is_dir,  # type: ignore[arg-type]
                                   abstract=abstract, origin=org, updated_at=h.row.updated_at,  # type: ignore[arg-type]
                                   text=text or (cur.text if cur else ""), location=location,
-                                  lines=(h.row.start_line, h.row.end_line) if h.row.kind == "section" else None)
+                                  lines=(h.row.start_line, h.row.end_line) if h.row.kind == "section" else None,
+                                  page=h.row.page)
         elif text and not cur.text:
             cur.text = text
     out.candidates = sorted(best.values(), key=lambda c: (-c.score, c.uri))

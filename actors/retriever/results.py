@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from skald.actors.text import sections
 from skald.messages.index import IndexRow
 from skald.messages.search import FindResult, MatchedContext
 
@@ -42,10 +43,7 @@ def to_matched(row: IndexRow, score: float) -> MatchedContext:
 
 
 def location(row: IndexRow) -> str:
-    if row.kind != "section":
-        return ""
-    where = f"lines {row.start_line}-{row.end_line}"
-    return f"page {row.page}, {where}" if row.page else where
+    return sections.place(row.start_line, row.end_line, row.page) if row.kind == "section" else ""
 
 
 def group(items: Iterable[MatchedContext], limit: int) -> FindResult:

@@ -76,10 +76,13 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int) -> 
     only_words = [h.row for h in words if (h.row.uri, h.row.level) not in seen]
     rows = [h.row for h in dense] + only_words
     base = [h.score for h in dense] + (index.similarity(vec, only_words) if only_words else [])
-    cover = index.keyword_coverage(text, rows) if words else [0.0] * len(rows)
+    # Coverage only matters where BM25 found the row (elsewhere both lifts are nothing).
+    matched = [h.row for h in words if h.row.level == 2]
+    cover = dict(zip(((r.uri, r.level) for r in matched), index.keyword_coverage(text, matched), strict=True))
     out = []
-    for r, s, c in zip(rows, base, cover, strict=True):
-        rank_lift, gate_lift = keyword_lift(r, bm25.get((r.uri, r.level), 0.0), c)
+    for r, s in zip(rows, base, strict=True):
+        key = (r.uri, r.level)
+        rank_lift, gate_lift = keyword_lift(r, bm25.get(key, 0.0), cover.get(key, 0.0))
         out.append(Hit(r, s + rank_lift, gate=s + gate_lift))
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]

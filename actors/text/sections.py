@@ -37,8 +37,13 @@ class Section:
 
     @property
     def location(self) -> str:
-        where = f"lines {self.start}-{self.end}"
-        return f"page {self.page}, {where}" if self.page else where
+        return place(self.start, self.end, self.page)
+
+
+def place(start: int, end: int, page: int = 0) -> str:
+    """Where a passage lies in its document, as every reply says it: `lines a-b` (`page n, ...`)."""
+    where = f"lines {start}-{end}"
+    return f"page {page}, {where}" if page else where
 
 
 @dataclass(slots=True)
