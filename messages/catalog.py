@@ -105,3 +105,9 @@ _ALL = tuple(v for v in dict(globals()).values() if isinstance(v, Op))
 OPS: dict[str, Op] = {op.name: op for op in _ALL if not op.internal}
 INTERNAL_OPS: dict[str, Op] = {op.name: op for op in _ALL if op.internal}
 QUEUES: dict[str, Queue] = {q.name: q for q in (INGEST, ARCHIVE)}
+# Sending one of these again after UNAVAILABLE or a lost reply cannot change state twice: reads,
+# and adds that carry an id or an idempotency key (the client supplies one). Clients retry only these.
+RETRY_SAFE: frozenset[str] = frozenset(op.name for op in (
+    FS_READ, FS_LS, FS_TREE, FS_STAT, FS_ABSTRACT, FS_OVERVIEW, MEMORIES_HISTORY, SEARCH_FIND, SEARCH_SEARCH,
+    SEARCH_RECALL, SEARCH_GREP, SEARCH_GLOB, SESSIONS_GET, SESSIONS_LIST, SESSIONS_ADD_MESSAGE, SESSIONS_CONTEXT,
+    SESSIONS_ARCHIVES, SYSTEM_HEALTH, SYSTEM_WHOAMI, SYSTEM_STATS))

@@ -41,6 +41,7 @@ class CandidatesRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     cooled_prefixes: list[str] = []  # skill packages cool as a whole
     peer_scope: Literal["actor", "all"] = "all"
     other_peer_penalty: dict[str, float] = {}
+    keywords_only: bool = False  # search_type=keywords: only rows BM25 found (still on the cosine scale)
 
 
 class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):

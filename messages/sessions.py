@@ -46,6 +46,7 @@ class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
     turn_id: str | None = None
     message_kind: MessageKind | None = None
     source_message_ids: list[str] | None = None
+    request_id: str | None = None  # the caller's idempotency key, kept so a retry finds its message
 
 
 class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -77,6 +78,9 @@ class AddMessageRequest(_Req):
     turn_id: Annotated[str, Meta(max_length=128)] | None = None
     message_kind: MessageKind | None = None
     source_message_ids: list[str] | None = None
+    # An idempotency key for adds without an `id`: a retry with the same key is answered with the
+    # message the first attempt stored (`duplicate: true`) instead of storing it again.
+    request_id: Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
 
 
 class CommitRequest(_Req):
@@ -185,8 +189,8 @@ class AddedEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class MessagesAdded(msgspec.Struct, kw_only=True):
-    """`<prefix>.evt.session.messages_added`: one batch of durable appends; also the journal
-    entry of each message for replays."""
+    """`<prefix>.evt.session.messages_added.<session key>`: one session's share of a batch of
+    durable appends, in order; also the journal entry of each message for replays."""
 
     entries: list[AddedEntry]
 

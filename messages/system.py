@@ -24,6 +24,7 @@ class HealthResult(msgspec.Struct, kw_only=True):
     version: str
     actors: dict[str, Any]
     worker: WorkerInfo | None = None
+    journal: dict[str, Any] = {}  # the write journal's outbox: events parked (JetStream refused) and drained
 
 
 class WhoAmIResult(msgspec.Struct, kw_only=True):

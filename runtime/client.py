@@ -6,13 +6,19 @@
 
 The client remembers the highest index sequence its writes were acknowledged with and sends it
 on every later request, so a find right after a write sees that write.
+
+Why one module: it is one typed method per public operation over one `call`; splitting the
+methods by area would scatter a table that is read as a whole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +63,7 @@ _mdec = msgspec.msgpack.Decoder(Response)
 
 
 UPLOAD_PIECE_BYTES = 256 * 1024  # base64 in JSON stays well under NATS's 1 MB payload
+ATTEMPT_FLOOR_S = 2.0  # a retried request's attempt waits at least this long for its reply
 REWRITE_DEADLINE_S = 65.0  # outlasts the server's 30 s rewrite fuse plus retrieval (seed 003 bug 13)
 
 
@@ -73,10 +80,12 @@ def deadline_for(op: str, body: Any, default_s: float) -> float:
 class SkaldClient:
     def __init__(self, nc: NATS, prefix: str = "skald", *, account: str | None = None, user: str | None = None,
                  agent: str | None = None, peer: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 30.0, owns_connection: bool = False) -> None:
+                 timeout_s: float = 30.0, owns_connection: bool = False, retries: bool = True) -> None:
         self.nc = nc
         self.prefix = prefix
         self.timeout_s = timeout_s
+        self.retries = retries  # retry-safe operations are retried within the deadline (see `call`)
+        self.retried = 0
         self.index_seq = 0
         self._owns = owns_connection
         self.headers = {k: v for k, v in ((H_ACCOUNT, account), (H_USER, user), (H_AGENT, agent),
@@ -144,7 +153,13 @@ class SkaldClient:
 
     async def call(self, op: Op | str, body: dict[str, Any] | msgspec.Struct | None = None, *,
                    msgpack: bool = False, timeout_s: float | None = None) -> Any:
-        """Call an operation; return its `result` or raise the typed error it answered with."""
+        """Call an operation; return its `result` or raise the typed error it answered with.
+
+        A retry-safe operation (`Op.retry_safe`: reads, and adds with an id or idempotency key)
+        that answers UNAVAILABLE, or whose reply is lost (a server of the cluster died), is sent
+        again with backoff (the server's `retry_after_ms` hint first) for as long as the caller's
+        deadline allows; each attempt gets part of what is left, so a lost reply is not waited
+        for until the very end."""
         payload = body if body is not None else {}
         op = op.name if isinstance(op, Op) else op
         if timeout_s is None:
@@ -153,7 +168,28 @@ class SkaldClient:
             data, extra = msgspec.msgpack.encode(payload), {CONTENT_TYPE: MSGPACK}
         else:
             data, extra = msgspec.json.encode(payload), {}
-        resp, _ = await self.raw(op, data, extra, timeout_s)
+        if op not in catalog.RETRY_SAFE or not self.retries:
+            return self._result(await self.raw(op, data, extra, timeout_s))
+        end = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            left = end - time.monotonic()
+            try:
+                # A digest request's long deadline is the server's fuse plus margin: never cut it.
+                attempt_s = left if timeout_s > self.timeout_s else min(left, max(ATTEMPT_FLOOR_S, left / 3))
+                return self._result(await self.raw(op, data, extra, attempt_s))
+            except (E.Unavailable, E.DeadlineExceeded) as e:
+                hint = (e.details or {}).get("retry_after_ms")
+                pause = (float(hint) / 1000 if isinstance(hint, (int, float))
+                         else random.uniform(0, min(2.0, 0.1 * 2**attempt)))
+                if time.monotonic() + pause + 0.05 >= end:
+                    raise
+                self.retried += 1
+                await asyncio.sleep(pause)
+
+    def _result(self, reply: tuple[Response, dict[str, str]]) -> Any:
+        resp = reply[0]
         if resp.status != "ok":
             err = resp.error or {}
             raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
@@ -299,6 +335,8 @@ class SkaldClient:
     async def add_message(self, session_id: str, role: str, text: str | None = None, *,
                           parts: list[Any] | None = None, **kw: Any) -> session_msgs.AddMessageResult:
         """Append a message; `text` is shorthand for one text part."""
+        if not kw.get("id") and not kw.get("request_id"):
+            kw["request_id"] = uuid.uuid4().hex  # so a retry after a lost reply cannot store it twice
         if parts is None:
             parts = [session_msgs.TextPart(text=text or "")]
         else:

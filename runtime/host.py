@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from nats import micro
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
@@ -54,10 +55,13 @@ from skald.runtime import __version__
 from skald.runtime.config import Config
 from skald.runtime.keys import KeyStore
 from skald.runtime.metrics import Metrics
+from skald.runtime.outbox import Outbox
+from skald.runtime.streams import RETRY_AFTER_MS, TRANSIENT
 from skald.runtime.workqueue import consume
 from skald.store.uri import Identity, check_name
 
 log = logging.getLogger("skald.host")
+STOP_GRACE_S = 10.0  # how long a stopping worker lets requests in flight finish
 # The caller's own mistakes (logged at INFO); every other failed reply is a WARNING.
 QUIET_CODES = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "CONFLICT", "UNAUTHENTICATED", "PERMISSION_DENIED"})
 _json = msgspec.json.Encoder()
@@ -97,10 +101,12 @@ class ActorHost:
         self._started = time.time()
         self._stopping = asyncio.Event()
         self._decoders: dict[tuple[type, bool], Any] = {}
+        self.outbox = Outbox(nc, cfg.data_dir / ".skald" / "outbox")
 
     # ----- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.outbox.start()
         for name, actor in self.actors.items():
             hook = getattr(actor, "start", None)
             if hook is not None:
@@ -127,7 +133,24 @@ class ActorHost:
         # Each worker also answers on its own subject, so an operator (or a test) can ask them all.
         own = f"{self.cfg.prefix}.direct.{self.worker_id}.{catalog.SYSTEM_HEALTH.name}"
         self._subs.append(await self.nc.subscribe(own, cb=self._callback(hdecl, self._health)))
+        await self._announce()
         await self.nc.flush()
+
+    async def _announce(self) -> None:
+        """NATS service discovery (`nats micro ls`, `$SRV.PING|INFO|STATS.skald`): each worker is an
+        instance of service `skald` whose metadata names its prefix, worker id, actors and health
+        subject. Its operations are not registered as micro endpoints: they are served by this host
+        (queue group per actor, typed envelope, deadlines, keys), which micro's handlers would bypass."""
+        try:
+            self._micro = await micro.add_service(
+                self.nc, name="skald", version=__version__,
+                description="Skald context engine worker (operations on <prefix>.v1.<op>)",
+                metadata={"prefix": self.cfg.prefix, "worker_id": self.worker_id,
+                          "actors": ",".join(sorted(self.actors)),
+                          "health": f"{self.cfg.prefix}.direct.{self.worker_id}.{catalog.SYSTEM_HEALTH.name}"})
+        except Exception as e:  # noqa: BLE001 - discovery is a convenience; the worker serves without it
+            log.warning("NATS service discovery not announced (%s)", type(e).__name__)
+            self._micro = None
 
     async def stop(self) -> None:
         """Stop taking work, let requests in flight finish, then stop the actors."""
@@ -136,15 +159,31 @@ class ActorHost:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=self.cfg.request_timeout_s)
+            # In-flight requests get a grace period, not their whole deadline: a drain that waited
+            # out a 300 s commit would outlive any supervisor's patience (and a SIGTERM's meaning).
+            _, late = await asyncio.wait(list(self._tasks), timeout=min(self.cfg.request_timeout_s, STOP_GRACE_S))
+            if late:
+                log.warning("stopping with %d request(s) still running (%s): cancelled", len(late),
+                            ", ".join(sorted({t.get_name() for t in late})))
+                for t in late:
+                    t.cancel()
+                await asyncio.wait(late, timeout=2.0)
         for t in self._loops:
             t.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        for actor in self.actors.values():
+        await self.outbox.stop()
+        if getattr(self, "_micro", None) is not None:
+            with contextlib.suppress(Exception):
+                await self._micro.stop()
+        for name, actor in self.actors.items():
             hook = getattr(actor, "stop", None)
             if hook is not None:
-                with contextlib.suppress(Exception):
-                    await hook()
+                try:
+                    await asyncio.wait_for(hook(), STOP_GRACE_S)
+                except TimeoutError:
+                    log.warning("actor %s did not stop within %.0fs; leaving it", name, STOP_GRACE_S)
+                except Exception:  # noqa: BLE001 - stopping goes on for the other actors
+                    log.exception("actor %s failed to stop cleanly", name)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(worker_id=self.worker_id, actors=sorted(self.actors), in_flight=self._in_flight,
@@ -160,7 +199,8 @@ class ActorHost:
         for name, actor in self.actors.items():
             probe = getattr(actor, "health", None)
             actors[name] = probe() if probe else {"status": "ok"}
-        return HealthResult(status="ok", version=__version__, actors=actors, worker=self.info())
+        journal = {"outbox": self.outbox.backlog(), "parked": self.outbox.parked, "drained": self.outbox.drained}
+        return HealthResult(status="ok", version=__version__, actors=actors, worker=self.info(), journal=journal)
 
     # ----- request / reply -------------------------------------------------------------
 
@@ -187,7 +227,7 @@ class ActorHost:
                 return
             self._in_flight += 1
             self._op_in_flight[decl.op] = running + 1
-            task = asyncio.create_task(self._serve(msg, decl, fn))
+            task = asyncio.create_task(self._serve(msg, decl, fn), name=decl.op)
             self._tasks.add(task)
             task.add_done_callback(lambda t, op=decl.op: self._done(t, op))
 
@@ -254,6 +294,10 @@ class ActorHost:
         try:
             async with asyncio.timeout(timeout):
                 result = await fn(req, ctx)
+        except TRANSIENT as e:  # the bus or JetStream busy for a moment: worth a retry, one log line
+            log.warning("%s: transient bus failure (%s: %s); answered UNAVAILABLE", decl.op, type(e).__name__, e)
+            return _error("UNAVAILABLE", f"the bus is not answering right now ({type(e).__name__}); retry",
+                          {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS}), ctx
         except TimeoutError:
             return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout}), ctx
         except E.SkaldError as e:
@@ -285,14 +329,10 @@ class ActorHost:
             ids["message_id"] = mid
         entry = JournalEntry(op=op, account=ident.account, user=ident.user, agent=ident.agent, peer=ident.peer,
                              at=at, body=msgspec.Raw(body), ids=ids)
-        # A plain publish on the stream's subject: JetStream stores it (deduplicated by id) and the
-        # connection keeps it ahead of the reply; not waiting for the store's ack keeps a write's
-        # latency where it was (awaiting it cost add_message a third of its throughput).
-        try:
-            await self.nc.publish(subjects.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
-                                  headers={"Nats-Msg-Id": "w-" + key})
-        except Exception:  # noqa: BLE001 - the write is durable; a missing journal entry is logged, not fatal
-            log.exception("journal event for %s not published", op)
+        # Acknowledged by JetStream before the reply, or parked in the outbox (a file) and published
+        # later: the journal is complete by construction. (add_message has its own, batched.)
+        await self.outbox.publish(subjects.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
+                                  "w-" + key)
 
     def _authenticate(self, subject: str, decl: Handles, hdrs: dict[str, str]) -> Identity:
         """Who is asking. Without keys configured, the identity headers say so. With keys, a public

@@ -7,13 +7,29 @@ profile `search.recall` has (seed 003 bug 9), so it never forwards its own signa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
+
+# Typed parameters: the schema the model reads names the allowed values and bounds, so a model's
+# guess ("habits", "bot", limit 500) is refused by the tool call itself, not turned into a new
+# directory or a huge answer.
+Query = Annotated[str, Field(min_length=1, max_length=4000, description="What you want to know, in plain words.")]
+SessionId = Annotated[str | None, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$",
+                                        description="The conversation's session id, if there is one.")]
+Budget = Annotated[int | None, Field(ge=100, le=20_000,
+                                     description="Token budget of the answer (default 1,600).")]
+Uri = Annotated[str, Field(min_length=len("viking://"), max_length=2048, pattern=r"^viking://",
+                           description="A viking:// URI, e.g. one cited in recall's output.")]
+Category = Literal["preferences", "entities", "events", "experiences"]
+Role = Literal["user", "assistant"]
+ContextType = Literal["memory", "resource", "skill"]
+Purpose = Literal["chat", "coding"]
 
 
 def given(**kw: Any) -> dict[str, Any]:
@@ -46,7 +62,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
             raise ToolError(f"{e.code}: {e.message}") from None
 
     @server.tool()
-    async def recall(query: str, session_id: str | None = None, max_tokens: int | None = None) -> str:
+    async def recall(query: Query, session_id: SessionId = None, max_tokens: Budget = None) -> str:
         """Recall what you should know for the current task: memories, resources and skills relevant to
         `query`, assembled into flat <memory uri=... detail=...> elements under a token budget. Pass the
         conversation's session_id so memories already shown in the last few turns are not repeated. Each
@@ -57,7 +73,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def bootstrap(session_id: str | None = None, max_tokens: int | None = None) -> str:
+    async def bootstrap(session_id: SessionId = None, max_tokens: Budget = None) -> str:
         """Call once at the start of a conversation: who the user is (their profile), what they have been
         working on lately, where the previous session stopped (pass its session_id), how to use these
         memories, and what else is stored. No query needed; returns <memory> elements under a budget."""
@@ -67,8 +83,10 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def search_context(query: str, session_id: str | None = None, max_tokens: int | None = None,
-                             purpose: str | None = None) -> str:
+    async def search_context(query: Query, session_id: SessionId = None, max_tokens: Budget = None,
+                             purpose: Annotated[Purpose | None, Field(
+                                 description="Balance categories for a chat or a coding task "
+                                                           "(default: pure relevance order).")] = None) -> str:
         """Assemble a context block for `query` across memories, resources and skills (pure relevance order;
         purpose "chat" or "coding" balances categories instead). Use when you need background on a topic
         rather than the automatic recall."""
@@ -79,7 +97,10 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def find(query: str, limit: int = 10, context_type: str | None = None) -> str:
+    async def find(query: Query,
+                   limit: Annotated[int, Field(ge=1, le=50, description="How many results.")] = 10,
+                   context_type: Annotated[ContextType | None, Field(
+                       description="Only memories, resources or skills.")] = None) -> str:
         """Find the most relevant items for `query` (one semantic search). Returns URIs with scores and
         one-line abstracts. context_type narrows to "memory", "resource" or "skill"."""
         async def run() -> str:
@@ -87,7 +108,9 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def read(uri: str, offset: int = 0, limit: int = 200) -> str:
+    async def read(uri: Uri,
+                   offset: Annotated[int, Field(ge=0, description="First line to read (0-based).")] = 0,
+                   limit: Annotated[int, Field(ge=1, le=2000, description="Lines to read.")] = 200) -> str:
         """Read a viking:// file or section URI (for example one cited in recall's output), `limit`
         lines from line `offset` (0-based). A section URI (`...handbook.md#backups`) reads just that
         section; a PDF or Office file reads as text. The answer ends with where the window stops and
@@ -125,7 +148,9 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def remember(category: str, content: str) -> str:
+    async def remember(category: Annotated[Category, Field(description="Which kind of memory this is.")],
+                       content: Annotated[str, Field(min_length=1, max_length=8000,
+                                                     description="One self-contained fact.")]) -> str:
         """Save a durable memory about the user or the work. category is one of "preferences" (how the user
         likes things), "entities" (people, systems, projects), "events" (what happened, with dates) or
         "experiences" (lessons learned). Write one self-contained fact per call."""
@@ -135,7 +160,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def forget(uri: str) -> str:
+    async def forget(uri: Uri) -> str:
         """Delete a memory the user asked you to forget, or one that is wrong (give its viking:// URI
         from recall or find). Its earlier text stays in the memory's history."""
         async def run() -> str:
@@ -144,7 +169,8 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def session_add(session_id: str, role: str, text: str) -> str:
+    async def session_add(session_id: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")],
+                          role: Role, text: Annotated[str, Field(min_length=1)]) -> str:
         """Record one message of the conversation (role "user" or "assistant") in session `session_id`, so
         recall can avoid repeats and later commits can summarise the conversation."""
         async def run() -> str:
@@ -153,7 +179,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def session_commit(session_id: str) -> str:
+    async def session_commit(session_id: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]) -> str:
         """Archive the session's messages so far; a summary is written in the background."""
         async def run() -> str:
             r = await (await client()).commit(session_id)

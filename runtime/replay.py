@@ -26,7 +26,7 @@ from skald.messages import errors as E
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
 from skald.messages.journal import JournalEntry
 from skald.messages.sessions import MessagesAdded
-from skald.runtime.bus import stream_name
+from skald.runtime.streams import stream_name
 
 _dec = msgspec.json.Decoder(JournalEntry)
 _added = msgspec.json.Decoder(MessagesAdded)
@@ -39,6 +39,7 @@ async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
     stream = stream_name(prefix, "events")
     writes, added = f"{prefix}.evt.write.", f"{prefix}.evt.session.messages_added"
     out: list[JournalEntry] = []
+    seen: set[tuple[str, str, str, str]] = set()
     seq = 1
     while True:
         try:
@@ -48,9 +49,13 @@ async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
         subject = msg.subject or ""
         if subject.startswith(writes):
             out.append(_dec.decode(msg.data or b"{}"))
-        elif subject == added:
+        elif subject == added or subject.startswith(added + "."):
             for e in _added.decode(msg.data or b"{}").entries:
                 m = e.message
+                seen_key = (e.account, e.user, e.session_id, m.id)
+                if seen_key in seen:  # published twice (a recovery racing a late publish): once is enough
+                    continue
+                seen.add(seen_key)
                 body = {"session_id": e.session_id, "role": m.role, "parts": msgspec.to_builtins(m.parts),
                         **{k: v for k, v in (("turn_id", m.turn_id), ("message_kind", m.message_kind),
                                              ("source_message_ids", m.source_message_ids)) if v is not None}}

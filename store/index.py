@@ -102,6 +102,12 @@ class VectorIndex:
         self._updated = np.zeros(capacity, dtype=np.float64)
         self._created = np.zeros(capacity, dtype=np.float64)
         self._alive = np.zeros(capacity, dtype=bool)
+        # Added to every score of a leaf row: minus its hubness (see `set_querybank`); zero without one.
+        self._adj = np.zeros(capacity, dtype=np.float32)
+        self._bank: np.ndarray | None = None
+        self._bank_beta, self._bank_k = 0.0, 5
+        self._adj_sum: dict[str, float] = {}  # per account: the sum of its leaves' _adj, and their number
+        self._adj_n: dict[str, int] = {}
         self._sorted_keys: list[str] = []
         self._sorted_labels: list[int] = []
         self._free: list[int] = []
@@ -134,7 +140,7 @@ class VectorIndex:
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive"):
+        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive", "_adj"):
             old = getattr(self, name)
             arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
             arr[: old.shape[0]] = old
@@ -152,17 +158,22 @@ class VectorIndex:
         with self._lock:
             labels: list[int] = []
             vecs: list[np.ndarray] = []
+            forgotten: set[int] = set()
             for row, vec in items:
                 if vec.shape != (self.dim,):
                     raise ValueError(f"vector of dim {vec.shape} for an index of dim {self.dim}")
                 key = row_key(row.account, row.uri, row.level)
                 label = self._labels.get(key)
+                if label is not None and label not in forgotten:
+                    self._forget_adj(label)  # its old contribution to the account's centre
+                    forgotten.add(label)
                 if label is None:
                     label = self._free.pop() if self._free else len(self._rows)
                     if label == len(self._rows):
                         self._rows.append(None)
                     self._grow(label + 1)
                     self._labels[key] = label
+                    forgotten.add(label)  # new: nothing counted yet, even if it comes again in this batch
                     sk = _sort_key(row.account, row.uri)
                     pos = bisect.bisect_right(self._sorted_keys, sk)
                     self._sorted_keys.insert(pos, sk)
@@ -201,6 +212,9 @@ class VectorIndex:
             last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
             lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
             mat = np.stack(list(last.values())).astype(np.float32, copy=False)
+            self._adj[lab] = self._hub_adjust(mat, self._level[lab])
+            for label in lab.tolist():
+                self._count_adj(label)
             if defer_graph or self._pending:
                 self._pending_v += 1
                 self._pending.update(dict.fromkeys(lab.tolist(), self._pending_v))
@@ -209,6 +223,54 @@ class VectorIndex:
             with self._graph_lock:
                 self._graph.add_items(mat, lab, num_threads=1)
             return len(items)
+
+    def set_querybank(self, bank: np.ndarray | None, beta: float, k: int = 5) -> None:
+        """Hubness correction (query-bank normalisation): a leaf row close to many generic questions
+        (small talk, boilerplate) sits close to every query, unrelated ones included. Each leaf's
+        score is lowered by `beta` x its mean similarity to its `k` nearest questions of `bank`,
+        relative to the mean of that over its account's leaves (so a corpus as a whole is not
+        moved, only its hubs against its other rows). Computed once per row from its own vector:
+        the same on every replica. Summary rows are left alone."""
+        with self._lock:
+            self._bank = None if bank is None or beta == 0.0 else np.asarray(bank, dtype=np.float32)
+            self._bank_beta, self._bank_k = beta, k
+            self._adj[:] = 0.0
+            self._adj_sum.clear()
+            self._adj_n.clear()
+            alive = np.flatnonzero(self._alive[: len(self._rows)])
+            for i in range(0, alive.size, 4096):
+                part = alive[i : i + 4096]
+                self._adj[part] = self._hub_adjust(self._vecs[part], self._level[part])
+            for label in alive.tolist():
+                self._count_adj(label)
+
+    def _hub_adjust(self, mat: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        if self._bank is None or mat.shape[0] == 0:
+            return np.zeros(mat.shape[0], dtype=np.float32)
+        sims = mat @ self._bank.T
+        k = min(self._bank_k, sims.shape[1])
+        hub = np.partition(sims, sims.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
+        return np.where(levels == 2, -self._bank_beta * hub, 0.0).astype(np.float32)
+
+    def _count_adj(self, label: int) -> None:
+        row = self._rows[label]
+        if row is not None and row.level == 2 and self._bank is not None:
+            self._adj_sum[row.account] = self._adj_sum.get(row.account, 0.0) + float(self._adj[label])
+            self._adj_n[row.account] = self._adj_n.get(row.account, 0) + 1
+
+    def _forget_adj(self, label: int) -> None:
+        row = self._rows[label]
+        if row is not None and row.level == 2 and self._bank is not None and self._alive[label]:
+            self._adj_sum[row.account] = self._adj_sum.get(row.account, 0.0) - float(self._adj[label])
+            self._adj_n[row.account] = self._adj_n.get(row.account, 1) - 1
+
+    def _adjust(self, labels: np.ndarray, account: str) -> np.ndarray:
+        """What the hubness correction adds to these rows' cosines (zeros without a query bank)."""
+        if self._bank is None:
+            return self._adj[labels]
+        n = self._adj_n.get(account, 0)
+        centre = -self._adj_sum.get(account, 0.0) / n if n else 0.0
+        return self._adj[labels] + np.float32(centre) * (self._level[labels] == 2)
 
     @property
     def pending_graph(self) -> int:
@@ -258,6 +320,7 @@ class VectorIndex:
                 self._by_level.get(old.level, set()).discard(label)
                 self._level_arr.clear()
                 self._level_mat.clear()
+            self._forget_adj(label)
             self._rows[label] = None
             self.keywords.remove(label)
             self._alive[label] = False
@@ -376,7 +439,7 @@ class VectorIndex:
         labels = labels[self._mask(labels, q)]
         if labels.size == 0:
             return [], SearchTrace("exact", scope_rows, 0)
-        scores = self._vecs[labels] @ vec
+        scores = self._vecs[labels] @ vec + self._adjust(labels, q.account)
         hits: list[Hit] = []
         # Take candidates in score order; the predicate (tags, metadata) may reject some.
         want = k if q.predicate is None else min(labels.size, k * 4)
@@ -409,7 +472,7 @@ class VectorIndex:
             self._level_mat[key] = mat
         if labels.size == 0:
             return [], SearchTrace("exact-levels", scope_rows, 0)
-        scores = mat @ vec
+        scores = mat @ vec + self._adjust(labels, q.account)
         ok = self._mask(labels, q)
         scores = np.where(ok, scores, -np.inf)
         want = min(labels.size, max(k * 8, 64))
@@ -442,16 +505,18 @@ class VectorIndex:
             labels, dists = self._graph.knn_query(vec, k=fetch, num_threads=1)
             labs = labels[0].astype(np.int64)
             ok = self._mask(labs, q)
+            scores = 1.0 - dists[0] + self._adjust(labs, q.account)
             hits: list[Hit] = []
-            for lab, d, good in zip(labs.tolist(), dists[0].tolist(), ok.tolist(), strict=True):
-                if not good:
+            # In adjusted-score order (the graph's order is the raw cosine's).
+            for i in np.argsort(-scores, kind="stable").tolist():
+                if not ok[i]:
                     continue
-                row = self._rows[lab]
+                row = self._rows[int(labs[i])]
                 if row is None or not self._in_scope(row, q.account, q.prefixes):
                     continue
                 if q.predicate is not None and not q.predicate(row):
                     continue
-                hits.append(Hit(row, 1.0 - d))
+                hits.append(Hit(row, float(scores[i])))
                 if len(hits) >= k:
                     break
             if len(hits) >= k or fetch >= self._live:
@@ -490,7 +555,7 @@ class VectorIndex:
                 if mat is None or mat.shape[0] != g.size:
                     mat = self._vecs[g]
                     self._children_mat[pkey] = mat
-                mats.append(mat @ vec)
+                mats.append(mat @ vec + self._adjust(g, account))
             scores_all = np.concatenate(mats)
             ok_all = self._mask(labels, q)
             keep_all = self._mask(labels, collect) if collect is not None else None
@@ -529,11 +594,14 @@ class VectorIndex:
     def similarity(self, vec: np.ndarray, rows: list[IndexRow]) -> list[float]:
         """Cosine of `vec` with each row's own vector (0.0 for a row no longer indexed)."""
         with self._lock:
-            labels = [self._labels.get(row_key(r.account, r.uri, r.level), -1) for r in rows]
-            out = []
-            for lab in labels:
-                out.append(float(self._vecs[lab] @ vec) if lab >= 0 and self._alive[lab] else 0.0)
-            return out
+            labels = np.array([self._labels.get(row_key(r.account, r.uri, r.level), -1) for r in rows], dtype=np.int64)
+            ok = (labels >= 0) & self._alive[np.maximum(labels, 0)]
+            safe = np.where(ok, labels, 0)
+            scores = self._vecs[safe] @ vec
+            for acct in {r.account for r in rows}:  # the hubness centre is per account
+                mine = np.array([r.account == acct for r in rows]) & ok
+                scores[mine] += self._adjust(safe[mine], acct)
+            return [float(x) for x in np.where(ok, scores, 0.0)]
 
     def keyword_coverage(self, text: str, rows: list[IndexRow]) -> list[float]:
         """`KeywordIndex.coverage` of each row (0.0 for a row no longer indexed)."""

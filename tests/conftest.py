@@ -9,8 +9,12 @@ worker in this process over a real nats-server), `doors/` (client, CLI, HTTP gat
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -109,3 +113,40 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"hardening: {FIGURES['fuzzed']} requests fuzzed, {FIGURES['crash_points']} crash points tried, "
             f"{FIGURES['refused']} cross-tenant/escape attempts refused")
+
+
+def leftover_processes(marker: str) -> list[tuple[int, str]]:
+    """Processes still alive whose command line names this run's temporary directory (workers,
+    `skald up`, nats-servers), wherever they were reparented."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            out.append((int(proc.name), cmd.strip()[:160]))
+    return out
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite leaves no process behind: anything still running from this run's temporary
+    directory is reported, killed, and fails the run."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or not Path("/proc").is_dir():
+        return
+    base = str(factory.getbasetemp())
+    left = leftover_processes(base)
+    for _ in range(20):  # a process being reaped right now gets a moment
+        if not left:
+            return
+        time.sleep(0.1)
+        left = leftover_processes(base)
+    for pid, cmd in left:
+        print(f"\nleft behind: pid {pid}: {cmd}")
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

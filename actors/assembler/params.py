@@ -157,8 +157,8 @@ def resolve(req: SearchRequest, preset: Preset) -> Params:
         ignored.append("limit")
     if req.level is not None:
         ignored.append("level")
-    if req.search_type != "semantic":
-        ignored.append("search_type")
+    # Candidates are dense + keyword by default (what "semantic" and "hybrid" both get here);
+    # "keywords" keeps only what BM25 found.
     if req.include_provenance:
         ignored.append("include_provenance")
     dedup = req.dedup_turns if _given(req.dedup_turns) else preset.dedup_turns
@@ -181,5 +181,6 @@ def resolve(req: SearchRequest, preset: Preset) -> Params:
         rewrite_max_bullets=req.rewrite_max_bullets if _given(req.rewrite_max_bullets) else 6,
         filters={"context_type": req.context_type, "tags": req.tags, "filter": req.filter, "since": req.since,
                  "until": req.until, "time_field": req.time_field,
-                 "events_time_decay_protection": req.events_time_decay_protection},
+                 "events_time_decay_protection": req.events_time_decay_protection,
+                 "keywords_only": req.search_type == "keywords"},
         ignored=ignored, deprecated=deprecated)

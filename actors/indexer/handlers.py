@@ -47,7 +47,9 @@ class Indexer(Imports):
 
     def health(self) -> dict[str, object]:
         return {"status": "ok", "jobs_done": self.jobs_done, "summarizer": self.summarizer.name,
-                "embedder": self.embedder.name}
+                "embedder": self.embedder.name,
+                "passages_embedded": getattr(self.embedder, "passage_misses", None),
+                "passages_reused": getattr(self.embedder, "passage_hits", None)}
 
     # ----- requests ---------------------------------------------------------------------
 

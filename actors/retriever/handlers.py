@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import LLM, Bus, Embedder, Reranker
 from skald.actors.kit.request import Ctx
-from skald.actors.retriever import candidates, params, results, scope
+from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
@@ -58,6 +60,10 @@ class Retriever(TreeReads):
 
     async def start(self) -> None:
         await self.replica.start()
+        cal = self.settings.calibration
+        if cal.hub_beta:
+            bank = np.stack([await self.embedder.embed_query(q) for q in querybank.QUESTIONS])
+            self.replica.index.set_querybank(bank, cal.hub_beta)
 
     async def stop(self) -> None:
         await self.replica.stop()
@@ -184,7 +190,7 @@ class Retriever(TreeReads):
                 cal = self.settings.calibration
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now))
                           for text, vec in zip(req.queries, vecs, strict=True)
-                          for h in hybrid(index, vec, text, q, k)
+                          for h in hybrid(index, vec, text, q, k, keywords_only=req.keywords_only)
                           if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
                                             req.score_threshold, req.score_gte)]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,

@@ -2,15 +2,22 @@
 index log's tail, kept following the log, snapshotted now and then.
 
 Every retriever worker holds one. Writers never wait for it: a caller that wants to read its own
-write sends the index sequence its write was acknowledged with, and `catch_up` waits (within the
-request's deadline) until the replica has applied that far.
+write sends the index sequence its write was acknowledged with, and `catch_up` waits until the
+replica has applied that far, or answers UNAVAILABLE (another replica, or a moment later, may
+have it): never stale rows after a long wait.
+
+The replica also asks the stream for its last sequence every second, so its lag is what the
+stream has and it has not (not only what it received), and a follower that stops delivering while
+the stream is ahead (its server died, its consumer was lost in a leader change) is recreated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +25,16 @@ import numpy as np
 
 from skald.actors.kit.ports import Bus
 from skald.actors.kit.request import Ctx
+from skald.messages.errors import Unavailable
 from skald.messages.index import IndexChange, IndexRow
 from skald.store.index import VectorIndex
 
 log = logging.getLogger("skald.retriever")
 APPLY_CHUNK = 256  # rows applied per slice; a longer tail is a catch-up (the HNSW graph follows behind)
 MAX_SLOTS = 64  # replicas one host may hold side by side
+WATCH_EVERY_S = 1.0  # how often the stream's last sequence is asked for
+STALL_S = 3.0  # behind the stream with nothing applied for this long: the follower is recreated
+RYW_WAIT_S = 3.0  # longest wait for a caller's own write before answering UNAVAILABLE
 
 
 class IndexReplica:
@@ -42,6 +53,10 @@ class IndexReplica:
         self._lock_fd: Any = None
         self._dirty = False
         self._hash, self._hash_at = "", -1
+        self._follower: asyncio.Task[None] | None = None
+        self._progress_at = time.monotonic()  # last time rows were applied (or the lag was zero)
+        self._fresh_at = time.monotonic()  # last time the replica had everything the stream had
+        self.restarts = 0
 
     def _claim_dir(self) -> Path:
         """Each replica on a host keeps its own snapshot: take the first slot nobody holds."""
@@ -67,13 +82,15 @@ class IndexReplica:
         elif snap is not None:
             log.warning("snapshot is ahead of the index stream (stream reset?): rebuilding")
         self.head_seq = last
-        self._tasks.append(asyncio.create_task(self._follow(), name="index-follow"))
+        self._follower = asyncio.create_task(self._follow(), name="index-follow")
         self._tasks.append(asyncio.create_task(self._snapshots(), name="index-snapshots"))
+        self._tasks.append(asyncio.create_task(self._watch(), name="index-watch"))
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        tasks = [*self._tasks, *([self._follower] if self._follower else [])]
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._dirty and self.replica_dir is not None:
             await asyncio.to_thread(self.index.save, self.replica_dir)
 
@@ -91,10 +108,38 @@ class IndexReplica:
                     await asyncio.to_thread(self.apply, chunk, bulk)
             if batch:
                 self.head_seq = max(self.head_seq, batch[-1][0])
+                self._progress_at = time.monotonic()
             async with self._applied:
                 self._applied.notify_all()
             if self.index.pending_graph and (self._builder is None or self._builder.done()):
                 self._builder = asyncio.create_task(self._build_graph(), name="index-graph")
+
+    async def _watch(self) -> None:
+        """The stream's last sequence, every second: real lag, staleness, and a stalled follower
+        recreated from what was applied."""
+        while True:
+            await asyncio.sleep(WATCH_EVERY_S)
+            try:
+                last = await self.bus.index_last_seq()
+            except Exception as e:  # noqa: BLE001 - the stream is electing a leader: ask again next time
+                log.debug("index stream not answering (%s)", type(e).__name__)
+                continue
+            self.head_seq = max(self.head_seq, last)
+            now = time.monotonic()
+            if self.index.applied_seq >= self.head_seq:
+                self._fresh_at = self._progress_at = now
+                continue
+            if now - self._progress_at > STALL_S:
+                self.restart_follower(f"{self.head_seq - self.index.applied_seq} rows behind and none applied "
+                                      f"for {now - self._progress_at:.1f}s")
+
+    def restart_follower(self, why: str) -> None:
+        log.warning("index follower recreated from seq %d: %s", self.index.applied_seq + 1, why)
+        if self._follower is not None:
+            self._follower.cancel()
+        self._follower = asyncio.create_task(self._follow(), name="index-follow")
+        self._progress_at = time.monotonic()
+        self.restarts += 1
 
     async def _build_graph(self) -> None:
         """Deferred rows join the HNSW graph in chunks; searches stay exact until they have."""
@@ -132,21 +177,31 @@ class IndexReplica:
                 await asyncio.to_thread(self.index.save, self.replica_dir)
 
     async def catch_up(self, ctx: Ctx) -> bool:
-        """Read-your-writes: wait (within the deadline) until the caller's last write is applied."""
+        """Read-your-writes: wait until the caller's last write is applied; UNAVAILABLE (retry,
+        perhaps on another replica) rather than stale rows when it does not come in time."""
         if ctx.index_seq <= self.index.applied_seq:
             return True
+        wait_s = max(0.0, min(RYW_WAIT_S, ctx.remaining() / 2))
         async with self._applied:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._applied.wait_for(lambda: self.index.applied_seq >= ctx.index_seq),
-                                       max(0.0, ctx.remaining() - 0.2))
-            except TimeoutError:
-                return False
-        return True
+                                       wait_s)
+        if self.index.applied_seq >= ctx.index_seq:
+            return True
+        raise Unavailable("this index replica has not applied your last write yet; retry",
+                          {"index_seq": ctx.index_seq, "applied_seq": self.index.applied_seq,
+                           "lag": self.lag(), "retry_after_ms": 200})
+
+    def lag(self) -> int:
+        return max(0, self.head_seq - self.index.applied_seq)
 
     def health(self) -> dict[str, Any]:
         applied = self.index.applied_seq
         if self._hash_at != applied:  # replicas holding the same rows report the same hash
             self._hash, self._hash_at = self.index.content_hash(), applied
-        return {"status": "ok", "index": self.index.stats(), "replica": str(self.replica_dir or ""),
-                "lag": max(0, self.head_seq - applied), "applied_seq": applied, "content_hash": self._hash,
-                "embedder": self.model}
+        lag = self.lag()
+        stale = 0.0 if lag == 0 else time.monotonic() - self._fresh_at
+        return {"status": "stale" if stale > STALL_S else "ok", "index": self.index.stats(),
+                "replica": str(self.replica_dir or ""), "lag": lag, "applied_seq": applied,
+                "stream_seq": self.head_seq, "stale_s": round(stale, 3), "follower_restarts": self.restarts,
+                "content_hash": self._hash, "embedder": self.model}

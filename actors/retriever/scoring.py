@@ -63,13 +63,14 @@ def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float
     return KEYWORD_WEIGHT * relative, KEYWORD_WEIGHT * relative * ramp
 
 
-def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int) -> list[Hit]:
+def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
+           keywords_only: bool = False) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
     cosine plus its `keyword_lift` (the gate carries the threshold's lift). A row only the
     keywords found gets its exact cosine, so the scale stays the embedder's and a calibrated
-    floor keeps its meaning."""
-    dense, _ = index.search(vec, q, k)
+    floor keeps its meaning. With `keywords_only`, only the rows BM25 found, scored the same way."""
     words = index.keyword_search(text, q, k) if text.strip() else []
+    dense = [] if keywords_only else index.search(vec, q, k)[0]
     top = max((h.score for h in words), default=0.0) or 1.0
     bm25 = {(h.row.uri, h.row.level): h.score / top for h in words}
     seen = {(h.row.uri, h.row.level) for h in dense}

@@ -29,13 +29,15 @@ from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import Op
-from skald.messages.errors import Conflict, NotFound
+from skald.messages.errors import Conflict, NotFound, Unavailable
 from skald.store import archive_state
 from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing, ArchiveState
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir, lease_key, session_dir
 from skald.store.uri import Identity, Namespace
+
+JOURNAL_FLUSH_S = 5.0  # a commit waits this long for a session's journal to catch up
 
 
 class Sessions:
@@ -59,7 +61,10 @@ class Sessions:
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "owned_sessions": self.owners.owned, "messages_added": self.added,
-                "commits": self.commits, "forwarded": self.owners.forwards}
+                "commits": self.commits, "forwarded": self.owners.forwards,
+                "journal_backlog": self.appends.backlog(),
+                "journal_publish_failures": self.appends.publish_failures,
+                "journal_recovered": self.appends.recovered}
 
     def _forget(self, key: str) -> None:
         self._states.pop(key, None)
@@ -75,6 +80,9 @@ class Sessions:
         async def here() -> Any:
             st = await self._state(key, sdir, create=create)
             await self._requeue(st, ctx.identity)
+            if st.journal_unchecked:  # first use after a load: finish what a crash left unpublished
+                await self.appends.recover(key, st.sdir.session_id, st.root, ctx.identity)
+                st.journal_unchecked = False
             return await body(key, st)
 
         return await self.owners.run(op, req, ctx, key, here)
@@ -89,6 +97,7 @@ class Sessions:
             self.owners.fence(key)
             await asyncio.to_thread(session_store.save, sdir.meta,
                                     SessionMeta(session_id=sdir.session_id, created_at=self.clock()))
+        await self.appends.quiet(key)  # a line still being written must be on disk before it is read
         st = await asyncio.to_thread(state.load, sdir, lambda: self.owners.fence(key))
         self._states[key] = st
         return st
@@ -167,19 +176,23 @@ class Sessions:
     @handles(catalog.SESSIONS_ADD_MESSAGE)  # journaled by the batch's messages_added event
     async def add_message(self, req: session_msgs.AddMessageRequest, ctx: Ctx) -> Any:
         async def run(key: str, st: State) -> session_msgs.AddMessageResult:
-            mid = req.id or f"msg_{st.total + 1:08d}"
+            known = st.requests.get(req.request_id) if req.request_id and not req.id else None
+            mid = req.id or known or f"msg_{st.total + 1:08d}"
             if mid in st.ids:
                 return session_msgs.AddMessageResult(session_id=req.session_id, message_id=mid,
                                                      message_count=len(st.root), total_message_count=st.total,
                                                      duplicate=True)
             msg = session_msgs.Message(id=mid, role=req.role, parts=list(req.parts), created_at=self.clock(),
                                        turn_id=req.turn_id, message_kind=req.message_kind,
-                                       source_message_ids=req.source_message_ids)
+                                       source_message_ids=req.source_message_ids, request_id=req.request_id)
             msg = await self.phase1.admit(key, st, msg)  # oversized tool outputs to files first
             self.owners.fence(key)
-            await self.appends.append(key, req.session_id, st.sdir.messages, msg, ctx.identity)
+            await self.appends.append(key, req.session_id, st.sdir.messages, msg, ctx.identity,
+                                      lambda: self.owners.fence(key))
             st.root.append(msg)
             st.ids.add(mid)
+            if req.request_id:
+                st.requests[req.request_id] = mid
             st.total += 1
             self.added += 1
             return session_msgs.AddMessageResult(session_id=req.session_id, message_id=mid,
@@ -192,7 +205,18 @@ class Sessions:
         check_request(req)
 
         async def run(key: str, st: State) -> session_msgs.CommitResult:
-            result = await self.phase1.commit(key, st, req, ctx)
+            # The journal must hold every live message before any is archived (see batcher.recover).
+            if not await self.appends.flush(key, JOURNAL_FLUSH_S):
+                raise Unavailable("the session's journal is behind (JetStream not storing events); retry",
+                                  {"backlog": self.appends.backlog(key), "retry_after_ms": 1000})
+            try:
+                result = await self.phase1.commit(key, st, req, ctx)
+            except BaseException:
+                # Whatever failed, the disk is the truth: the next request reloads the session and
+                # load() finishes an interrupted Phase 1 (archived ids dropped from root, the
+                # archive's Phase 2 queued), so a retried commit never archives a message twice.
+                self._forget(key)
+                raise
             if result.status == "accepted":
                 self.commits += 1
             return result

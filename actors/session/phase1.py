@@ -10,6 +10,7 @@ session finishes the step (`state.load`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import msgspec
@@ -20,10 +21,12 @@ from skald.actors.session import externalize, turns
 from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
-from skald.messages.errors import InvalidArgument
+from skald.messages.errors import InvalidArgument, Unavailable
 from skald.store import faults
 from skald.store import sessions as session_store
 from skald.store.session_meta import ArchiveMeta, CheckpointRequest, SessionMeta
+
+log = logging.getLogger("skald.session")
 
 TURN_DEFAULTS = {"keep_recent_turn_count": 3, "retained_message_token_budget": 12_000, "min_raw_tail_steps": 1}
 CHECKPOINT_BUDGET_TOKENS = 400  # a checkpoint summary is cut to this many tokens
@@ -51,6 +54,7 @@ class Phase1:
         self.bus = bus
         self.fence = fence
         self.clock = clock
+        self._later: set[asyncio.Task[None]] = set()  # Phase 2 jobs JetStream could not take at commit time
 
     async def commit(self, key: str, st: State, req: session_msgs.CommitRequest,
                      ctx: Ctx) -> session_msgs.CommitResult:
@@ -87,7 +91,15 @@ class Phase1:
         waiter = self.bus.waiter(f"archive.finished.{key}.{name}") if req.wait else None
         w = await waiter.__aenter__() if waiter else None
         try:
-            await self.bus.enqueue(catalog.ARCHIVE, job, uri)
+            # The archive is durable: from here the commit rolls forward. A job JetStream cannot take
+            # now (a leader election) is queued again in the background (deduplicated by its URI).
+            try:
+                await self.bus.enqueue(catalog.ARCHIVE, job, uri)
+            except Unavailable as e:
+                log.warning("Phase 2 job for %s not queued yet (%s); retrying in the background", uri, e)
+                task = asyncio.create_task(self._enqueue_later(job, uri))
+                self._later.add(task)
+                task.add_done_callback(self._later.discard)
             faults.point("commit.after_enqueue")
             self.fence(key)
             await asyncio.to_thread(session_store.write_atomic_lines, sdir.messages, retained)
@@ -97,9 +109,12 @@ class Phase1:
             await asyncio.to_thread(session_store.save, sdir.meta, SessionMeta(
                 session_id=sdir.session_id, created_at=st.created_at, total_message_count=st.total,
                 commit_count=st.commit_count))
-            await self.bus.publish_event(f"session.committed.{key}", session_msgs.CommitResult(
-                session_id=sdir.session_id, status="accepted", archive_uri=uri, archive_id=name,
-                archived_messages=len(archived), retained_messages=len(retained)), uri)
+            try:
+                await self.bus.publish_event(f"session.committed.{key}", session_msgs.CommitResult(
+                    session_id=sdir.session_id, status="accepted", archive_uri=uri, archive_id=name,
+                    archived_messages=len(archived), retained_messages=len(retained)), uri)
+            except Unavailable as e:  # a notification: the commit itself is done
+                log.warning("session.committed for %s not published (%s)", uri, e)
             phase2 = None
             if w is not None:
                 raw = await w.wait(max(0.0, ctx.remaining() - 0.2))
@@ -111,6 +126,16 @@ class Phase1:
                                          archive_id=name, archived_messages=len(archived),
                                          retained_messages=len(retained), plan=msgspec.to_builtins(retention),
                                          phase2=phase2)
+
+    async def _enqueue_later(self, job: session_msgs.Phase2Job, uri: str) -> None:
+        pause = 1.0
+        while True:
+            await asyncio.sleep(pause)
+            try:
+                await self.bus.enqueue(catalog.ARCHIVE, job, uri)
+                return
+            except Unavailable:
+                pause = min(pause * 2, 30.0)
 
     async def replace_root(self, key: str, st: State, root: list[session_msgs.Message]) -> None:
         """Rewrite the live messages (same ids, outputs moved to files), atomically."""

@@ -37,6 +37,8 @@ class State:
     max_index: int = 0
     frontier: Frontier = field(default_factory=Frontier)
     recovered_meta: bool = False
+    requests: dict[str, str] = field(default_factory=dict)  # idempotency key -> message id
+    journal_unchecked: bool = True  # the stream's journal not yet compared with the live messages
 
 
 def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMeta:
@@ -55,11 +57,13 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
     meta, status = session_store.read_session_meta(sdir)
     root = session_store.read_messages(sdir.messages)
     archived: set[str] = set()
+    requests: dict[str, str] = {}
     pending: list[int] = []
     indexes = session_store.archive_indexes(sdir)
     for i in indexes:
         listing = session_store.read_archive(sdir, i)
         archived.update(m.id for m in listing.messages)
+        requests.update((m.request_id, m.id) for m in listing.messages if m.request_id)
         if listing.done is None and listing.failed is None:
             pending.append(i)
     if any(m.id in archived for m in root):
@@ -79,4 +83,5 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
     meta = meta or SessionMeta(session_id=sdir.session_id)
     return State(sdir=sdir, root=root, ids=ids, total=max(meta.total_message_count, len(ids)),
                  commit_count=meta.commit_count, created_at=meta.created_at, max_index=max(indexes, default=0),
-                 pending_recovery=pending, recovered_meta=repaired)
+                 pending_recovery=pending, recovered_meta=repaired,
+                 requests=requests | {m.request_id: m.id for m in root if m.request_id})

@@ -128,3 +128,33 @@ async def test_add_directory_shows_progress_on_a_terminal_only(skald: Any, nats_
     r = await run(skald, nats_url, "add", str(src), "--name", "docs2")
     assert r.returncode == 0 and "indexing" not in r.stdout + r.stderr
     assert "added viking://resources/docs2: 60 files" in r.stdout
+
+
+async def test_tree_changes_system_and_session_admin_commands(skald: Any, nats_url: str) -> None:
+    """Every bus operation an operator needs has its command: mkdir, mv, stat, rm, health, stats,
+    session delete/archives, search --search-type."""
+    w = skald
+    assert (await run(w, nats_url, "mkdir", "viking://resources/admin/sub")).returncode == 0
+    r = await run(w, nats_url, "write", "viking://resources/admin/sub/a.md", stdin="ERR_DISK_77 on node a\n")
+    assert r.returncode == 0
+    r = await run(w, nats_url, "search", "ERR_DISK_77", "--search-type", "keywords")
+    assert r.returncode == 0 and "viking://resources/admin/sub/a.md" in r.stdout
+    r = await run(w, nats_url, "mv", "viking://resources/admin/sub/a.md", "viking://resources/admin/b.md")
+    assert r.returncode == 0 and "moved" in r.stdout
+    r = await run(w, nats_url, "stat", "viking://resources/admin/b.md", "-o", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["uri"] == "viking://resources/admin/b.md"
+    assert (await run(w, nats_url, "stat", "viking://resources/admin/sub/a.md")).returncode == 4  # moved away
+    assert (await run(w, nats_url, "rm", "viking://resources/admin")).returncode != 0  # a directory needs -r
+    assert (await run(w, nats_url, "rm", "-r", "viking://resources/admin")).returncode == 0
+    assert (await run(w, nats_url, "ls", "viking://resources/admin")).returncode == 4
+    r = await run(w, nats_url, "health")
+    assert r.returncode == 0 and r.stdout.startswith("ok (skald ") and "retriever:" in r.stdout
+    r = await run(w, nats_url, "stats", "-o", "json")
+    assert r.returncode == 0 and "retrieval" in json.loads(r.stdout)
+    await run(w, nats_url, "session", "add", "adm", "user", "hello")
+    await run(w, nats_url, "session", "commit", "adm")
+    r = await run(w, nats_url, "session", "archives", "adm")
+    assert r.returncode == 0 and r.stdout.startswith("archive_001")
+    r = await run(w, nats_url, "session", "delete", "adm")
+    assert r.returncode == 0 and r.stdout.strip() == "deleted adm"
+    assert (await run(w, nats_url, "session", "archives", "adm")).returncode == 4

@@ -91,9 +91,14 @@ async def test_error_classes(client: SkaldClient) -> None:
 
         await SkaldClient(client.nc, "silent", timeout_s=0.2).find("x")
     await silent.unsubscribe()
-    lost = SkaldClient(client.nc, "no-such-prefix")
+    lost = SkaldClient(client.nc, "no-such-prefix", retries=False)
     with pytest.raises(E.Unavailable):
         await lost.health()
+    assert lost.retried == 0
+    patient = SkaldClient(client.nc, "no-such-prefix", timeout_s=1.0)  # retries inside its deadline, then says so
+    with pytest.raises(E.Unavailable):
+        await patient.health()
+    assert patient.retried >= 1
     for code, cls in (("UNAUTHENTICATED", E.Unauthenticated), ("INTERNAL", E.Internal),
                       ("SOMETHING_NEW", E.SkaldError)):
         err = E.from_wire(code, "m", {"k": 1})

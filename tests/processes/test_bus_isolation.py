@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +20,9 @@ from skald.runtime import busauth
 from skald.runtime import keys as key_store
 from skald.runtime.busauth import WORKER_USER, client_login
 from skald.runtime.client import SkaldClient
-from skald.runtime.natsserver import EmbeddedNats
 from skald.runtime.worker import Worker
 from tests.conftest import make_config
+from tests.support.cluster import Cluster
 
 SECRET = "osprey-7731"
 
@@ -45,27 +43,6 @@ def new_keys(path: Path) -> dict[str, str]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def jetstream_ready(urls: list[str], secret: str, timeout_s: float = 30.0) -> None:
-    nc = await nats.connect(urls, user=WORKER_USER, password=secret)
-    try:
-        js = nc.jetstream(timeout=2)
-        for _ in range(int(timeout_s * 4)):
-            try:
-                await js.account_info()
-                return
-            except Exception:  # noqa: BLE001 - the meta leader is still being elected
-                await asyncio.sleep(0.25)
-        raise AssertionError("JetStream never became ready")
-    finally:
-        await nc.close()
-
-
 @pytest.fixture(params=["embedded", "cluster"])
 async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Deployment]:
     path = tmp_path / "keys.json"
@@ -84,26 +61,19 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         return
     store = key_store.KeyStore(path)
     prefix = "bus3"
-    cports = [free_port() for _ in range(3)]
-    servers = []
-    for i in range(3):
-        routes = [f"nats://127.0.0.1:{p}" for j, p in enumerate(cports) if j != i]
-        extra = (f'server_name: "n{i}"\ncluster {{\n  name: "skald-test"\n  listen: "127.0.0.1:{cports[i]}"\n'
-                 f"  routes: {json.dumps(routes)}\n}}\n")
-        srv = EmbeddedNats(tmp_path / f"n{i}", port=-1, auth=busauth.authorization(prefix, store), extra=extra)
-        await asyncio.to_thread(srv.start)
-        servers.append(srv)
-    urls = [s.url for s in servers]
+    cluster = Cluster(tmp_path, auth=busauth.authorization(prefix, store))
+    await cluster.start()
+    urls = cluster.urls
     w = None
     try:
-        await jetstream_ready(urls, store.worker_secret)
+        await cluster.ready(user=WORKER_USER, password=store.worker_secret)
         cfg = make_config(",".join(urls), tmp_path / "data", prefix=prefix, keys_file=str(path))
         w = Worker(cfg, embedded=False)
         await w.start()
 
         async def reload() -> None:  # what an operator does: new config, `nats-server --signal reload`
             text = busauth.authorization(prefix, key_store.KeyStore(path))
-            for s in servers:
+            for s in cluster.nodes:
                 await asyncio.to_thread(s.reload, text)
             await asyncio.sleep(1.0)
 
@@ -111,8 +81,7 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     finally:
         if w is not None:
             await w.stop()
-        for s in servers:
-            await asyncio.to_thread(s.stop)
+        await asyncio.to_thread(cluster.stop)
 
 
 class Spy:

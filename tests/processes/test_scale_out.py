@@ -15,12 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 from tests.support import processes
-from tests.support.processes import reap, wait_ready
+from tests.support.processes import converged_replicas, reap, wait_ready
 
 KINDS = {"retriever": 3, "session": 2, "archive": 2, "assembler": 1, "indexer": 1}
 RETRYABLE = (E.DeadlineExceeded, E.Unavailable, E.Internal)
@@ -78,25 +76,6 @@ class Load:
                 self.memories[r["root_uri"]] = f"Entity note {n}."
 
 
-async def worker_ids(c: SkaldClient, actor: str, want: int) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for _ in range(400):
-        try:
-            h = await c.call("system.health", timeout_s=1.0)
-        except RETRYABLE:
-            continue
-        if actor in h["actors"]:
-            seen[h["worker"]["worker_id"]] = h
-        if len(seen) >= want:
-            break
-    return seen
-
-
-async def direct_health(c: SkaldClient, worker_id: str) -> dict[str, Any]:
-    msg = await c.nc.request(f"{c.prefix}.direct.{worker_id}.system.health", b"{}", timeout=5)
-    return msgspec.json.decode(msg.data)["result"]  # type: ignore[no-any-return]
-
-
 async def test_killing_one_worker_of_each_kind_under_load(nats_url: str, tmp_path: Path) -> None:
     prefix = "scaleout"
     data = tmp_path / "data"
@@ -148,14 +127,7 @@ async def test_killing_one_worker_of_each_kind_under_load(nats_url: str, tmp_pat
                     await asyncio.sleep(0.3)
                 assert all(a["state"] == "completed" for a in archives), archives
             # the surviving replicas converge on one index
-            alive = await worker_ids(c, "retriever", 2)
-            assert len(alive) == 2
-            for _ in range(100):
-                hashes = {wid: (await direct_health(c, wid))["actors"]["retriever"] for wid in alive}
-                if len({h["content_hash"] for h in hashes.values()}) == 1 and all(h["lag"] == 0
-                                                                                  for h in hashes.values()):
-                    break
-                await asyncio.sleep(0.2)
+            hashes = await converged_replicas(c, 2)
             assert len({h["content_hash"] for h in hashes.values()}) == 1
             found = await load.call("search.find", {"query": "", "target_uri": "viking://user/default/memories/"
                                                     "entities", "level": 2, "limit": 5000})

@@ -1,6 +1,7 @@
 """SIGKILL real session/archive workers between the steps of add, commit Phase 1 and Phase 2,
 then prove from the disk and the API: no accepted message lost, none duplicated, every archive
-completed or failed, no model call repeated for a journaled answer."""
+completed or failed, no model call repeated for a journaled answer, and the journal (events
+stream) holding every stored message exactly once."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 from tests.support import processes
 from tests.support.figures import FIGURES
-from tests.support.processes import reap, wait_ready
+from tests.support.processes import journal_counts, reap, wait_ready
 from tests.support.stubs import ModelStub, phase2_answer
 
 POINTS = [("session.after_append", 6), ("commit.after_archive", 2), ("commit.after_enqueue", 2),
@@ -77,6 +78,7 @@ async def test_sigkill_at_random_points_loses_and_duplicates_nothing(nats_url: s
     data, prefix = tmp_path / "data", "crashsess"
     acked: dict[str, list[str]] = {}
     killed = 0
+    stored: dict[str, set[str]] = {}
     procs: list[subprocess.Popen[str]] = []
     async with await SkaldClient.connect(nats_url) as c:
         c.prefix = prefix
@@ -113,6 +115,18 @@ async def test_sigkill_at_random_points_loses_and_duplicates_nothing(nats_url: s
                 for mid in ids:
                     assert mid in live or mid in covered, f"{sid}: accepted message {mid} lost"
                 assert not (set(live) & covered - set(live)), sid
+                stored[sid] = set(live) | covered
+            # The journal (the events stream) holds every stored message exactly once, including
+            # those whose worker died between the fsync and the event (published on recovery).
+            counts: dict[tuple[str, str], int] = {}
+            for _ in range(50):
+                counts = await journal_counts(c.nc, prefix)
+                if all(counts.get((sid, m)) for sid, ms in stored.items() for m in ms):
+                    break
+                await asyncio.sleep(0.2)
+            for sid, ms in stored.items():
+                for mid in ms:
+                    assert counts.get((sid, mid)) == 1, f"{sid}/{mid}: {counts.get((sid, mid))} journal events"
         finally:
             reap(procs)
     assert killed == ITERATIONS

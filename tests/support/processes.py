@@ -3,7 +3,9 @@ started when they print their ready line, killed for real (SIGKILL) by the crash
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import select
 import signal
@@ -11,9 +13,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+import msgspec
 import pytest
+from nats.js.errors import NotFoundError
+
+from skald.messages import errors as E
+from skald.runtime.client import SkaldClient
+from skald.runtime.streams import stream_name
 
 SKALD = [sys.executable, "-m", "skald.runtime.cli"]
 
@@ -68,3 +76,53 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
     ps: list[subprocess.Popen[str]] = []
     yield ps
     reap(ps)
+
+
+async def worker_ids(c: SkaldClient, actor: str, want: int) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for _ in range(400):
+        try:
+            h = await c.call("system.health", timeout_s=1.0)
+        except (E.DeadlineExceeded, E.Unavailable):
+            continue
+        if actor in h["actors"]:
+            seen[h["worker"]["worker_id"]] = h
+        if len(seen) >= want:
+            break
+    return seen
+
+
+async def converged_replicas(c: SkaldClient, want: int) -> dict[str, Any]:
+    """The retriever health of `want` live replicas once they agree (same content hash, no lag), or
+    after 20 s, whatever they say then."""
+    alive = await worker_ids(c, "retriever", want)
+    assert len(alive) == want
+    hashes: dict[str, Any] = {}
+    for _ in range(100):
+        hashes = {wid: (await direct_health(c, wid))["actors"]["retriever"] for wid in alive}
+        if len({h["content_hash"] for h in hashes.values()}) == 1 and all(h["lag"] == 0 for h in hashes.values()):
+            break
+        await asyncio.sleep(0.2)
+    return hashes
+
+
+async def direct_health(c: SkaldClient, worker_id: str) -> dict[str, Any]:
+    msg = await c.nc.request(f"{c.prefix}.direct.{worker_id}.system.health", b"{}", timeout=5)
+    return msgspec.json.decode(msg.data)["result"]  # type: ignore[no-any-return]
+
+
+async def journal_counts(nc: Any, prefix: str) -> dict[tuple[str, str], int]:
+    """(session id, message id) -> how many `messages_added` events carry it, read from the stream."""
+    js = nc.jetstream(timeout=5.0)
+    counts: dict[tuple[str, str], int] = {}
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(stream_name(prefix, "events"), seq=seq, subject=f"{prefix}.evt.session.>", next=True)
+        except NotFoundError:
+            return counts
+        if ".messages_added" in (msg.subject or ""):
+            for e in json.loads(msg.data or b"{}")["entries"]:
+                k = (e["session_id"], e["message"]["id"])
+                counts[k] = counts.get(k, 0) + 1
+        seq = (msg.seq or seq) + 1

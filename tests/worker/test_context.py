@@ -363,3 +363,19 @@ async def test_bootstrap_continuity_from_archive_and_recent_messages(deploy: Cal
     cont = next(e for e in r["entries"] if e["category"] == "continuity")
     assert cont["uri"].endswith("/history/archive_001/.overview.md") and "Now the invoices service." in cont["text"]
     assert r["stats"]["instructions_hash"] and "planned_queries" not in r["stats"]
+
+
+async def test_context_mode_honours_search_type_keywords(client: SkaldClient) -> None:
+    """`search_type` is no longer ignored in context mode: "keywords" keeps only rows BM25 found,
+    so a file sharing no word with the query stays out even under a floor that lets everything in;
+    the default (dense + keyword) lets it in."""
+    await client.write("viking://resources/kw/disk.md", "Alert ERR_DISK_77 fired on node seven.")
+    await client.write("viking://resources/kw/other.md", "Lunch menu: lentil soup and bread.")
+    base = {"query": "ERR_DISK_77 alert", "mode": "context",
+            "score_threshold": -1.0}
+    default = {e["uri"] for e in (await client.call("search.search", base))["entries"]}
+    keywords = await client.call("search.search", {**base, "search_type": "keywords"})
+    assert {"viking://resources/kw/disk.md", "viking://resources/kw/other.md"} <= default
+    found = {e["uri"] for e in keywords["entries"]}
+    assert "viking://resources/kw/disk.md" in found and "viking://resources/kw/other.md" not in found
+    assert "search_type" not in keywords["stats"].get("ignored", [])

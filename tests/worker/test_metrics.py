@@ -3,6 +3,8 @@ histograms, jobs, and the actors' own numbers, with the right counts."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -47,3 +49,25 @@ async def test_a_failed_request_is_one_log_line_with_its_fields(deploy: Callable
     recs = [r for r in caplog.records if getattr(r, "op", None) == "fs.read"]
     assert len(recs) == 1 and recs[0].code == "NOT_FOUND" and recs[0].worker == w.host.worker_id
     assert recs[0].account == "default" and recs[0].duration_ms >= 0
+
+
+async def test_workers_answer_nats_service_discovery(deploy: Callable[..., Any]) -> None:
+    """`$SRV.INFO.skald` (what `nats micro info skald` sends): this worker answers with its prefix,
+    worker id, actors and health subject in the metadata."""
+    w, c = await deploy()
+    inbox = c.nc.new_inbox()
+    replies: list[dict[str, Any]] = []
+
+    async def got(msg: Any) -> None:
+        replies.append(json.loads(msg.data))
+
+    sub = await c.nc.subscribe(inbox, cb=got)
+    await c.nc.publish("$SRV.INFO.skald", b"", reply=inbox)
+    for _ in range(50):
+        if any(r.get("metadata", {}).get("worker_id") == w.host.worker_id for r in replies):
+            break
+        await asyncio.sleep(0.05)
+    await sub.unsubscribe()
+    mine = [r for r in replies if r.get("metadata", {}).get("worker_id") == w.host.worker_id]
+    assert len(mine) == 1 and mine[0]["name"] == "skald"
+    assert mine[0]["metadata"]["prefix"] == w.cfg.prefix and "retriever" in mine[0]["metadata"]["actors"]

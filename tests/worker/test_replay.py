@@ -3,6 +3,7 @@ fresh streams, and compare answers to 50 queries and the session contexts byte f
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ import msgspec
 
 from skald.runtime import replay as journal_replay
 from skald.runtime.client import SkaldClient
+from skald.runtime.streams import ensure_streams, stream_name
 
 WORDS = ("caddy proxy port billing invoice deploy rollback canary tea coffee meeting roadmap kernel cache "
          "latency budget quota tenant replica shard index").split()
@@ -100,3 +102,24 @@ async def test_replay_cli_round_trip(deploy: Callable[..., Any], nats_url: str, 
     assert r.returncode == 0 and "replayed 2 writes" in r.stdout
     assert (await c2.call("sessions.context", {"session_id": "cli"})) == \
         (await c1.call("sessions.context", {"session_id": "cli"}))
+
+
+async def test_a_write_whose_journal_event_jetstream_cannot_take_is_parked_and_published_later(
+        deploy: Callable[..., Any]) -> None:
+    """The events stream gone: fs.write still answers (its event parked in the outbox, fsync'd),
+    and once the stream is back the drain publishes it: the journal holds the write exactly once."""
+    w, c = await deploy()
+    js = c.nc.jetstream(timeout=5.0)
+    await js.delete_stream(stream_name(w.cfg.prefix, "events"))
+    await c.write("viking://resources/outbox/a.md", "Parked while the events stream was gone.")
+    health = await c.health()
+    assert health.journal["outbox"] == 1 and health.journal["parked"] == 1
+    await ensure_streams(js, w.cfg.prefix)
+    for _ in range(50):
+        if (await c.health()).journal["outbox"] == 0:
+            break
+        await asyncio.sleep(0.2)
+    await w.host.outbox.drain()  # a second drain (as another worker would) publishes nothing new
+    entries = await journal_replay.record(c.nc, w.cfg.prefix)
+    writes = [e for e in entries if e.op == "fs.write"]
+    assert len(writes) == 1 and writes[0].body["uri"] == "viking://resources/outbox/a.md"

@@ -185,6 +185,7 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
         await c.call("search.search", {"query": " ", "search_type": "keywords"})
     # context mode is the assembler's: a deployment without one says so
     _, bare = await deploy(actors=("indexer", "retriever"))
+    bare.retries = False  # the client would otherwise retry UNAVAILABLE until its deadline
     with pytest.raises(E.Unavailable):
         await bare.call("search.search", {"query": "x", "mode": "context"})
 

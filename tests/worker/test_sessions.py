@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
+from skald.runtime import replay
 from skald.runtime.client import SkaldClient
+from skald.runtime.streams import ensure_streams, stream_name
 from tests.support.stubs import ModelStub, chat, phase2_answer
 
 
@@ -391,3 +393,70 @@ async def test_session_context_fits_a_token_budget(deploy: Callable[..., Any]) -
     assert full["stats"]["trimmed_messages"] == 0 and len(full["messages"]) == 40
     assert 0 < len(fit["messages"]) < 40 and fit["stats"]["trimmed_messages"] == 40 - len(fit["messages"])
     assert fit["stats"]["estimated_tokens"] <= 64 and ids(fit) == ids(full)[-len(fit["messages"]):]
+
+
+async def test_adds_survive_an_events_outage_once_each_and_commit_waits_for_the_journal(
+        deploy: Callable[..., Any]) -> None:
+    """The events stream gone (a JetStream outage for that stream): adds are still accepted once their
+    line is durable, a commit refuses with UNAVAILABLE instead of archiving messages the journal lacks,
+    and once the stream is back the journal holds every message exactly once, in order."""
+    w, c = await deploy(actors=("session", "archive", "indexer"))
+    js = c.nc.jetstream(timeout=5.0)
+    await c.add_message("out", "user", "before the outage")
+    await js.delete_stream(stream_name(w.cfg.prefix, "events"))
+    results = [await c.add_message("out", "user", f"during the outage {i}") for i in range(5)]
+    assert [r.duplicate for r in results] == [False] * 5
+    assert [r.message_id for r in results] == [f"msg_{i:08d}" for i in range(2, 7)]
+    c.retries = False
+    with pytest.raises(E.Unavailable) as err:
+        await c.commit("out")
+    assert err.value.details["backlog"] >= 1
+    health = (await c.health()).actors["session"]
+    assert health["journal_backlog"] >= 1 and health["journal_publish_failures"] >= 1
+    await ensure_streams(js, w.cfg.prefix)
+    for _ in range(100):
+        if (await c.health()).actors["session"]["journal_backlog"] == 0:
+            break
+        await asyncio.sleep(0.2)
+    entries = await replay.record(c.nc, w.cfg.prefix)
+    ids = [e.ids["message_id"] for e in entries if e.op == "sessions.add_message"]
+    assert ids == [f"msg_{i:08d}" for i in range(2, 7)]  # the first one's event went with the old stream
+    assert (await c.commit("out")).status == "accepted"
+
+
+async def test_a_retried_add_with_the_same_request_id_is_stored_once(deploy: Callable[..., Any]) -> None:
+    """The client's idempotency key: the retry is answered with the first attempt's message."""
+    _, c = await deploy(actors=("session", "archive", "indexer"))
+    first = await c.add_message("idem", "user", "hello", request_id="req-1")
+    again = await c.add_message("idem", "user", "hello", request_id="req-1")
+    other = await c.add_message("idem", "user", "hello")  # the client makes its own key
+    assert again.duplicate and again.message_id == first.message_id
+    assert not other.duplicate and other.message_id != first.message_id
+    ctx = await c.session_context("idem")
+    assert [m.id for m in ctx.messages] == [first.message_id, other.message_id]
+    with pytest.raises(E.InvalidArgument):
+        await c.call("sessions.add_message", {"session_id": "idem", "role": "user", "request_id": "bad key!",
+                                              "parts": [{"type": "text", "text": "x"}]})
+
+
+async def test_a_commit_whose_phase2_job_cannot_be_queued_rolls_forward(deploy: Callable[..., Any]) -> None:
+    """The work stream gone at commit time (a leader election): the archive is durable, so the
+    commit is accepted and its job queued later, root is rewritten, and the next commit archives
+    only what came after (before: the commit failed after its archive was written, root kept the
+    messages, and the client's retry archived them a second time)."""
+    w, c = await deploy(actors=("session", "indexer"))
+    js = c.nc.jetstream(timeout=5.0)
+    for i in range(4):
+        await c.add_message("roll", "user", f"first batch {i}", id=f"a{i}")
+    await js.delete_stream(stream_name(w.cfg.prefix, "work"))
+    first = await c.commit("roll")
+    assert first.status == "accepted" and first.archived_messages == 4
+    for i in range(2):
+        await c.add_message("roll", "user", f"second batch {i}", id=f"b{i}")
+    second = await c.commit("roll")
+    assert second.status == "accepted" and second.archived_messages == 2
+    sdir = w.cfg.data_dir / "accounts/default/user/default/sessions/roll/history"
+    lines = [json.loads(x)["id"] for f in sorted(sdir.glob("archive_*/messages.jsonl"))
+             for x in f.read_text().splitlines() if x.strip()]
+    assert lines == ["a0", "a1", "a2", "a3", "b0", "b1"]
+    await ensure_streams(js, w.cfg.prefix)

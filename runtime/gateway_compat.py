@@ -1,0 +1,184 @@
+"""OpenViking's request shapes mapped onto Skald's (add_resource, add_skill, messages), and the
+routes that are not one bus operation each: waiting for the queues to drain, the
+observer's status pages, the skills listing, and batches of messages. Each is built from the
+public operations, through the gateway's own forwarding (so identity and keys apply as usual).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from skald.messages import catalog
+from skald.messages import ingest as ingest_msgs
+from skald.messages import sessions as session_msgs
+
+_enc = msgspec.json.Encoder()
+HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
+               "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
+
+
+def error_response(code: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
+    body = {"status": "error", "error": {"code": code, "message": message, **({"details": details} if details else {})}}
+    return web.Response(body=_enc.encode(body), status=HTTP_STATUS.get(code, 500), content_type="application/json")
+WAIT_MAX_S = 600.0
+
+# OpenViking's session routes give times as ISO-8601 strings (its CLI prints them as they come);
+# Skald's wire has epoch seconds. The gateway converts these replies' `*_at` numbers.
+ISO_TIMES = frozenset({catalog.SESSIONS_LIST.name, catalog.SESSIONS_GET.name, catalog.SESSIONS_CREATE.name,
+                       catalog.SESSIONS_ARCHIVES.name})
+
+
+def iso_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: (datetime.fromtimestamp(v, UTC).isoformat() if k.endswith("_at") and isinstance(v, int | float)
+                    and not isinstance(v, bool) else iso_times(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [iso_times(v) for v in value]
+    return value
+
+
+
+def message_body(sid: str, data: dict[str, Any]) -> dict[str, Any]:
+    """OpenViking's message shape -> sessions.add_message: `content` is one text part."""
+    known = set(session_msgs.AddMessageRequest.__struct_fields__)
+    out = {k: v for k, v in data.items() if k in known}
+    if not out.get("parts") and isinstance(data.get("content"), str):
+        out["parts"] = [{"type": "text", "text": data["content"]}]
+    out["session_id"] = sid
+    return out
+
+
+def resource_body(data: dict[str, Any]) -> dict[str, Any]:
+    """OpenViking's add_resource body -> resources.add: `temp_file_id` is an upload, `source_name`
+    its name, `to` an exact target (parent + name), `parent` the target directory. Options Skald
+    has no use for are left out rather than refused (its clients always send their full set)."""
+    known = set(ingest_msgs.AddResourceRequest.__struct_fields__)
+    out = {k: v for k, v in data.items() if k in known and v is not None}
+    if data.get("temp_file_id"):
+        out["upload_id"] = data["temp_file_id"]
+        out.pop("path", None)
+    if data.get("source_name") and "name" not in out:
+        out["name"] = data["source_name"]
+    if isinstance(data.get("to"), str) and data["to"].rstrip("/"):
+        parent, _, name = data["to"].rstrip("/").rpartition("/")
+        out["target_uri"], out["name"] = parent, name
+    elif isinstance(data.get("parent"), str):
+        out["target_uri"] = data["parent"]
+    return out
+
+
+def skill_body(data: dict[str, Any]) -> dict[str, Any]:
+    """OpenViking's add_skill body -> skills.add: `data` is the SKILL.md text (or an object with its
+    `content`); other options are left out as for resources."""
+    known = set(ingest_msgs.AddSkillRequest.__struct_fields__)
+    out = {k: v for k, v in data.items() if k in known and v is not None}
+    raw = data.get("data")
+    if isinstance(raw, dict):
+        raw = raw.get("content")
+    if isinstance(raw, str) and "content" not in out and "path" not in out:
+        out["content"] = raw
+    return out
+
+
+def add_compat_routes(app: web.Application, gw: Any) -> None:
+    """`gw` is the Gateway (its `_key`, `_headers` and `_forward`)."""
+    async def call(request: web.Request, op: str, body: dict[str, Any], timeout_s: float = 30.0) -> Any:
+        """The operation's result, or the error response to send back as it is."""
+        key = gw._key(request)
+        resp = await gw._forward(op, _enc.encode(body), gw._headers(request, key), timeout_s)
+        env = json.loads(resp.body)  # type: ignore[arg-type]
+        return env["result"] if env.get("status") == "ok" else resp
+
+    def ok(result: Any) -> web.Response:
+        return web.Response(body=_enc.encode({"status": "ok", "result": result}), content_type="application/json")
+
+    async def wait(request: web.Request) -> web.StreamResponse:
+        """`wait_processed`: until the work queue is empty and the index replica has caught up."""
+        raw = await request.read()
+        body = json.loads(raw) if raw.strip() else {}
+        limit = min(WAIT_MAX_S, float(body.get("timeout") or WAIT_MAX_S)) if isinstance(body, dict) else WAIT_MAX_S
+        t0 = time.monotonic()
+        while True:
+            stats = await call(request, catalog.SYSTEM_STATS.name, {})
+            if isinstance(stats, web.Response):
+                return stats
+            health = await call(request, catalog.SYSTEM_HEALTH.name, {})
+            if isinstance(health, web.Response):
+                return health
+            pending = int((stats.get("queues", {}).get("work") or {}).get("messages", 0) or 0)
+            lag = int((health.get("actors", {}).get("retriever") or {}).get("lag", 0) or 0)
+            waited = time.monotonic() - t0
+            if (pending == 0 and lag == 0) or waited >= limit:
+                return ok({"processed": pending == 0 and lag == 0, "pending_jobs": pending, "index_lag": lag,
+                           "waited_s": round(waited, 3)})
+            await asyncio.sleep(0.2)
+
+    async def observer(request: web.Request) -> web.StreamResponse:
+        """OpenViking's observer pages from `system.health` and `system.stats`."""
+        component = request.match_info["component"]
+        if component not in ("system", "queue", "vikingdb", "models"):
+            return web.json_response({"status": "error", "error": {
+                "code": "NOT_FOUND", "message": f"no observer {component!r}",
+                "details": {"known": ["system", "queue", "vikingdb", "models"]}}}, status=404)
+        health = await call(request, catalog.SYSTEM_HEALTH.name, {})
+        if isinstance(health, web.Response):
+            return health
+        actors = health.get("actors", {})
+        if component == "system":
+            return ok({"is_healthy": health.get("status") == "ok", "version": health.get("version"),
+                       "components": actors, "journal": health.get("journal", {})})
+        if component == "vikingdb":
+            retr = actors.get("retriever", {})
+            return ok({"index": retr.get("index", {}), "lag": retr.get("lag"), "stream_seq": retr.get("stream_seq")})
+        if component == "models":
+            ix = actors.get("indexer", {})
+            return ok({"embedder": ix.get("embedder"), "summarizer": ix.get("summarizer"),
+                       "passages_embedded": ix.get("passages_embedded"), "passages_reused": ix.get("passages_reused")})
+        stats = await call(request, catalog.SYSTEM_STATS.name, {})
+        return stats if isinstance(stats, web.Response) else ok(stats.get("queues", {}))
+
+    async def list_skills(request: web.Request) -> web.StreamResponse:
+        """`GET /api/v1/skills`: the skills directory's listing."""
+        try:
+            limit = int(request.query.get("node_limit", "1000"))
+        except ValueError:
+            return web.json_response({"status": "error", "error": {"code": "INVALID_ARGUMENT",
+                                                                   "message": "node_limit must be a number"}},
+                                     status=400)
+        uri = request.query.get("target_uri") or "viking://agent/skills"
+        got = await call(request, catalog.FS_LS.name, {"uri": uri, "node_limit": limit})
+        return got if isinstance(got, web.Response) else ok(got)
+
+    async def batch(request: web.Request) -> web.StreamResponse:
+        """`batch_add_messages`: each message in order; stops at the first refusal and says how far
+        it got (the ones before it are stored)."""
+        sid = request.match_info["session_id"]
+        try:
+            body = json.loads(await request.read() or b"{}")
+            messages = body["messages"] if isinstance(body, dict) else None
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise ValueError("`messages` must be a list of message objects")
+        except (ValueError, KeyError) as e:
+            return error_response("INVALID_ARGUMENT", str(e))
+        ids: list[str] = []
+        for i, m in enumerate(messages):
+            got = await call(request, catalog.SESSIONS_ADD_MESSAGE.name, message_body(sid, m))
+            if isinstance(got, web.Response):
+                env = json.loads(got.body)  # type: ignore[arg-type]
+                err = env.get("error", {})
+                return error_response(err.get("code", "INTERNAL"), f"message {i}: {err.get('message', '')}",
+                                      {"added": len(ids), "message_ids": ids})
+            ids.append(got["message_id"])
+        return ok({"session_id": sid, "added": len(ids), "message_ids": ids})
+
+    app.router.add_post("/api/v1/system/wait", wait)
+    app.router.add_get("/api/v1/observer/{component}", observer)
+    app.router.add_get("/api/v1/skills", list_skills)
+    app.router.add_post("/api/v1/sessions/{session_id}/messages/batch", batch)
