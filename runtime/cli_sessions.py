@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from skald.messages.sessions import AutoCommit
 from skald.runtime.cli_client import connection, emit
 from skald.runtime.client import SkaldClient
 
@@ -52,9 +53,18 @@ def session() -> None:
 
 @session.command("create")
 @click.argument("session_id", required=False)
+@click.option("--auto-commit-messages", type=click.IntRange(1, 100_000), help="commit once this many live messages")
+@click.option("--auto-commit-tokens", type=click.IntRange(64, 10_000_000), help="... or this many live tokens")
+@click.option("--auto-commit-idle", type=click.FloatRange(1.0, 30 * 86_400.0), help="... or this many idle seconds")
 @connection
-async def session_create(client: SkaldClient, output: str, session_id: str | None) -> None:
-    emit(output, await client.session_create(session_id), lambda r: r.session_id)
+async def session_create(client: SkaldClient, output: str, session_id: str | None, auto_commit_messages: int | None,
+                         auto_commit_tokens: int | None, auto_commit_idle: float | None) -> None:
+    """Create a session; the --auto-commit-* options set its policy (the session commits itself)."""
+    policy = None
+    if auto_commit_messages or auto_commit_tokens or auto_commit_idle:
+        policy = AutoCommit(pending_messages=auto_commit_messages, pending_tokens=auto_commit_tokens,
+                            idle_s=auto_commit_idle)
+    emit(output, await client.session_create(session_id, policy), lambda r: r.session_id)
 
 
 @session.command("add")

@@ -320,8 +320,11 @@ class SkaldClient:
     async def memory_history(self, uri: str) -> ingest_msgs.MemoryHistory:
         return await self.request(catalog.MEMORIES_HISTORY, ingest_msgs.MemoryRef(uri=uri))  # type: ignore[no-any-return]
 
-    async def session_create(self, session_id: str | None = None) -> session_msgs.SessionInfo:
-        return await self.request(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(session_id=session_id))  # type: ignore[no-any-return]
+    async def session_create(self, session_id: str | None = None,
+                             auto_commit: session_msgs.AutoCommit | None = None) -> session_msgs.SessionInfo:
+        """Create a session (or set an existing one's auto-commit policy)."""
+        return await self.request(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(  # type: ignore[no-any-return]
+            session_id=session_id, auto_commit=auto_commit))
 
     async def session_get(self, session_id: str) -> session_msgs.SessionInfo:
         return await self.request(catalog.SESSIONS_GET, session_msgs.SessionRef(session_id=session_id))  # type: ignore[no-any-return]

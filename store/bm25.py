@@ -33,6 +33,29 @@ _CODE = re.compile(r"\d")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 
 
+# Function words a query carries ("when did she ...") that say nothing about what it is about.
+# Left out of a query's terms (never of the index, so a query of nothing else still matches).
+# A short list on purpose: published lists (python-stop-words' English has 1,333 entries) hold
+# content words such as "act", "added" or "10" that a technical search must keep.
+_STOP = """
+a an the and or but nor of to in on at by for with from into onto about as than then so if
+is am are was were be been being do does did done doing have has had having will would shall
+should can could may might must i me my mine we us our you your he him his she her it its they
+them their this that these those there here what which who whom whose when where why how
+not no yes just also too very any some all each both either neither other such own same
+""".split()
+
+
+def query_terms(text: str) -> set[str]:
+    """A query's terms without its function words (all of them when it has nothing else)."""
+    terms = set(tokenize(text))
+    return (terms - STOP_WORDS) or terms
+
+
+def _stop_words() -> frozenset[str]:
+    return frozenset(t for w in _STOP for t in tokenize(w))
+
+
 @functools.lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
     """English Snowball stem of a plain word (`restarting` -> `restart`); identifiers and numbers
@@ -54,6 +77,9 @@ def tokenize(text: str) -> list[str]:
             out.extend(run)
             out.extend(run[i : i + 2] for i in range(len(run) - 1))
     return out
+
+
+STOP_WORDS = _stop_words()  # as the tokenizer turns them ("does" -> "doe")
 
 
 class KeywordIndex:
@@ -118,7 +144,7 @@ class KeywordIndex:
         what the query asks for, weighted by how rare each word is, the row says at all. Words no
         row has weigh the most, so a query about something absent covers little anywhere. When the
         query holds identifiers (a digit in a word: `OPS-0001234`, `E1234`, `v2.3.1`), only they count."""
-        terms = set(tokenize(query))
+        terms = query_terms(query)
         codes = {t for t in terms if _CODE.search(t)}
         if codes:
             terms = codes  # a ticket number, error code or version is what such a query is about
@@ -139,7 +165,7 @@ class KeywordIndex:
 
     def search(self, query: str, k: int, allow: Callable[[int], bool]) -> list[tuple[int, float]]:
         """Top k (label, BM25 score) among labels `allow` accepts."""
-        terms = set(tokenize(query))
+        terms = query_terms(query)
         with self._lock:
             n = len(self._terms)
             if not n or not terms:

@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from skald.messages.sessions import AutoCommit
+
 
 class SessionMeta(msgspec.Struct, kw_only=True):
     """`{session}/.meta.json`. `total_message_count` only grows: it is the session's clock."""
@@ -18,6 +20,7 @@ class SessionMeta(msgspec.Struct, kw_only=True):
     created_at: float = 0.0
     total_message_count: int = 0
     commit_count: int = 0
+    auto_commit: AutoCommit | None = None
 
 
 class CheckpointRequest(msgspec.Struct, kw_only=True):

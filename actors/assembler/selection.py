@@ -8,18 +8,23 @@ from __future__ import annotations
 from skald.messages.context import Bucket, Candidate
 
 
-def buckets(quotas: dict[str, int] | None, limit: int) -> list[Bucket]:
+def _rank(c: Candidate) -> tuple[float, float, str]:
+    return (-c.score, -c.raw, c.uri)  # the raw similarity orders what the clipped score ties
+
+
+def buckets(quotas: dict[str, int] | None, limit: int, fetch: int = 1) -> list[Bucket]:
     """What to ask the retriever for. A bucket fetches up to the whole quota sum so that it can
-    donate to the others; a quota of 0 closes the bucket."""
+    donate to the others; a quota of 0 closes the bucket. `fetch` over-asks for hits that are
+    grouped into fewer entries afterwards (a transcript's turns)."""
     if quotas is None:
-        return [Bucket(name="all", limit=limit)]
+        return [Bucket(name="all", limit=min(1_000, limit * fetch))]
     total = sum(quotas.values())
-    return [Bucket(name=k, limit=total) for k, q in quotas.items() if q > 0 and total > 0]
+    return [Bucket(name=k, limit=min(1_000, total * fetch)) for k, q in quotas.items() if q > 0 and total > 0]
 
 
 def select(found: dict[str, list[Candidate]], quotas: dict[str, int] | None, limit: int) -> list[Candidate]:
     if quotas is None:
-        return sorted(found.get("all", []), key=lambda c: (-c.score, c.uri))[:limit]
+        return sorted(found.get("all", []), key=_rank)[:limit]
     taken: dict[str, Candidate] = {}
     spare: list[Candidate] = []
     for name, q in quotas.items():
@@ -28,10 +33,10 @@ def select(found: dict[str, list[Candidate]], quotas: dict[str, int] | None, lim
             taken.setdefault(c.uri, c)
         spare += hits[q:]
     room = sum(quotas.values()) - len(taken)
-    for c in sorted(spare, key=lambda c: (-c.score, c.uri)):
+    for c in sorted(spare, key=_rank):
         if room <= 0:
             break
         if c.uri not in taken:
             taken[c.uri] = c
             room -= 1
-    return sorted(taken.values(), key=lambda c: (-c.score, c.uri))
+    return sorted(taken.values(), key=_rank)

@@ -52,7 +52,10 @@ class FilePlan:
 
 
 def sectioned(segments: tuple[str, ...], doc: Doc) -> bool:
-    """Only resources become document nodes: memories and skills are read whole."""
+    """Long resources and conversation transcripts become document nodes; other memories and
+    skills are read whole."""
+    if sections_mod.is_transcript(segments):
+        return True
     return context_type_of(segments) == "resource" and sections_mod.needs_sections(doc)
 
 
@@ -75,10 +78,12 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
                       text=f"{name}\n{doc.text}", embed=embed, content_hash=sha)
         rec = docs_store.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec) if doc.derived else None
         return FilePlan([row], sorted(row_keys(uri, old) - {(uri, 2)}), rec, summary=summary)
-    secs = sections_mod.split(doc, name)
+    transcript = sections_mod.is_transcript(segments)
+    secs = sections_mod.turns(doc) if transcript else sections_mod.split(doc, name)
     reuse = {(s.anchor, s.sha): s for s in (old.sections if old else []) if s.model == model and s.vector}
     title = doc.title or name
-    toc = sections_mod.toc(name, title, summary, secs)
+    # A transcript's overview is its abstract: a line per turn would repeat the whole file.
+    toc = f"# {title}\n\n{summary}" if transcript else sections_mod.toc(name, title, summary, secs)
     specs = [
         RowSpec(uri=uri, level=0, parent_uri=join_uri(segments[:-1]), abstract=summary,
                 text=f"{name}\n{title}\n{summary}", embed=f"{name}\n{title}\n{summary}", content_hash=sha,
@@ -90,11 +95,12 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
     records: list[docs_store.SectionRecord] = []
     for s in secs:
         body = f"{s.title}\n{s.text}"
-        ssha = rows_mod.sha256(f"{title}\n{body}".encode())
+        embed = f"{s.context}\n{s.text}" if transcript else f"{title}\n{body}"
+        ssha = rows_mod.sha256(f"{title}\n{body}\n{s.context}".encode())
         hit = reuse.get((s.anchor, ssha))
         vec = np.frombuffer(hit.vector, dtype="<f4") if hit is not None else None
         specs.append(RowSpec(uri=f"{uri}#{s.anchor}", level=2, parent_uri=uri, abstract=s.abstract, text=body,
-                             embed=f"{title}\n{body}"[:SECTION_EMBED_CHARS], content_hash=ssha, vector=vec,
+                             embed=embed[:SECTION_EMBED_CHARS], content_hash=ssha, vector=vec,
                              kind="section", title=s.title, start_line=s.start, end_line=s.end, page=s.page))
         records.append(docs_store.SectionRecord(anchor=s.anchor, title=s.title, start=s.start, end=s.end,
                                                 page=s.page, sha=ssha, model=model,

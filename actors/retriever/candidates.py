@@ -118,6 +118,7 @@ def excluder(uris: list[str], prefixes: list[str]) -> Callable[[str], bool]:
 class Scored:
     row: IndexRow
     score: float
+    raw: float = 0.0  # the similarity before calibration: orders hits the clipped scale ties
 
 
 @dataclass(slots=True)
@@ -125,6 +126,12 @@ class Shaped:
     candidates: list[Candidate]
     excluded: set[str]
     cooled: set[str]
+
+
+def rank_key(c: Candidate) -> tuple[float, float, str]:
+    """Best first: the calibrated score, then the raw similarity (scores clip at 1.0, and the
+    strongest hits of a query would otherwise tie and fall into URI order), then the URI."""
+    return (-c.score, -c.raw, c.uri)
 
 
 def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], cooled: Callable[[str], bool],
@@ -162,15 +169,17 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
             out.cooled.add(uri)
             continue
         org = origin(segs, ident)
-        score = h.score * (1.0 - penalty.get(cat, 0.0)) if org == "peer" else h.score
+        keep = 1.0 - penalty.get(cat, 0.0) if org == "peer" else 1.0
+        score, raw = h.score * keep, round(float(h.raw * keep), 6)
         cur = best.get(uri)
-        if cur is None or score > cur.score:
-            best[uri] = Candidate(uri=uri, category=cat, score=round(float(score), 6), is_dir=is_dir,  # type: ignore[arg-type]
+        if cur is None or (score, raw) > (cur.score, cur.raw):
+            best[uri] = Candidate(uri=uri, category=cat, score=round(float(score), 6), raw=raw,  # type: ignore[arg-type]
+                                  is_dir=is_dir,
                                   abstract=abstract, origin=org, updated_at=h.row.updated_at,  # type: ignore[arg-type]
                                   text=text or (cur.text if cur else ""), location=location,
                                   lines=(h.row.start_line, h.row.end_line) if h.row.kind == "section" else None,
                                   page=h.row.page)
         elif text and not cur.text:
             cur.text = text
-    out.candidates = sorted(best.values(), key=lambda c: (-c.score, c.uri))
+    out.candidates = sorted(best.values(), key=rank_key)
     return out

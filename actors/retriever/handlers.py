@@ -114,7 +114,7 @@ class Retriever(TreeReads):
                        if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
                                          req.score_threshold)]
             prov["calibration"] = cal.describe()
-            result = results.group(matched, c.limit)
+            result = results.group(matched, c.limit, ranked_input=True)
         if req.read_content:
             await inline_content(self.ns, result, ctx.identity)
         if req.include_provenance:
@@ -188,7 +188,8 @@ class Retriever(TreeReads):
                 k = (b.limit + max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)) * (
                     params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
                 cal = self.settings.calibration
-                scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now))
+                scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
+                                             decayed_score(h.row, h.score, c.decay, c.now))
                           for text, vec in zip(req.queries, vecs, strict=True)
                           for h in hybrid(index, vec, text, q, k, keywords_only=req.keywords_only)
                           if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),

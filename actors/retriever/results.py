@@ -46,14 +46,19 @@ def location(row: IndexRow) -> str:
     return sections.place(row.start_line, row.end_line, row.page) if row.kind == "section" else ""
 
 
-def group(items: Iterable[MatchedContext], limit: int) -> FindResult:
-    """Dedup by served URI (best score wins), sort by score, cut at `limit`, group by context type."""
+def group(items: Iterable[MatchedContext], limit: int, ranked_input: bool = False) -> FindResult:
+    """Dedup by served URI (best score wins), sort by score, cut at `limit`, group by context type.
+    Ties go by URI, or, with `ranked_input` (items best first by raw similarity), keep the input's
+    order: calibrated scores clip at 1.0, and the strongest hits would otherwise fall into URI order."""
     best: dict[str, MatchedContext] = {}
     for m in items:
         cur = best.get(m.uri)
         if cur is None or m.score > cur.score:
             best[m.uri] = m
-    ranked = sorted(best.values(), key=lambda m: (-m.score, m.uri))[:limit]
+    if ranked_input:
+        ranked = sorted(best.values(), key=lambda m: -m.score)[:limit]  # stable: ties keep the input order
+    else:
+        ranked = sorted(best.values(), key=lambda m: (-m.score, m.uri))[:limit]
     out = FindResult(memories=[], resources=[], skills=[], total=len(ranked))
     for m in ranked:
         {"memory": out.memories, "skill": out.skills}.get(m.context_type, out.resources).append(m)

@@ -8,8 +8,10 @@ planning in `turns.py` (pure).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,7 +39,11 @@ from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir, lease_key, session_dir
 from skald.store.uri import Identity, Namespace
 
+log = logging.getLogger(__name__)
+
 JOURNAL_FLUSH_S = 5.0  # a commit waits this long for a session's journal to catch up
+AUTO_COMMIT_TIMEOUT_S = 120.0
+IDLE_SWEEP_S = 1.0
 
 
 class Sessions:
@@ -52,22 +58,65 @@ class Sessions:
         self.appends = AppendBatcher(bus)
         self.added = 0
         self.commits = 0
+        self.auto_commits = 0
+        self._auto_tasks: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.owners.start()
+        self._sweeper = asyncio.create_task(self._sweep_idle())
 
     async def stop(self) -> None:
+        for t in [*([self._sweeper] if self._sweeper else []), *self._auto_tasks]:
+            t.cancel()
+        await asyncio.gather(*self._auto_tasks, *([self._sweeper] if self._sweeper else []), return_exceptions=True)
         await self.owners.stop()
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "owned_sessions": self.owners.owned, "messages_added": self.added,
-                "commits": self.commits, "forwarded": self.owners.forwards,
+                "commits": self.commits, "auto_commits": self.auto_commits, "forwarded": self.owners.forwards,
                 "journal_backlog": self.appends.backlog(),
                 "journal_publish_failures": self.appends.publish_failures,
                 "journal_recovered": self.appends.recovered}
 
     def _forget(self, key: str) -> None:
         self._states.pop(key, None)
+
+    # ----- auto-commit -------------------------------------------------------------------
+
+    def _maybe_auto_commit(self, st: State, ident: Identity) -> None:
+        """Start the session's own commit when its policy says so: one at a time per session,
+        through the bus like any caller's (ownership, journal and Phase 2 as usual)."""
+        if st.auto_running:
+            return
+        why = state.auto_commit_due(st.auto_commit, st.root, time.monotonic() - st.last_add)
+        if why is None:
+            return
+        st.auto_running = True
+        task = asyncio.create_task(self._auto_commit(st, ident, why))
+        self._auto_tasks.add(task)
+        task.add_done_callback(self._auto_tasks.discard)
+
+    async def _auto_commit(self, st: State, ident: Identity, why: str) -> None:
+        try:
+            res = await self.bus.call(catalog.SESSIONS_COMMIT, session_msgs.CommitRequest(
+                session_id=st.sdir.session_id), ident, AUTO_COMMIT_TIMEOUT_S)
+            self.auto_commits += 1
+            log.info("auto-commit of %s (%s): %s", st.sdir.session_id, why, getattr(res, "status", res))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the policy tries again on the next message or sweep
+            log.warning("auto-commit of %s (%s) failed: %s", st.sdir.session_id, why, e)
+        finally:
+            st.auto_running = False
+
+    async def _sweep_idle(self) -> None:
+        """Sessions this worker holds whose policy has an idle limit are checked every second."""
+        while True:
+            await asyncio.sleep(IDLE_SWEEP_S)
+            for st in list(self._states.values()):
+                if st.auto_commit is not None and st.auto_commit.idle_s is not None and st.root and st.ident:
+                    self._maybe_auto_commit(st, st.ident)
 
     def _where(self, ident: Identity, session_id: str) -> tuple[str, SessionDir]:
         return lease_key(ident.account, ident.user, session_id), session_dir(self.ns, ident, session_id)
@@ -115,7 +164,8 @@ class Sessions:
         return session_msgs.SessionInfo(session_id=st.sdir.session_id, uri=st.sdir.uri, created_at=st.created_at,
                                         message_count=len(st.root), total_message_count=st.total,
                                         commit_count=st.commit_count,
-                                        archives=len(session_store.archive_indexes(st.sdir)))
+                                        archives=len(session_store.archive_indexes(st.sdir)),
+                                        auto_commit=st.auto_commit)
 
     # ----- requests --------------------------------------------------------------------
 
@@ -124,10 +174,14 @@ class Sessions:
         sid = req.session_id or request_id("session")
 
         async def run(key: str, st: State) -> session_msgs.SessionInfo:
+            if req.auto_commit is not None and req.auto_commit != st.auto_commit:
+                st.auto_commit = req.auto_commit
+                self.owners.fence(key)
+                await asyncio.to_thread(session_store.save, st.sdir.meta, state.meta_of(st))
             return self._info(st)
 
-        return await self._on_session(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(session_id=sid), ctx, sid,
-                                      True, run)
+        return await self._on_session(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(
+            session_id=sid, auto_commit=req.auto_commit), ctx, sid, True, run)
 
     @handles(catalog.SESSIONS_GET)
     async def get(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
@@ -195,6 +249,8 @@ class Sessions:
                 st.requests[req.request_id] = mid
             st.total += 1
             self.added += 1
+            st.last_add, st.ident = time.monotonic(), ctx.identity
+            self._maybe_auto_commit(st, ctx.identity)
             return session_msgs.AddMessageResult(session_id=req.session_id, message_id=mid,
                                                  message_count=len(st.root), total_message_count=st.total)
 

@@ -18,13 +18,14 @@ import msgspec
 from skald.actors.kit.ports import Bus
 from skald.actors.kit.request import Ctx
 from skald.actors.session import externalize, turns
+from skald.actors.session import state as state_mod
 from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
 from skald.messages.errors import InvalidArgument, Unavailable
 from skald.store import faults
 from skald.store import sessions as session_store
-from skald.store.session_meta import ArchiveMeta, CheckpointRequest, SessionMeta
+from skald.store.session_meta import ArchiveMeta, CheckpointRequest
 
 log = logging.getLogger("skald.session")
 
@@ -106,9 +107,7 @@ class Phase1:
             faults.point("commit.after_root")
             st.root = retained
             st.commit_count += 1
-            await asyncio.to_thread(session_store.save, sdir.meta, SessionMeta(
-                session_id=sdir.session_id, created_at=st.created_at, total_message_count=st.total,
-                commit_count=st.commit_count))
+            await asyncio.to_thread(session_store.save, sdir.meta, state_mod.meta_of(st))
             try:
                 await self.bus.publish_event(f"session.committed.{key}", session_msgs.CommitResult(
                     session_id=sdir.session_id, status="accepted", archive_uri=uri, archive_id=name,

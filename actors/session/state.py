@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skald.actors.session.frontier import Frontier
-from skald.messages.sessions import Message
+from skald.actors.session.turns import message_tokens
+from skald.messages.sessions import AutoCommit, Message
 from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir
+from skald.store.uri import Identity
 
 log = logging.getLogger("skald.session")
 
@@ -39,6 +41,10 @@ class State:
     recovered_meta: bool = False
     requests: dict[str, str] = field(default_factory=dict)  # idempotency key -> message id
     journal_unchecked: bool = True  # the stream's journal not yet compared with the live messages
+    auto_commit: AutoCommit | None = None  # the session's opt-in commit policy (kept in its meta)
+    last_add: float = 0.0  # monotonic time of the last message, for the idle policy
+    auto_running: bool = False  # an auto-commit is in flight
+    ident: Identity | None = None  # who last wrote: an idle auto-commit runs as them
 
 
 def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMeta:
@@ -83,5 +89,24 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
     meta = meta or SessionMeta(session_id=sdir.session_id)
     return State(sdir=sdir, root=root, ids=ids, total=max(meta.total_message_count, len(ids)),
                  commit_count=meta.commit_count, created_at=meta.created_at, max_index=max(indexes, default=0),
-                 pending_recovery=pending, recovered_meta=repaired,
+                 pending_recovery=pending, recovered_meta=repaired, auto_commit=meta.auto_commit,
                  requests=requests | {m.request_id: m.id for m in root if m.request_id})
+
+
+def meta_of(st: State) -> SessionMeta:
+    return SessionMeta(session_id=st.sdir.session_id, created_at=st.created_at, total_message_count=st.total,
+                       commit_count=st.commit_count, auto_commit=st.auto_commit)
+
+
+def auto_commit_due(policy: AutoCommit | None, root: list[Message], idle_s: float) -> str | None:
+    """Which limit of the session's auto-commit policy its live messages have reached (pure), or
+    None. `idle_s`: seconds since the last message."""
+    if policy is None or not root:
+        return None
+    if policy.pending_messages is not None and len(root) >= policy.pending_messages:
+        return "pending_messages"
+    if policy.pending_tokens is not None and sum(message_tokens(m) for m in root) >= policy.pending_tokens:
+        return "pending_tokens"
+    if policy.idle_s is not None and idle_s >= policy.idle_s:
+        return "idle"
+    return None

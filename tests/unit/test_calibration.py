@@ -114,3 +114,21 @@ def test_querybank_lowers_hub_rows_on_every_search_path_and_leaves_summaries_alo
 
 def unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def test_a_querys_function_words_do_not_score_but_a_query_of_nothing_else_still_matches() -> None:
+    """BM25 over LoCoMo-like turns: "when did ..." must not favour rows full of "when" and "did";
+    the index keeps every word, so a query made only of function words still finds its row."""
+    from skald.store.bm25 import KeywordIndex, query_terms
+
+    assert query_terms("When does Melanie paint a sunrise?") == {"melani", "paint", "sunris"}
+    assert query_terms("what is it") == {"what", "is", "it"}
+    kw = KeywordIndex()
+    kw.add(0, "When did you go? When did he say when? Did he, when?")
+    kw.add(1, "Melanie painted a sunrise over the lake.")
+    kw.add(2, "what is it")
+    for i in range(3, 40):
+        kw.add(i, f"filler row {i} about other things")
+    hits = kw.search("When did Melanie paint a sunrise?", 5, lambda _: True)
+    assert [label for label, _ in hits] == [1]
+    assert [label for label, _ in kw.search("what is it", 5, lambda _: True)][0] == 2

@@ -161,3 +161,34 @@ def test_neighbouring_sections_merge_and_their_document_node_steps_aside() -> No
     merged = out[0]
     assert merged.score == 0.8 and merged.lines == (1, 20) and merged.location == "lines 1-20"
     assert merged.text == "text of a\n\ntext of b"
+
+
+def test_turns_of_one_transcript_become_one_passage_in_conversation_order() -> None:
+    """Recall over conversations: the chosen turns of one archive are served together, each day's
+    heading once and `…` where turns were skipped, at the place of the best turn; another
+    transcript's turns and other memories keep their own entries; a passage stops at its cap."""
+    t1 = "viking://user/u/memories/events/conversation_s1_m0.md"
+
+    def turn(doc: str, line: int, score: float, day: str = "Conversation on 8 May 2023") -> Candidate:
+        return Candidate(uri=f"{doc}#L{line}", category="events", score=score, text=f"{day}\nuser: turn {line}",
+                         lines=(line, line), location=f"lines {line}-{line}")
+
+    t2 = "viking://user/u/memories/events/conversation_s2_m0.md"
+    other = Candidate(uri="viking://user/u/memories/entities/ann.md", category="entities", score=0.85)
+    hits = [turn(t1, 9, 0.9), other, turn(t2, 4, 0.8), turn(t1, 5, 0.7), turn(t1, 6, 0.6),
+            turn(t1, 20, 0.5, "Conversation on 9 May 2023")]
+    out = passages.group_turns(hits, 10, 1_600)
+    assert [c.uri for c in out] == [f"{t1}#L9", other.uri, f"{t2}#L4"]
+    p = out[0]
+    assert p.score == 0.9 and p.lines == (5, 20) and p.location == "lines 5-20"
+    assert p.text.splitlines() == ["Conversation on 8 May 2023", "user: turn 5", "user: turn 6", "…",
+                                   "user: turn 9", "Conversation on 9 May 2023", "user: turn 20"]
+    assert out[2].text == "Conversation on 8 May 2023\nuser: turn 4"  # alone: unchanged
+    capped = passages.group_turns([turn(t1, i, 1 - i / 100) for i in range(1, 40)], 10, 1_600, max_tokens=60)
+    assert len(capped) > 1 and all(c.uri.startswith(t1) for c in capped)
+    assert sum(c.text.count("user: turn") for c in capped) == 39  # nothing dropped by the cap
+    # The budget and the entry limit bound what is grouped: turns past them are left out.
+    few = passages.group_turns([turn(t1, i, 1 - i / 100) for i in range(1, 40)], 10, 60)
+    assert sum(c.text.count("user: turn") for c in few) < 10
+    one = passages.group_turns([turn(f"{t1[:-3]}{i}.md", 1, 1 - i / 100) for i in range(20)], 3, 1_600)
+    assert len(one) == 3

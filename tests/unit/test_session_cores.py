@@ -11,10 +11,11 @@ from skald.actors.archive import phase2 as P
 from skald.actors.session import externalize, frontier
 from skald.actors.session import turns as turns_mod
 from skald.actors.text import dates
+from skald.actors.text import sections as S
+from skald.actors.text.doc import Doc
 from skald.messages.sessions import Message, TextPart, ToolPart
 from skald.store import archive_state
 from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker
-from skald.store.tokens import estimate_tokens
 
 
 def user(i: str, text: str = "do it") -> Message:
@@ -182,31 +183,32 @@ def test_extractive_phase2_is_real() -> None:
 MAY_8_2023 = 1683554160.0  # 13:56 UTC
 
 
-def test_exchanges_keep_what_both_sides_said_with_date_and_sources() -> None:
-    """Nothing archived is lost to recall offline: every message lands, verbatim, in an exchange
-    memory small enough to be one embedding, dated, with relative dates resolved and its sources."""
+def test_transcript_keeps_what_both_sides_said_with_dates_and_sources() -> None:
+    """Nothing archived is lost to recall offline: every message lands, verbatim, in the archive's
+    transcript memory, a line per turn under a heading per day, relative dates resolved, sources
+    named; the indexer's turn splitter gives each line its own section with the turn before it."""
     msgs = []
     for i in range(30):
         m = user(f"m{2 * i:02d}", f"Question {i}: I went hiking yesterday with Ann near lake {i}.")
         r = asst(f"m{2 * i + 1:02d}", f"Answer {i}: lake {i} is lovely in May, said Bob.")
-        msgs += [msgspec.structs.replace(m, created_at=MAY_8_2023 + 60 * i),
-                 msgspec.structs.replace(r, created_at=MAY_8_2023 + 60 * i + 30)]
-    mems = P.exchange_memories("s1", msgs)
-    text = "\n".join(m["content"] for m in mems)
+        day = 86_400 if i >= 20 else 0  # the last ten exchanges happen the next day
+        msgs += [msgspec.structs.replace(m, created_at=MAY_8_2023 + 60 * i + day),
+                 msgspec.structs.replace(r, created_at=MAY_8_2023 + 60 * i + 30 + day)]
+    mem = P.transcript_memory("s1", msgs)
+    assert mem is not None and mem["category"] == "events" and mem["name"] == "conversation_s1_m00.md"
+    text = mem["content"]
     for i in range(30):
         assert f"Question {i}:" in text and f"Answer {i}:" in text
-    assert all(m["category"] == "events" and m["name"].startswith("exchange_s1_") for m in mems)
-    assert len({m["name"] for m in mems}) == len(mems) > 3
-    assert all(estimate_tokens(m["content"]) <= P.EXCHANGE_TOKENS + 30 for m in mems)
-    first = mems[0]["content"]
-    assert first.startswith("Conversation on 8 May 2023:") and "yesterday [7 May 2023]" in first
-    assert "(session s1, messages m00 to " in first
-    # A question and its answer stay together (exchanges start at user turns), and each exchange
-    # opens with the message before it, which the question usually answers.
-    assert mems[0]["content"].splitlines()[1].startswith("user: ")
-    for prev, cur in zip(mems, mems[1:], strict=False):
-        lines = cur["content"].splitlines()
-        assert lines[1] == prev["content"].splitlines()[-2] and lines[2].startswith("user: ")
+    lines = text.splitlines()
+    assert lines[0] == "# Conversation on 8 May 2023" and lines[1] == "Session s1, messages m00 to m59."
+    assert "yesterday [7 May 2023]" in lines[3] and lines[3].startswith("user: Question 0")
+    assert "## Conversation on 9 May 2023" in lines and "yesterday [8 May 2023]" in text
+    secs = S.turns(Doc(text=text, format="markdown"))
+    assert len(secs) == 60 and all(s.start == s.end for s in secs)
+    assert secs[0].context == "" and secs[1].context == secs[0].text
+    assert secs[0].title == "Conversation on 8 May 2023" and secs[-1].title == "Conversation on 9 May 2023"
+    assert secs[40].context == ""  # a new day starts a new context
+    assert P.transcript_memory("s1", []) is None
 
 
 def test_working_memory_accumulates_over_ten_archives() -> None:

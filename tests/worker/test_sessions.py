@@ -460,3 +460,42 @@ async def test_a_commit_whose_phase2_job_cannot_be_queued_rolls_forward(deploy: 
              for x in f.read_text().splitlines() if x.strip()]
     assert lines == ["a0", "a1", "a2", "a3", "b0", "b1"]
     await ensure_streams(js, w.cfg.prefix)
+
+
+async def test_a_session_that_opts_in_commits_by_itself(deploy: Callable[..., Any]) -> None:
+    """Auto-commit: a message-count policy commits when the limit is reached, an idle policy once
+    the session has been quiet for its time; the policy is kept in the session's meta, bad
+    policies are refused, and a session without one never commits by itself."""
+    _, c = await deploy()
+    with pytest.raises(E.InvalidArgument):
+        await c.call("sessions.create", {"session_id": "bad", "auto_commit": {"pending_messages": 0}})
+    with pytest.raises(E.InvalidArgument):
+        await c.call("sessions.create", {"session_id": "bad", "auto_commit": {"every": 3}})
+    info = await c.call("sessions.create", {"session_id": "a", "auto_commit": {"pending_messages": 4}})
+    assert info["auto_commit"] == {"pending_messages": 4}
+    await c.call("sessions.create", {"session_id": "plain"})
+    for n in range(4):
+        await add(c, "a", "user" if n % 2 == 0 else "assistant", f"message {n}")
+        await add(c, "plain", "user" if n % 2 == 0 else "assistant", f"message {n}")
+    for _ in range(100):
+        got = await c.call("sessions.get", {"session_id": "a"})
+        if got["commit_count"] == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert got["commit_count"] == 1 and got["message_count"] < 4
+    assert (await c.call("sessions.get", {"session_id": "plain"}))["commit_count"] == 0
+
+    await c.call("sessions.create", {"session_id": "i", "auto_commit": {"idle_s": 1.0}})
+    await add(c, "i", "user", "the idle one")
+    assert (await c.call("sessions.get", {"session_id": "i"}))["commit_count"] == 0  # not yet idle
+    for _ in range(60):
+        got = await c.call("sessions.get", {"session_id": "i"})
+        if got["commit_count"] == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert got["commit_count"] == 1 and got["auto_commit"] == {"idle_s": 1.0}
+    for _ in range(50):  # counted once the commit's reply is back at the session actor
+        if (await c.health()).actors["session"]["auto_commits"] == 2:
+            break
+        await asyncio.sleep(0.1)
+    assert (await c.health()).actors["session"]["auto_commits"] == 2
