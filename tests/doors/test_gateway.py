@@ -169,6 +169,17 @@ async def test_openapi_document_lists_every_route(gateway: str) -> None:
         assert r.method.lower() in doc["paths"][r.path]
     find = doc["paths"]["/api/v1/search/find"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert find["$ref"].endswith("/FindRequest") and "FindRequest" in doc["components"]["schemas"]
+    # Typed answers: success is the envelope around the operation's own result, errors a typed error.
+    ok = doc["paths"]["/api/v1/search/find"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok["properties"]["result"]["$ref"].endswith("/FindResult") and "FindResult" in doc["components"]["schemas"]
+    bad = doc["paths"]["/api/v1/search/find"]["post"]["responses"]["400"]["content"]["application/json"]["schema"]
+    assert bad["properties"]["error"]["$ref"].endswith("/Error")
+    assert "INVALID_ARGUMENT" in doc["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+    # Query parameters carry their field's type; session times are ISO-8601 strings, as sent.
+    ls = {p["name"]: p for p in doc["paths"]["/api/v1/fs/ls"]["get"]["parameters"]}
+    assert ls["uri"]["schema"] and all(p["schema"] for p in ls.values())
+    assert doc["components"]["schemas"]["SessionInfo"]["properties"]["created_at"] == {
+        "type": "string", "format": "date-time"}
 
 
 async def test_gateway_metrics_count_requests_by_route_and_status(gateway: str) -> None:
