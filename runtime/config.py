@@ -1,8 +1,10 @@
-"""Configuration: flags override `SKALD_*` environment variables, which override defaults."""
+"""Configuration: flags override `SKALD_*` environment variables, which override a TOML file
+(`--config` or `SKALD_CONFIG`), which overrides the defaults."""
 
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -73,6 +75,11 @@ class Config:
         the setting, the value and what is allowed)."""
         env = dict(os.environ if env is None else env)
         cfg = cls()
+        config_file = overrides.pop("config_file", None) or env.get("SKALD_CONFIG")
+        if config_file:
+            path = Path(str(config_file)).expanduser()
+            for name, raw in read_file(path, {f.name for f in fields(cls)}).items():
+                setattr(cfg, name, _parse(f"{path}: {name}", getattr(cfg, name), raw))
         for f in fields(cls):
             key = f"SKALD_{f.name.upper()}"
             if key in env and env[key] != "":
@@ -144,6 +151,33 @@ RANGES: dict[str, tuple[float, float]] = {
     "archive_quarantine_after": (1, 1000), "work_ack_wait_s": (0.0, 3600),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})
+
+
+def read_file(path: Path, known: set[str]) -> dict[str, str]:
+    """A TOML file's settings as the strings an environment would hold. Keys are the settings'
+    names (`max_concurrency`, or `SKALD_MAX_CONCURRENCY`), at the top level or under `[skald]`;
+    an unknown key, a bad file or a missing one is a `ConfigError` naming the file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file ({e.strerror or e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    table = data.get("skald", data) if isinstance(data.get("skald"), dict) else data
+    out: dict[str, str] = {}
+    for key, value in table.items():
+        name = key.lower().removeprefix("skald_")
+        if name not in known:
+            raise ConfigError(f"{path}: unknown setting {key!r} (settings: {', '.join(sorted(known))})")
+        if isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, list):
+            out[name] = ",".join(str(v) for v in value)
+        elif isinstance(value, str | int | float):
+            out[name] = str(value)
+        else:
+            raise ConfigError(f"{path}: {key} must be a string, number, boolean or list")
+    return out
 
 
 def _parse(name: str, current: object, raw: str) -> object:

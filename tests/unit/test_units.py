@@ -166,6 +166,30 @@ def test_every_configuration_error_names_its_setting(env: dict[str, str], needle
     assert needle in str(e.value.code)
 
 
+def test_a_config_file_sits_under_the_environment_and_flags(tmp_path: Path) -> None:
+    """TOML settings (top level or under [skald], names as `skald config` prints them, lists for
+    tuples) apply over the defaults; SKALD_* variables and flags win over them; a bad key, value or
+    file is an error naming the file and the setting."""
+    from skald.runtime.config import Config, ConfigError
+
+    f = tmp_path / "skald.toml"
+    f.write_text('[skald]\nmax_concurrency = 7\nactors = ["retriever", "indexer"]\nenable_intent = false\n'
+                 'SKALD_DEFAULT_SEARCH_MODE = "fast"\n')
+    cfg = Config.from_env(env={"SKALD_CONFIG": str(f)})
+    assert (cfg.max_concurrency, cfg.actors, cfg.enable_intent, cfg.default_search_mode) == (
+        7, ("retriever", "indexer"), False, "fast")
+    assert Config.from_env(env={"SKALD_CONFIG": str(f), "SKALD_MAX_CONCURRENCY": "9"}).max_concurrency == 9
+    assert Config.from_env(env={}, config_file=f, actors="session").actors == ("session",)
+    for text, needle in (("bogus = 1", "unknown setting 'bogus'"), ('max_concurrency = "x"', "must be a whole number"),
+                         ("max_concurrency =", "not valid TOML"), ('default_search_mode = "bogus"', "must be one of")):
+        f.write_text(text)
+        with pytest.raises(ConfigError) as e:
+            Config.from_env(env={}, config_file=f)
+        assert needle in str(e.value.code) and (needle == "must be one of" or str(f) in str(e.value.code))
+    with pytest.raises(ConfigError, match="cannot read"):
+        Config.from_env(env={}, config_file=tmp_path / "missing.toml")
+
+
 def test_effective_configuration_masks_secrets() -> None:
     from skald.runtime.config import Config
 
