@@ -36,11 +36,12 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 # Function words a query carries ("when did she ...") that say nothing about what it is about.
 # Left out of a query's terms (never of the index, so a query of nothing else still matches).
 # A short list on purpose: published lists (python-stop-words' English has 1,333 entries) hold
-# content words such as "act", "added" or "10" that a technical search must keep.
+# content words such as "act", "added" or "10" that a technical search must keep. Words that are
+# also names ("May", "will", "can", "US") stay terms.
 _STOP = """
 a an the and or but nor of to in on at by for with from into onto about as than then so if
-is am are was were be been being do does did done doing have has had having will would shall
-should can could may might must i me my mine we us our you your he him his she her it its they
+is am are was were be been being do does did done doing have has had having would shall
+should could might must i me my mine we our you your he him his she her it its they
 them their this that these those there here what which who whom whose when where why how
 not no yes just also too very any some all each both either neither other such own same
 """.split()
