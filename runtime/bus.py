@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -41,13 +40,12 @@ from skald.messages.envelope import (
     H_WORKER,
 )
 from skald.messages.index import IndexChange
-from skald.runtime.streams import RETRY_AFTER_MS, TRANSIENT, stream_name
+from skald.runtime.streams import RETRY_AFTER_MS, retry_transient, stream_name
 
 log = logging.getLogger("skald.bus")
 _enc = msgspec.msgpack.Encoder()
 _change_dec = msgspec.msgpack.Decoder(IndexChange)
 
-KV_ATTEMPTS = 12  # ~8 s of retries on the lease bucket: longer than a JetStream leader election
 WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 PUBLISH_RETRY_S = 8.0  # longer than a JetStream stream leader election (~5 s measured)
 
@@ -100,15 +98,10 @@ class NatsBus:
         """One lease-bucket operation. While the bucket's stream is electing a leader (a new
         bucket, a server lost) JetStream has no answer for a moment: that is retried briefly, then
         UNAVAILABLE (worth a retry), never INTERNAL."""
-        for attempt in range(KV_ATTEMPTS):
-            try:
-                return await op(await self._leases())
-            except TRANSIENT as e:
-                if attempt == KV_ATTEMPTS - 1:
-                    raise E.Unavailable("the lease bucket is not answering (JetStream leader election?); retry",
-                                        {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS}) from e
-                await asyncio.sleep(0.1 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+        async def once() -> Any:
+            return await op(await self._leases())
+
+        return await retry_transient(once, PUBLISH_RETRY_S, _unavailable("the lease bucket is not answering"))
 
     async def lease_create(self, key: str, owner: str) -> int | None:
         async def op(kv: Any) -> int | None:
@@ -184,17 +177,7 @@ class NatsBus:
         """One JetStream operation, retried with backoff for up to PUBLISH_RETRY_S while the stream
         has no leader (an election takes a few seconds), then UNAVAILABLE. Every caller is safe to
         repeat: publishes carry a `Nats-Msg-Id` or go to a subject that keeps only its latest message."""
-        end = time.monotonic() + PUBLISH_RETRY_S
-        pause = 0.05
-        while True:
-            try:
-                return await op()
-            except TRANSIENT as e:
-                if time.monotonic() + pause > end:
-                    raise E.Unavailable(f"{what} (JetStream leader election?); retry",
-                                        {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS}) from e
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 1.0)
+        return await retry_transient(op, PUBLISH_RETRY_S, _unavailable(what))
 
     async def _js_publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> Any:
         return await self._through_election(lambda: self.js.publish(subject, data, headers=headers),
@@ -295,3 +278,11 @@ class NatsBus:
             except Exception as e:  # noqa: BLE001 - reported, not raised: stats must answer
                 out[kind] = {"error": str(e)}
         return out
+
+
+def _unavailable(what: str) -> Callable[[Exception], Exception]:
+    """A transient JetStream failure that outlasted its retries, as callers are told it: worth a retry."""
+    def make(e: Exception) -> Exception:
+        return E.Unavailable(f"{what} (JetStream leader election?); retry",
+                             {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS})
+    return make

@@ -6,7 +6,6 @@ its JetStream leader and never lowers the replicas a deployment already has.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import time
@@ -31,6 +30,7 @@ from nats.js.errors import (
     ServerError,
     ServiceUnavailableError,
 )
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_exponential
 
 log = logging.getLogger("skald.bus")
 DUPLICATE_WINDOW_S = 120.0
@@ -79,24 +79,38 @@ async def ensure_streams(js: Any, prefix: str, replicas: int = 1, ready_timeout_
     keeps them, with a warning naming both numbers. A cluster still electing its JetStream leader
     is waited for with bounded backoff (`ready_timeout_s`), not taken as a fatal error."""
     deadline = time.monotonic() + ready_timeout_s
+
+    async def ready(step: Callable[[], Awaitable[None]], what: str) -> None:
+        def give_up(e: Exception) -> Exception:
+            return RuntimeError(f"JetStream did not answer for {what} in time ({type(e).__name__}); "
+                                "is the cluster up and does it have a JetStream leader?")
+        await retry_transient(step, max(0.0, deadline - time.monotonic()), give_up, 0.1, 2.0, what)
+
     for cfg in stream_configs(prefix, replicas):
-        await _when_ready(lambda c=cfg: _ensure_stream(js, c), deadline, f"stream {cfg.name}")
+        await ready(lambda c=cfg: _ensure_stream(js, c), f"stream {cfg.name}")
     kv = "KV_" + stream_name(prefix, "leases")
-    await _when_ready(lambda: _raise_replicas(js, kv, replicas), deadline, f"stream {kv}")
+    await ready(lambda: _raise_replicas(js, kv, replicas), f"stream {kv}")
 
 
-async def _when_ready(step: Callable[[], Awaitable[None]], deadline: float, what: str) -> None:
-    pause = 0.1
-    while True:
-        try:
-            return await step()
-        except TRANSIENT as e:
-            if time.monotonic() + pause > deadline:
-                raise RuntimeError(f"JetStream did not answer for {what} in time ({type(e).__name__}); "
-                                   "is the cluster up and does it have a JetStream leader?") from e
-            log.warning("JetStream not ready for %s (%s); retrying in %.1fs", what, type(e).__name__, pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
+async def retry_transient(op: Callable[[], Awaitable[Any]], seconds: float, give_up: Callable[[Exception], Exception],
+                          first_pause: float = 0.05, max_pause: float = 1.0, what: str = "") -> Any:
+    """One JetStream step, retried with exponential backoff (tenacity) while it fails transiently
+    (no leader yet, no responders, a timeout) for up to `seconds`; then `give_up(last error)` is
+    raised. With `what`, each retry is logged. Callers must be safe to repeat (a `Nats-Msg-Id`, a
+    subject that keeps only its latest message, or a read)."""
+    def note(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("JetStream not ready for %s (%s); retrying", what, type(exc).__name__)
+
+    try:
+        async for attempt in AsyncRetrying(retry=retry_if_exception_type(TRANSIENT), stop=stop_after_delay(seconds),
+                                           wait=wait_exponential(multiplier=first_pause, max=max_pause),
+                                           before_sleep=note if what else None, reraise=True):
+            with attempt:
+                return await op()
+    except TRANSIENT as e:
+        raise give_up(e) from e
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def _ensure_stream(js: Any, cfg: api.StreamConfig) -> None:

@@ -53,9 +53,6 @@ def query_terms(text: str) -> set[str]:
     return (terms - STOP_WORDS) or terms
 
 
-def _stop_words() -> frozenset[str]:
-    return frozenset(t for w in _STOP for t in tokenize(w))
-
 
 @functools.lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
@@ -80,7 +77,7 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-STOP_WORDS = _stop_words()  # as the tokenizer turns them ("does" -> "doe")
+STOP_WORDS = frozenset(t for w in _STOP for t in tokenize(w))  # as the tokenizer turns them ("does" -> "doe")
 
 
 class KeywordIndex:

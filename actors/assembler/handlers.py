@@ -201,8 +201,7 @@ class Assembler:
                           cooled: list[str]) -> context_msgs.CandidatesResult:
         cooled_prefixes = [u[: -len("/SKILL.md")] for u in cooled if u.endswith("/SKILL.md")]
         req = context_msgs.CandidatesRequest(
-            queries=queries, buckets=Sel.buckets(p.quotas, p.limit, passages.TURN_FETCH),
-            score_threshold=p.score_threshold,
+            queries=queries, buckets=Sel.buckets(p.quotas, p.limit), score_threshold=p.score_threshold,
             score_gte=p.score_gte, exclude_uris=p.exclude_uris, cooled_uris=cooled, cooled_prefixes=cooled_prefixes,
             peer_scope=p.peer_scope, other_peer_penalty=p.other_peer_penalty, **p.filters)  # type: ignore[arg-type]
         try:

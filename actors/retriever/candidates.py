@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from skald.actors.retriever import results
+from skald.actors.text import sections
 from skald.messages.context import Candidate
 from skald.messages.index import IndexRow
 from skald.store.uri import SCHEME, Identity
@@ -126,6 +127,31 @@ class Shaped:
     candidates: list[Candidate]
     excluded: set[str]
     cooled: set[str]
+
+
+TURNS_PER_ENTRY = 4  # turns a bucket may carry, on average, per entry it is asked for
+
+
+def cut(found: list[Candidate], limit: int) -> list[Candidate]:
+    """The first `limit` entries, best first, where the turns of one transcript count as one
+    entry (the assembler serves them as one passage), with at most TURNS_PER_ENTRY x `limit`
+    turns in all. Without transcripts this is `found[:limit]`."""
+    out: list[Candidate] = []
+    entries: set[str] = set()
+    turns = 0
+    for c in found:
+        turn = sections.is_turn(c.uri)
+        key = c.uri.partition("#")[0] if turn else c.uri
+        if key not in entries:
+            if len(entries) >= limit:
+                continue
+            entries.add(key)
+        if turn:
+            if turns >= TURNS_PER_ENTRY * limit:
+                continue
+            turns += 1
+        out.append(c)
+    return out
 
 
 def rank_key(c: Candidate) -> tuple[float, float, str]:

@@ -185,8 +185,9 @@ class Retriever(TreeReads):
                           time_field=req.time_field, predicate=pred)
                 # Room for what shaping removes before the cut: collapsed skill files, directory
                 # levels, scope directories, exclusions and cooled URIs.
-                k = (b.limit + max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)) * (
-                    params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
+                # (turns of one transcript count as one entry, so the index is asked for more)
+                k = (b.limit * candidates.TURNS_PER_ENTRY + max(10, b.limit // 2) + len(req.exclude_uris)
+                     + len(req.cooled_uris)) * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
                 cal = self.settings.calibration
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
                                              decayed_score(h.row, h.score, c.decay, c.now))
@@ -198,8 +199,8 @@ class Retriever(TreeReads):
                                           req.other_peer_penalty)
                 n_excluded |= shaped.excluded
                 n_cooled |= shaped.cooled
-                out.buckets[b.name] = [m for m in shaped.candidates
-                                       if results.passes(m.score, req.score_threshold, req.score_gte)][: b.limit]
+                out.buckets[b.name] = candidates.cut([m for m in shaped.candidates if results.passes(
+                    m.score, req.score_threshold, req.score_gte)], b.limit)
             except InvalidArgument:
                 raise
             except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer

@@ -216,6 +216,13 @@ def is_transcript(segments: tuple[str, ...]) -> bool:
     return len(segments) >= 2 and segments[-1].startswith(TRANSCRIPT_PREFIX) and "memories" in segments
 
 
+def is_turn(uri: str) -> bool:
+    """A transcript's turn (`.../memories/.../conversation_*.md#L12`): served grouped with the
+    other chosen turns of its conversation, as one entry."""
+    doc, sep, _ = uri.partition("#")
+    return bool(sep) and "/memories/" in doc and doc.rsplit("/", 1)[-1].startswith(TRANSCRIPT_PREFIX)
+
+
 def turns(doc: Doc) -> list[Section]:
     """A transcript's turns as sections, one line each, anchored by line (a transcript is written
     once). Headings date the turns under them; each turn carries its previous turn as embedding

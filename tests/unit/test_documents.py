@@ -192,3 +192,19 @@ def test_turns_of_one_transcript_become_one_passage_in_conversation_order() -> N
     assert sum(c.text.count("user: turn") for c in few) < 10
     one = passages.group_turns([turn(f"{t1[:-3]}{i}.md", 1, 1 - i / 100) for i in range(20)], 3, 1_600)
     assert len(one) == 3
+
+
+def test_a_retrievers_cut_counts_a_transcripts_turns_as_one_entry() -> None:
+    """The retriever hands the assembler `limit` entries: turns of one transcript count once (with
+    at most TURNS_PER_ENTRY x limit turns), anything else is cut as before."""
+    from skald.actors.retriever import candidates as C
+
+    t = "viking://user/u/memories/events/conversation_s1_m0.md"
+    turns = [Candidate(uri=f"{t}#L{i}", category="events", score=1 - i / 100, lines=(i, i)) for i in range(3, 60)]
+    files = [Candidate(uri=f"viking://resources/f{i}.md", category="resources", score=0.5 - i / 100)
+             for i in range(20)]
+    assert C.cut(files, 10) == files[:10]
+    got = C.cut([*turns, *files], 3)
+    assert [c.uri for c in got if "#L" in c.uri] == [c.uri for c in turns[: C.TURNS_PER_ENTRY * 3]]
+    assert [c.uri for c in got if "#L" not in c.uri] == [f.uri for f in files[:2]]
+    assert not sections.is_turn("viking://resources/h.md#intro") and sections.is_turn(f"{t}#L4")
