@@ -40,6 +40,7 @@ from skald.messages.envelope import (
     H_WORKER,
 )
 from skald.messages.index import IndexChange
+from skald.runtime import tracing
 from skald.runtime.streams import RETRY_AFTER_MS, retry_transient, stream_name
 
 log = logging.getLogger("skald.bus")
@@ -161,6 +162,7 @@ class NatsBus:
             headers[H_WORKER] = token
             if identity.is_root:
                 headers[H_ROOT] = "1"
+        tracing.inject(headers)
         try:
             msg = await self.nc.request(subject, msgspec.json.encode(body), timeout=timeout_s + 0.25, headers=headers)
         except NoRespondersError as e:
@@ -198,8 +200,9 @@ class NatsBus:
         return await self._through_election(get, "the events stream is not answering")  # type: ignore[no-any-return]
 
     async def enqueue(self, queue: Queue, payload: msgspec.Struct, msg_id: str) -> None:
-        await self._js_publish(subjects.work(self.prefix, queue.name), msgspec.json.encode(payload),
-                               {"Nats-Msg-Id": msg_id})
+        headers = {"Nats-Msg-Id": msg_id}
+        tracing.inject(headers)  # the job's span joins the trace of the request that enqueued it
+        await self._js_publish(subjects.work(self.prefix, queue.name), msgspec.json.encode(payload), headers)
 
     async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
         """Publish row changes concurrently; returns the highest stream sequence acknowledged."""

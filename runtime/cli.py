@@ -107,7 +107,14 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
 @click.option("--keys-file", envvar="SKALD_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
               help="The workers' keys file: every request needs one of its keys (X-API-Key or "
                    "Authorization: Bearer) and is forwarded on that key's own bus connection.")
-def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | None) -> None:
+@click.option("--tracing", envvar="SKALD_TRACING", type=click.Choice(["off", "otlp"]), default="off", show_default=True,
+              help="OpenTelemetry spans for each HTTP request and its bus calls, over OTLP/HTTP.")
+@click.option("--otlp-endpoint", envvar="SKALD_OTLP_ENDPOINT", default="",
+              help="Where spans go (default: OpenTelemetry's OTEL_EXPORTER_OTLP_* variables).")
+@click.option("--trace-sample", envvar="SKALD_TRACE_SAMPLE", type=click.FloatRange(0.0, 1.0), default=1.0,
+              show_default=True, help="Share of requests without a sampled traceparent that are traced.")
+def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | None, tracing: str,
+         otlp_endpoint: str, trace_sample: float) -> None:
     """OpenViking-compatible HTTP gateway: /api/v1/... onto NATS; OpenAPI at /openapi.json."""
     import asyncio
     import os
@@ -119,6 +126,9 @@ def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | Non
 
     keys = KeyStore(keys_file, os.environ.get("SKALD_ROOT_KEY", ""))
     servers = nats_url.split(",")
+    from skald.runtime import tracing as traces
+
+    traces.setup(tracing, "skald-http", otlp_endpoint, sample=trace_sample)
 
     async def run() -> None:
         # With keys, the gateway's own connection carries nothing but health; it needs a login.
@@ -133,6 +143,7 @@ def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | Non
         await stop.wait()
         await runner.cleanup()
         await client.close()
+        traces.shutdown()
 
     try:
         import uvloop  # a faster event loop where it is installed: the gateway is pure I/O

@@ -48,6 +48,7 @@ from skald.messages.envelope import (
     H_USER,
     MSGPACK,
 )
+from skald.runtime import tracing
 from skald.runtime.busauth import client_login
 from skald.store import importing
 
@@ -141,6 +142,7 @@ class SkaldClient:
         if self.index_seq:
             hdrs[H_INDEX_SEQ] = str(self.index_seq)
         hdrs.update(headers or {})
+        tracing.inject(hdrs)  # the caller's current span, if it has one, parents the trace
         try:
             msg = await self.nc.request(f"{self.prefix}.v1.{op}", body, timeout=t + 0.5, headers=hdrs)
         except NoRespondersError as e:

@@ -67,6 +67,9 @@ class Config:
     log_format: str = "text"  # text | json (one JSON object per line)
     metrics_port: int = 0  # Prometheus /metrics of this worker on this port (0: off, -1: any free port)
     metrics_host: str = "127.0.0.1"
+    tracing: str = "off"  # off | otlp (OTLP/HTTP to otlp_endpoint) | global (an embedding application's provider)
+    trace_sample: float = 1.0  # share of traces started here that are recorded (a caller's sampled one always is)
+    otlp_endpoint: str = ""  # e.g. http://127.0.0.1:4318/v1/traces; empty: OTEL_EXPORTER_OTLP_* variables
     work_ack_wait_s: float = 0.0  # 0: each work queue's own ack wait; tests shorten it to see redelivery
 
     @classmethod
@@ -138,6 +141,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "actors": ALL_ACTORS,
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"),
     "log_format": ("text", "json"),
+    "tracing": ("off", "otlp", "global"),
 }
 RANGES: dict[str, tuple[float, float]] = {
     "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "nats_monitor_port": (0, 65535),
@@ -148,7 +152,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "score_propagation_alpha": (0.0, 1.0), "hotness_alpha": (0.0, 1.0), "recall_intent_timeout_s": (0.01, 600),
     "recall_rewrite_timeout_s": (0.01, 600), "snapshot_interval_s": (0.1, 86_400), "ingest_concurrency": (1, 256),
     "io_threads": (1, 1024), "stream_replicas": (1, 5), "embed_cache_rows": (0, 100_000_000), "lease_ttl_s": (0.5, 600),
-    "archive_quarantine_after": (1, 1000), "work_ack_wait_s": (0.0, 3600),
+    "archive_quarantine_after": (1, 1000), "trace_sample": (0.0, 1.0), "work_ack_wait_s": (0.0, 3600),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})
 

@@ -31,7 +31,7 @@ from skald.messages import ingest as ingest_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
-from skald.runtime import __version__
+from skald.runtime import __version__, tracing
 from skald.runtime.client import UPLOAD_PIECE_BYTES, SkaldClient, deadline_for
 from skald.runtime.gateway_compat import (
     HTTP_STATUS,
@@ -154,8 +154,11 @@ class Gateway:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
         status = 500
         try:
-            response = await handler(request)
-            status = response.status
+            with tracing.serve(f"{request.method} {route}", request.headers, route=route) as span:
+                response = await handler(request)
+                status = response.status
+                if span is not None:
+                    span.set_attribute("http.response.status_code", status)
             return response
         except web.HTTPException as e:
             status = e.status
@@ -197,10 +200,11 @@ class Gateway:
             bus = await self._bus(headers.get(H_API_KEY))
         except E.SkaldError as e:
             return error_response(e.code, e.message)
+        hdrs = {**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))}
         try:
-            resp_msg = await bus.nc.request(f"{self.client.prefix}.v1.{op}", body,
-                                                    timeout=timeout_s + 0.5,
-                                                    headers={**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))})
+            tracing.inject(hdrs)
+            resp_msg = await bus.nc.request(f"{self.client.prefix}.v1.{op}", body, timeout=timeout_s + 0.5,
+                                            headers=hdrs)
         except NoRespondersError:
             return error_response("UNAVAILABLE", f"no worker serves {op}")
         except NatsTimeout:

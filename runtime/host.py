@@ -51,7 +51,7 @@ from skald.messages.envelope import (
 )
 from skald.messages.journal import JournalEntry
 from skald.messages.system import Empty, HealthResult, WhoAmIResult, WorkerInfo
-from skald.runtime import __version__
+from skald.runtime import __version__, tracing
 from skald.runtime.config import Config
 from skald.runtime.keys import KeyStore
 from skald.runtime.metrics import Metrics
@@ -242,13 +242,15 @@ class ActorHost:
     async def _serve(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> None:
         ctx: Ctx | None = None
         t0 = time.perf_counter()
-        try:
-            reply, ctx = await self._run(msg, decl, fn)
-        except BaseException as e:  # noqa: BLE001 - the one place nothing may escape
-            log.exception("handler crashed on %s", msg.subject)
-            reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
-        await self._reply(msg, reply, ctx.deprecated if ctx else [])
-        code = reply.error.code if reply.error is not None else "OK"
+        with tracing.serve(decl.op, msg.headers, worker=self.worker_id) as span:
+            try:
+                reply, ctx = await self._run(msg, decl, fn)
+            except BaseException as e:  # noqa: BLE001 - the one place nothing may escape
+                log.exception("handler crashed on %s", msg.subject)
+                reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
+            await self._reply(msg, reply, ctx.deprecated if ctx else [])
+            code = reply.error.code if reply.error is not None else "OK"
+            tracing.outcome(span, code)
         took = time.perf_counter() - t0
         self.metrics.requests.labels(decl.op, code).inc()
         self.metrics.latency.labels(decl.op).observe(took)

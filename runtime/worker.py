@@ -25,7 +25,7 @@ from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
-from skald.runtime import busauth, logs
+from skald.runtime import busauth, logs, tracing
 from skald.runtime.bus import NatsBus
 from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
@@ -213,6 +213,7 @@ class Worker:
         worker_id = new_worker_id(cfg)
         actors = await build_actors(cfg, self.nc, worker_id, keys)
         self.metrics = Metrics()
+        tracing.setup(cfg.tracing, f"skald-{'-'.join(cfg.actors)}", cfg.otlp_endpoint, sample=cfg.trace_sample)
         self.host = ActorHost(self.nc, cfg, actors, worker_id, keys, self.metrics)
         await self.host.start()
         if cfg.metrics_port:
@@ -249,6 +250,8 @@ class Worker:
             await asyncio.to_thread(self.server.stop)
         if self.metrics is not None:
             self.metrics.stop()
+        if self.cfg.tracing != "off":
+            tracing.shutdown()  # the spans still batched go out before the process ends
         if self._owner is not None:
             self._owner.close()  # releases the data directory
             self._owner = None

@@ -22,6 +22,7 @@ from nats.js import api
 from skald.actors.kit.decl import Consumes, RetryLater
 from skald.actors.kit.request import Attempt
 from skald.messages import subjects
+from skald.runtime import tracing
 from skald.runtime.config import Config
 from skald.runtime.metrics import Metrics
 from skald.runtime.streams import stream_name
@@ -88,7 +89,8 @@ async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_
 
     beat = asyncio.create_task(keep_alive())
     try:
-        await fn(job, Attempt(delivered=delivered, queue=decl.queue))
+        with tracing.job(decl.queue, m.headers, queue=decl.queue, delivered=delivered):
+            await fn(job, Attempt(delivered=delivered, queue=decl.queue))
     except asyncio.CancelledError:
         raise
     except RetryLater as r:

