@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from skald.runtime import __version__, cli_admin, cli_sessions
+from skald.runtime import __version__, cli_admin, cli_help, cli_sessions
 from skald.runtime import cli_client as commands
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
 from skald.runtime.threads import one_blas_thread
@@ -334,6 +334,7 @@ def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> 
 commands.register(main)
 cli_sessions.register(main)
 cli_admin.register(main)
+cli_help.annotate(main)
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,9 @@
-"""CLI commands for tree changes and the system: mkdir, rm, mv, stat, health, stats."""
+"""CLI commands for tree changes, a node's summaries and tags, and the system: mkdir, rm, mv, stat,
+abstract, overview, tags, skill, health, stats, whoami."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -46,6 +48,55 @@ async def stat(client: SkaldClient, output: str, uri: str) -> None:
 
 
 @click.command()
+@click.argument("uri")
+@connection
+async def abstract(client: SkaldClient, output: str, uri: str) -> None:
+    """A node's one-line summary (L0): what a directory or file is about."""
+    emit(output, await client.abstract(uri), lambda r: r.content)
+
+
+@click.command()
+@click.argument("uri")
+@connection
+async def overview(client: SkaldClient, output: str, uri: str) -> None:
+    """A node's overview (L1): its summary and what lies under it."""
+    emit(output, await client.overview(uri), lambda r: r.content)
+
+
+@click.command()
+@click.argument("uri")
+@click.argument("tags", nargs=-1, required=True)
+@click.option("--mode", type=click.Choice(["replace", "add", "remove"]), default="replace", show_default=True)
+@connection
+async def tags(client: SkaldClient, output: str, uri: str, tags: tuple[str, ...], mode: str) -> None:
+    """Set a file's k=v tags (keys are case-insensitive); `search --tags` and `find` filter on them."""
+    emit(output, await client.set_tags(uri, list(tags), mode=mode), lambda r: f"{r.uri}: {', '.join(r.tags) or '-'}")
+
+
+@click.command()
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--scope", type=click.Choice(["agent", "user"]), default="agent", show_default=True,
+              help="The agent's skills or the user's, shared by their agents.")
+@click.option("--tag", "tag_list", multiple=True, help="A k=v tag (repeatable).")
+@connection
+async def skill(client: SkaldClient, output: str, source: Path, scope: str, tag_list: tuple[str, ...]) -> None:
+    """Add a skill: a SKILL.md file (sent as text), or a skill directory the server may read."""
+    kw: dict[str, Any] = {"scope": scope, "wait": True, "tags": list(tag_list) or None}
+    if source.is_file():
+        kw["content"] = source.read_text(encoding="utf-8")
+    else:
+        kw["path"] = str(source.resolve())
+    emit(output, await client.add_skill(**kw), lambda r: f"added {r.root_uri}")
+
+
+@click.command()
+@connection
+async def whoami(client: SkaldClient, output: str) -> None:
+    """The identity this connection acts as (account, user, agent, role)."""
+    emit(output, await client.whoami(), lambda r: f"{r.account}/{r.user}/{r.agent} ({r.role})")
+
+
+@click.command()
 @connection
 async def health(client: SkaldClient, output: str) -> None:
     """The answering worker: version, actors and their state (index lag, journal backlog...)."""
@@ -74,7 +125,7 @@ def _plain(value: Any) -> dict[str, Any]:
     return out if isinstance(out, dict) else {"value": out}
 
 
-COMMANDS = (mkdir, rm, mv, stat, health, stats)
+COMMANDS = (mkdir, rm, mv, stat, abstract, overview, tags, skill, health, stats, whoami)
 
 
 def register(group: click.Group) -> None:

@@ -85,6 +85,7 @@ async def session_add(client: SkaldClient, output: str, session_id: str, role: s
 @connection
 async def session_commit(client: SkaldClient, output: str, session_id: str, keep_recent_count: int | None,
                          wait: bool) -> None:
+    """Archive the live messages (Phase 1, at once) and summarise them into memories (Phase 2)."""
     kw: dict[str, Any] = {"wait": wait}
     if keep_recent_count is not None:
         kw["keep_recent_count"] = keep_recent_count
@@ -109,8 +110,28 @@ async def session_context(client: SkaldClient, output: str, session_id: str) -> 
 @session.command("list")
 @connection
 async def session_list(client: SkaldClient, output: str) -> None:
+    """The caller's sessions and their message counts."""
     emit(output, await client.session_list(),
          lambda r: "\n".join(f"{s.session_id}  {s.total_message_count} messages" for s in r.sessions) or "(none)")
+
+
+@session.command("get")
+@click.argument("session_id")
+@connection
+async def session_get(client: SkaldClient, output: str, session_id: str) -> None:
+    """A session's counters: live and total messages, commits, archives, auto-commit policy."""
+    emit(output, await client.session_get(session_id),
+         lambda r: f"{r.session_id}  {r.message_count} live / {r.total_message_count} messages, "
+                   f"{r.commit_count} commits, {r.archives} archives")
+
+
+@session.command("retry-archive")
+@click.argument("session_id")
+@click.argument("archive_id")
+@connection
+async def session_retry_archive(client: SkaldClient, output: str, session_id: str, archive_id: str) -> None:
+    """Run a failed or quarantined archive's summary (Phase 2) again."""
+    emit(output, await client.retry_archive(session_id, archive_id), lambda r: f"{r.archive_id}  {r.state}")
 
 
 @session.command("delete")

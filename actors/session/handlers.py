@@ -333,7 +333,8 @@ class Sessions:
             index = int(req.archive_id.rsplit("_", 1)[1])
             state = await asyncio.to_thread(session_store.marker_state, st.sdir, index)
             if state == "missing":
-                raise NotFound("no such archive", {"archive_id": req.archive_id})
+                raise NotFound(f"session {req.session_id!r} has no archive {req.archive_id!r}",
+                               {"archive_id": req.archive_id})
             if state not in ("failed", "quarantined"):
                 raise Conflict(f"the archive is {state}; only a failed or quarantined one is retried",
                                {"archive_id": req.archive_id, "state": state})

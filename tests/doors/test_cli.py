@@ -160,3 +160,58 @@ async def test_tree_changes_system_and_session_admin_commands(skald: Any, nats_u
     r = await run(w, nats_url, "session", "delete", "adm")
     assert r.returncode == 0 and r.stdout.strip() == "deleted adm"
     assert (await run(w, nats_url, "session", "archives", "adm")).returncode == 4
+
+
+def test_every_catalog_operation_has_a_command_and_every_command_an_example() -> None:
+    """Derived from the catalog and the command tree: a new public operation without a command, or
+    a command without an example in its `--help`, fails here."""
+    from click.testing import CliRunner
+
+    from skald.messages import catalog
+    from skald.runtime import cli_help
+    from skald.runtime.cli import main
+
+    tree = cli_help.commands(main)
+    public = {name for name, op in catalog.OPS.items() if not op.internal}
+    assert public - set(cli_help.OP_COMMANDS) == set()
+    assert {c for c in cli_help.OP_COMMANDS.values() if c not in tree} == set()
+    runner = CliRunner()
+    for path in tree:
+        r = runner.invoke(main, [*path.split(), "--help"])
+        assert r.exit_code == 0 and "Example:\n    " in r.output and "skald" in r.output.split("Example:")[1], path
+
+
+def test_shell_completion_script_and_completions() -> None:
+    env = {**os.environ, "_SKALD_COMPLETE": "bash_source"}
+    r = subprocess.run([SKALD], capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 0 and "complete -o nosort -F _skald_completion skald" in r.stdout
+    env = {**os.environ, "_SKALD_COMPLETE": "bash_complete", "COMP_WORDS": "skald session re", "COMP_CWORD": "2"}
+    r = subprocess.run([SKALD], capture_output=True, text=True, env=env, timeout=30)
+    assert r.stdout.split() == ["plain,retry-archive"]
+
+
+async def test_summaries_tags_skills_identity_and_session_commands(skald: Any, nats_url: str, tmp_path: Path) -> None:
+    w = skald
+    r = await run(w, nats_url, "write", "viking://resources/ops/caddy.md",
+                  stdin="# Caddy\n\nThe caddy upstream port is 1935.\n")
+    assert r.returncode == 0
+    r = await run(w, nats_url, "abstract", "viking://resources/ops/caddy.md")
+    assert r.returncode == 0 and "caddy" in r.stdout.lower()
+    r = await run(w, nats_url, "overview", "viking://resources/ops", "-o", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["uri"] == "viking://resources/ops"
+    r = await run(w, nats_url, "tags", "viking://resources/ops/caddy.md", "Team=infra", "status=draft")
+    assert r.returncode == 0 and r.stdout.strip() == "viking://resources/ops/caddy.md: team=infra, status=draft"
+    r = await run(w, nats_url, "tags", "viking://resources/ops/caddy.md", "status=draft", "--mode", "remove",
+                  "-o", "json")
+    assert json.loads(r.stdout)["tags"] == ["team=infra"]
+    skill = tmp_path / "SKILL.md"
+    skill.write_text("---\nname: caddy-port\ndescription: Change the caddy upstream port safely\n---\n# Steps\n")
+    r = await run(w, nats_url, "skill", str(skill), "--tag", "team=infra")
+    assert r.returncode == 0 and r.stdout.strip() == "added viking://agent/skills/caddy-port"
+    r = await run(w, nats_url, "whoami")
+    assert r.stdout.strip() == "default/default/default (local)"
+    await run(w, nats_url, "session", "add", "cli-g", "user", "hello there")
+    r = await run(w, nats_url, "session", "get", "cli-g")
+    assert r.returncode == 0 and r.stdout.strip() == "cli-g  1 live / 1 messages, 0 commits, 0 archives"
+    r = await run(w, nats_url, "session", "retry-archive", "cli-g", "archive_001")
+    assert r.returncode == 4 and "archive_001" in r.stderr  # nothing to retry: a clear error, not a traceback
