@@ -32,6 +32,34 @@ ContextType = Literal["memory", "resource", "skill"]
 Purpose = Literal["chat", "coding"]
 
 
+DirUri = Annotated[str, Field(min_length=len("viking://"), max_length=2048, pattern=r"^viking://",
+                              description="A viking:// directory, e.g. viking://resources or viking://user.")]
+Pattern = Annotated[str, Field(min_length=1, max_length=1000)]
+SessionName = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$",
+                                   description="The conversation's session id (letters, digits, _ . : -).")]
+# The bus's names for what the model does with a tool: the instructions the assembler writes for
+# every door name operations; served here, they name the tools the model actually has.
+TOOL_NAMES = (('search(mode="context") or recall', "the search_context or recall tool"),
+              ("memories.write (remember)", "the remember tool"))
+
+
+def hint(e: E.SkaldError) -> str:
+    """What the model can do about an error, in terms of its tools."""
+    if e.code == "NOT_FOUND":
+        return " Check the URI with the ls or find tool."
+    if "is a directory" in e.message:
+        return " Use the ls tool to list it or the overview tool to summarise it."
+    if e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        return " Skald is busy or restarting: try the same tool again shortly."
+    return ""
+
+
+def for_tools(text: str) -> str:
+    for bus, tools in TOOL_NAMES:
+        text = text.replace(bus, tools)
+    return text
+
+
 def given(**kw: Any) -> dict[str, Any]:
     return {k: v for k, v in kw.items() if v is not None}
 
@@ -59,7 +87,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         try:
             return await coro  # type: ignore[no-any-return]
         except E.SkaldError as e:
-            raise ToolError(f"{e.code}: {e.message}") from None
+            raise ToolError(f"{e.code}: {e.message.rstrip('.')}.{hint(e)}") from None
 
     @server.tool()
     async def recall(query: Query, session_id: SessionId = None, max_tokens: Budget = None) -> str:
@@ -79,7 +107,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         memories, and what else is stored. No query needed; returns <memory> elements under a budget."""
         async def run() -> str:
             r = await (await client()).bootstrap(**given(session_id=session_id, max_tokens=max_tokens))
-            return r.rendered or "Nothing is stored yet."
+            return for_tools(r.rendered) or "Nothing is stored yet."
         return await guarded(run())
 
     @server.tool()
@@ -124,7 +152,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def ls(uri: str = "viking://resources") -> str:
+    async def ls(uri: DirUri = "viking://resources") -> str:
         """List a viking:// directory: one entry per line, directories end with '/'."""
         async def run() -> str:
             r = await (await client()).ls(uri)
@@ -132,7 +160,16 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def glob(pattern: str, uri: str = "viking://") -> str:
+    async def overview(uri: Uri) -> str:
+        """Summarise a viking:// directory or file without reading all of it: what it is about and
+        what lies under it (a directory's children with their one-line abstracts)."""
+        async def run() -> str:
+            return (await (await client()).overview(uri)).content or "(no overview yet)"
+        return await guarded(run())
+
+    @server.tool()
+    async def glob(pattern: Annotated[Pattern, Field(description='A glob pattern such as "**/*.md".')],
+                   uri: DirUri = "viking://") -> str:
         """List viking:// paths matching a glob pattern such as "**/*.md" under `uri`."""
         async def run() -> str:
             r = await (await client()).glob(pattern, uri=uri)
@@ -140,7 +177,9 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def grep(pattern: str, uri: str = "viking://resources", ignore_case: bool = False) -> str:
+    async def grep(pattern: Annotated[Pattern, Field(description="A regular expression (Python syntax).")],
+                   uri: DirUri = "viking://resources",
+                   ignore_case: Annotated[bool, Field(description="Match regardless of case.")] = False) -> str:
         """Search file contents under `uri` for a regular expression; returns uri:line: text per match."""
         async def run() -> str:
             r = await (await client()).grep(uri, pattern, case_insensitive=ignore_case)
@@ -169,8 +208,9 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def session_add(session_id: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")],
-                          role: Role, text: Annotated[str, Field(min_length=1)]) -> str:
+    async def session_add(session_id: SessionName,
+                          role: Annotated[Role, Field(description="Who said it.")],
+                          text: Annotated[str, Field(min_length=1, description="What was said.")]) -> str:
         """Record one message of the conversation (role "user" or "assistant") in session `session_id`, so
         recall can avoid repeats and later commits can summarise the conversation."""
         async def run() -> str:
@@ -179,7 +219,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         return await guarded(run())
 
     @server.tool()
-    async def session_commit(session_id: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]) -> str:
+    async def session_commit(session_id: SessionName) -> str:
         """Archive the session's messages so far; a summary is written in the background."""
         async def run() -> str:
             r = await (await client()).commit(session_id)

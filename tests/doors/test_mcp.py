@@ -22,15 +22,19 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         "SKALD_NATS_URL": nats_url, "SKALD_PREFIX": skald.cfg.prefix})
     async with Client(params) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-        assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "glob", "grep",
-                              "remember", "forget", "session_add", "session_commit"}
+        assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "overview", "glob",
+                              "grep", "remember", "forget", "session_add", "session_commit"}
         assert all(len(t.description or "") > 60 for t in tools.values())
+        undescribed = [(t.name, p) for t in tools.values() for p, spec in t.input_schema["properties"].items()
+                       if not spec.get("description")]
+        assert undescribed == []
         schema = tools["remember"].input_schema
         assert set(schema["properties"]["category"]["enum"]) == {"preferences", "entities", "events", "experiences"}
         assert tools["find"].input_schema["properties"]["limit"]["maximum"] == 50
         assert "description" in tools["read"].input_schema["properties"]["offset"]
         bad = await mcp.call_tool("remember", {"category": "habits", "content": "Likes long walks."})
         assert bad.is_error  # refused by the schema, no memories/habits/ directory made
+        assert all(v in text(bad) for v in ("preferences", "entities", "events", "experiences")), text(bad)
         bad = await mcp.call_tool("session_add", {"session_id": "m1", "role": "bot", "text": "x"})
         assert bad.is_error
         r = await mcp.call_tool("remember", {"category": "preferences",
@@ -56,6 +60,11 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         assert not r.is_error
         r = await mcp.call_tool("bootstrap", {"session_id": "m1"})
         assert 'type="instructions"' in text(r) and 'type="continuity"' in text(r)
+        assert "the search_context or recall tool" in text(r) and "memories.write" not in text(r)
+        r = await mcp.call_tool("overview", {"uri": "viking://user/default/memories"})
+        assert not r.is_error and "preferences" in text(r)
+        r = await mcp.call_tool("read", {"uri": "viking://user/default/memories"})
+        assert r.is_error and "ls tool" in text(r) and "overview tool" in text(r)
         r = await mcp.call_tool("session_commit", {"session_id": "m1"})
         assert text(r).startswith("accepted")
         r = await mcp.call_tool("forget", {"uri": uri})
