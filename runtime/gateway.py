@@ -42,6 +42,7 @@ from skald.runtime.gateway_compat import (
     message_body,
     resource_body,
     skill_body,
+    unsupported,
 )
 from skald.runtime.keys import KeyStore, digest
 from skald.runtime.metrics import LATENCY_BUCKETS
@@ -162,6 +163,12 @@ class Gateway:
             return response
         except web.HTTPException as e:
             status = e.status
+            if e.status == 404 and (why := unsupported(request.path)):  # OpenViking has it, Skald does not
+                status = 501
+                response = error_response("UNIMPLEMENTED", f"{request.method} {request.path}: Skald has no {why}",
+                                          {"see": "/openapi.json"})
+                response.set_status(501)
+                return response
             if e.status in (404, 405):  # an unknown route or method: the same JSON envelope as the rest
                 code = "NOT_FOUND" if e.status == 404 else "INVALID_ARGUMENT"
                 response = error_response(code, f"{request.method} {request.path}: {e.reason}",

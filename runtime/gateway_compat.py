@@ -21,13 +21,48 @@ from skald.messages import sessions as session_msgs
 
 _enc = msgspec.json.Encoder()
 HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
-               "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
+               "NOT_FOUND": 404, "CONFLICT": 409, "INTERNAL": 500, "UNIMPLEMENTED": 501, "UNAVAILABLE": 503,
+               "DEADLINE_EXCEEDED": 504}
 
 
 def error_response(code: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
     body = {"status": "error", "error": {"code": code, "message": message, **({"details": details} if details else {})}}
     return web.Response(body=_enc.encode(body), status=HTTP_STATUS.get(code, 500), content_type="application/json")
 WAIT_MAX_S = 600.0
+
+# OpenViking capabilities Skald does not have, by route prefix, and why: their routes answer 501
+# UNIMPLEMENTED (OpenViking's own code, which its clients raise as UnimplementedError) with the
+# reason, never a bare 404 that reads like a typo in the client.
+UNSUPPORTED: tuple[tuple[str, str], ...] = (
+    ("/api/v1/acl", "access control lists: Skald isolates accounts, users and agents, and API keys are "
+                    "pinned to them (`skald keys`)"),
+    ("/api/v1/admin", "account administration over HTTP: accounts and users come from the keys file "
+                      "(`skald keys create`)"),
+    ("/api/v1/agent-evolution", "agent-evolution trajectories and outcomes"),
+    ("/api/v1/compile", "compiled context bundles: ask `search` with mode=context for a ready block"),
+    ("/api/v1/openviking-assets", "OpenViking asset bundles"),
+    ("/api/v1/pack", ".ovpack import, export, backup and restore: `skald replay record` and `apply` move a "
+                     "deployment"),
+    ("/api/v1/snapshot", "workspace snapshots: every write is in Skald's journal (`skald replay record`)"),
+    ("/api/v1/tasks", "task tracking: resources.add answers with its job, and `wait: true` blocks until the job "
+                      "is done"),
+    ("/api/v1/watches", "watched sources: add the folder or URL again to refresh it"),
+    ("/api/v1/system/consistency", "consistency checks: each worker's health reports index lag and staleness "
+                                   "(/api/v1/observer/system)"),
+    ("/api/v1/content/reindex", "explicit reindexing: writes index themselves, and adding a source again "
+                                "re-embeds only what changed"),
+    ("/api/v1/content/download", "raw downloads over HTTP: read a file with /api/v1/content/read"),
+    ("/api/v1/content/batch-write", "batched writes: send each with /api/v1/content/write"),
+    ("/api/v1/fs/attrs", "extended attributes: tags are set with content.set_tags"),
+    ("/api/v1/skills/", "per-skill management routes: skills are files under viking://agent/skills "
+                        "(read, rm, add again)"),
+    ("/api/v1/sessions/", "this session route: Skald's sessions have messages, commit, context and archives"),
+)
+
+
+def unsupported(path: str) -> str | None:
+    """Why Skald has no such OpenViking route, if it is one of OpenViking's (None: unknown)."""
+    return next((why for prefix, why in UNSUPPORTED if path.startswith(prefix)), None)
 
 # OpenViking's session routes give times as ISO-8601 strings (its CLI prints them as they come);
 # Skald's wire has epoch seconds. The gateway converts these replies' `*_at` numbers.

@@ -238,6 +238,20 @@ async def test_unknown_routes_and_methods_answer_in_the_json_envelope(gateway: s
     assert missing.headers["Content-Type"].startswith("application/json")
 
 
+async def test_openviking_capabilities_skald_lacks_are_typed_unimplemented(gateway: str) -> None:
+    """The SDK raises UnimplementedError with the reason, not NotFoundError for a route it thinks exists."""
+    sdk = ov.AsyncHTTPClient(url=gateway, api_key="any", user="default", timeout=30)
+    await sdk.initialize()
+    try:
+        for call in (sdk.acl_get("viking://resources"), sdk.list_tasks(), sdk.git_log(),
+                     sdk.admin_list_accounts(), sdk.list_watches()):
+            with pytest.raises(ov_errors.UnimplementedError) as e:
+                await call
+            assert "Skald has no " in str(e.value)
+    finally:
+        await sdk.close()
+
+
 async def test_session_times_are_iso_8601_as_openviking_gives_them(gateway: str) -> None:
     async with httpx.AsyncClient(base_url=gateway) as http:
         await http.post("/api/v1/sessions/iso1/messages", json={"role": "user", "content": "hello"})
