@@ -213,6 +213,36 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
             ids.append(got["message_id"])
         return ok({"session_id": sid, "added": len(ids), "message_ids": ids})
 
+    async def body_of(request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError as e:
+            return error_response("INVALID_ARGUMENT", f"body is not valid JSON: {e}")
+        return body if isinstance(body, dict) else error_response("INVALID_ARGUMENT", "body must be a JSON object")
+
+    async def set_tags(request: web.Request) -> web.StreamResponse:
+        """`set_tags` (OpenViking's attrs route) -> content.set_tags, one file at a time."""
+        body = await body_of(request)
+        if isinstance(body, web.Response):
+            return body
+        if body.get("recursive"):
+            return error_response("INVALID_ARGUMENT", "recursive tagging is not supported: tag each file")
+        req = {k: body[k] for k in ("uri", "tags", "mode") if body.get(k) is not None}
+        req["tags"] = req.get("tags", [])
+        got = await call(request, catalog.CONTENT_SET_TAGS.name, req)
+        return got if isinstance(got, web.Response) else ok(got)
+
+    async def find_skills(request: web.Request) -> web.StreamResponse:
+        """`find_skills` -> search.find over skills only."""
+        body = await body_of(request)
+        if isinstance(body, web.Response):
+            return body
+        req = {k: body[k] for k in ("query", "limit", "score_threshold", "target_uri") if body.get(k) is not None}
+        got = await call(request, catalog.SEARCH_FIND.name, {**req, "context_type": "skill"})
+        return got if isinstance(got, web.Response) else ok(got)
+
+    app.router.add_post("/api/v1/fs/attrs/set_tags", set_tags)
+    app.router.add_post("/api/v1/skills/find", find_skills)
     app.router.add_post("/api/v1/system/wait", wait)
     app.router.add_get("/api/v1/observer/{component}", observer)
     app.router.add_get("/api/v1/skills", list_skills)
