@@ -50,6 +50,14 @@ KEYWORD_DEPTH = 100
 # beats its best child by more than this much cosine; otherwise the child (the answer) ranks first.
 SUMMARY_MARGIN = 0.03
 COVERAGE_FROM, COVERAGE_FULL = 0.3, 0.6
+# A long passage, like a summary, sits closer to any query than a short one: its embedding averages
+# many topics. For thresholds only, a level-2 row gives up LENGTH_MARGIN of cosine once its text is
+# LENGTH_FULL characters long (ramping from LENGTH_FROM), so that a query about nothing stored is
+# not answered by a long section on a neighbouring subject. Fitted with bench/ranking.py: document
+# sections (600-3,500 characters) are where unrelated queries' best hits were; conversation turns
+# (under 450) are untouched.
+LENGTH_MARGIN = 0.012
+LENGTH_FROM, LENGTH_FULL = 400, 1200
 
 
 def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float, float]:
@@ -65,7 +73,8 @@ def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float
     if row.level != 2:
         return -SUMMARY_MARGIN, -SUMMARY_MARGIN
     ramp = min(1.0, max(0.0, (coverage - COVERAGE_FROM) / (COVERAGE_FULL - COVERAGE_FROM)))
-    return KEYWORD_WEIGHT * relative, KEYWORD_WEIGHT * relative * ramp
+    long = min(1.0, max(0.0, (len(row.text) - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM)))
+    return KEYWORD_WEIGHT * relative, KEYWORD_WEIGHT * relative * ramp - LENGTH_MARGIN * long
 
 
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
