@@ -74,6 +74,18 @@ def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
+async def gateway(skald: Worker, nats_url: str) -> AsyncIterator[str]:
+    """`skald http` in this process, in front of the test's worker; its base URL."""
+    from skald.runtime.gateway import serve
+
+    client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
+    runner = await serve(client, "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
+    await client.close()
+
+
+@pytest.fixture
 async def deploy(nats_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Start a worker with config overrides; yields (worker, client)."""
     started: list[tuple[Worker, SkaldClient]] = []

@@ -11,17 +11,12 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openviking_sdk as ov
-import pytest
 from openviking_sdk import errors as ov_errors
-
-from skald.runtime.client import SkaldClient
-from skald.runtime.gateway import serve
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BEGIN, END = "<!-- compat:sdk -->", "<!-- /compat:sdk -->"
@@ -133,14 +128,6 @@ def cases(tmp: Path) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ("resolve_openviking_assets", ("assets: []\n",), {}),
     ]
 
-
-@pytest.fixture
-async def gateway(skald: Any, nats_url: str) -> AsyncIterator[str]:
-    client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
-    runner = await serve(client, "127.0.0.1", 0)
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
-    await client.close()
 
 
 def table(rows: list[tuple[str, str, str]]) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,6 @@ from skald.runtime import keys as key_store
 from skald.runtime.client import SkaldClient
 from skald.runtime.gateway import ROUTES, serve
 from tests.support import documents as D
-
-
-@pytest.fixture
-async def gateway(skald: Any, nats_url: str) -> AsyncIterator[str]:
-    client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
-    runner = await serve(client, "127.0.0.1", 0)
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
-    await client.close()
 
 
 async def test_openviking_sdk_works_unchanged(gateway: str) -> None:

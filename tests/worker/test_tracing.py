@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,7 +20,6 @@ from opentelemetry.trace import SpanKind, StatusCode
 from skald.messages import errors as E
 from skald.runtime import tracing
 from skald.runtime.client import SkaldClient
-from skald.runtime.gateway import serve
 from tests.support.corpus import remember
 
 
@@ -98,14 +97,6 @@ async def test_a_failed_reply_marks_its_spans(client: SkaldClient, spans: InMemo
     server = next(s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER)
     assert server.attributes["skald.code"] == "INVALID_ARGUMENT" and server.status.status_code == StatusCode.ERROR
 
-
-@pytest.fixture
-async def gateway(skald: Any, nats_url: str) -> AsyncIterator[str]:
-    client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
-    runner = await serve(client, "127.0.0.1", 0)
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
-    await client.close()
 
 
 async def test_the_gateway_continues_the_callers_trace(gateway: str, spans: InMemorySpanExporter) -> None:
