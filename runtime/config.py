@@ -8,6 +8,8 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from skald.runtime.tracing import TRACING_MODES
+
 ALL_ACTORS = ("session", "archive", "indexer", "retriever", "assembler")
 IMPLEMENTED_ACTORS = ALL_ACTORS
 
@@ -141,7 +143,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "actors": ALL_ACTORS,
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"),
     "log_format": ("text", "json"),
-    "tracing": ("off", "otlp", "global"),
+    "tracing": TRACING_MODES,
 }
 RANGES: dict[str, tuple[float, float]] = {
     "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "nats_monitor_port": (0, 65535),

@@ -163,17 +163,13 @@ class Gateway:
             return response
         except web.HTTPException as e:
             status = e.status
-            if e.status == 404 and (why := unsupported(request.path)):  # OpenViking has it, Skald does not
-                status = 501
-                response = error_response("UNIMPLEMENTED", f"{request.method} {request.path}: Skald has no {why}",
-                                          {"see": "/openapi.json"})
-                response.set_status(501)
-                return response
             if e.status in (404, 405):  # an unknown route or method: the same JSON envelope as the rest
-                code = "NOT_FOUND" if e.status == 404 else "INVALID_ARGUMENT"
-                response = error_response(code, f"{request.method} {request.path}: {e.reason}",
-                                          {"see": "/openapi.json"})
-                response.set_status(e.status)
+                why = unsupported(request.path) if e.status == 404 else None  # OpenViking's, not Skald's
+                code = "UNIMPLEMENTED" if why else "NOT_FOUND" if e.status == 404 else "INVALID_ARGUMENT"
+                status = 501 if why else e.status
+                response = error_response(code, f"{request.method} {request.path}: "
+                                          f"{f'Skald has no {why}' if why else e.reason}", {"see": "/openapi.json"})
+                response.set_status(status)
                 return response
             raise
         finally:

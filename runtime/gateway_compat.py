@@ -131,8 +131,20 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         env = json.loads(resp.body)  # type: ignore[arg-type]
         return env["result"] if env.get("status") == "ok" else resp
 
+    async def relay(request: web.Request, op: str, body: dict[str, Any]) -> web.Response:
+        """The operation's reply as the bus gave it (envelope and status), not decoded and re-made."""
+        key = gw._key(request)
+        return await gw._forward(op, _enc.encode(body), gw._headers(request, key), 30.0)  # type: ignore[no-any-return]
+
     def ok(result: Any) -> web.Response:
         return web.Response(body=_enc.encode({"status": "ok", "result": result}), content_type="application/json")
+
+    async def body_of(request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError as e:
+            return error_response("INVALID_ARGUMENT", f"body is not valid JSON: {e}")
+        return body if isinstance(body, dict) else error_response("INVALID_ARGUMENT", "body must be a JSON object")
 
     async def wait(request: web.Request) -> web.StreamResponse:
         """`wait_processed`: until the work queue is empty and the index replica has caught up."""
@@ -159,9 +171,8 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         """OpenViking's observer pages from `system.health` and `system.stats`."""
         component = request.match_info["component"]
         if component not in ("system", "queue", "vikingdb", "models"):
-            return web.json_response({"status": "error", "error": {
-                "code": "NOT_FOUND", "message": f"no observer {component!r}",
-                "details": {"known": ["system", "queue", "vikingdb", "models"]}}}, status=404)
+            return error_response("NOT_FOUND", f"no observer {component!r}",
+                                  {"known": ["system", "queue", "vikingdb", "models"]})
         health = await call(request, catalog.SYSTEM_HEALTH.name, {})
         if isinstance(health, web.Response):
             return health
@@ -184,24 +195,20 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         try:
             limit = int(request.query.get("node_limit", "1000"))
         except ValueError:
-            return web.json_response({"status": "error", "error": {"code": "INVALID_ARGUMENT",
-                                                                   "message": "node_limit must be a number"}},
-                                     status=400)
+            return error_response("INVALID_ARGUMENT", "node_limit must be a number")
         uri = request.query.get("target_uri") or "viking://agent/skills"
-        got = await call(request, catalog.FS_LS.name, {"uri": uri, "node_limit": limit})
-        return got if isinstance(got, web.Response) else ok(got)
+        return await relay(request, catalog.FS_LS.name, {"uri": uri, "node_limit": limit})
 
     async def batch(request: web.Request) -> web.StreamResponse:
         """`batch_add_messages`: each message in order; stops at the first refusal and says how far
         it got (the ones before it are stored)."""
         sid = request.match_info["session_id"]
-        try:
-            body = json.loads(await request.read() or b"{}")
-            messages = body["messages"] if isinstance(body, dict) else None
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                raise ValueError("`messages` must be a list of message objects")
-        except (ValueError, KeyError) as e:
-            return error_response("INVALID_ARGUMENT", str(e))
+        body = await body_of(request)
+        if isinstance(body, web.Response):
+            return body
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return error_response("INVALID_ARGUMENT", "`messages` must be a list of message objects")
         ids: list[str] = []
         for i, m in enumerate(messages):
             got = await call(request, catalog.SESSIONS_ADD_MESSAGE.name, message_body(sid, m))
@@ -213,13 +220,6 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
             ids.append(got["message_id"])
         return ok({"session_id": sid, "added": len(ids), "message_ids": ids})
 
-    async def body_of(request: web.Request) -> dict[str, Any] | web.Response:
-        try:
-            body = json.loads(await request.read() or b"{}")
-        except ValueError as e:
-            return error_response("INVALID_ARGUMENT", f"body is not valid JSON: {e}")
-        return body if isinstance(body, dict) else error_response("INVALID_ARGUMENT", "body must be a JSON object")
-
     async def set_tags(request: web.Request) -> web.StreamResponse:
         """`set_tags` (OpenViking's attrs route) -> content.set_tags, one file at a time."""
         body = await body_of(request)
@@ -228,9 +228,7 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         if body.get("recursive"):
             return error_response("INVALID_ARGUMENT", "recursive tagging is not supported: tag each file")
         req = {k: body[k] for k in ("uri", "tags", "mode") if body.get(k) is not None}
-        req["tags"] = req.get("tags", [])
-        got = await call(request, catalog.CONTENT_SET_TAGS.name, req)
-        return got if isinstance(got, web.Response) else ok(got)
+        return await relay(request, catalog.CONTENT_SET_TAGS.name, {"tags": [], **req})
 
     async def find_skills(request: web.Request) -> web.StreamResponse:
         """`find_skills` -> search.find over skills only."""
@@ -238,8 +236,7 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         if isinstance(body, web.Response):
             return body
         req = {k: body[k] for k in ("query", "limit", "score_threshold", "target_uri") if body.get(k) is not None}
-        got = await call(request, catalog.SEARCH_FIND.name, {**req, "context_type": "skill"})
-        return got if isinstance(got, web.Response) else ok(got)
+        return await relay(request, catalog.SEARCH_FIND.name, {**req, "context_type": "skill"})
 
     app.router.add_post("/api/v1/fs/attrs/set_tags", set_tags)
     app.router.add_post("/api/v1/skills/find", find_skills)

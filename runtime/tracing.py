@@ -24,10 +24,6 @@ _prop: Any = None
 _NULL = contextlib.nullcontext()
 
 
-def enabled() -> bool:
-    return _tracer is not None
-
-
 def setup(mode: str, service: str = "skald", endpoint: str = "", exporter: Any = None, sample: float = 1.0) -> None:
     """Turn tracing on for this process. `otlp`: spans batched to an OTLP/HTTP collector;
     `global`: the application's own tracer provider; an `exporter` (tests: an in-memory one)
