@@ -55,10 +55,14 @@ class UploadResult(msgspec.Struct, kw_only=True):
 
 
 class AddSkillRequest(_Req):
-    """A skill package: a directory holding `SKILL.md`, or the text of a `SKILL.md`."""
+    """A skill package: a directory holding `SKILL.md`, the text of a `SKILL.md`, or an upload of
+    either (a directory arrives zipped). `dry_run` checks the package and answers with where it
+    would go (status `checked`), writing nothing."""
 
     path: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
     content: str | None = None
+    upload_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$")] | None = None
+    dry_run: bool = False
     scope: Literal["agent", "user"] = "agent"
     tags: Annotated[list[str], Meta(max_length=64)] | None = None
     wait: bool = False
@@ -129,7 +133,7 @@ class IngestResult(msgspec.Struct, kw_only=True):
 
     job_id: str
     root_uri: str
-    status: Literal["queued", "done", "failed"]
+    status: Literal["queued", "done", "failed", "checked"]  # checked: a dry run, nothing written
     files: int = 0
     directories: int = 0
     rows: int = 0

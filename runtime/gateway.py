@@ -41,9 +41,9 @@ from skald.runtime.gateway_compat import (
     iso_times,
     message_body,
     resource_body,
-    skill_body,
     unsupported,
 )
+from skald.runtime.gateway_skills import add_skill_routes
 from skald.runtime.keys import KeyStore, digest
 from skald.runtime.metrics import LATENCY_BUCKETS
 from skald.runtime.openapi import openapi
@@ -60,6 +60,7 @@ class Route:
     op: str
     kind: str = "body"  # body: JSON passes through | query: from the query string | session: id from the path
     # | resource: OpenViking's add_resource body | upload: a multipart file, sent on as resources.upload
+    # | compat: served by a handler of gateway_skills (OpenViking's shape), documented as a body route
 
 
 ROUTES = (
@@ -80,7 +81,7 @@ ROUTES = (
     Route("POST", "/api/v1/content/write", catalog.FS_WRITE.name),
     Route("POST", "/api/v1/resources", catalog.RESOURCES_ADD.name, "resource"),
     Route("POST", "/api/v1/resources/temp_upload", catalog.RESOURCES_UPLOAD.name, "upload"),
-    Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name, "resource"),
+    Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name, "compat"),
     Route("POST", "/api/v1/memories", catalog.MEMORIES_WRITE.name),
     Route("POST", "/api/v1/sessions", catalog.SESSIONS_CREATE.name),
     Route("GET", "/api/v1/sessions", catalog.SESSIONS_LIST.name, "query"),
@@ -141,11 +142,13 @@ class Gateway:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._measure])
         for r in ROUTES:
-            app.router.add_route(r.method, r.path, self._handler(r))
+            if r.kind != "compat":
+                app.router.add_route(r.method, r.path, self._handler(r))
         app.router.add_get("/health", self._health)
         app.router.add_get("/openapi.json", self._openapi)
         app.router.add_get("/metrics", self._metrics)
         add_compat_routes(app, self)
+        add_skill_routes(app, self)
         return app
 
     @web.middleware
@@ -238,8 +241,7 @@ class Gateway:
                     parsed = json.loads(await request.read() or b"{}")
                     if not isinstance(parsed, dict):
                         raise ValueError("body must be a JSON object")
-                    body = _enc.encode(resource_body(parsed) if route.op == catalog.RESOURCES_ADD.name
-                                       else skill_body(parsed))
+                    body = _enc.encode(resource_body(parsed))
                     timeout = max(timeout, 600.0) if parsed.get("wait") else timeout
                 elif route.kind == "body":
                     body = await request.read()
@@ -277,7 +279,9 @@ class Gateway:
         while (part := await reader.next()) is not None:
             if not isinstance(part, BodyPartReader) or not part.filename:
                 continue
-            name = part.filename.replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+            # OpenViking's CLI zips a folder into a temporary file named like `.tmpAb12Cd.zip`: a
+            # hidden name, which the tree refuses, so the leading dots go.
+            name = part.filename.replace("\\", "/").rsplit("/", 1)[-1].lstrip(".") or "upload"
             uid: str | None = None
             offset = 0
             while True:

@@ -7,6 +7,7 @@ public operations, through the gateway's own forwarding (so identity and keys ap
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from datetime import UTC, datetime
@@ -41,6 +42,8 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("/api/v1/agent-evolution", "agent-evolution trajectories and outcomes"),
     ("/api/v1/compile", "compiled context bundles: ask `search` with mode=context for a ready block"),
     ("/api/v1/openviking-assets", "OpenViking asset bundles"),
+    ("/api/v1/privacy-configs", "privacy configuration stores: keep secrets out of the tree"),
+    ("/bot/", "VikingBot chat: Skald is the context engine an agent calls, not an agent"),
     ("/api/v1/pack", ".ovpack import, export, backup and restore: `skald replay record` and `apply` move a "
                      "deployment"),
     ("/api/v1/snapshot", "workspace snapshots: every write is in Skald's journal (`skald replay record`)"),
@@ -49,25 +52,29 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("/api/v1/watches", "watched sources: add the folder or URL again to refresh it"),
     ("/api/v1/system/consistency", "consistency checks: each worker's health reports index lag and staleness "
                                    "(/api/v1/observer/system)"),
+    ("/api/v1/observer/filesystem", "filesystem operation counters here: each worker's /metrics counts requests "
+                                    "by operation"),
+    ("/api/v1/observer/lock", "lock observer: Skald takes no path locks (one owner per session, atomic renames)"),
+    ("/api/v1/fs/cp", "copies: write the content again under the new name, or add the source a second time"),
     ("/api/v1/content/reindex", "explicit reindexing: writes index themselves, and adding a source again "
                                 "re-embeds only what changed"),
-    ("/api/v1/content/download", "raw downloads over HTTP: read a file with /api/v1/content/read"),
     ("/api/v1/content/batch-write", "batched writes: send each with /api/v1/content/write"),
     ("/api/v1/fs/attrs", "extended attributes: tags are set with content.set_tags"),
-    ("/api/v1/skills/", "per-skill management routes: skills are files under viking://agent/skills "
-                        "(read, rm, add again)"),
     ("/api/v1/sessions/", "this session route: Skald's sessions have messages, commit, context and archives"),
 )
+
+
+OBSERVERS = ["system", "queue", "vikingdb", "models", "retrieval"]
 
 
 def unsupported(path: str) -> str | None:
     """Why Skald has no such OpenViking route, if it is one of OpenViking's (None: unknown)."""
     return next((why for prefix, why in UNSUPPORTED if path.startswith(prefix)), None)
 
-# OpenViking's session routes give times as ISO-8601 strings (its CLI prints them as they come);
+# OpenViking's session and file routes give times as ISO-8601 strings (its CLI prints them as they come);
 # Skald's wire has epoch seconds. The gateway converts these replies' `*_at` numbers.
 ISO_TIMES = frozenset({catalog.SESSIONS_LIST.name, catalog.SESSIONS_GET.name, catalog.SESSIONS_CREATE.name,
-                       catalog.SESSIONS_ARCHIVES.name})
+                       catalog.SESSIONS_ARCHIVES.name, catalog.FS_LS.name, catalog.FS_STAT.name})
 
 
 def iso_times(value: Any) -> Any:
@@ -109,42 +116,42 @@ def resource_body(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def skill_body(data: dict[str, Any]) -> dict[str, Any]:
-    """OpenViking's add_skill body -> skills.add: `data` is the SKILL.md text (or an object with its
-    `content`); other options are left out as for resources."""
-    known = set(ingest_msgs.AddSkillRequest.__struct_fields__)
-    out = {k: v for k, v in data.items() if k in known and v is not None}
-    raw = data.get("data")
-    if isinstance(raw, dict):
-        raw = raw.get("content")
-    if isinstance(raw, str) and "content" not in out and "path" not in out:
-        out["content"] = raw
-    return out
+def ok(result: Any) -> web.Response:
+    return web.Response(body=_enc.encode({"status": "ok", "result": result}), content_type="application/json")
 
 
-def add_compat_routes(app: web.Application, gw: Any) -> None:
-    """`gw` is the Gateway (its `_key`, `_headers` and `_forward`)."""
-    async def call(request: web.Request, op: str, body: dict[str, Any], timeout_s: float = 30.0) -> Any:
+async def body_of(request: web.Request) -> dict[str, Any] | web.Response:
+    """The JSON object a route was sent, or the error response to send back."""
+    try:
+        body = json.loads(await request.read() or b"{}")
+    except ValueError as e:
+        return error_response("INVALID_ARGUMENT", f"body is not valid JSON: {e}")
+    return body if isinstance(body, dict) else error_response("INVALID_ARGUMENT", "body must be a JSON object")
+
+
+class Calls:
+    """Bus calls for routes that are not one operation each, through the gateway's own forwarding
+    (so identity and keys apply as usual). `gw` is the Gateway (its `_key`, `_headers`, `_forward`)."""
+
+    def __init__(self, gw: Any) -> None:
+        self.gw = gw
+
+    async def call(self, request: web.Request, op: str, body: dict[str, Any], timeout_s: float = 30.0) -> Any:
         """The operation's result, or the error response to send back as it is."""
-        key = gw._key(request)
-        resp = await gw._forward(op, _enc.encode(body), gw._headers(request, key), timeout_s)
+        resp = await self.relay(request, op, body, timeout_s)
         env = json.loads(resp.body)  # type: ignore[arg-type]
         return env["result"] if env.get("status") == "ok" else resp
 
-    async def relay(request: web.Request, op: str, body: dict[str, Any]) -> web.Response:
+    async def relay(self, request: web.Request, op: str, body: dict[str, Any], timeout_s: float = 30.0) -> web.Response:
         """The operation's reply as the bus gave it (envelope and status), not decoded and re-made."""
-        key = gw._key(request)
-        return await gw._forward(op, _enc.encode(body), gw._headers(request, key), 30.0)  # type: ignore[no-any-return]
+        key = self.gw._key(request)
+        return await self.gw._forward(op, _enc.encode(body), self.gw._headers(request, key),  # type: ignore[no-any-return]
+                                      timeout_s)
 
-    def ok(result: Any) -> web.Response:
-        return web.Response(body=_enc.encode({"status": "ok", "result": result}), content_type="application/json")
 
-    async def body_of(request: web.Request) -> dict[str, Any] | web.Response:
-        try:
-            body = json.loads(await request.read() or b"{}")
-        except ValueError as e:
-            return error_response("INVALID_ARGUMENT", f"body is not valid JSON: {e}")
-        return body if isinstance(body, dict) else error_response("INVALID_ARGUMENT", "body must be a JSON object")
+def add_compat_routes(app: web.Application, gw: Any) -> None:
+    calls = Calls(gw)
+    call, relay = calls.call, calls.relay
 
     async def wait(request: web.Request) -> web.StreamResponse:
         """`wait_processed`: until the work queue is empty and the index replica has caught up."""
@@ -170,9 +177,13 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
     async def observer(request: web.Request) -> web.StreamResponse:
         """OpenViking's observer pages from `system.health` and `system.stats`."""
         component = request.match_info["component"]
-        if component not in ("system", "queue", "vikingdb", "models"):
-            return error_response("NOT_FOUND", f"no observer {component!r}",
-                                  {"known": ["system", "queue", "vikingdb", "models"]})
+        if component not in OBSERVERS:
+            why = unsupported(request.path)
+            return error_response("UNIMPLEMENTED" if why else "NOT_FOUND",
+                                  f"Skald has no {why}" if why else f"no observer {component!r}", {"known": OBSERVERS})
+        if component == "retrieval":
+            stats = await call(request, catalog.SYSTEM_STATS.name, {})
+            return stats if isinstance(stats, web.Response) else ok(stats.get("retrieval", {}))
         health = await call(request, catalog.SYSTEM_HEALTH.name, {})
         if isinstance(health, web.Response):
             return health
@@ -189,15 +200,6 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
                        "passages_embedded": ix.get("passages_embedded"), "passages_reused": ix.get("passages_reused")})
         stats = await call(request, catalog.SYSTEM_STATS.name, {})
         return stats if isinstance(stats, web.Response) else ok(stats.get("queues", {}))
-
-    async def list_skills(request: web.Request) -> web.StreamResponse:
-        """`GET /api/v1/skills`: the skills directory's listing."""
-        try:
-            limit = int(request.query.get("node_limit", "1000"))
-        except ValueError:
-            return error_response("INVALID_ARGUMENT", "node_limit must be a number")
-        uri = request.query.get("target_uri") or "viking://agent/skills"
-        return await relay(request, catalog.FS_LS.name, {"uri": uri, "node_limit": limit})
 
     async def batch(request: web.Request) -> web.StreamResponse:
         """`batch_add_messages`: each message in order; stops at the first refusal and says how far
@@ -230,6 +232,40 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         req = {k: body[k] for k in ("uri", "tags", "mode") if body.get(k) is not None}
         return await relay(request, catalog.CONTENT_SET_TAGS.name, {"tags": [], **req})
 
+    async def archive(request: web.Request) -> web.StreamResponse:
+        """`GET /api/v1/sessions/{id}/archives/{archive_id}`: one completed archive's abstract,
+        overview and messages (sessions.archives, then the archive directory's own files)."""
+        sid, aid = request.match_info["session_id"], request.match_info["archive_id"]
+        got = await call(request, catalog.SESSIONS_ARCHIVES.name, {"session_id": sid})
+        if isinstance(got, web.Response):
+            return got
+        found = next((a for a in got["archives"] if a["archive_id"] == aid and a["state"] == "completed"), None)
+        if found is None:
+            return error_response("NOT_FOUND", f"Archive {aid} not found", {"session_id": sid})
+        parts: dict[str, Any] = {"archive_id": aid}
+        for field, op, uri in (("abstract", catalog.FS_ABSTRACT.name, found["uri"]),
+                               ("overview", catalog.FS_OVERVIEW.name, found["uri"]),
+                               ("messages", catalog.FS_READ.name, f"{found['uri']}/messages.jsonl")):
+            text = await call(request, op, {"uri": uri})
+            if isinstance(text, web.Response):
+                return text
+            parts[field] = text["content"]
+        parts["messages"] = [json.loads(line) for line in parts["messages"].splitlines() if line.strip()]
+        return ok(iso_times(parts))
+
+    async def download(request: web.Request) -> web.StreamResponse:
+        """`GET /api/v1/content/download`: the file's own bytes (fs.read with `raw`)."""
+        uri = request.query.get("uri")
+        if not uri:
+            return error_response("INVALID_ARGUMENT", "`uri` is required")
+        got = await call(request, catalog.FS_READ.name, {"uri": uri, "raw": True})
+        if isinstance(got, web.Response):
+            return got
+        data = base64.b64decode(got["content"]) if got["encoding"] == "base64" else got["content"].encode()
+        name = uri.rstrip("/").rsplit("/", 1)[-1]
+        return web.Response(body=data, content_type="application/octet-stream",
+                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
     async def find_skills(request: web.Request) -> web.StreamResponse:
         """`find_skills` -> search.find over skills only."""
         body = await body_of(request)
@@ -240,7 +276,8 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
 
     app.router.add_post("/api/v1/fs/attrs/set_tags", set_tags)
     app.router.add_post("/api/v1/skills/find", find_skills)
+    app.router.add_get("/api/v1/content/download", download)
+    app.router.add_get("/api/v1/sessions/{session_id}/archives/{archive_id}", archive)
     app.router.add_post("/api/v1/system/wait", wait)
     app.router.add_get("/api/v1/observer/{component}", observer)
-    app.router.add_get("/api/v1/skills", list_skills)
     app.router.add_post("/api/v1/sessions/{session_id}/messages/batch", batch)

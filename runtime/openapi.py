@@ -50,7 +50,7 @@ def openapi(routes: Sequence[Any]) -> dict[str, Any]:
             "schema": envelope(result if s == 200 else None)}}} for s, codes in by_status.items()}
         item: dict[str, Any] = {"summary": op.summary, "operationId": r.op.replace(".", "_") + "_" + r.method.lower(),
                                 "description": f"NATS subject `skald.v1.{r.op}`.", "responses": responses}
-        if r.kind in ("body", "resource"):
+        if r.kind in ("body", "resource", "compat"):
             item["requestBody"] = {"required": True, "content": {"application/json": {"schema": by_type[op.request]}}}
         elif r.kind == "upload":
             item["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": {

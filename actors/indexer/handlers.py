@@ -9,6 +9,7 @@ it; every step of a job is an upsert or a delete by key, so redoing it is harmle
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,26 +177,37 @@ class Indexer(Imports):
 
     @handles(catalog.SKILLS_ADD, timeout_s=600.0, journal=True)
     async def add_skill(self, req: ingest_msgs.AddSkillRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
-        if (req.path is None) == (req.content is None):
-            raise InvalidArgument("give exactly one of path or content")
+        if len([x for x in (req.path, req.content, req.upload_id) if x is not None]) != 1:
+            raise InvalidArgument("give exactly one of path, content or upload_id")
         tags = rows_mod.check_tags(req.tags)
-        if req.content is not None:
-            name, _ = rows_mod.parse_skill(req.content)
-            src_dir, skill_text = None, req.content
-        else:
-            src = self._importable(req.path or "", ctx)
-            skill_md = src / "SKILL.md" if src.is_dir() else src
-            if skill_md.name != "SKILL.md" or not skill_md.is_file():
-                raise InvalidArgument("a skill package is a directory holding SKILL.md", {"path": req.path})
-            skill_text = skill_md.read_text("utf-8", errors="replace")
+        scratch = self.ns.data_dir / "tmp"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch, prefix="skill-") as tmp:
+            src_dir: Path | None = None
+            if req.content is not None:
+                skill_text = req.content
+            else:
+                src = (self._importable(req.path, ctx) if req.path is not None
+                       else await self._uploaded(req.upload_id or "", None, ctx, Path(tmp), folder=True))
+                skill_md = src / "SKILL.md" if src.is_dir() else src
+                if skill_md.name != "SKILL.md" or not skill_md.is_file():
+                    raise InvalidArgument("a skill package is a directory holding SKILL.md",
+                                          {"path": req.path or req.upload_id})
+                skill_text = skill_md.read_text("utf-8", errors="replace")
+                src_dir = src if src.is_dir() else None
             name, _ = rows_mod.parse_skill(skill_text)
-            src_dir = src if src.is_dir() else None
-        root = "viking://agent/skills" if req.scope == "agent" else "viking://~/skills"
-        target = self._writable(f"{root}/{name}", ctx.identity)
-        if src_dir is not None:
-            await asyncio.to_thread(lambda: importing.copy_selected(src_dir, importing.select(src_dir), target.path))
-        else:
-            await tree.write_atomic(target.path / "SKILL.md", skill_text.encode())
+            root = "viking://agent/skills" if req.scope == "agent" else "viking://~/skills"
+            target = self._writable(f"{root}/{name}", ctx.identity)
+            if req.dry_run:
+                return ingest_msgs.IngestResult(job_id="", root_uri=target.uri, status="checked",
+                                                generator=self.summarizer.name)
+            if src_dir is not None:
+                await asyncio.to_thread(lambda: importing.copy_selected(src_dir, importing.select(src_dir),
+                                                                        target.path))
+            else:
+                await tree.write_atomic(target.path / "SKILL.md", skill_text.encode())
+        if req.upload_id is not None:
+            await self._drop_upload(req.upload_id, ctx)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
                                     tags=tags)
         return self._result(job, target.uri, await self._submit(job, req.wait, ctx))

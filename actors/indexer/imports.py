@@ -92,8 +92,7 @@ class Imports:
             self._check_resource_space(target)
             got = await asyncio.to_thread(self._import, src, target, req)
         if req.upload_id is not None:
-            await asyncio.to_thread(shutil.rmtree, sources.upload_root(self.ns.data_dir, ctx.identity.account,
-                                                                       req.upload_id), True)
+            await self._drop_upload(req.upload_id, ctx)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
                                     remove_rows=tuple(got.remove_rows), tags=tags)
         res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
@@ -115,19 +114,29 @@ class Imports:
             if not req.url.startswith(("http://", "https://")):
                 raise InvalidArgument("only http(s) URLs and git repositories are fetched", {"url": req.url})
             return await sources.fetch_url(req.url, tmp)
-        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, req.upload_id or "")
+        return await self._uploaded(req.upload_id or "", req.name, ctx, tmp)
+
+    async def _uploaded(self, upload_id: str, name: str | None, ctx: Ctx, tmp: Path, folder: bool = False) -> Path:
+        """What an upload holds: its one file (a zip unpacked into `tmp` unless it is named as a
+        .zip to keep; always when `folder`), or its folder of files."""
+        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, upload_id)
         await asyncio.to_thread(sources.check_owner, root, ctx.identity.user, False)
         files = root / "files"
         top = sorted(files.iterdir()) if files.is_dir() else []
         if not top:
-            raise InvalidArgument("the upload holds no file", {"upload_id": req.upload_id})
+            raise InvalidArgument("the upload holds no file", {"upload_id": upload_id})
         if len(top) > 1:
             return files
         one = top[0]
-        if one.is_file() and not (req.name or one.name).lower().endswith(".zip") and zipfile.is_zipfile(one):
+        keep = not folder and (name or one.name).lower().endswith(".zip")
+        if one.is_file() and not keep and zipfile.is_zipfile(one):
             # A folder sent as one archive (OpenViking's clients zip directories): unpacked.
-            return await asyncio.to_thread(sources.unzip, one, tmp / (req.name or one.stem))
+            return await asyncio.to_thread(sources.unzip, one, tmp / (name or one.stem))
         return one
+
+    async def _drop_upload(self, upload_id: str, ctx: Ctx) -> None:
+        await asyncio.to_thread(shutil.rmtree, sources.upload_root(self.ns.data_dir, ctx.identity.account,
+                                                                   upload_id), True)
 
     def _import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
         """Copy what the import takes into the tree; binaries of a folder are reported, not copied;

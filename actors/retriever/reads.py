@@ -128,9 +128,19 @@ class TreeReads:
             # The top of the tree always lists the caller's roots, even before anything is written.
             for root in ("viking://resources", "viking://agent", ident.user_root):
                 self.ns.resolve(root, ident).path.mkdir(parents=True, exist_ok=True)
+        elif vp.uri in self._containers(ident) and not vp.path.exists():
+            # So are the scopes' own directories: `ls viking://resources` on a new deployment is an
+            # empty listing (as in OpenViking), not a missing directory.
+            vp.path.mkdir(parents=True, exist_ok=True)
         if not vp.path.exists():
             raise NotFound("no such file or directory", {"uri": vp.uri})
         return vp
+
+    @staticmethod
+    def _containers(ident: Identity) -> frozenset[str]:
+        user = ident.user_root
+        return frozenset({"viking://resources", "viking://agent", "viking://agent/skills",
+                          user, f"{user}/memories", f"{user}/resources", f"{user}/skills", f"{user}/sessions"})
 
     def _abstract_of(self, path: Path, is_dir: bool) -> str:
         if is_dir:

@@ -69,6 +69,7 @@ def cases(tmp: Path) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ("list_sessions", (), {}),
         ("update_session_config", ("compat-s",), {}),
         ("commit_session", ("compat-s",), {}),
+        ("wait_processed", (), {}),  # again: the commit's archive is summarised in the background
         ("get_session_context", ("compat-s",), {}),
         ("get_session_archive", ("compat-s", "archive_001"), {}),
         ("delete_session", ("compat-s",), {}),

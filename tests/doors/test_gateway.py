@@ -269,7 +269,8 @@ async def test_openviking_sdk_wait_status_skills_and_batches(gateway: str) -> No
         assert (await sdk._get_vikingdb_status())["index"]["rows"] >= 1
         assert (await sdk._get_models_status())["embedder"]
         skills = await sdk.list_skills()
-        assert any(e["name"] == "deploy" for e in skills["entries"]), skills
+        assert any(e["name"] == "deploy" and e["uri"] == "viking://agent/skills/deploy" for e in skills["skills"]), \
+            skills
         added = await sdk.batch_add_messages("batch-1", [{"role": "user", "content": "first"},
                                                          {"role": "assistant", "content": "second"}])
         assert added["added"] == 2 and len(added["message_ids"]) == 2
@@ -279,3 +280,66 @@ async def test_openviking_sdk_wait_status_skills_and_batches(gateway: str) -> No
             await sdk.batch_add_messages("batch-1", [{"role": "robot", "content": "third"}])
     finally:
         await sdk.close()
+
+
+async def test_skills_managed_through_openviking_routes(gateway: str, tmp_path: Path) -> None:
+    """A skill folder uploaded as a zip (OpenViking's CLI names it `.tmpXXXX.zip`, a hidden name)
+    installs; the `list_only` preview names it and writes nothing; show, validate, replace and
+    remove work on it; an invalid SKILL.md validates as invalid with skills.add's own reason."""
+    import io
+    import zipfile
+
+    skill = "---\nname: rotate-keys\ndescription: Rotate the API keys\n---\n# Steps\nRun skald keys.\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("SKILL.md", skill)
+        z.writestr("scripts/rotate.sh", "skald keys create\n")
+    async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
+        async def upload() -> str:
+            r = await http.post("/api/v1/resources/temp_upload", files={"file": (".tmpAb12Cd.zip", buf.getvalue())})
+            assert r.status_code == 200, r.text
+            return str(r.json()["result"]["temp_file_id"])
+
+        preview = (await http.post("/api/v1/skills", json={"temp_file_id": await upload(), "list_only": True})).json()
+        assert preview["result"]["skills"][0]["name"] == "rotate-keys", preview
+        assert (await http.get("/api/v1/skills")).json()["result"]["total"] == 0  # nothing written
+        added = (await http.post("/api/v1/skills", json={"temp_file_id": await upload(), "wait": True})).json()
+        assert added["result"]["root_uri"] == "viking://agent/skills/rotate-keys", added
+        script = await http.get("/api/v1/content/read", params={"uri": "viking://agent/skills/rotate-keys/scripts/rotate.sh"})
+        assert script.json()["result"]["content"] == "skald keys create\n"
+        shown = (await http.get("/api/v1/skills/rotate-keys")).json()["result"]
+        assert shown["description"] == "Rotate the API keys" and shown["content"] == skill
+        bad = (await http.post("/api/v1/skills/validate", json={"data": "---\nname: x\n---\nno description\n"})).json()
+        assert bad["result"]["valid"] is False and "description" in bad["result"]["errors"][0]["message"]
+        good = (await http.post("/api/v1/skills/validate", json={"data": skill})).json()["result"]
+        assert good["valid"] is True and good["name"] == "rotate-keys"
+        other = skill.replace("rotate-keys", "other-skill")
+        r = await http.put("/api/v1/skills/rotate-keys", json={"data": other})
+        assert r.status_code == 400 and "another skill" in r.json()["error"]["message"]
+        r = await http.put("/api/v1/skills/rotate-keys", json={"data": skill.replace("Run skald keys.", "Run it.")})
+        assert r.status_code == 200, r.text
+        assert "Run it." in (await http.get("/api/v1/skills/rotate-keys")).json()["result"]["content"]
+        assert (await http.delete("/api/v1/skills/rotate-keys")).status_code == 200
+        gone = await http.get("/api/v1/skills/rotate-keys")
+        assert gone.status_code == 404 and gone.json()["error"]["code"] == "NOT_FOUND"
+
+
+async def test_download_gives_a_files_own_bytes_and_scope_roots_always_list(gateway: str) -> None:
+    """`content/download` returns the bytes as stored (a binary too); `ls viking://resources` on a
+    deployment with nothing in it is an empty listing, as OpenViking's CLI expects, not a 404."""
+    async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
+        empty = await http.get("/api/v1/fs/ls", params={"uri": "viking://resources"})
+        assert empty.status_code == 200 and empty.json()["result"]["entries"] == []
+        assert (await http.get("/api/v1/skills")).json()["result"]["skills"] == []
+        pdf = D.handbook_pdf()
+        r = await http.post("/api/v1/resources/temp_upload", files={"file": ("h.pdf", pdf)})
+        uid = r.json()["result"]["temp_file_id"]
+        r = await http.post("/api/v1/resources", json={"temp_file_id": uid, "to": "viking://resources/h.pdf",
+                                                       "wait": True})
+        assert r.status_code == 200, r.text
+        got = await http.get("/api/v1/content/download", params={"uri": "viking://resources/h.pdf"})
+        assert got.status_code == 200 and got.content == pdf
+        stat = (await http.get("/api/v1/fs/stat", params={"uri": "viking://resources/h.pdf"})).json()["result"]
+        assert datetime.fromisoformat(stat["created_at"]).tzinfo is not None
+        missing = await http.get("/api/v1/content/download", params={"uri": "viking://resources/nope.pdf"})
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
