@@ -20,11 +20,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import logging
 import math
 import os
 import shutil
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,8 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.bm25 import KeywordIndex
+
+log = logging.getLogger(__name__)
 
 BRUTE_FORCE_MAX = 8_000  # rows; below this an exact matrix product beats the graph walk
 SMALL_INDEX = 2_000  # the whole index is scored exactly while it is this small
@@ -85,6 +89,18 @@ class SearchTrace:
     engine: str
     scope_rows: int
     examined: int
+
+
+SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin")
+
+
+def _crc32(path: Path) -> int:
+    """CRC-32 of a snapshot file, read in pieces (a 100k-row snapshot is ~150 MB)."""
+    crc = 0
+    with open(path, "rb") as f:
+        while piece := f.read(1 << 22):
+            crc = zlib.crc32(piece, crc)
+    return crc
 
 
 class VectorIndex:
@@ -674,7 +690,8 @@ class VectorIndex:
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(self._rows))
             with self._graph_lock:
                 self._graph.save_index(str(tmp / "graph.bin"))
-            meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n}
+            meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n,
+                    "crc32": {name: _crc32(tmp / name) for name in SNAPSHOT_FILES}}
             (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
@@ -687,18 +704,33 @@ class VectorIndex:
 
     @classmethod
     def load(cls, directory: Path, dim: int, model: str) -> VectorIndex | None:
-        """The snapshot in `directory`, or None when there is none usable for this model."""
+        """The snapshot in `directory`, or None when there is none usable for this model. A
+        snapshot that does not read back whole (a file truncated, bit-flipped or missing, its
+        checksums off) is logged and refused: the replica then rebuilds from the index stream."""
         directory = Path(directory)
-        try:
-            meta = msgspec.json.decode((directory / "meta.json").read_bytes())
-        except (FileNotFoundError, msgspec.DecodeError):
+        if not (directory / "meta.json").exists():
             return None
+        try:
+            return cls._load(directory, dim, model)
+        except Exception as e:  # noqa: BLE001 - any way a snapshot is unreadable means the same: rebuild
+            log.warning("index snapshot %s is corrupt (%s: %s): rebuilding from the index stream",
+                        directory, type(e).__name__, e)
+            return None
+
+    @classmethod
+    def _load(cls, directory: Path, dim: int, model: str) -> VectorIndex | None:
+        meta = msgspec.json.decode((directory / "meta.json").read_bytes())
         if meta.get("dim") != dim or meta.get("model") != model:
             return None
+        for name, want in (meta.get("crc32") or {}).items():
+            if name not in SNAPSHOT_FILES or _crc32(directory / name) != want:
+                raise ValueError(f"{name} does not match its checksum")
         n = int(meta["rows"])
         idx = cls(dim, model, capacity=max(1024, n))
         rows = msgspec.msgpack.decode((directory / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
         vecs = np.load(directory / "vectors.npy")
+        if len(rows) != n or vecs.shape != (n, dim):
+            raise ValueError(f"{len(rows)} rows and vectors {vecs.shape} for a snapshot of {n}")
         idx._graph = hnswlib.Index(space="ip", dim=dim)
         idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._vecs.shape[0])
         idx._graph.set_ef(HNSW_EF_SEARCH)

@@ -49,6 +49,42 @@ async def test_restart_keeps_files_and_index_without_reembedding(tmp_path: Path,
     assert p2.wait(20) == 0
 
 
+async def test_a_corrupt_index_snapshot_is_rebuilt_from_the_stream(tmp_path: Path, procs: list) -> None:
+    """A bit flipped in the snapshot's graph: the restarted worker refuses the snapshot and rebuilds
+    its replica from the index stream: the same rows and answers, nothing re-embedded."""
+    data = tmp_path / "d"
+    p = spawn(["up", "--data-dir", str(data), "--nats-port", "-1", "--embedder", "hash"])
+    procs.append(p)
+    url = wait_ready(p)
+    async with await SkaldClient.connect(url) as c:
+        for i in range(20):
+            await c.call("fs.write", {"uri": f"viking://resources/n{i}.md", "content": f"note {i} about walrus {i}"})
+        before = await c.call("search.find", {"query": "walrus 7"})
+        rows = (await c.call("system.health"))["actors"]["retriever"]["index"]["rows"]
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 0
+    graph = data / ".skald" / "index" / "replica-0" / "graph.bin"
+    raw = bytearray(graph.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    graph.write_bytes(bytes(raw))
+    p2 = spawn(["up", "--data-dir", str(data), "--nats-port", "-1", "--embedder", "hash"])
+    procs.append(p2)
+    url2 = wait_ready(p2)
+    async with await SkaldClient.connect(url2) as c:
+        h = await c.call("system.health")
+        assert h["actors"]["indexer"]["jobs_done"] == 0
+        for _ in range(100):  # the rebuild follows the stream from its start
+            if (await c.call("system.health"))["actors"]["retriever"]["lag"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert (await c.call("system.health"))["actors"]["retriever"]["index"]["rows"] == rows > 0
+        after = await c.call("search.find", {"query": "walrus 7"})
+        assert [m["uri"] for m in after["resources"]] == [m["uri"] for m in before["resources"]]
+    p2.send_signal(signal.SIGTERM)
+    assert p2.wait(20) == 0
+    assert p2.stderr is not None and "graph.bin does not match its checksum" in p2.stderr.read()
+
+
 async def test_two_retriever_workers_share_the_load_and_survive_a_kill(tmp_path: Path, procs: list) -> None:
     """Both workers in the queue group answer; after SIGKILL of one, retried requests all succeed."""
     data = tmp_path / "d"

@@ -150,6 +150,32 @@ def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None: 
     assert VectorIndex.load(tmp_path / "snap", emb.dim, "another-model") is None
 
 
+@pytest.mark.parametrize("damage", ["flip graph.bin", "truncate rows.msgpack", "truncate vectors.npy",
+                                    "remove graph.bin", "garble meta.json"])
+def test_a_corrupt_index_snapshot_is_refused_and_logged_never_half_loaded(tmp_path, caplog, damage) -> None:  # type: ignore[no-untyped-def]
+    """Each file of a snapshot carries its CRC-32 in meta.json: a snapshot that does not read back
+    whole is refused (None, so the replica rebuilds from the index stream) with a warning."""
+    emb = HashEmbedder()
+    idx = VectorIndex(emb.dim, emb.name)
+    idx.upsert_many(_rows(300, emb.dim))
+    idx.save(tmp_path / "snap")
+    assert VectorIndex.load(tmp_path / "snap", emb.dim, emb.name) is not None
+    verb, name = damage.split()
+    path = tmp_path / "snap" / name
+    data = bytearray(path.read_bytes())
+    if verb == "flip":
+        data[len(data) // 2] ^= 0x40  # one bit in the middle: hnswlib would load it without a word
+        path.write_bytes(bytes(data))
+    elif verb == "truncate":
+        path.write_bytes(bytes(data[: len(data) // 3]))
+    elif verb == "remove":
+        path.unlink()
+    else:
+        path.write_bytes(b'{"dim": ')
+    assert VectorIndex.load(tmp_path / "snap", emb.dim, emb.name) is None
+    assert any("corrupt" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+
+
 @pytest.mark.parametrize("env,needle", [
     ({"SKALD_MAX_CONCURRENCY": "abc"}, "SKALD_MAX_CONCURRENCY='abc': must be a whole number"),
     ({"SKALD_DEFAULT_SEARCH_MODE": "bogus"}, "SKALD_DEFAULT_SEARCH_MODE='bogus': must be one of thinking, fast"),
