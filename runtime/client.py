@@ -116,6 +116,10 @@ class SkaldClient:
             if any("authorization violation" in m.lower() for m in (*seen, str(e))):
                 raise E.Unauthenticated("the bus refused this connection: a valid API key is required") from e
             raise E.Unavailable(hint) from e
+        # A first connection gives up soon (a CLI call to a server that is not there fails fast);
+        # once connected, a client rides out any outage: a restarted nats-server is found again,
+        # and calls made meanwhile fail with their own deadline, not a connection closed for good.
+        nc.options["max_reconnect_attempts"] = -1
         return cls(nc, prefix, owns_connection=True, **kw)
 
     def as_identity(self, **kw: Any) -> SkaldClient:

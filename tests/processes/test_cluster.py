@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -23,11 +25,12 @@ import pytest
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
+from skald.runtime.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.streams import stream_name
 from skald.runtime.worker import Worker
 from tests.conftest import make_config
 from tests.support import processes
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, free_port
 from tests.support.processes import converged_replicas, journal_counts, reap, wait_ready
 
 STREAMS = ("events", "work", "index", "leases")
@@ -125,6 +128,40 @@ def stored_messages(data: Path, sid: str) -> list[dict[str, Any]]:
     return out
 
 
+async def every_ack_kept_once(load: Load, c: SkaldClient, data: Path, prefix: str) -> None:
+    """After the load and a restart of the session owners: every acknowledged message stored
+    exactly once (caller ids and server ids), the counters agree, every acknowledged write reads
+    back, and the journal carries each stored message once."""
+    assert load.internal == 0
+    assert load.answered > 100 and load.commits >= 1, (load.answered, load.commits)
+    every_id: set[tuple[str, str]] = set()
+    for sid in [*load.caller_ids, *load.server_texts]:
+        await load.call("sessions.context", {"session_id": sid})  # loaded (and repaired) by its owner
+        msgs = stored_messages(data, sid)
+        ids = [m["id"] for m in msgs]
+        twice = {i for i in ids if ids.count(i) > 1}
+        where = [(m["id"], m["_where"], m["created_at"]) for m in msgs if m["id"] in twice]
+        assert not twice, f"{sid}: stored twice: {where}"
+        info = await load.call("sessions.get", {"session_id": sid})
+        assert info["total_message_count"] == len(ids), (sid, info, len(ids))
+        if sid in load.caller_ids:
+            assert sorted(ids) == sorted(load.caller_ids[sid])
+        else:
+            texts = [m["parts"][0]["text"] for m in msgs]
+            assert sorted(texts) == sorted(load.server_texts[sid]), sid
+        every_id |= {(sid, i) for i in ids}
+    for uri, content in load.files.items():
+        assert (await load.call("fs.read", {"uri": uri}))["content"] == content
+    # the journal has each stored message exactly once (recovered ones included)
+    counts: dict[tuple[str, str], int] = {}
+    for _ in range(60):
+        counts = await journal_counts(c.nc, prefix)
+        if all(counts.get(k) for k in every_id):
+            break
+        await asyncio.sleep(0.25)
+    assert {k: counts.get(k) for k in every_id} == dict.fromkeys(every_id, 1)
+
+
 async def test_killing_each_stream_leader_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path / "nats")
     await cluster.start()
@@ -163,34 +200,7 @@ async def test_killing_each_stream_leader_under_load_loses_and_duplicates_nothin
             ps += [start_worker(cluster, data, prefix) for _ in range(2)]
             for p in ps:
                 await asyncio.to_thread(wait_ready, p, 60)
-            assert load.internal == 0
-            assert load.answered > 100 and load.commits >= 1, (load.answered, load.commits)
-            every_id: set[tuple[str, str]] = set()
-            for sid in [*load.caller_ids, *load.server_texts]:
-                await load.call("sessions.context", {"session_id": sid})  # loaded (and repaired) by its owner
-                msgs = stored_messages(data, sid)
-                ids = [m["id"] for m in msgs]
-                twice = {i for i in ids if ids.count(i) > 1}
-                where = [(m["id"], m["_where"], m["created_at"]) for m in msgs if m["id"] in twice]
-                assert not twice, f"{sid}: stored twice: {where}"
-                info = await load.call("sessions.get", {"session_id": sid})
-                assert info["total_message_count"] == len(ids), (sid, info, len(ids))
-                if sid in load.caller_ids:
-                    assert sorted(ids) == sorted(load.caller_ids[sid])
-                else:
-                    texts = [m["parts"][0]["text"] for m in msgs]
-                    assert sorted(texts) == sorted(load.server_texts[sid]), sid
-                every_id |= {(sid, i) for i in ids}
-            for uri, content in load.files.items():
-                assert (await load.call("fs.read", {"uri": uri}))["content"] == content
-            # the journal has each stored message exactly once (recovered ones included)
-            counts: dict[tuple[str, str], int] = {}
-            for _ in range(60):
-                counts = await journal_counts(c.nc, prefix)
-                if all(counts.get(k) for k in every_id):
-                    break
-                await asyncio.sleep(0.25)
-            assert {k: counts.get(k) for k in every_id} == dict.fromkeys(every_id, 1)
+            await every_ack_kept_once(load, c, data, prefix)
             # replicas equal after catch-up; streams still R3
             hashes = await converged_replicas(c, 2)
             assert len({h["content_hash"] for h in hashes.values()}) == 1, hashes
@@ -233,3 +243,56 @@ async def test_worker_waits_for_a_jetstream_leader_and_never_lowers_replicas(
         for w in workers:
             await w.stop()
         await asyncio.to_thread(cluster.stop)
+
+
+async def test_killing_the_only_nats_server_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """One nats-server (as `skald up` embeds it) SIGKILLed under the same mixed load and started
+    again on its store: the worker and the client reconnect by themselves, and every acknowledged
+    message and write is there exactly once."""
+    port = free_port()
+
+    async def start_server() -> EmbeddedNats:
+        for attempt in range(20):  # the port a moment ago held by the killed process
+            srv = EmbeddedNats(tmp_path / "nats", port=port)
+            try:
+                await asyncio.to_thread(srv.start)
+                return srv
+            except ServerStartError as e:
+                if "address already in use" not in str(e) or attempt == 19:
+                    raise
+                await asyncio.sleep(0.5)
+        raise AssertionError("unreachable")
+
+    srv = await start_server()
+    data, prefix = tmp_path / "data", "one"
+    ps: list[subprocess.Popen[str]] = []
+
+    def start() -> subprocess.Popen[str]:
+        return processes.worker(srv.url, data, prefix, "session,archive,indexer,retriever", lease_ttl_s="2",
+                                work_ack_wait_s="3")
+    try:
+        ps.append(start())
+        await asyncio.to_thread(wait_ready, ps[0], 60)
+        async with await SkaldClient.connect(srv.url, prefix=prefix) as c:
+            load = Load(c)
+            stop = asyncio.Event()
+            task = asyncio.create_task(load.run(stop, random.Random(11)))
+            await asyncio.sleep(2.0)
+            assert srv.proc is not None
+            os.kill(srv.proc.pid, signal.SIGKILL)
+            srv.proc.wait()
+            await asyncio.sleep(3.0)  # the load keeps asking into the outage
+            srv = await start_server()
+            await asyncio.sleep(3.0)
+            stop.set()
+            await task
+            reap(ps)
+            ps.clear()
+            ps.append(start())
+            await asyncio.to_thread(wait_ready, ps[0], 60)
+            await every_ack_kept_once(load, c, data, prefix)
+            print(f"\none server: answered {load.answered}, retried {load.retried}, "
+                  f"longest wait for an ack {load.outage_s:.1f}s")
+    finally:
+        reap(ps)
+        await asyncio.to_thread(srv.stop)
