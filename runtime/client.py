@@ -186,6 +186,8 @@ class SkaldClient:
                 attempt_s = left if timeout_s > self.timeout_s else min(left, max(ATTEMPT_FLOOR_S, left / 3))
                 return self._result(await self.raw(op, data, extra, attempt_s))
             except (E.Unavailable, E.DeadlineExceeded) as e:
+                if (e.details or {}).get("reason") == "no_space":
+                    raise  # a full disk is not freed in the next few seconds: the caller decides
                 hint = (e.details or {}).get("retry_after_ms")
                 pause = (float(hint) / 1000 if isinstance(hint, (int, float))
                          else random.uniform(0, min(2.0, 0.1 * 2**attempt)))

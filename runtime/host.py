@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import logging
 import math
@@ -304,6 +305,12 @@ class ActorHost:
             return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout}), ctx
         except E.SkaldError as e:
             return _error(e.code, e.message, e.details), ctx
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            log.error("%s: the disk is full (%s); answered UNAVAILABLE", decl.op, e)
+            return _error("UNAVAILABLE", "the disk is full: nothing was stored; retry once space is freed",
+                          {"reason": "no_space", "retry_after_ms": RETRY_AFTER_MS}), ctx
         finally:
             CLOCK.NOW.reset(t_now)
             CLOCK.REQUEST_KEY.reset(t_key)

@@ -13,6 +13,7 @@ retriever (intent context) all go through it; none spells a path of its own.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -226,8 +227,17 @@ def append_messages(path: Path, messages: list[Message]) -> None:
             last = os.pread(fd, 1, size - 1)
             if last != b"\n":
                 prefix = b"\n"
-        os.write(fd, prefix + encode_lines(messages))
-        os.fsync(fd)
+        data = memoryview(prefix + encode_lines(messages))
+        try:
+            while data:  # a nearly full disk takes part of a write (a short count) before refusing
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except OSError:
+            # A full disk can take part of the lines: cut back to what was there, so a reader
+            # never meets half a message and the caller's retry appends it whole.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
 

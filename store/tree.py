@@ -8,6 +8,7 @@ never listed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import shutil
@@ -52,6 +53,10 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> No
             os.fsync(f.fileno())
     except FileNotFoundError as e:  # the directory was removed by a concurrent writer
         raise Conflict("the directory was removed meanwhile; retry", {"path": path.parent.name}) from e
+    except BaseException:  # a full disk (ENOSPC) among others: no partial temp file is left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     faults.point("tree.before_rename")  # a temp file exists; the target is still the old one
     try:
         if exclusive:
