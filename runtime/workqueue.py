@@ -29,6 +29,12 @@ from skald.runtime.streams import stream_name
 
 log = logging.getLogger("skald.host")
 NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# A job is redelivered when its worker died under it as much as when it failed. Failures (an
+# exception) are bounded by the queue's `max_deliver`, in `run_job`; the consumer itself has no
+# limit, because JetStream stops delivering past its limit yet keeps the message in a work-queue
+# stream for ever: a job whose workers were killed eight times would be stuck, neither done nor
+# failed. Only a job that takes its worker down this many times running is given up, and logged.
+CRASH_LOOP_DELIVERIES = 50
 
 
 async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes, fn: Callable[..., Any],
@@ -37,7 +43,7 @@ async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes
     ack_wait = cfg.work_ack_wait_s or decl.ack_wait_s
     consumer = api.ConsumerConfig(
         durable_name=decl.queue, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ack_wait,
-        max_deliver=decl.max_deliver, max_ack_pending=256, max_waiting=512,
+        max_deliver=-1, max_ack_pending=256, max_waiting=512,
         filter_subject=subjects.work(cfg.prefix, decl.queue),
     )
     psub = None
@@ -74,6 +80,11 @@ async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes
 async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> str:
     """One delivery to the end; its outcome: done, retry_later, failed, terminated or poison."""
     delivered = m.metadata.num_delivered
+    if delivered > CRASH_LOOP_DELIVERIES:
+        log.error("job on %s given up after %d deliveries (it keeps taking its worker down): %r", decl.queue,
+                  delivered - 1, m.data[:200])
+        await m.term()
+        return "terminated"
     try:
         job = dec.decode(m.data)
     except (msgspec.ValidationError, msgspec.DecodeError):

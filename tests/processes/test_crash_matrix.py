@@ -4,7 +4,8 @@ write; a fresh worker on the same data then proves the invariants: no half-writt
 visible, nothing acknowledged is lost, nothing is duplicated, and a client's retry (what a
 client does after a timeout) converges the file tree and the index.
 
-Sessions (add_message, commit Phase 1, Phase 2) have their own matrix in test_session_crash.py.
+Sessions (add_message, commit Phase 1, Phase 2) and random points across every path are the crash
+campaign's (test_crash_campaign.py, bench/crash_campaign.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,25 @@
+"""The crash campaign's CI variant: 50 SIGKILL trials at random points across add_message, commit
+Phase 1, Phase 2, memory merge, ingest and fs writes, with a model that answers (bench/
+crash_campaign.py runs 200 and more). Nothing acknowledged is lost, nothing is stored or
+journaled twice, nothing is left pending."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.crash_campaign import AREAS, campaign
+from tests.support.figures import FIGURES
+
+TRIALS = 50
+
+
+async def test_fifty_sigkills_across_every_write_path_lose_duplicate_and_strand_nothing(nats_url: str,
+                                                                                      tmp_path: Path) -> None:
+    seed = int(os.environ.get("SKALD_CRASH_SEED", "7"))
+    t = await campaign(nats_url, tmp_path / "data", TRIALS, seed, prefix="campci", verbose=False)
+    print(f"\ncrash campaign (seed {seed}): {t.line()}; by area {dict(t.by_area)}")
+    assert t.trials == TRIALS and t.acked > 2 * TRIALS
+    assert len(t.by_area) == len(AREAS)  # every area was tried
+    assert (t.lost, t.duplicated, t.stuck) == ([], [], [])
+    FIGURES["crash_points"] += t.trials
