@@ -9,17 +9,14 @@ route the gateway does not know (a 404 outside the JSON envelope's typed errors)
 from __future__ import annotations
 
 import inspect
-import os
-import re
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openviking_sdk as ov
 from openviking_sdk import errors as ov_errors
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-BEGIN, END = "<!-- compat:sdk -->", "<!-- /compat:sdk -->"
+from tests.support.compat import table_in_readme, unknown_routes
+
 DOC = "viking://resources/compat/guide.md"
 SKILL = "---\nname: compat-skill\ndescription: Check the caddy upstream port\n---\n# Steps\nRead the port.\n"
 LIFECYCLE = {"initialize", "close"}
@@ -159,14 +156,7 @@ async def test_every_openviking_sdk_method_works_or_is_typed_unimplemented(gatew
                 rows.append((name, "failed", f"{type(e).__name__}: {str(e)[:80]}".replace("|", "/")))
     finally:
         await sdk.close()
-    async with httpx.AsyncClient(base_url=gateway) as http:
-        metrics = (await http.get("/metrics")).text
-    unknown = re.findall(r'skald_gateway_requests_total\{method="(\w+)",route="unmatched",status="404"\}', metrics)
-    produced = table(rows)
-    readme = README.read_text()
-    if os.environ.get("SKALD_WRITE_COMPAT"):
-        head, rest = readme.split(BEGIN, 1)
-        readme = f"{head}{BEGIN}\n{produced}\n{END}{rest.split(END, 1)[1]}"
-        README.write_text(readme)
+    unknown = await unknown_routes(gateway)
+    fresh = table_in_readme("sdk", table(rows))
     assert failed == [] and unknown == []
-    assert f"{BEGIN}\n{produced}\n{END}" in readme, "README's SDK table is stale: run with SKALD_WRITE_COMPAT=1"
+    assert fresh, "README's SDK table is stale: run with SKALD_WRITE_COMPAT=1"

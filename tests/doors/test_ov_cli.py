@@ -21,12 +21,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support.compat import table_in_readme, unknown_routes
+
 OV_VERSION = "0.5.2"
-README = Path(__file__).resolve().parents[2] / "README.md"
-BEGIN, END = "<!-- compat:ov -->", "<!-- /compat:ov -->"
 DOC = "viking://resources/compat/guide.md"
 SKILL = "---\nname: compat-skill\ndescription: Check the caddy upstream port\n---\n# Steps\nRead the port.\n"
 
@@ -276,16 +275,9 @@ async def test_every_ov_cli_command_works_or_is_typed_unimplemented(gateway: str
             failed.append(f"ov {' '.join(argv)} -> {code}: {out[-600:]}")
             rows.append((name, "failed", (err or out.strip().splitlines()[-1] if out.strip() else "")[:80]
                          .replace("|", "/")))
-    assert (tmp_path / "downloaded.md").read_text().startswith("# Guide\n\nThe caddy upstream port is 1935.")
-    async with httpx.AsyncClient(base_url=gateway) as http:
-        metrics = (await http.get("/metrics")).text
-    unknown = re.findall(r'skald_gateway_requests_total\{method="(\w+)",route="unmatched",status="404"\}', metrics)
-    produced = table(rows)
-    readme = README.read_text()
-    if os.environ.get("SKALD_WRITE_COMPAT"):
-        head, rest = readme.split(BEGIN, 1)
-        readme = f"{head}{BEGIN}\n{produced}\n{END}{rest.split(END, 1)[1]}"
-        README.write_text(readme)
+    unknown = await unknown_routes(gateway)
+    fresh = table_in_readme("ov", table(rows))
     assert failed == [], "\n\n".join(failed)
+    assert (tmp_path / "downloaded.md").read_text().startswith("# Guide\n\nThe caddy upstream port is 1935.")
     assert unknown == []
-    assert f"{BEGIN}\n{produced}\n{END}" in readme, "README's ov table is stale: run with SKALD_WRITE_COMPAT=1"
+    assert fresh, "README's ov table is stale: run with SKALD_WRITE_COMPAT=1"
