@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
 from aiohttp import web
 
+from skald.actors.text.frontmatter import frontmatter
 from skald.messages import catalog
 from skald.messages import ingest as ingest_msgs
 from skald.runtime.gateway_compat import Calls, body_of, error_response, ok
@@ -44,16 +44,12 @@ def summary(name: str, root_uri: str, description: str) -> dict[str, Any]:
             "skill_md_uri": f"{root_uri}/SKILL.md", "description": description}
 
 
-def frontmatter(text: str) -> dict[str, Any]:
-    """A SKILL.md's YAML frontmatter ({} when it has none or it does not parse)."""
-    if not text.startswith("---"):
-        return {}
-    end = text.find("\n---", 3)
+def skill_meta(text: str) -> dict[str, Any]:
+    """A SKILL.md's frontmatter, {} when it has none or it does not parse (shown, not judged)."""
     try:
-        meta = yaml.safe_load(text[3:end]) if end > 0 else None
-    except yaml.YAMLError:
+        return frontmatter(text)
+    except ValueError:
         return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def add_skill_routes(app: web.Application, gw: Any) -> None:
@@ -104,7 +100,7 @@ def add_skill_routes(app: web.Application, gw: Any) -> None:
         text = await calls.call(request, catalog.FS_READ.name, {"uri": f"{root}/SKILL.md"})
         if isinstance(text, web.Response):
             return text
-        meta = frontmatter(text["content"])
+        meta = skill_meta(text["content"])
         out = summary(name, root, " ".join(str(meta.get("description", "")).split()))
         if request.query.get("include_content", "true").lower() != "false":
             out["content"] = text["content"]
@@ -169,7 +165,7 @@ def add_skill_routes(app: web.Application, gw: Any) -> None:
             return got
         errors = ([{"rule": "skill_format", "message": json.loads(got.body)["error"]["message"]}]  # type: ignore[arg-type]
                   if isinstance(got, web.Response) else [])
-        meta = frontmatter(text)
+        meta = skill_meta(text)
         name = str(meta.get("name") or "")
         folder = body.get("skill_dir_name") or ""
         warnings = ([{"rule": "dir_name", "message": f"name {name!r} does not match directory name {folder!r}"}]

@@ -7,9 +7,9 @@ import hashlib
 import re
 
 import numpy as np
-import yaml
 
 from skald.actors.text import extract
+from skald.actors.text.frontmatter import frontmatter
 from skald.actors.text.tags import check_tags  # noqa: F401 - re-exported for the indexer
 from skald.messages.errors import InvalidArgument
 from skald.messages.index import IndexRow
@@ -46,17 +46,10 @@ def file_is_indexed(segments: tuple[str, ...]) -> bool:
 
 def parse_skill(text: str) -> tuple[str, str]:
     """(name, description) from a SKILL.md's YAML frontmatter; both are required."""
-    if not text.startswith("---"):
-        raise InvalidArgument("SKILL.md must start with YAML frontmatter (---)")
-    end = text.find("\n---", 3)
-    if end < 0:
-        raise InvalidArgument("SKILL.md frontmatter is not closed")
     try:
-        meta = yaml.safe_load(text[3:end])
-    except yaml.YAMLError as e:
-        raise InvalidArgument(f"SKILL.md frontmatter is not YAML: {e}") from e
-    if not isinstance(meta, dict):
-        raise InvalidArgument("SKILL.md frontmatter must be a mapping")
+        meta = frontmatter(text)
+    except ValueError as e:
+        raise InvalidArgument(f"SKILL.md {e}") from e
     name, desc = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument("SKILL.md frontmatter needs a name")

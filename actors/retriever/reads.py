@@ -128,12 +128,12 @@ class TreeReads:
             # The top of the tree always lists the caller's roots, even before anything is written.
             for root in ("viking://resources", "viking://agent", ident.user_root):
                 self.ns.resolve(root, ident).path.mkdir(parents=True, exist_ok=True)
-        elif vp.uri in self._containers(ident) and not vp.path.exists():
+        if not vp.path.exists():
+            if vp.uri not in self._containers(ident):
+                raise NotFound("no such file or directory", {"uri": vp.uri})
             # So are the scopes' own directories: `ls viking://resources` on a new deployment is an
             # empty listing (as in OpenViking), not a missing directory.
             vp.path.mkdir(parents=True, exist_ok=True)
-        if not vp.path.exists():
-            raise NotFound("no such file or directory", {"uri": vp.uri})
         return vp
 
     @staticmethod

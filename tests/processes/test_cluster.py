@@ -25,12 +25,12 @@ import pytest
 
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
-from skald.runtime.natsserver import EmbeddedNats, ServerStartError
+from skald.runtime.natsserver import EmbeddedNats
 from skald.runtime.streams import stream_name
 from skald.runtime.worker import Worker
 from tests.conftest import make_config
 from tests.support import processes
-from tests.support.cluster import Cluster, free_port
+from tests.support.cluster import Cluster, free_port, started
 from tests.support.processes import converged_replicas, journal_counts, reap, wait_ready
 
 STREAMS = ("events", "work", "index", "leases")
@@ -251,19 +251,7 @@ async def test_killing_the_only_nats_server_under_load_loses_and_duplicates_noth
     message and write is there exactly once."""
     port = free_port()
 
-    async def start_server() -> EmbeddedNats:
-        for attempt in range(20):  # the port a moment ago held by the killed process
-            srv = EmbeddedNats(tmp_path / "nats", port=port)
-            try:
-                await asyncio.to_thread(srv.start)
-                return srv
-            except ServerStartError as e:
-                if "address already in use" not in str(e) or attempt == 19:
-                    raise
-                await asyncio.sleep(0.5)
-        raise AssertionError("unreachable")
-
-    srv = await start_server()
+    srv = await started(lambda: EmbeddedNats(tmp_path / "nats", port=port))
     data, prefix = tmp_path / "data", "one"
     ps: list[subprocess.Popen[str]] = []
 
@@ -282,7 +270,7 @@ async def test_killing_the_only_nats_server_under_load_loses_and_duplicates_noth
             os.kill(srv.proc.pid, signal.SIGKILL)
             srv.proc.wait()
             await asyncio.sleep(3.0)  # the load keeps asking into the outage
-            srv = await start_server()
+            srv = await started(lambda: EmbeddedNats(tmp_path / "nats", port=port))
             await asyncio.sleep(3.0)
             stop.set()
             await task

@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,21 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
+async def started(make: Callable[[], EmbeddedNats]) -> EmbeddedNats:
+    """A nats-server made and started, retrying while its port is still held by the process
+    killed a moment ago (TIME_WAIT)."""
+    for attempt in range(20):
+        node = make()
+        try:
+            await asyncio.to_thread(node.start)
+            return node
+        except ServerStartError as e:
+            if "address already in use" not in str(e) or attempt == 19:
+                raise
+            await asyncio.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 class Cluster:
     def __init__(self, base: Path, size: int = 3, auth: str | None = None) -> None:
         self.base = Path(base)
@@ -62,15 +78,7 @@ class Cluster:
 
     async def start(self, *which: int) -> None:
         for i in which or range(len(self.nodes)):
-            for attempt in range(20):  # a port a moment ago in use by the killed process (TIME_WAIT)
-                self.nodes[i] = self._node(i)
-                try:
-                    await asyncio.to_thread(self.nodes[i].start)
-                    break
-                except ServerStartError as e:
-                    if "address already in use" not in str(e) or attempt == 19:
-                        raise
-                    await asyncio.sleep(0.5)
+            self.nodes[i] = await started(lambda i=i: self._node(i))
 
     def kill(self, i: int) -> None:
         """SIGKILL: no goodbye to the peers, as when a host dies."""
