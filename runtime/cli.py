@@ -289,16 +289,18 @@ def replay_record(nats_url: str, prefix: str, out: Path, keys_file: Path | None)
     if keys_file:
         login.update(user=WORKER_USER, password=str(key_store.load(keys_file).get("worker_secret", "")))
 
-    async def run() -> int:
+    async def run() -> list[Any]:
         nc = await natsio.connect(nats_url, **login)
         try:
             entries = await journal_replay.record(nc, prefix)
         finally:
             await nc.close()
         journal_replay.save(entries, out)
-        return len(entries)
+        return entries
 
-    click.echo(f"recorded {asyncio.run(run())} writes to {out}")
+    entries = asyncio.run(run())
+    answers = sum(e.op == journal_replay.MODEL_OP for e in entries)
+    click.echo(f"recorded {len(entries) - answers} writes and {answers} model answers to {out}")
 
 
 @replay.command("apply")

@@ -8,6 +8,10 @@ original acceptance time (`Skald-Clock`), and with the ids the original assigned
 id) pinned; commits wait for their background summary so the replay is sequential. Job and
 session ids derive from the request and its clock, memory names from their content, message
 ids from their position, so the replayed deployment answers as the original did.
+
+Model answers are in the journal too (`model.output` entries, from `<prefix>.evt.model.output.*`):
+`apply` puts them into the target's event log before the first write, so Phase 2 and model-written
+abstracts are re-applied from the log, byte for byte, with no model reachable.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from nats.js.errors import NotFoundError
 from skald.messages import catalog
 from skald.messages import errors as E
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
-from skald.messages.journal import JournalEntry
+from skald.messages.journal import JournalEntry, ModelOutput
 from skald.messages.sessions import MessagesAdded
+from skald.runtime.model_log import EVENT as MODEL_EVENT
 from skald.runtime.streams import stream_name
 
 _dec = msgspec.json.Decoder(JournalEntry)
 _added = msgspec.json.Decoder(MessagesAdded)
+_model = msgspec.json.Decoder(ModelOutput)
+MODEL_OP = MODEL_EVENT
 
 
 async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
@@ -38,6 +45,7 @@ async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
     js = nc.jetstream(timeout=5.0)
     stream = stream_name(prefix, "events")
     writes, added = f"{prefix}.evt.write.", f"{prefix}.evt.session.messages_added"
+    model = f"{prefix}.evt.{MODEL_EVENT}."
     out: list[JournalEntry] = []
     seen: set[tuple[str, str, str, str]] = set()
     seq = 1
@@ -49,6 +57,9 @@ async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
         subject = msg.subject or ""
         if subject.startswith(writes):
             out.append(_dec.decode(msg.data or b"{}"))
+        elif subject.startswith(model):
+            m = _model.decode(msg.data or b"{}")
+            out.append(JournalEntry(op=MODEL_OP, account="", user="", at=m.at, body=msgspec.to_builtins(m)))
         elif subject == added or subject.startswith(added + "."):
             for e in _added.decode(msg.data or b"{}").entries:
                 m = e.message
@@ -89,8 +100,19 @@ def request_for(entry: JournalEntry) -> bytes:
 
 async def apply(nc: NATS, prefix: str, entries: list[JournalEntry], *, api_key: str | None = None,
                 timeout_s: float = 300.0, progress: Callable[[int], None] | None = None) -> int:
-    """Re-send every entry in order; stops at the first refusal (a replay must not diverge)."""
+    """Re-send every entry in order; stops at the first refusal (a replay must not diverge). The
+    model answers go into the target's event log first: a write may need an answer logged after it."""
+    js = nc.jetstream(timeout=10.0)
+    for e in entries:
+        if e.op == MODEL_OP:
+            out = msgspec.convert(e.body, ModelOutput)
+            await js.publish(f"{prefix}.evt.{MODEL_EVENT}.{out.key}", msgspec.json.encode(out),
+                             headers={"Nats-Msg-Id": f"model-{out.key}"})
+    writes = 0
     for i, e in enumerate(entries):
+        if e.op == MODEL_OP:
+            continue
+        writes += 1
         headers = {H_ACCOUNT: e.account, H_USER: e.user, H_AGENT: e.agent, H_CLOCK: repr(e.at),
                    H_TIMEOUT_MS: str(int(timeout_s * 1000))}
         if e.peer:
@@ -105,4 +127,4 @@ async def apply(nc: NATS, prefix: str, entries: list[JournalEntry], *, api_key: 
                               f"{err.get('message', '')}", err.get("details"))
         if progress:
             progress(i + 1)
-    return len(entries)
+    return writes

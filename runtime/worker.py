@@ -34,6 +34,7 @@ from skald.runtime.host import ActorHost, new_worker_id
 from skald.runtime.keys import KeyStore
 from skald.runtime.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
 from skald.runtime.metrics import Metrics
+from skald.runtime.model_log import LoggedLLM
 from skald.runtime.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.rerank import HttpReranker
 from skald.runtime.streams import ensure_streams
@@ -101,15 +102,16 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
                 if cfg.embed_cache_rows and cfg.embedder != "hash" else None)
     embedder = QueryCache(embedder, passages=passages)
     llm = make_llm(cfg)
+    logged = LoggedLLM(llm, bus)  # what a model writes into the tree is in the event log
     actors: dict[str, object] = {}
     for name in cfg.actors:
         if name == "session":
             actors[name] = Sessions(ns, bus, worker_id, cfg.lease_ttl_s)
         elif name == "archive":
-            actors[name] = Archiver(ns, llm, bus, llm_timeout_s=cfg.llm_timeout_s, worker_id=worker_id,
+            actors[name] = Archiver(ns, logged, bus, llm_timeout_s=cfg.llm_timeout_s, worker_id=worker_id,
                                     lease_ttl_s=cfg.lease_ttl_s, quarantine_after=cfg.archive_quarantine_after)
         elif name == "indexer":
-            actors[name] = Indexer(ns, embedder, make_summarizer(llm), bus,
+            actors[name] = Indexer(ns, embedder, make_summarizer(logged), bus,
                                    import_roots=[Path(p) for p in cfg.import_roots])
         elif name == "retriever":
             reranker = HttpReranker(cfg.rerank_base_url, cfg.rerank_model, cfg.rerank_api_key,
