@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from skald.runtime import __version__, cli_admin, cli_help, cli_sessions
+from skald.runtime import __version__, cli_admin, cli_help, cli_replay, cli_sessions
 from skald.runtime import cli_client as commands
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
 from skald.runtime.threads import one_blas_thread
@@ -249,91 +248,8 @@ def keys_revoke(path: Path, key_id: str) -> None:
     click.echo(f"revoked {key_id}")
 
 
-@main.group()
-def replay() -> None:
-    """Record a deployment's write journal to a file; replay it into another deployment."""
-
-
-_replay_conn = [click.option("--nats-url", envvar="SKALD_NATS_URL", default="nats://127.0.0.1:4222",
-                             show_default=True),
-                click.option("--prefix", envvar="SKALD_PREFIX", default="skald", show_default=True)]
-
-
-# A command, not a service: a refused or unreachable bus is an error now, not after minutes of retries.
-FAIL_FAST = {"connect_timeout": 2, "max_reconnect_attempts": 2, "reconnect_time_wait": 0.5}
-
-
-def _with_conn(fn):  # type: ignore[no-untyped-def]
-    for opt in reversed(_replay_conn):
-        fn = opt(fn)
-    return fn
-
-
-@replay.command("record")
-@_with_conn
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--keys-file", envvar="SKALD_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
-              help="With keys configured the event stream is for workers: log in with the file's worker secret.")
-def replay_record(nats_url: str, prefix: str, out: Path, keys_file: Path | None) -> None:
-    """Write every journaled write (oldest first) to a JSON-lines file."""
-    import asyncio
-
-    import nats as natsio
-
-    from skald.messages import subjects
-    from skald.runtime import keys as key_store
-    from skald.runtime import replay as journal_replay
-    from skald.runtime.busauth import WORKER_USER
-
-    login: dict[str, Any] = {"inbox_prefix": subjects.WORKER_INBOX, **FAIL_FAST}
-    if keys_file:
-        login.update(user=WORKER_USER, password=str(key_store.load(keys_file).get("worker_secret", "")))
-
-    async def run() -> list[Any]:
-        nc = await natsio.connect(nats_url, **login)
-        try:
-            entries = await journal_replay.record(nc, prefix)
-        finally:
-            await nc.close()
-        journal_replay.save(entries, out)
-        return entries
-
-    entries = asyncio.run(run())
-    answers = sum(e.op == journal_replay.MODEL_OP for e in entries)
-    click.echo(f"recorded {len(entries) - answers} writes and {answers} model answers to {out}")
-
-
-@replay.command("apply")
-@_with_conn
-@click.option("--in", "src", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--api-key", envvar="SKALD_API_KEY", help="A root key, when the target requires keys.")
-def replay_apply(nats_url: str, prefix: str, src: Path, api_key: str | None) -> None:
-    """Re-send a recorded journal, in order, with its original identities and clock."""
-    import asyncio
-    import sys
-
-    import nats as natsio
-
-    from skald.runtime import replay as journal_replay
-    from skald.runtime.busauth import client_login
-
-    entries = journal_replay.load(src)
-
-    async def run() -> int:
-        nc = await natsio.connect(nats_url, **FAIL_FAST, **(client_login(api_key) if api_key else {}))
-        try:
-            if sys.stderr.isatty():
-                with click.progressbar(length=len(entries), label="replaying", file=sys.stderr) as bar:
-                    return await journal_replay.apply(nc, prefix, entries, api_key=api_key,
-                                          progress=lambda n: bar.update(n - bar.pos))
-            return await journal_replay.apply(nc, prefix, entries, api_key=api_key)
-        finally:
-            await nc.close()
-
-    click.echo(f"replayed {asyncio.run(run())} writes")
-
-
 commands.register(main)
+cli_replay.register(main)
 cli_sessions.register(main)
 cli_admin.register(main)
 cli_help.annotate(main)

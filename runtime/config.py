@@ -58,6 +58,9 @@ class Config:
     ingest_concurrency: int = 2
     embed_cache_rows: int = 200_000  # passage vectors kept by content hash (~1.5 KB each at 384 dims); 0: off
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
+    # How long the events stream keeps an event (0: for ever). Replay needs every event since the
+    # last snapshot (`skald replay compact`), so keep it well above the compaction interval.
+    events_max_age_s: float = 0.0
     stream_replicas: int = 1  # JetStream replicas of Skald's streams and lease bucket (3 on a 3-node cluster)
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     archive_quarantine_after: int = 3  # failed Phase 2 runs of an archive before it leaves the live context
@@ -154,6 +157,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "score_propagation_alpha": (0.0, 1.0), "hotness_alpha": (0.0, 1.0), "recall_intent_timeout_s": (0.01, 600),
     "recall_rewrite_timeout_s": (0.01, 600), "snapshot_interval_s": (0.1, 86_400), "ingest_concurrency": (1, 256),
     "io_threads": (1, 1024), "stream_replicas": (1, 5), "embed_cache_rows": (0, 100_000_000), "lease_ttl_s": (0.5, 600),
+    "events_max_age_s": (0.0, 10 * 365 * 86_400.0),
     "archive_quarantine_after": (1, 1000), "trace_sample": (0.0, 1.0), "work_ack_wait_s": (0.0, 3600),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})

@@ -39,23 +39,27 @@ _model = msgspec.json.Decoder(ModelOutput)
 MODEL_OP = MODEL_EVENT
 
 
-async def record(nc: NATS, prefix: str) -> list[JournalEntry]:
+async def record(nc: NATS, prefix: str, *, after: int = 0, upto: int | None = None) -> list[JournalEntry]:
     """The journal as it stands, oldest first: the write events, and each message of the
-    `session.messages_added` batches (the journal of add_message), in stream order."""
+    `session.messages_added` batches (the journal of add_message), in stream order. `after` and
+    `upto` bound the events-stream sequences of the writes (a snapshot's tail); model answers are
+    taken from everything after `after`, since one logged past `upto` may belong to a write before it."""
     js = nc.jetstream(timeout=5.0)
     stream = stream_name(prefix, "events")
     writes, added = f"{prefix}.evt.write.", f"{prefix}.evt.session.messages_added"
     model = f"{prefix}.evt.{MODEL_EVENT}."
     out: list[JournalEntry] = []
     seen: set[tuple[str, str, str, str]] = set()
-    seq = 1
+    seq = after + 1
     while True:
         try:
             msg = await js.get_msg(stream, seq=seq, subject=f"{prefix}.evt.>", next=True)
         except NotFoundError:
             return out
         subject = msg.subject or ""
-        if subject.startswith(writes):
+        if upto is not None and (msg.seq or 0) > upto and not subject.startswith(model):
+            pass
+        elif subject.startswith(writes):
             out.append(_dec.decode(msg.data or b"{}"))
         elif subject.startswith(model):
             m = _model.decode(msg.data or b"{}")

@@ -50,7 +50,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 RETRY_AFTER_MS = 500  # the hint given with a transient failure; a leader election takes a few seconds
 
 
-def stream_configs(prefix: str, replicas: int) -> list[api.StreamConfig]:
+def stream_configs(prefix: str, replicas: int, events_max_age_s: float = 0.0) -> list[api.StreamConfig]:
     return [
         api.StreamConfig(
             name=stream_name(prefix, "work"), subjects=[f"{prefix}.work.>"],
@@ -67,11 +67,13 @@ def stream_configs(prefix: str, replicas: int) -> list[api.StreamConfig]:
             name=stream_name(prefix, "events"), subjects=[f"{prefix}.evt.>"],
             retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
+            max_age=events_max_age_s or None,
         ),
     ]
 
 
-async def ensure_streams(js: Any, prefix: str, replicas: int = 1, ready_timeout_s: float = 60.0) -> None:
+async def ensure_streams(js: Any, prefix: str, replicas: int = 1, ready_timeout_s: float = 60.0,
+                         events_max_age_s: float = 0.0) -> None:
     """Create or update Skald's three streams (idempotent; every worker calls it on start).
 
     `replicas` is 3 on a 3-node cluster (R3): a stream survives the loss of one server. A worker
@@ -86,7 +88,7 @@ async def ensure_streams(js: Any, prefix: str, replicas: int = 1, ready_timeout_
                                 "is the cluster up and does it have a JetStream leader?")
         await retry_transient(step, max(0.0, deadline - time.monotonic()), give_up, 0.1, 2.0, what)
 
-    for cfg in stream_configs(prefix, replicas):
+    for cfg in stream_configs(prefix, replicas, events_max_age_s):
         await ready(lambda c=cfg: _ensure_stream(js, c), f"stream {cfg.name}")
     kv = "KV_" + stream_name(prefix, "leases")
     await ready(lambda: _raise_replicas(js, kv, replicas), f"stream {kv}")

@@ -211,7 +211,8 @@ class Worker:
             urls = cfg.nats_urls or ["nats://127.0.0.1:4222"]
             self.url = urls[0]
         self.nc = await connect(urls, f"skald-{'-'.join(cfg.actors)}", creds=creds)
-        await ensure_streams(self.nc.jetstream(), cfg.prefix, cfg.stream_replicas)
+        await ensure_streams(self.nc.jetstream(), cfg.prefix, cfg.stream_replicas,
+                             events_max_age_s=cfg.events_max_age_s)
         worker_id = new_worker_id(cfg)
         actors = await build_actors(cfg, self.nc, worker_id, keys)
         self.metrics = Metrics()

@@ -65,3 +65,32 @@ def phase2_answer(prompt: str, extra: int = 0) -> dict[str, Any]:
     return chat(json.dumps({"overview": "# Working memory\n\nThe user is deploying billing.",
                             "checkpoint_summaries": [f"summary {i}" for i in range(n)],
                             "memories": [{"category": "events", "content": "# Summary\n\nBilling deployed."}]}))
+
+
+def counting_model() -> ModelStub:
+    """A model whose every answer is new (a counter in it): Phase 2 (the call that wants JSON) with
+    `(answer N)` in its memory, anything else `Model summary number N`. A state rebuilt by asking it
+    again cannot match the original byte for byte."""
+    import itertools
+
+    n = itertools.count()
+
+    def respond(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        user = body["messages"][1]["content"]
+        if body.get("response_format"):
+            answer = phase2_answer(user)
+            msg = answer["choices"][0]["message"]
+            msg["content"] = msg["content"].replace("Billing deployed", f"Billing deployed (answer {next(n)})")
+            return 200, answer, 0
+        return 200, chat(f"Model summary number {next(n)} of {user.splitlines()[0]}."), 0
+
+    return ModelStub(respond)
+
+
+def dead_url() -> str:
+    """An OpenAI-style base URL on a port nothing listens on: every call is refused."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"

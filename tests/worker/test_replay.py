@@ -130,23 +130,10 @@ async def test_a_model_built_deployment_replays_byte_for_byte_with_no_model_reac
     """Abstracts, overviews and Phase 2 written by a model whose every answer is new (a counter in
     it): replayed into a deployment whose model URL refuses connections, the tree and the answers
     are the same bytes, so every answer came from the log and none was asked again."""
-    import itertools
-    import socket
+    from tests.support.replaying import settle, tree_bytes
+    from tests.support.stubs import counting_model, dead_url
 
-    from tests.support.stubs import ModelStub, chat, phase2_answer
-
-    n = itertools.count()
-
-    def respond(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
-        user = body["messages"][1]["content"]
-        if body.get("response_format"):  # Phase 2 is the call that wants JSON
-            answer = phase2_answer(user)
-            answer["choices"][0]["message"]["content"] = answer["choices"][0]["message"]["content"].replace(
-                "Billing deployed", f"Billing deployed (answer {next(n)})")
-            return 200, answer, 0
-        return 200, chat(f"Model summary number {next(n)} of {user.splitlines()[0]}."), 0
-
-    stub = ModelStub(respond)
+    stub = counting_model()
     try:
         w1, c1 = await deploy(llm_base_url=stub.url, llm_model="stub")
         for i in range(3):
@@ -165,10 +152,8 @@ async def test_a_model_built_deployment_replays_byte_for_byte_with_no_model_reac
         assert sum(e.op == journal_replay.MODEL_OP for e in journal) == asked
     finally:
         stub.close()
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    w2, c2 = await deploy(data_dir=tmp_path / "replayed", llm_base_url=dead, llm_model="stub", llm_timeout_s=2.0)
+    w2, c2 = await deploy(data_dir=tmp_path / "replayed", llm_base_url=dead_url(), llm_model="stub",
+                          llm_timeout_s=2.0)
     await journal_replay.apply(c2.nc, w2.cfg.prefix, journal)
     await settle(c2)
     tree = tree_bytes(w1.cfg.data_dir)
@@ -179,27 +164,3 @@ async def test_a_model_built_deployment_replays_byte_for_byte_with_no_model_reac
     assert (await c1.call("sessions.context", {"session_id": "m"})) == \
         (await c2.call("sessions.context", {"session_id": "m"}))
 
-
-async def settle(c: SkaldClient) -> None:
-    """Until the work queue is empty (memory indexing after Phase 2 runs in the background)."""
-    quiet = 0
-    for _ in range(300):
-        st = await c.stats()
-        quiet = quiet + 1 if (st.queues.get("work") or {}).get("messages", 1) == 0 and \
-            st.index.get("lag", 1) == 0 else 0
-        if quiet >= 3:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the work queue did not empty")
-
-
-def tree_bytes(data_dir: Path) -> dict[str, bytes]:
-    """Every file of the tree (not the worker's own state, the bus's store or lock files)."""
-    out = {}
-    for p in sorted(data_dir.rglob("*")):
-        rel = p.relative_to(data_dir)
-        # `.index.json` is the indexer's change detector: it holds each file's mtime, not content.
-        if p.is_file() and rel.parts[0] not in (".skald", "nats") and not p.name.endswith(".lock") \
-                and p.name != ".index.json":
-            out[str(rel)] = p.read_bytes()
-    return out

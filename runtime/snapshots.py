@@ -1,0 +1,182 @@
+"""Snapshots: a deployment's state at one sequence of its event stream, so that replay starts
+there and applies only the tail, and the stream may drop what a snapshot covers.
+
+A snapshot is a directory:
+
+    snapshot.json   the events-stream sequence it stands for, and what it holds
+    tree.tar        the data directory's tree (not the worker's caches, the bus's store or locks)
+    index.bin       the index stream's rows, each a length-prefixed row key and msgpack change (as
+                    on the stream): replicas rebuild from them, so nothing is embedded again
+    answers.jsonl   every model answer logged up to then (a replay re-applies them, never re-asks)
+
+Restoring is two steps around starting the deployment: `restore_tree` before (the tree is the
+workers' own state), `publish_state` after (rows and answers go into its streams).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import struct
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
+
+from skald.messages import subjects
+from skald.messages.index import IndexChange
+from skald.messages.journal import ModelOutput
+from skald.runtime.model_log import EVENT as MODEL_EVENT
+from skald.runtime.streams import stream_name
+
+META, TREE, INDEX, ANSWERS = "snapshot.json", "tree.tar", "index.bin", "answers.jsonl"
+_change = msgspec.msgpack.Decoder(IndexChange)
+_u32 = struct.Struct("<I")
+FORMAT = 1
+# Not part of a deployment's state: the worker's caches and replica snapshots, the bus's store, locks.
+SKIPPED_TOP = (".skald", "nats")
+
+
+class SnapshotMeta(msgspec.Struct, kw_only=True):
+    format: int = FORMAT
+    events_seq: int  # the snapshot holds every write up to this sequence of the events stream
+    created_at: float
+    files: int
+    rows: int
+    answers: int
+    models: list[str] = []  # the embedders that built the rows
+
+
+def in_tree(rel: Path) -> bool:
+    return bool(rel.parts) and rel.parts[0] not in SKIPPED_TOP and not rel.name.endswith(".lock")
+
+
+def load_meta(snap: Path) -> SnapshotMeta:
+    return msgspec.json.decode((snap / META).read_bytes(), type=SnapshotMeta)
+
+
+def load_answers(snap: Path) -> list[ModelOutput]:
+    dec = msgspec.json.Decoder(ModelOutput)
+    path = snap / ANSWERS
+    return [dec.decode(line) for line in path.read_bytes().splitlines() if line.strip()] if path.exists() else []
+
+
+async def index_rows(nc: NATS, prefix: str) -> list[tuple[str, bytes]]:
+    """The index stream's rows (row key, change), oldest first: its latest state, one per row."""
+    js = nc.jetstream(timeout=10.0)
+    stream, head = stream_name(prefix, "index"), f"{prefix}.index.row."
+    out: list[tuple[str, bytes]] = []
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(stream, seq=seq, subject=f"{head}>", next=True)
+        except NotFoundError:
+            return out
+        out.append(((msg.subject or "")[len(head):], bytes(msg.data or b"")))
+        seq = (msg.seq or seq) + 1
+
+
+async def capture(nc: NATS, prefix: str, data_dir: Path, out: Path, *, events_seq: int,
+                  answers: list[ModelOutput]) -> SnapshotMeta:
+    """Write a snapshot of a deployment whose writes are settled (nothing queued, replicas caught
+    up); `events_seq` is the sequence it stands for. Written beside `out` and renamed into place."""
+    rows = await index_rows(nc, prefix)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files = await asyncio.to_thread(_tar_tree, data_dir, tmp / TREE)
+    models: set[str] = set()
+    with (tmp / INDEX).open("wb") as f:
+        for key, data in rows:
+            k = key.encode()
+            f.write(_u32.pack(len(k)) + k + _u32.pack(len(data)) + data)
+            change = _change.decode(data)
+            if change.upsert is not None and change.upsert.model:
+                models.add(change.upsert.model)
+    unique = {a.key: a for a in answers}  # the latest answer per key, as the log is read
+    with (tmp / ANSWERS).open("wb") as f:
+        for a in unique.values():
+            f.write(msgspec.json.encode(a) + b"\n")
+    meta = SnapshotMeta(events_seq=events_seq, created_at=time.time(), files=files, rows=len(rows),
+                        answers=len(unique), models=sorted(models))
+    (tmp / META).write_bytes(msgspec.json.format(msgspec.json.encode(meta)))
+    if out.exists():
+        old = out.with_name(out.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out)
+    return meta
+
+
+def _tar_tree(data_dir: Path, dest: Path) -> int:
+    n = 0
+    with tarfile.open(dest, "w") as tar:
+        for p in sorted(data_dir.rglob("*")):
+            rel = p.relative_to(data_dir)
+            if not in_tree(rel) or p.is_symlink():
+                continue
+            if p.is_file():
+                tar.add(p, arcname=str(rel), recursive=False)
+                n += 1
+            elif p.is_dir():
+                tar.add(p, arcname=str(rel), recursive=False)
+    return n
+
+
+def restore_tree(snap: Path, data_dir: Path) -> int:
+    """Unpack the snapshot's tree into a data directory that has none yet (before its workers start)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if any(in_tree(p.relative_to(data_dir)) for p in data_dir.iterdir()):
+        raise FileExistsError(f"{data_dir} already holds a tree: restore into an empty data directory")
+    with tarfile.open(snap / TREE) as tar:
+        members = tar.getmembers()
+        tar.extractall(data_dir, filter="data")
+    return sum(m.isfile() for m in members)
+
+
+def read_rows(snap: Path) -> Iterator[tuple[str, bytes]]:
+    buf = memoryview((snap / INDEX).read_bytes())
+    at = 0
+    while at < len(buf):
+        (n,) = _u32.unpack_from(buf, at)
+        key = bytes(buf[at + 4 : at + 4 + n]).decode()
+        at += 4 + n
+        (n,) = _u32.unpack_from(buf, at)
+        yield key, bytes(buf[at + 4 : at + 4 + n])
+        at += 4 + n
+
+
+async def publish_state(nc: NATS, prefix: str, snap: Path, window: int = 256) -> tuple[int, int]:
+    """Put the snapshot's index rows and model answers into a deployment's streams (its workers
+    running: the replicas follow the index stream). Returns (rows, answers)."""
+    js = nc.jetstream(timeout=10.0)
+    rows = 0
+    pending: list[Any] = []
+    for key, data in read_rows(snap):
+        pending.append(js.publish(subjects.index_row(prefix, key), data))
+        rows += 1
+        if len(pending) >= window:
+            await asyncio.gather(*pending)
+            pending = []
+    await asyncio.gather(*pending)
+    answers = load_answers(snap)
+    await publish_answers(nc, prefix, answers, "restore")
+    return rows, len(answers)
+
+
+async def publish_answers(nc: NATS, prefix: str, answers: list[ModelOutput], tag: str) -> None:
+    """Model answers into a deployment's event log, where its `LoggedLLM` looks them up. `tag` makes
+    the message ids new: the answer's own id would be dropped inside the window of an earlier publish."""
+    js = nc.jetstream(timeout=10.0)
+    for a in answers:
+        await js.publish(subjects.event(prefix, f"{MODEL_EVENT}.{a.key}"), msgspec.json.encode(a),
+                         headers={"Nats-Msg-Id": f"model-{a.key}-{tag}"})
+
