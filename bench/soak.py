@@ -66,7 +66,15 @@ def open_files(pid: int) -> int:
 
 
 def disk_bytes(root: Path) -> int:
-    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    """Bytes under `root`; files and directories that vanish while it walks (temp files) are skipped."""
+    total = 0
+    for base, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(base, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -86,7 +94,7 @@ class Workload:
     def text(self, n: int) -> str:
         return " ".join(self.rng.choice(WORDS) for _ in range(n))
 
-    async def one(self) -> None:
+    async def one(self) -> str:
         roll = self.rng.random()
         if self.bounded:
             roll = 0.4 + roll * 0.6  # rewrites and reads only
@@ -100,19 +108,23 @@ class Workload:
             if self.per_session[s] % 40 == 0:
                 await self.c.commit(f"soak-{s}")
                 self.counts["commit"] += 1
+            return "message"
         elif roll < 0.6:
             body = f"# Note {self.rng.randrange(200)}\n\n{self.text(80)}\n"
             await self.c.call("fs.write", {"uri": f"viking://resources/soak/d{self.rng.randrange(200):03d}.md",
                                            "content": body})
             self.written += len(body)
             self.counts["write"] += 1
+            return "write"
         elif roll < 0.9:
             await self.c.call("search.find", {"query": self.text(3), "limit": 5})
             self.counts["find"] += 1
+            return "find"
         else:
             await self.c.call("search.search", {"query": self.text(4), "mode": "context", "max_tokens": 800,
                                                 "session_id": f"soak-{self.rng.randrange(20)}"})
             self.counts["context"] += 1
+        return "context"
 
 
 async def main() -> None:
@@ -137,13 +149,14 @@ async def main() -> None:
     rows: list[dict[str, float]] = []
     print(f"soak: {args.minutes:g} min at {args.rate:g} ops/s, {args.mix}, embedder {args.embedder}, data in {data}")
     print(f"{'min':>5} {'ops':>6} {'p50 ms':>7} {'p99 ms':>7} {'late':>5} {'skald MB':>9} {'nats MB':>8} "
-          f"{'fds':>5} {'disk MB':>8} {'written MB':>10} {'rows':>7}")
+          f"{'fds':>5} {'disk MB':>8} {'written MB':>10} {'rows':>7}  p50 ms by operation")
     try:
         t0 = time.monotonic()
         end = t0 + args.minutes * 60
         period = 1.0 / args.rate
         next_at, mark = t0, t0 + args.interval_s
         lat: list[float] = []
+        by_kind: dict[str, list[float]] = {}
         late = 0
         while time.monotonic() < end:
             now = time.monotonic()
@@ -153,8 +166,9 @@ async def main() -> None:
                 late += 1  # more than a second behind the schedule: the server is not keeping up
             next_at += period
             s = time.perf_counter()
-            await w.one()
+            kind = await w.one()
             lat.append((time.perf_counter() - s) * 1000)
+            by_kind.setdefault(kind, []).append(lat[-1])
             if time.monotonic() >= mark:
                 kids = children(up.pid)
                 row = {"min": (mark - t0) / 60, "ops": len(lat), "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
@@ -165,8 +179,9 @@ async def main() -> None:
                 rows.append(row)
                 print(f"{row['min']:>5.1f} {row['ops']:>6.0f} {row['p50']:>7.2f} {row['p99']:>7.2f} "
                       f"{row['late']:>5.0f} {row['rss']:>9.1f} {row['nats']:>8.1f} {row['fds']:>5.0f} "
-                      f"{row['disk']:>8.1f} {row['written']:>10.2f} {row['rows']:>7.0f}", flush=True)
-                lat, late, mark = [], 0, mark + args.interval_s
+                      f"{row['disk']:>8.1f} {row['written']:>10.2f} {row['rows']:>7.0f}  "
+                      + " ".join(f"{k} {pct(v, 0.5):.1f}" for k, v in sorted(by_kind.items())), flush=True)
+                lat, late, mark, by_kind = [], 0, mark + args.interval_s, {}
     finally:
         await c.close()
         up.terminate()
