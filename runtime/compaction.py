@@ -22,8 +22,7 @@ from pathlib import Path
 
 from nats.aio.client import Client as NATS
 
-from skald.messages.journal import ModelOutput
-from skald.runtime import replay, snapshots
+from skald.runtime import model_log, replay, snapshots
 from skald.runtime.client import SkaldClient
 from skald.runtime.config import Config
 from skald.runtime.natsserver import EmbeddedNats
@@ -52,14 +51,14 @@ async def settled_cut(nc: NATS, prefix: str, timeout_s: float) -> int:
 
 
 async def settle(c: SkaldClient, timeout_s: float) -> None:
-    """Until the scratch deployment's work queue is empty and its replica caught up (three reads)."""
+    """Until a deployment's work queue is empty and its replica caught up (three reads in a row)."""
     deadline, quiet = time.monotonic() + timeout_s, 0
     while quiet < 3:
         st = await c.stats()
         busy = (st.queues.get("work") or {}).get("messages", 1) or st.index.get("lag", 1)
         quiet = 0 if busy else quiet + 1
-        if time.monotonic() > deadline:
-            raise CompactError(f"the scratch deployment did not settle in {timeout_s:.0f} s")
+        if quiet < 3 and time.monotonic() > deadline:
+            raise CompactError(f"the deployment did not settle in {timeout_s:.0f} s")
         await asyncio.sleep(0.2)
 
 
@@ -79,7 +78,7 @@ async def compact(nc: NATS, prefix: str, snap: Path, cfg: Config, *, purge: bool
     cut = await settled_cut(nc, prefix, timeout_s)
     tail = await replay.record(nc, prefix, after=after, upto=cut)
     answers = [*(snapshots.load_answers(snap) if prev else []),
-               *(ModelOutput(**e.body) for e in tail if e.op == replay.MODEL_OP)]
+               *replay.answers(tail)]
     tmp = Path(tempfile.mkdtemp(prefix="skald-compact-"))
     server = EmbeddedNats(tmp / "nats", port=-1)
     try:
@@ -109,5 +108,5 @@ async def compact(nc: NATS, prefix: str, snap: Path, cfg: Config, *, purge: bool
     if purge:
         await js.purge_stream(events, seq=cut + 1)  # keeps cut + 1 onwards
         # The live workers keep finding the answers they were given (the snapshot has them too).
-        await snapshots.publish_answers(nc, prefix, snapshots.load_answers(snap), f"kept-{cut}")
+        await model_log.publish_answers(nc, prefix, snapshots.load_answers(snap), f"kept-{cut}")
     return meta

@@ -13,8 +13,10 @@ import json
 import time
 
 import msgspec
+from nats.aio.client import Client as NATS
 
 from skald.actors.kit.ports import LLM, Bus, Completion, Usage
+from skald.messages import subjects
 from skald.messages.journal import ModelOutput
 
 EVENT = "model.output"
@@ -58,3 +60,13 @@ class LoggedLLM:
         # Logged before the caller writes anything from it: an answer that cannot be logged is not used.
         await self.bus.publish_event(f"{EVENT}.{key}", event, f"model-{key}")
         return c
+
+
+async def publish_answers(nc: NATS, prefix: str, answers: list[ModelOutput], tag: str) -> None:
+    """Answers into a deployment's event log, where its `LoggedLLM` finds them (a replay, a restored
+    snapshot). `tag` makes the message ids new: the answer's own id would be dropped inside the
+    duplicate window of an earlier publish."""
+    js = nc.jetstream(timeout=10.0)
+    for a in answers:
+        await js.publish(subjects.event(prefix, f"{EVENT}.{a.key}"), msgspec.json.encode(a),
+                         headers={"Nats-Msg-Id": f"model-{a.key}-{tag}"})

@@ -30,6 +30,7 @@ from skald.messages import errors as E
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
 from skald.messages.journal import JournalEntry, ModelOutput
 from skald.messages.sessions import MessagesAdded
+from skald.runtime import model_log
 from skald.runtime.model_log import EVENT as MODEL_EVENT
 from skald.runtime.streams import stream_name
 
@@ -56,14 +57,15 @@ async def record(nc: NATS, prefix: str, *, after: int = 0, upto: int | None = No
             msg = await js.get_msg(stream, seq=seq, subject=f"{prefix}.evt.>", next=True)
         except NotFoundError:
             return out
-        subject = msg.subject or ""
-        if upto is not None and (msg.seq or 0) > upto and not subject.startswith(model):
-            pass
-        elif subject.startswith(writes):
-            out.append(_dec.decode(msg.data or b"{}"))
-        elif subject.startswith(model):
+        subject, at_seq = msg.subject or "", msg.seq or seq
+        seq = at_seq + 1
+        if subject.startswith(model):
             m = _model.decode(msg.data or b"{}")
             out.append(JournalEntry(op=MODEL_OP, account="", user="", at=m.at, body=msgspec.to_builtins(m)))
+        elif upto is not None and at_seq > upto:
+            continue
+        elif subject.startswith(writes):
+            out.append(_dec.decode(msg.data or b"{}"))
         elif subject == added or subject.startswith(added + "."):
             for e in _added.decode(msg.data or b"{}").entries:
                 m = e.message
@@ -77,7 +79,11 @@ async def record(nc: NATS, prefix: str, *, after: int = 0, upto: int | None = No
                 out.append(JournalEntry(op=catalog.SESSIONS_ADD_MESSAGE.name, account=e.account, user=e.user,
                                         agent=e.agent,
                                         peer=e.peer, at=m.created_at, body=body, ids={"message_id": m.id}))
-        seq = (msg.seq or seq) + 1
+
+
+def answers(entries: list[JournalEntry]) -> list[ModelOutput]:
+    """The model answers a journal carries."""
+    return [msgspec.convert(e.body, ModelOutput) for e in entries if e.op == MODEL_OP]
 
 
 def save(entries: list[JournalEntry], path: Path) -> None:
@@ -106,12 +112,7 @@ async def apply(nc: NATS, prefix: str, entries: list[JournalEntry], *, api_key: 
                 timeout_s: float = 300.0, progress: Callable[[int], None] | None = None) -> int:
     """Re-send every entry in order; stops at the first refusal (a replay must not diverge). The
     model answers go into the target's event log first: a write may need an answer logged after it."""
-    js = nc.jetstream(timeout=10.0)
-    for e in entries:
-        if e.op == MODEL_OP:
-            out = msgspec.convert(e.body, ModelOutput)
-            await js.publish(f"{prefix}.evt.{MODEL_EVENT}.{out.key}", msgspec.json.encode(out),
-                             headers={"Nats-Msg-Id": f"model-{out.key}"})
+    await model_log.publish_answers(nc, prefix, answers(entries), "replay")
     writes = 0
     for i, e in enumerate(entries):
         if e.op == MODEL_OP:

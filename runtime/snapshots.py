@@ -31,7 +31,7 @@ from nats.js.errors import NotFoundError
 from skald.messages import subjects
 from skald.messages.index import IndexChange
 from skald.messages.journal import ModelOutput
-from skald.runtime.model_log import EVENT as MODEL_EVENT
+from skald.runtime import model_log
 from skald.runtime.streams import stream_name
 
 META, TREE, INDEX, ANSWERS = "snapshot.json", "tree.tar", "index.bin", "answers.jsonl"
@@ -168,15 +168,6 @@ async def publish_state(nc: NATS, prefix: str, snap: Path, window: int = 256) ->
             pending = []
     await asyncio.gather(*pending)
     answers = load_answers(snap)
-    await publish_answers(nc, prefix, answers, "restore")
+    await model_log.publish_answers(nc, prefix, answers, "restore")
     return rows, len(answers)
-
-
-async def publish_answers(nc: NATS, prefix: str, answers: list[ModelOutput], tag: str) -> None:
-    """Model answers into a deployment's event log, where its `LoggedLLM` looks them up. `tag` makes
-    the message ids new: the answer's own id would be dropped inside the window of an earlier publish."""
-    js = nc.jetstream(timeout=10.0)
-    for a in answers:
-        await js.publish(subjects.event(prefix, f"{MODEL_EVENT}.{a.key}"), msgspec.json.encode(a),
-                         headers={"Nats-Msg-Id": f"model-{a.key}-{tag}"})
 
