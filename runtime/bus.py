@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -66,6 +66,15 @@ H_FORWARDED = "Skald-Forwarded"
 LEASE_TTL_S = 6.0
 
 
+class LocalServer(Protocol):
+    """The host serving this process's actors (`ActorHost`), for calls that need not leave it."""
+
+    def serves(self, op: str) -> bool: ...
+
+    async def call_local(self, op: str, body: msgspec.Struct, identity: Any, timeout_s: float,
+                         index_seq: int = 0) -> Any: ...
+
+
 class NatsBus:
     """The `Bus` port over one NATS connection."""
 
@@ -79,6 +88,7 @@ class NatsBus:
         self.worker_id = worker_id
         self.lease_ttl_s = lease_ttl_s
         self._kv: Any = None
+        self.local: LocalServer | None = None  # set by the worker when in-process calls are on
 
     # ----- leases (single writer per key across workers) -------------------------------------
 
@@ -145,7 +155,10 @@ class NatsBus:
 
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
                    index_seq: int = 0) -> Any:
-        """Ask another actor (through its queue group) on behalf of the caller's identity."""
+        """Ask another actor (through its queue group) on behalf of the caller's identity; one
+        this process also runs answers in-process (the same validation, deadline, errors, journal)."""
+        if self.local is not None and self.local.serves(op.name):
+            return await self.local.call_local(op.name, body, identity, timeout_s, index_seq)
         subject = (subjects.internal if op.internal else subjects.request)(self.prefix, op.name)
         extra = {H_INDEX_SEQ: str(index_seq)} if index_seq else {}
         return await self._request(subject, body, identity, timeout_s, extra, {"op": op.name})

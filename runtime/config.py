@@ -58,6 +58,9 @@ class Config:
     ingest_concurrency: int = 2
     embed_cache_rows: int = 200_000  # passage vectors kept by content hash (~1.5 KB each at 384 dims); 0: off
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
+    # An actor's request to another actor of the same process (context mode's relay, its
+    # candidates, a session lookup) is served in-process instead of over NATS; off: always the bus.
+    local_calls: bool = True
     # How long the events stream keeps an event (0: for ever). Replay needs every event since the
     # last snapshot (`skald replay compact`), so keep it well above the compaction interval.
     events_max_age_s: float = 0.0

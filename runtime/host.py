@@ -4,13 +4,18 @@ get exactly one reply.
 Per request: size check, decode into the declared Struct (JSON or msgpack), identity from
 headers, a deadline, the handler in its own task under a bounded semaphore (nats-py runs a
 subscription's callbacks one at a time, so awaiting inside the callback would serialise the
-worker), then a typed reply. Nothing a client sends can raise out of here.
+worker), then a typed reply. Nothing a client sends can raise out of here. An actor's request to
+an actor of the same process (`call_local`) takes the same path minus the bus.
+
+Why one module: the bus path and the in-process path share one invocation (deadline, typed
+errors, journal); splitting them would put the rules a reply follows in two places.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import logging
@@ -102,6 +107,7 @@ class ActorHost:
         self._started = time.time()
         self._stopping = asyncio.Event()
         self._decoders: dict[tuple[type, bool], Any] = {}
+        self._local: dict[str, tuple[Handles, Callable[..., Any]]] = {}  # op -> this process's handler
         self.outbox = Outbox(nc, cfg.data_dir / ".skald" / "outbox")
 
     # ----- lifecycle -------------------------------------------------------------------
@@ -114,6 +120,7 @@ class ActorHost:
                 await hook()
             for decl, fn in declarations(actor):
                 if isinstance(decl, Handles):
+                    self._local[decl.op] = (decl, fn)
                     subject = (subjects.internal if decl.internal else subjects.request)(self.cfg.prefix, decl.op)
                     sub = await self.nc.subscribe(subject, queue=name, cb=self._callback(decl, fn))
                     self._subs.append(sub)
@@ -290,7 +297,12 @@ class ActorHost:
             with contextlib.suppress(ValueError):
                 seq = max(0, int(raw))
         ctx = Ctx(ident, time.monotonic() + timeout, seq, forwarded=hdrs.get("Skald-Forwarded") == "1")
-        at = self._clock(hdrs, ident)
+        return await self._invoke(decl, fn, req, ctx, self._clock(hdrs, ident), timeout), ctx
+
+    async def _invoke(self, decl: Handles, fn: Callable[..., Any], req: Any, ctx: Ctx, at: float,
+                      timeout: float) -> Reply:
+        """The handler under its deadline, its failures as typed replies, its journal event."""
+        ident = ctx.identity
         body = msgspec.json.encode(req) if decl.journal else b""
         key = hashlib.sha1(b"|".join((decl.op.encode(), _ident_key(ident), body, repr(at).encode()))).hexdigest()
         t_now, t_key = CLOCK.NOW.set(at), CLOCK.REQUEST_KEY.set(key)
@@ -300,23 +312,69 @@ class ActorHost:
         except TRANSIENT as e:  # the bus or JetStream busy for a moment: worth a retry, one log line
             log.warning("%s: transient bus failure (%s: %s); answered UNAVAILABLE", decl.op, type(e).__name__, e)
             return _error("UNAVAILABLE", f"the bus is not answering right now ({type(e).__name__}); retry",
-                          {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS}), ctx
+                          {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS})
         except TimeoutError:
-            return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout}), ctx
+            return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout})
         except E.SkaldError as e:
-            return _error(e.code, e.message, e.details), ctx
+            return _error(e.code, e.message, e.details)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             log.error("%s: the disk is full (%s); answered UNAVAILABLE", decl.op, e)
             return _error("UNAVAILABLE", "the disk is full: nothing was stored; retry once space is freed",
-                          {"reason": "no_space", "retry_after_ms": RETRY_AFTER_MS}), ctx
+                          {"reason": "no_space", "retry_after_ms": RETRY_AFTER_MS})
         finally:
             CLOCK.NOW.reset(t_now)
             CLOCK.REQUEST_KEY.reset(t_key)
         if decl.journal and not ctx.relayed:
             await self._journal(decl.op, ident, body, at, key, result)
-        return Reply(status="ok", result=result), ctx
+        return Reply(status="ok", result=result)
+
+    def serves(self, op: str) -> bool:
+        """Whether a request for `op` from an actor of this process can be served here, now."""
+        local = self._local.get(op)
+        if local is None or self._stopping.is_set():
+            return False
+        cap = local[0].concurrency
+        return cap is None or self._op_in_flight.get(op, 0) < cap
+
+    async def call_local(self, op: str, body: msgspec.Struct, identity: Identity, timeout_s: float,
+                         index_seq: int = 0) -> Any:
+        """An actor's request to another actor of this same process, without the two bus hops:
+        the same decoding (the body goes through JSON, so validation is the wire's), deadline,
+        typed errors and journal as a request from NATS, and the result as the caller would have
+        decoded it from the reply. A handler at its own concurrency cap is left to the bus."""
+        decl, fn = self._local[op]
+        try:
+            req = self._decoder(decl.request, False).decode(_json.encode(body))
+        except msgspec.ValidationError as e:
+            raise E.InvalidArgument(str(e), {"type": decl.request.__name__}) from e
+        if self.keys.enabled:  # the callee sees a worker's hop, as it would over the bus
+            identity = dataclasses.replace(identity, role="root" if identity.is_root else "worker")
+        timeout = max(0.001, min(decl.timeout_s, timeout_s))
+        ctx = Ctx(identity, time.monotonic() + timeout, index_seq)
+        at = CLOCK.NOW.get() or time.time()
+        t0 = time.perf_counter()
+        self._op_in_flight[op] = self._op_in_flight.get(op, 0) + 1
+        hdrs: dict[str, str] = {}
+        tracing.inject(hdrs)  # the local hop's span is the child of the caller's, as over the bus
+        with tracing.serve(decl.op, hdrs, worker=self.worker_id) as span:
+            try:
+                reply = await self._invoke(decl, fn, req, ctx, at, timeout)
+            except BaseException as e:  # noqa: BLE001 - as on the bus: a crash is an INTERNAL reply
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+                log.exception("handler crashed on local %s", decl.op)
+                reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
+            finally:
+                self._op_in_flight[op] -= 1
+            code = reply.error.code if reply.error is not None else "OK"
+            tracing.outcome(span, code)
+        self.metrics.requests.labels(decl.op, code).inc()
+        self.metrics.latency.labels(decl.op).observe(time.perf_counter() - t0)
+        if reply.error is not None:
+            raise E.from_wire(reply.error.code, reply.error.message, reply.error.details)
+        return msgspec.json.decode(_json.encode(reply.result))
 
     def _clock(self, hdrs: dict[str, str], ident: Identity) -> float:
         """The request's time: now, or on a replay the original's (`Skald-Clock`), which only

@@ -53,7 +53,7 @@ class OpenAIChat:
         t = timeout_s or self.timeout_s
         # Retries end a little before the caller's fuse, so a server that keeps failing is reported
         # as the failure it is, not as a timeout.
-        inner = max(0.05, t - min(0.1, t / 10))
+        inner = max(0.05, t - min(0.25, t / 4))
         r = await asyncio.wait_for(retries.post_json(self._client, f"{self.base_url}/chat/completions", body, inner,
                                                      self.stats), t)
         data = r.json()

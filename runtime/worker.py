@@ -87,7 +87,8 @@ def make_keys(cfg: Config) -> KeyStore:
     return KeyStore(Path(cfg.keys_file) if cfg.keys_file else None, cfg.root_key, cfg.worker_secret)
 
 
-async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | None = None) -> dict[str, object]:
+async def build_actors(cfg: Config, nc: NATS, worker_id: str,
+                       keys: KeyStore | None = None) -> tuple[dict[str, object], NatsBus]:
     keys = keys or make_keys(cfg)
     bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret,
                   replicas=cfg.stream_replicas)
@@ -130,7 +131,7 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
             log.warning("actor %s is not implemented in this build; skipped", name)
         else:
             raise SystemExit(f"unknown actor {name!r}")
-    return actors
+    return actors, bus
 
 
 def claim_data_dir(data_dir: Path, exclusive: bool, nats_urls: list[str] | None = None) -> Any:
@@ -214,11 +215,13 @@ class Worker:
         await ensure_streams(self.nc.jetstream(), cfg.prefix, cfg.stream_replicas,
                              events_max_age_s=cfg.events_max_age_s)
         worker_id = new_worker_id(cfg)
-        actors = await build_actors(cfg, self.nc, worker_id, keys)
+        actors, bus = await build_actors(cfg, self.nc, worker_id, keys)
         self.metrics = Metrics()
         tracing.setup(cfg.tracing, f"skald-{'-'.join(cfg.actors)}", cfg.otlp_endpoint, sample=cfg.trace_sample)
         self.host = ActorHost(self.nc, cfg, actors, worker_id, keys, self.metrics)
         await self.host.start()
+        if cfg.local_calls:
+            bus.local = self.host
         if cfg.metrics_port:
             log.info("metrics at %s", self.metrics.serve(cfg.metrics_host, cfg.metrics_port))
         return self.url

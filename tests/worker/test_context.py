@@ -379,3 +379,22 @@ async def test_context_mode_honours_search_type_keywords(client: SkaldClient) ->
     found = {e["uri"] for e in keywords["entries"]}
     assert "viking://resources/kw/disk.md" in found and "viking://resources/kw/other.md" not in found
     assert "search_type" not in keywords["stats"].get("ignored", [])
+
+
+async def test_context_mode_stays_in_process_when_its_actors_do(deploy: Callable[..., Any]) -> None:
+    """With every actor in one worker, context mode's relay to the assembler, its candidates and
+    its session lookup are answered in-process: the worker sends the reply and nothing else, where
+    the bus path sends each hop's request and reply. The answer is the same."""
+    got: dict[bool, tuple[dict[str, Any], int]] = {}
+    for local in (True, False):
+        w, c = await deploy(local_calls=local)
+        await seed(c)
+        body = {"query": "caddy upstream port", **CTX, "session_id": "s1", "max_tokens": 800, "dedup_turns": 0}
+        await c.call("search.search", body)  # the session now exists
+        before = w.nc.stats["out_msgs"]
+        r = await c.call("search.search", body)
+        got[local] = (r, w.nc.stats["out_msgs"] - before)
+    (a, sent_local), (b, sent_bus) = got[True], got[False]
+    shape = [[(e["category"], e["detail"], e["text"]) for e in r["entries"]] for r in (a, b)]
+    assert shape[0] == shape[1] and shape[0]
+    assert sent_local == 1 and sent_bus == 7, (sent_local, sent_bus)
