@@ -1,0 +1,76 @@
+"""An OpenAI-compatible model server on loopback for side-by-side benchmarks: `/v1/embeddings`
+answers Skald's hashed 384-dim vectors (cheap and deterministic, so what is measured is each
+system's own cost, not a model's), `/v1/chat/completions` a short fixed summary (what OpenViking's
+ingest asks its VLM for). Its own process, so neither system's event loop serves it; HTTP/1.1
+keep-alive, as a real embeddings server.
+
+    .venv/bin/python bench/model_server.py          # prints its port, serves until killed
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from skald.runtime.embedders import HashEmbedder  # noqa: E402
+
+EMBED = HashEmbedder()
+SUMMARY = "A document about operations: hosts, services, ports and the steps to change them."
+
+
+def answer(path: str, body: dict[str, object]) -> dict[str, object]:
+    if path.endswith("/embeddings"):
+        raw = body.get("input", [])
+        texts = [raw] if isinstance(raw, str) else [str(t) for t in raw]  # type: ignore[union-attr]
+        data = [{"object": "embedding", "index": i, "embedding": [round(float(x), 6) for x in EMBED.embed_sync(t)]}
+                for i, t in enumerate(texts)]
+        tokens = sum(len(t.split()) for t in texts)
+        return {"object": "list", "data": data, "model": body.get("model", "hash"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return {"id": "bench", "object": "chat.completion", "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": SUMMARY}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 16, "total_tokens": 26}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body leave in two writes: with Nagle on, the body waits for the client's
+        # delayed ACK (40 ms). Real model servers (uvicorn, vLLM) set TCP_NODELAY too.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - /v1/models, for clients that probe
+        self._send({"object": "list", "data": [{"id": "hash", "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        self._send(answer(self.path, body))
+
+    def _send(self, out: dict[str, object]) -> None:
+        raw = json.dumps(out).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+def main() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

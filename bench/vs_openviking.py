@@ -1,0 +1,290 @@
+"""Skald beside OpenViking 0.5.2 on one machine: the same documents, the same OpenAI-compatible
+embeddings server on loopback (`bench/model_server.py`, its own process), find and context
+assembly asked of both, alternating, every query different (neither system may answer from a
+query-vector cache). Each system's own cost is its p50 minus the embedding round trip measured
+in the same run.
+
+OpenViking is installed by this bench into its own virtual environment (never a dependency of
+Skald) and run as `openviking-server`; Skald as `skald up` (every actor, embedded nats-server),
+asked over NATS with Skald's client and over HTTP through `skald http`, its OpenViking-compatible
+gateway, so the HTTP columns compare like with like.
+
+    .venv/bin/python bench/vs_openviking.py                       # 100 documents, 200 rounds
+    .venv/bin/python bench/vs_openviking.py --skald-rows 100000   # and Skald alone at 100k rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openviking_sdk as ov
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from skald.runtime.client import SkaldClient  # noqa: E402
+
+BIN = Path(sys.executable).parent
+HERE = Path(__file__).resolve().parent
+OV_VERSION = "0.5.2"
+SERVICES = "caddy nginx postgres redis kafka grafana vault consul etcd minio".split()
+VERBS = "restart rotate drain resize migrate patch reload snapshot".split()
+
+
+def document(i: int) -> str:
+    """A runbook with a host, a service, a port and steps: unique facts a query can aim at."""
+    svc, verb = SERVICES[i % len(SERVICES)], VERBS[(i // len(SERVICES)) % len(VERBS)]
+    host, port = f"host-{i:03d}", 20000 + i * 7
+    steps = "\n".join(f"{k + 1}. Step {k + 1} to {verb} {svc} on {host}: check the unit, then watch its log "
+                      f"for errors for {k + 2} minutes." for k in range(6))
+    return (f"# Runbook {i}: {verb} {svc} on {host}\n\n{svc} on {host} listens on port {port}. Ticket OPS-{4000 + i} "
+            f"tracks the last change, owned by team {['atlas', 'borealis', 'cygnus', 'draco'][i % 4]}.\n\n"
+            f"## Steps\n\n{steps}\n\n## Rollback\n\nIf {svc} on {host} fails after the {verb}, restore the previous "
+            f"configuration from the backup taken before step 1 and page the owning team.\n")
+
+
+def queries(n: int, docs: int, seed: int = 11) -> list[str]:
+    """`n` different questions about the documents (no two alike, so no cache answers one)."""
+    rng = random.Random(seed)
+    forms = ["which port does {svc} on host-{i:03d} listen on", "how do I {verb} {svc} on host-{i:03d}",
+             "rollback after a failed {verb} of {svc} host-{i:03d}", "who owns ticket OPS-{t} for {svc}"]
+    out: list[str] = []
+    while len(out) < n:
+        i = rng.randrange(docs)
+        q = rng.choice(forms).format(svc=SERVICES[i % len(SERVICES)], verb=rng.choice(VERBS), i=i, t=4000 + i)
+        q = f"{q} ({len(out)})"
+        out.append(q)
+    return out
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
+
+
+def ensure_openviking(venv: Path) -> Path:
+    """The `openviking-server` of a virtual environment of its own, installed on first use."""
+    server = venv / "bin" / "openviking-server"
+    if not server.exists():
+        print(f"installing openviking=={OV_VERSION} into {venv} (once) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"openviking=={OV_VERSION}"], check=True)
+    return server
+
+
+def start(cmd: list[str], ready: Callable[[str], str | None], env: dict[str, str], cwd: Path,
+          log: Path) -> tuple[subprocess.Popen[str], str]:
+    """A server process and what `ready` finds in its first lines of output."""
+    out = log.open("w")
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=out)
+    assert p.stdout is not None
+    for line in p.stdout:
+        out.write(line)
+        got = ready(line)
+        if got:
+            return p, got
+    raise SystemExit(f"{cmd[0]} exited before it was ready; see {log}")
+
+
+async def wait_http(url: str, timeout_s: float = 120.0) -> None:
+    end = time.monotonic() + timeout_s
+    async with httpx.AsyncClient() as h:
+        while time.monotonic() < end:
+            try:
+                if (await h.get(url)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.2)
+    raise SystemExit(f"{url} did not answer in {timeout_s:.0f}s")
+
+
+async def timed(call: Awaitable[Any]) -> float:
+    t = time.perf_counter()
+    await call
+    return (time.perf_counter() - t) * 1000
+
+
+def ok(r: httpx.Response) -> dict[str, Any]:
+    r.raise_for_status()
+    body = r.json()
+    if body.get("status") != "ok":
+        raise RuntimeError(f"{r.request.url}: {body}")
+    return body["result"]  # type: ignore[no-any-return]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=200, help="requests of each kind to each system")
+    ap.add_argument("--ov-venv", type=Path, default=Path.home() / ".cache" / "skald-bench" / f"openviking-{OV_VERSION}")
+    ap.add_argument("--skald-rows", type=int, default=0,
+                    help="after the side-by-side, fill Skald to this many documents and measure it alone")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="skald-bench-vs-ov-"))
+    ov_server = ensure_openviking(args.ov_venv)
+    procs: list[subprocess.Popen[str]] = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKALD_", "OPENVIKING_"))}
+    try:
+        model, port = start([sys.executable, str(HERE / "model_server.py")], lambda s: s.strip() or None, env, tmp,
+                            tmp / "model.log")
+        procs.append(model)
+        base = f"http://127.0.0.1:{port}/v1"
+        # OpenViking: its HTTP server, local storage, both models on the loopback server.
+        conf = {"storage": {"workspace": str(tmp / "ov-data"), "vectordb": {"name": "context", "backend": "local"},
+                            "agfs": {"backend": "local"}},
+                "embedding": {"dense": {"api_base": base, "api_key": "x", "provider": "openai", "dimension": 384,
+                                        "model": "hash"}},
+                "vlm": {"api_base": base, "api_key": "x", "provider": "openai", "model": "stub"}}
+        (tmp / "ov.conf").write_text(json.dumps(conf))
+        ov_port = 18000 + random.randrange(1000)
+        ov_proc = subprocess.Popen([str(ov_server), "--config", str(tmp / "ov.conf"), "--host", "127.0.0.1",
+                               "--port", str(ov_port)], env=env, cwd=tmp, stdout=(tmp / "ov.log").open("w"),
+                              stderr=subprocess.STDOUT)
+        procs.append(ov_proc)
+        ov_url = f"http://127.0.0.1:{ov_port}"
+        # Skald: every actor and an embedded nats-server; the same models; its HTTP gateway beside it.
+        skald_env = {**env, "SKALD_EMBEDDER": "openai", "SKALD_EMBED_BASE_URL": base, "SKALD_EMBED_MODEL": "hash",
+                     "SKALD_EMBED_DIM": "384", "SKALD_LLM_BASE_URL": base, "SKALD_LLM_MODEL": "stub"}
+        up, nats = start([str(BIN / "skald"), "up", "--data-dir", str(tmp / "skald-data"), "--nats-port", "-1"],
+                         lambda s: (m.group(1) if (m := re.match(r"skald ready (nats://\S+)", s)) else None),
+                         skald_env, tmp, tmp / "skald.log")
+        procs.append(up)
+        gw_port = ov_port + 1000
+        gw = subprocess.Popen([str(BIN / "skald"), "http", "--nats-url", nats, "--port", str(gw_port)], env=env,
+                              cwd=tmp, stdout=subprocess.DEVNULL, stderr=(tmp / "gateway.log").open("w"))
+        procs.append(gw)
+        gw_url = f"http://127.0.0.1:{gw_port}"
+        await wait_http(f"{ov_url}/health")
+        await wait_http(f"{gw_url}/health")
+        c = await SkaldClient.connect(nats, timeout_s=60.0)
+        print(f"skald vs openviking {OV_VERSION}: {args.docs} documents, {args.rounds} rounds, data in {tmp}")
+
+        docs = tmp / "docs"
+        docs.mkdir()
+        for i in range(args.docs):
+            (docs / f"runbook-{i:03d}.md").write_text(document(i))
+        async with httpx.AsyncClient(base_url=ov_url, timeout=300.0) as ovh, \
+                httpx.AsyncClient(base_url=gw_url, timeout=60.0) as gwh:
+            sdk = ov.AsyncHTTPClient(url=ov_url, api_key="", user="default", timeout=300)
+            await sdk.initialize()
+            await sdk.mkdir("viking://resources/bench")
+            ov_ingest, sk_ingest = [], []
+            for i in range(args.docs):
+                path = docs / f"runbook-{i:03d}.md"
+                ov_ingest.append(await timed(sdk.add_resource(
+                    str(path), parent="viking://resources/bench", wait=True)))
+                sk_ingest.append(await timed(c.call("resources.add", {
+                    "content": path.read_text(), "name": path.name,
+                    "target_uri": f"viking://resources/bench/{path.stem}",
+                    "wait": True})))
+            print(f"ingest per document p50: OpenViking {pct(ov_ingest, 0.5):.1f} ms, "
+                  f"Skald {pct(sk_ingest, 0.5):.1f} ms")
+
+            warm = 10
+            qs = queries((args.rounds + warm) * 7, args.docs)
+            embed = httpx.AsyncClient(base_url=base, timeout=10.0)
+            lat: dict[str, list[float]] = {}
+            ctx = {"mode": "context", "max_tokens": 1600}
+            for r in range(args.rounds + warm):
+                q = qs[r * 7: r * 7 + 7]
+                got = {
+                    "embedding round trip": await timed(embed.post("/embeddings", json={
+                        "input": [f"query: {q[0]}"], "model": "hash"})),
+                    "OpenViking find (HTTP)": await timed(ovh.post("/api/v1/search/find", json={
+                        "query": q[1], "limit": 10})),
+                    "Skald find (NATS)": await timed(c.call("search.find", {"query": q[2], "limit": 10})),
+                    "Skald find (HTTP)": await timed(gwh.post("/api/v1/search/find", json={
+                        "query": q[3], "limit": 10})),
+                    "OpenViking context (HTTP)": await timed(ovh.post("/api/v1/search/search", json={
+                        "query": q[4], **ctx})),
+                    "Skald context (NATS)": await timed(c.call("search.search", {"query": q[5], **ctx})),
+                    "Skald context (HTTP)": await timed(gwh.post("/api/v1/search/search", json={
+                        "query": q[6], **ctx})),
+                }
+                if r >= warm:
+                    for k, v in got.items():
+                        lat.setdefault(k, []).append(v)
+            # What each answer holds, so a fast empty answer cannot pass for a cheap one.
+            probe = "which port does caddy on host-000 listen on"
+            ov_hits = ok(await ovh.post("/api/v1/search/find", json={"query": probe, "limit": 3}))["resources"]
+            sk_hits = (await c.call("search.find", {"query": probe, "limit": 3}))["resources"]
+            await embed.aclose()
+            await sdk.close()
+        rt = pct(lat["embedding round trip"], 0.5)
+        print(f"\n| path | p50 ms | p95 ms | own cost p50 (minus embedding {rt:.2f} ms) |")
+        print("|---|---|---|---|")
+        for k, v in lat.items():
+            own = "" if k.startswith("embedding") else f"{pct(v, 0.5) - rt:.2f}"
+            print(f"| {k} | {pct(v, 0.5):.2f} | {pct(v, 0.95):.2f} | {own} |")
+        for name, hits in (("OpenViking", ov_hits), ("Skald", sk_hits)):
+            print(f"{name} top hit for {probe!r}: {hits[0]['uri'] if hits else None}")
+        own = {k: pct(v, 0.5) - rt for k, v in lat.items()}
+        ratio = {kind: own[f"OpenViking {kind} (HTTP)"] / max(1e-6, own[f"Skald {kind} (NATS)"])
+                 for kind in ("find", "context")}
+        print(f"own cost, OpenViking / Skald (NATS): find {ratio['find']:.1f}x, context {ratio['context']:.1f}x. "
+              "Floors (issue 19): Skald's own cost <= 1.5 ms find, <= 3 ms context at 100 documents.")
+        if args.skald_rows:
+            await fill_and_measure(c, base, args.skald_rows, args.docs, args.rounds)
+        await c.close()
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+async def fill_and_measure(c: SkaldClient, base: str, rows: int, have: int, rounds: int) -> None:
+    """Skald alone at `rows` documents (OpenViking's ingest, ~0.5 s a document here, rules it out)."""
+    t = time.perf_counter()
+    sem = asyncio.Semaphore(32)
+
+    async def add(i: int) -> None:
+        async with sem:
+            await c.call("resources.add", {"content": document(i), "name": f"filler-{i:06d}.md",
+                                           "target_uri": f"viking://resources/filler/f{i:06d}"})
+
+    for start_i in range(have, rows, 2000):
+        await asyncio.gather(*(add(i) for i in range(start_i, min(rows, start_i + 2000))))
+    while True:
+        stats = await c.stats()
+        health = await c.health()
+        if (stats.queues.get("ingest") or {}).get("messages", 0) == 0 and health.actors["retriever"]["lag"] == 0:
+            break
+        await asyncio.sleep(1.0)
+    print(f"\nSkald filled to {rows} documents in {time.perf_counter() - t:.0f} s")
+    qs = queries(rounds * 3, rows, seed=29)
+    lat: dict[str, list[float]] = {}
+    async with httpx.AsyncClient(base_url=base, timeout=10.0) as embed:
+        for r in range(rounds):
+            q = qs[r * 3: r * 3 + 3]
+            lat.setdefault("embedding round trip", []).append(await timed(embed.post("/embeddings", json={
+                "input": [f"query: {q[0]}"], "model": "hash"})))
+            lat.setdefault("Skald find (NATS)", []).append(await timed(c.call("search.find", {
+                "query": q[1], "limit": 10})))
+            lat.setdefault("Skald context (NATS)", []).append(await timed(c.call("search.search", {
+                "query": q[2], "mode": "context", "max_tokens": 1600})))
+    rt = pct(lat["embedding round trip"], 0.5)
+    for k, v in lat.items():
+        own = "" if k.startswith("embedding") else f", own {pct(v, 0.5) - rt:.2f}"
+        print(f"{k} at {rows} documents: p50 {pct(v, 0.5):.2f} ms, p95 {pct(v, 0.95):.2f}{own}")
+    print("Floors (issue 19): own cost <= 2 ms find, <= 4 ms context at 100k rows.")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
