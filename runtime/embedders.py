@@ -13,10 +13,10 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import numpy as np
 
 from skald.runtime import retries
+from skald.runtime.httpjson import JsonClient
 from skald.store import vectors
 from skald.store.vectors import VectorCache
 
@@ -123,7 +123,7 @@ class OpenAIEmbedder:
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self._client = JsonClient(headers)
         self.timeout_s = timeout_s
         self.usage_tokens = 0
         self.stats = retries.Stats()

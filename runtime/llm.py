@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
-
 from skald.actors.kit.ports import LLM, Completion, Usage
 from skald.actors.text import extract
 from skald.runtime import retries
+from skald.runtime.httpjson import JsonClient
 from skald.store.tokens import estimate_tokens
 
 
@@ -37,7 +36,7 @@ class OpenAIChat:
         self.name = f"openai:{model}"
         self.timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self._client = JsonClient(headers)
         self.stats = retries.Stats()
 
     async def complete(self, system: str, user: str, *, max_tokens: int = 512,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import httpx
-
 from skald.runtime import retries
+from skald.runtime.httpjson import JsonClient
 
 MAX_DOCS = 100  # one call never carries more
 MAX_DOC_CHARS = 2_048
@@ -16,7 +15,7 @@ class HttpReranker:
         self.model = model
         self.name = f"rerank:{model or 'default'}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+        self._client = JsonClient(headers)
         self.timeout_s = timeout_s
         self.stats = retries.Stats()
 

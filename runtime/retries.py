@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from skald.runtime.httpjson import AttemptTimeout, JsonClient, Response, TransportError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 5
@@ -21,12 +22,12 @@ BACKOFF_MAX_S = 8.0
 
 
 class Transient(Exception):  # noqa: N818 - a signal for the retry loop, raised only inside it
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"HTTP {response.status}")
         self.response = response
 
 
-def retry_after(response: httpx.Response | None) -> float | None:
+def retry_after(response: Response | None) -> float | None:
     """Seconds from a `Retry-After` header (delta-seconds form), if any."""
     raw = response.headers.get("retry-after") if response is not None else None
     try:
@@ -43,8 +44,8 @@ class Stats:
         self.gave_up = 0
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: Any, deadline_s: float,
-                    stats: Stats | None = None, attempts: int = ATTEMPTS) -> httpx.Response:
+async def post_json(client: JsonClient, url: str, body: Any, deadline_s: float,
+                    stats: Stats | None = None, attempts: int = ATTEMPTS) -> Response:
     """POST `body`; the first non-transient answer (raised for an error status), or the last
     transient failure once attempts or the deadline run out."""
     end = time.monotonic() + deadline_s
@@ -60,7 +61,7 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any, deadline_s: 
         return time.monotonic() >= end - 0.01
 
     def transient(e: BaseException) -> bool:
-        return isinstance(e, (Transient, httpx.TransportError)) and time.monotonic() < end
+        return isinstance(e, (Transient, TransportError)) and time.monotonic() < end
 
     def before_sleep(state: RetryCallState) -> None:
         if stats is not None:
@@ -72,16 +73,16 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any, deadline_s: 
         async for attempt in retrying:
             with attempt:
                 left = end - time.monotonic()
-                r = await client.post(url, json=body, timeout=max(0.05, left))
-                if r.status_code in RETRY_STATUS:
+                r = await client.post(url, body, max(0.05, left))
+                if r.status in RETRY_STATUS:
                     raise Transient(r)
-                r.raise_for_status()
+                r.raise_for_status(url)
                 return r
     except Transient as e:
         if stats is not None:
             stats.gave_up += 1
-        e.response.raise_for_status()
+        e.response.raise_for_status(url)
         raise
-    except httpx.TimeoutException as e:  # out of time: the same error a caller's own fuse raises
+    except AttemptTimeout as e:  # out of time: the same error a caller's own fuse raises
         raise TimeoutError(f"no answer from {url} within {deadline_s:.1f}s") from e
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

@@ -155,14 +155,19 @@ class KeywordIndex:
                 df = len(self._post.get(t, ()))
                 idf[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
             total = sum(idf.values()) or 1.0
-            out = []
-            for label in labels:
-                have = self._terms.get(label, ())
-                out.append(sum(w for t, w in idf.items() if t in have) / total if have else 0.0)
-            return out
+            out = [0.0] * len(labels)
+            for t, w in idf.items():  # a few query terms x a dict lookup per row: no scan of any row's terms
+                post = self._post.get(t)
+                if post:
+                    for i, label in enumerate(labels):
+                        if label in post:
+                            out[i] += w
+            return [x / total for x in out]
 
-    def search(self, query: str, k: int, allow: Callable[[int], bool]) -> list[tuple[int, float]]:
-        """Top k (label, BM25 score) among labels `allow` accepts."""
+    def search(self, query: str, k: int,
+               allow: Callable[[np.ndarray], np.ndarray]) -> list[tuple[int, float]]:
+        """Top k (label, BM25 score) among the labels `allow` accepts (it takes an array of labels and
+        answers a boolean array: filters run as array operations)."""
         terms = query_terms(query)
         with self._lock:
             n = len(self._terms)
@@ -190,12 +195,8 @@ class KeywordIndex:
         while True:
             top = hit[np.argpartition(-scores[hit], want - 1)[:want]] if want < hit.size else hit
             top = top[np.argsort(-scores[top], kind="stable")]
-            out = []
-            for label in top.tolist():
-                if allow(label):
-                    out.append((label, float(scores[label])))
-                    if len(out) >= k:
-                        return out
-            if want >= hit.size:
+            top = top[allow(top)][:k]
+            out = list(zip(top.tolist(), scores[top].tolist(), strict=True))
+            if len(out) >= k or want >= hit.size:
                 return out
             want = min(hit.size, want * 4)

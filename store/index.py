@@ -82,6 +82,7 @@ class Hit:
     score: float
     keep: bool = True  # passes the caller's collection filter (search_children_many with `collect`)
     gate: float | None = None  # what a threshold compares, when not the score (hybrid: strong keyword evidence only)
+    label: int = -1  # the row's slot in this index (-1: not known), so callers need no key lookup
 
 
 @dataclass(slots=True)
@@ -112,6 +113,7 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._labels: dict[str, int] = {}
         self._rows: list[IndexRow | None] = []
+        self._skeys: list[str] = []  # each row's `_sort_key` (its scope key), "" for a free slot
         self._vecs = np.zeros((capacity, dim), dtype=np.float32)
         self._level = np.zeros(capacity, dtype=np.int8)
         self._ctype = np.zeros(capacity, dtype=np.int8)
@@ -187,10 +189,12 @@ class VectorIndex:
                     label = self._free.pop() if self._free else len(self._rows)
                     if label == len(self._rows):
                         self._rows.append(None)
+                        self._skeys.append("")
                     self._grow(label + 1)
                     self._labels[key] = label
                     forgotten.add(label)  # new: nothing counted yet, even if it comes again in this batch
                     sk = _sort_key(row.account, row.uri)
+                    self._skeys[label] = sk
                     pos = bisect.bisect_right(self._sorted_keys, sk)
                     self._sorted_keys.insert(pos, sk)
                     self._sorted_labels.insert(pos, label)
@@ -340,6 +344,7 @@ class VectorIndex:
                 self._level_mat.clear()
             self._forget_adj(label)
             self._rows[label] = None
+            self._skeys[label] = ""
             self.keywords.remove(label)
             self._alive[label] = False
             if label in self._pending:
@@ -357,15 +362,18 @@ class VectorIndex:
 
     # ----- reads ------------------------------------------------------------------
 
-    def _ranges(self, account: str, prefixes: list[str] | None) -> list[tuple[int, int]]:
+    @staticmethod
+    def _starts(account: str, prefixes: list[str] | None) -> tuple[str, ...]:
+        """The scope keys a query's rows start with: the account, or its prefixes' subtrees."""
         if prefixes is None:
-            starts = [f"{account}\x00"]
-        else:
-            starts = [_sort_key(account, p.rstrip("/")) for p in prefixes]
-            # A root-level prefix ("viking://") covers the account.
-            starts = [f"{account}\x00" if s.endswith("\x00viking:///") else s for s in starts]
+            return (f"{account}\x00",)
+        starts = [_sort_key(account, p.rstrip("/")) for p in prefixes]
+        # A root-level prefix ("viking://") covers the account.
+        return tuple(sorted({f"{account}\x00" if s.endswith("\x00viking:///") else s for s in starts}))
+
+    def _ranges(self, account: str, prefixes: list[str] | None) -> list[tuple[int, int]]:
         spans = []
-        for s in sorted(set(starts)):
+        for s in self._starts(account, prefixes):
             lo = bisect.bisect_left(self._sorted_keys, s)
             hi = bisect.bisect_left(self._sorted_keys, s + "\U0010ffff")
             if hi > lo:
@@ -385,16 +393,19 @@ class VectorIndex:
         return out
 
     def _in_scope(self, row: IndexRow, account: str, prefixes: list[str] | None) -> bool:
-        if row.account != account:
-            return False
-        if prefixes is None:
-            return True
-        u = row.uri.replace("#", "/") + "/"
-        for p in prefixes:
-            p = p.rstrip("/") + "/"
-            if p == "viking:///" or u.startswith(p):
-                return True
-        return False
+        return _sort_key(row.account, row.uri).startswith(self._starts(account, prefixes))
+
+    def _allow_many(self, labels: np.ndarray, q: Query) -> np.ndarray:
+        """`allows` for many labels at once: the numeric filters as array operations, then scope
+        (one `startswith` over the scope keys) and the predicate for the rows still standing."""
+        ok = self._mask(labels, q)
+        starts = self._starts(q.account, q.prefixes)
+        skeys, rows, pred = self._skeys, self._rows, q.predicate
+        for i in np.flatnonzero(ok).tolist():
+            label = int(labels[i])
+            if not skeys[label].startswith(starts) or (pred is not None and not pred(rows[label])):  # type: ignore[arg-type]
+                ok[i] = False
+        return ok
 
     @staticmethod
     def _member(values: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
@@ -466,10 +477,11 @@ class VectorIndex:
             top = top[np.argsort(-scores[top], kind="stable")]
             hits = []
             for i in top.tolist():
-                row = self._rows[int(labels[i])]
+                label = int(labels[i])
+                row = self._rows[label]
                 if row is None or (q.predicate is not None and not q.predicate(row)):
                     continue
-                hits.append(Hit(row, float(scores[i])))
+                hits.append(Hit(row, float(scores[i]), label=label))
                 if len(hits) >= k:
                     break
             if len(hits) >= k or want >= labels.size:
@@ -493,6 +505,7 @@ class VectorIndex:
         scores = mat @ vec + self._adjust(labels, q.account)
         ok = self._mask(labels, q)
         scores = np.where(ok, scores, -np.inf)
+        starts = self._starts(q.account, q.prefixes)
         want = min(labels.size, max(k * 8, 64))
         while True:
             top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
@@ -502,12 +515,13 @@ class VectorIndex:
                 sc = float(scores[i])
                 if sc == -np.inf:
                     break
-                row = self._rows[int(labels[i])]
-                if row is None or not self._in_scope(row, q.account, q.prefixes):
+                label = int(labels[i])
+                row = self._rows[label]
+                if row is None or not self._skeys[label].startswith(starts):
                     continue
                 if q.predicate is not None and not q.predicate(row):
                     continue
-                hits.append(Hit(row, sc))
+                hits.append(Hit(row, sc, label=label))
                 if len(hits) >= k:
                     return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
             if want >= labels.size:
@@ -525,16 +539,18 @@ class VectorIndex:
             ok = self._mask(labs, q)
             scores = 1.0 - dists[0] + self._adjust(labs, q.account)
             hits: list[Hit] = []
+            starts = self._starts(q.account, q.prefixes)
             # In adjusted-score order (the graph's order is the raw cosine's).
             for i in np.argsort(-scores, kind="stable").tolist():
                 if not ok[i]:
                     continue
-                row = self._rows[int(labs[i])]
-                if row is None or not self._in_scope(row, q.account, q.prefixes):
+                label = int(labs[i])
+                row = self._rows[label]
+                if row is None or not self._skeys[label].startswith(starts):
                     continue
                 if q.predicate is not None and not q.predicate(row):
                     continue
-                hits.append(Hit(row, float(scores[i])))
+                hits.append(Hit(row, float(scores[i]), label=label))
                 if len(hits) >= k:
                     break
             if len(hits) >= k or fetch >= self._live:
@@ -627,13 +643,21 @@ class VectorIndex:
             labels = [self._labels.get(row_key(r.account, r.uri, r.level), -1) for r in rows]
         return self.keywords.coverage(text, labels)
 
+    def keyword_coverage_labels(self, text: str, labels: list[int]) -> list[float]:
+        return self.keywords.coverage(text, labels)
+
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""
-        def allow(label: int) -> bool:
-            row = self._rows[label]
-            return row is not None and self.allows(row, q)
+        with self._lock:
+            found = self.keywords.search(text, k, lambda labels: self._allow_many(labels, q))
+            rows = self._rows
+            return [Hit(r, s, label=lab) for lab, s in found if (r := rows[lab]) is not None]
 
-        return [Hit(r, s) for lab, s in self.keywords.search(text, k, allow) if (r := self._rows[lab]) is not None]
+    def similarity_labels(self, vec: np.ndarray, labels: list[int], account: str) -> list[float]:
+        """Cosine (with the hubness correction) of `vec` with these rows of one account."""
+        with self._lock:
+            lab = np.asarray(labels, dtype=np.int64)
+            return (self._vecs[lab] @ vec + self._adjust(lab, account)).tolist()  # type: ignore[no-any-return]
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool:
         """Whether one row passes every restriction of a query (for candidates found elsewhere);
@@ -752,7 +776,8 @@ class VectorIndex:
             idx._created[label] = row.created_at
             idx._alive[label] = True
             idx._live += 1
-        pairs = sorted((_sort_key(r.account, r.uri), lab) for lab, r in enumerate(rows) if r is not None)
+        idx._skeys = [_sort_key(r.account, r.uri) if r is not None else "" for r in rows]
+        pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
         idx._sorted_keys = [p[0] for p in pairs]
         idx._sorted_labels = [p[1] for p in pairs]
         idx.applied_seq = int(meta.get("applied_seq", 0))

@@ -60,8 +60,9 @@ LENGTH_MARGIN = 0.012
 LENGTH_FROM, LENGTH_FULL = 400, 1200
 
 
-def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float, float]:
-    """(lift for ranking, lift for thresholds) of one row on the cosine scale.
+def keyword_lifts(levels: np.ndarray, relative: np.ndarray, coverage: np.ndarray,
+                  lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lift for ranking, lift for thresholds) of rows on the cosine scale, as arrays.
 
     Ranking: KEYWORD_WEIGHT x the row's BM25 relative to the best keyword hit, which reorders
     near-ties well (a shared place name, a ticket code). Thresholds: the same lift only once the
@@ -70,35 +71,57 @@ def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float
     its cosine alone would not, while a row sharing a word or two with a query about something
     else is not carried over the floor. Summaries, which list the words of everything beneath
     them, get no lift and give up SUMMARY_MARGIN: they are for descent, not for answers."""
-    if row.level != 2:
-        return -SUMMARY_MARGIN, -SUMMARY_MARGIN
-    ramp = min(1.0, max(0.0, (coverage - COVERAGE_FROM) / (COVERAGE_FULL - COVERAGE_FROM)))
-    long = min(1.0, max(0.0, (len(row.text) - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM)))
-    return KEYWORD_WEIGHT * relative, KEYWORD_WEIGHT * relative * ramp - LENGTH_MARGIN * long
+    ramp = np.clip((coverage - COVERAGE_FROM) / (COVERAGE_FULL - COVERAGE_FROM), 0.0, 1.0)
+    long = np.clip((lengths - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM), 0.0, 1.0)
+    leaf = levels == 2
+    rank = np.where(leaf, KEYWORD_WEIGHT * relative, -SUMMARY_MARGIN)
+    gate = np.where(leaf, KEYWORD_WEIGHT * relative * ramp - LENGTH_MARGIN * long, -SUMMARY_MARGIN)
+    return rank, gate
+
+
+def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float, float]:
+    """`keyword_lifts` of one row."""
+    rank, gate = keyword_lifts(np.array([row.level]), np.array([relative]), np.array([coverage]),
+                               np.array([len(row.text)]))
+    return float(rank[0]), float(gate[0])
 
 
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
            keywords_only: bool = False) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
-    cosine plus its `keyword_lift` (the gate carries the threshold's lift). A row only the
+    cosine plus its `keyword_lifts` (the gate carries the threshold's lift). A row only the
     keywords found gets its exact cosine, so the scale stays the embedder's and a calibrated
-    floor keeps its meaning. With `keywords_only`, only the rows BM25 found, scored the same way."""
+    floor keeps its meaning. With `keywords_only`, only the rows BM25 found, scored the same way.
+    Scored as arrays; only the k that come out become hits."""
     words = index.keyword_search(text, q, max(k, KEYWORD_DEPTH)) if text.strip() else []
     dense = [] if keywords_only else index.search(vec, q, k)[0]
-    top = max((h.score for h in words), default=0.0) or 1.0
-    bm25 = {(h.row.uri, h.row.level): h.score / top for h in words}
-    seen = {(h.row.uri, h.row.level) for h in dense}
-    only_words = [h.row for h in words if (h.row.uri, h.row.level) not in seen]
-    rows = [h.row for h in dense] + only_words
-    base = [h.score for h in dense] + (index.similarity(vec, only_words) if only_words else [])
-    # Coverage only matters where BM25 found the row (elsewhere both lifts are nothing).
-    matched = [h.row for h in words if h.row.level == 2]
-    cover = dict(zip(((r.uri, r.level) for r in matched), index.keyword_coverage(text, matched), strict=True))
-    out = []
-    for r, s in zip(rows, base, strict=True):
-        key = (r.uri, r.level)
-        rank_lift, gate_lift = keyword_lift(r, bm25.get(key, 0.0), cover.get(key, 0.0))
-        out.append(Hit(r, s + rank_lift, gate=s + gate_lift))
+    seen = {h.label for h in dense}
+    only_words = [h for h in words if h.label not in seen]
+    cands = dense + only_words
+    if not cands:
+        return []
+    base = np.array([h.score for h in dense] + (
+        index.similarity_labels(vec, [h.label for h in only_words], q.account) if only_words else []))
+    relative = np.zeros(len(cands))
+    coverage = np.zeros(len(cands))
+    if words:
+        top = max(h.score for h in words) or 1.0
+        pos = {h.label: i for i, h in enumerate(cands)}
+        at = np.array([pos[h.label] for h in words])
+        relative[at] = np.array([h.score for h in words]) / top
+        # Coverage only matters where BM25 found the row (elsewhere both lifts are nothing).
+        leaves = [h.label for h in words if h.row.level == 2]
+        if leaves:
+            coverage[[pos[lab] for lab in leaves]] = index.keyword_coverage_labels(text, leaves)
+    levels = np.array([h.row.level for h in cands])
+    lengths = np.array([len(h.row.text) for h in cands])
+    rank, gate = keyword_lifts(levels, relative, coverage, lengths)
+    score, gated = base + rank, base + gate
+    pick = np.arange(len(cands))
+    if len(cands) > k:  # every row tied with the k-th stays in, for the tie-break by URI below
+        kth = np.partition(-score, k - 1)[k - 1]
+        pick = np.flatnonzero(-score <= kth)
+    out = [Hit(cands[i].row, float(score[i]), gate=float(gated[i]), label=cands[i].label) for i in pick.tolist()]
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]
 

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
 from skald.runtime.embedders import OpenAIEmbedder
+from skald.runtime.httpjson import HTTPStatusError, JsonClient
 from skald.runtime.llm import LLMSummarizer, OpenAIChat
 
 
@@ -107,15 +107,16 @@ async def test_transient_failures_are_retried_honouring_retry_after() -> None:
         assert c.text == "finally" and llm.stats.retries == 2 and len(seen) == 3
         assert seen[1] - seen[0] >= 0.95  # the server asked for a second
         script[:] = [(400, {"error": "bad request"}, 0)]
-        with pytest.raises(httpx.HTTPStatusError):
+        with pytest.raises(HTTPStatusError):
             await llm.complete("sys", "user")
         assert llm.stats.retries == 2  # not retried
         script[:] = [(429, {"error": "slow down"}, 0)] * 5
         stats = Stats()
-        async with httpx.AsyncClient() as client:
-            t0 = time.monotonic()
-            with pytest.raises(httpx.HTTPStatusError):
-                await post_json(client, f"{stub.url}/chat/completions", {}, 0.5, stats)
-            assert time.monotonic() - t0 < 2.0 and stats.gave_up == 1
+        client = JsonClient()
+        t0 = time.monotonic()
+        with pytest.raises(HTTPStatusError):
+            await post_json(client, f"{stub.url}/chat/completions", {}, 0.5, stats)
+        assert time.monotonic() - t0 < 2.0 and stats.gave_up == 1
+        await client.close()
     finally:
         stub.close()
