@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from skald.actors.kit.decl import handles
+from skald.actors.kit.overlap import overlapped
 from skald.actors.kit.ports import LLM, Bus, Embedder, Reranker
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.retriever.scoring import decayed_match, decayed_score, gate_of, hybrid
+from skald.actors.retriever.scoring import decayed_match, decayed_score, gate_of, hybrid, keyword_hits
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.text.tags import check_tags
 from skald.messages import catalog
@@ -32,7 +33,7 @@ from skald.messages import context as context_msgs
 from skald.messages import search as search_msgs
 from skald.messages.errors import InvalidArgument
 from skald.messages.system import Empty, StatsResult
-from skald.store.index import Query, VectorIndex
+from skald.store.index import Hit, Query, VectorIndex
 from skald.store.uri import Namespace, join_uri
 
 log = logging.getLogger("skald.retriever")
@@ -100,14 +101,16 @@ class Retriever(TreeReads):
             result = results.group((results.to_matched(r, 0.0) for r in rows), c.limit)
             prov["engine"] = "scan"
         else:
+            k = c.limit * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
             te = time.perf_counter()
-            vec = await self.embedder.embed_query(req.query)
+            # The keyword half needs no vector: it runs while the query's embedding is on its way.
+            vec, words = await overlapped(self.embedder.embed_query(req.query),
+                                          lambda: keyword_hits(self.index, req.query, q, k + 2))
             prov["embed_ms"] = round((time.perf_counter() - te) * 1000, 3)
             ts = time.perf_counter()
-            k = c.limit * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
             # Dense and keyword candidates on the cosine scale: error codes and rare names the
             # embedder blurs still rank (seed 002's QUICK search, with BM25 beside it).
-            hits = hybrid(self.index, vec, req.query, q, k + 2)
+            hits = hybrid(self.index, vec, req.query, q, k + 2, words=words)
             prov.update(engine="hybrid", search_ms=round((time.perf_counter() - ts) * 1000, 3))
             cal = self.settings.calibration
             matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now) for h in hits
@@ -154,45 +157,68 @@ class Retriever(TreeReads):
             raise InvalidArgument(f"unknown bucket {unknown[0]!r}",
                                   {"field": "buckets", "known": list(candidates.BUCKETS)})
         await self.replica.catch_up(ctx)
-        te = time.perf_counter()
-        vecs = await asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries))
-        embed_ms = (time.perf_counter() - te) * 1000
         excluded = candidates.excluder(req.exclude_uris, req.exclude_uris)
         cooled = candidates.excluder(req.cooled_uris, req.cooled_prefixes)
         account = ctx.identity.account
         index = self.index
+        cal = self.settings.calibration
 
         def package_abstract(pkg: tuple[str, ...]) -> str:
             row = index.get(account, join_uri(pkg), 0)
             return row.abstract if row else ""
 
         out = context_msgs.CandidatesResult(buckets={})
+        plans: dict[str, tuple[Query, int] | None] = {}
+        for b in req.buckets:
+            prefixes, ctypes, category = candidates.bucket_scope(b.name, ctx.identity, req.peer_scope)
+            if c.context_types is not None:
+                ctypes = ctypes & c.context_types
+            if not ctypes:
+                plans[b.name] = None
+                continue
+            base = c.predicate
+            pred = base if category is None else (
+                (lambda r, cat=category: r.category == cat) if base is None else
+                (lambda r, cat=category, p=base: r.category == cat and p(r)))
+            # Room for what shaping removes before the cut: collapsed skill files, directory
+            # levels, scope directories, exclusions and cooled URIs.
+            # (turns of one transcript count as one entry, so the index is asked for more)
+            k = (b.limit * candidates.TURNS_PER_ENTRY + max(10, b.limit // 2) + len(req.exclude_uris)
+                 + len(req.cooled_uris)) * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
+            plans[b.name] = (Query(account=account, prefixes=prefixes, context_types=ctypes, since=c.since,
+                                   until=c.until, time_field=req.time_field, predicate=pred), k)
+        errors: dict[str, str] = {}
+
+        def keyword_half() -> dict[str, list[list[Hit]]]:
+            """Every bucket's keyword hits for every query, while the embeddings are on their way."""
+            got: dict[str, list[list[Hit]]] = {}
+            for name, plan in plans.items():
+                if plan is None:
+                    continue
+                try:
+                    got[name] = [keyword_hits(index, text, plan[0], plan[1]) for text in req.queries]
+                except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
+                    log.exception("candidates: bucket %s failed", name)
+                    errors[name] = f"{type(e).__name__}: {e}"[:300]
+            return got
+
+        te = time.perf_counter()
+        vecs, words = await overlapped(asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries)),
+                                       keyword_half)
+        embed_ms = (time.perf_counter() - te) * 1000
         n_excluded: set[str] = set()
         n_cooled: set[str] = set()
         for b in req.buckets:
+            plan = plans[b.name]
+            if plan is None or b.name in errors:
+                out.buckets[b.name] = []
+                continue
+            q, k = plan
             try:
-                prefixes, ctypes, category = candidates.bucket_scope(b.name, ctx.identity, req.peer_scope)
-                if c.context_types is not None:
-                    ctypes = ctypes & c.context_types
-                if not ctypes:
-                    out.buckets[b.name] = []
-                    continue
-                base = c.predicate
-                pred = base if category is None else (
-                    (lambda r, cat=category: r.category == cat) if base is None else
-                    (lambda r, cat=category, p=base: r.category == cat and p(r)))
-                q = Query(account=account, prefixes=prefixes, context_types=ctypes, since=c.since, until=c.until,
-                          time_field=req.time_field, predicate=pred)
-                # Room for what shaping removes before the cut: collapsed skill files, directory
-                # levels, scope directories, exclusions and cooled URIs.
-                # (turns of one transcript count as one entry, so the index is asked for more)
-                k = (b.limit * candidates.TURNS_PER_ENTRY + max(10, b.limit // 2) + len(req.exclude_uris)
-                     + len(req.cooled_uris)) * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
-                cal = self.settings.calibration
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
-                                             decayed_score(h.row, h.score, c.decay, c.now))
-                          for text, vec in zip(req.queries, vecs, strict=True)
-                          for h in hybrid(index, vec, text, q, k, keywords_only=req.keywords_only)
+                                            decayed_score(h.row, h.score, c.decay, c.now))
+                          for text, vec, kw in zip(req.queries, vecs, words[b.name], strict=True)
+                          for h in hybrid(index, vec, text, q, k, keywords_only=req.keywords_only, words=kw)
                           if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
                                             req.score_threshold, req.score_gte)]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
@@ -201,12 +227,11 @@ class Retriever(TreeReads):
                 n_cooled |= shaped.cooled
                 out.buckets[b.name] = candidates.cut([m for m in shaped.candidates if results.passes(
                     m.score, req.score_threshold, req.score_gte)], b.limit)
-            except InvalidArgument:
-                raise
             except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
                 log.exception("candidates: bucket %s failed", b.name)
                 out.buckets[b.name] = []
-                out.errors[b.name] = f"{type(e).__name__}: {e}"[:300]
+                errors[b.name] = f"{type(e).__name__}: {e}"[:300]
+        out.errors.update(errors)
         out.excluded, out.cooled, out.embed_ms = len(n_excluded), len(n_cooled), round(embed_ms, 3)
         scores = sorted({c.uri: c.score for cs in out.buckets.values() for c in cs}.values(), reverse=True)
         self.stats.record(",".join(b.name for b in req.buckets), scores, (time.perf_counter() - t0) * 1000,

@@ -86,14 +86,22 @@ def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float
     return float(rank[0]), float(gate[0])
 
 
+def keyword_hits(index: VectorIndex, text: str, q: Query, k: int) -> list[Hit]:
+    """The keyword half of `hybrid`: it needs no vector, so a caller may compute it while the
+    query's embedding is still on its way."""
+    return index.keyword_search(text, q, max(k, KEYWORD_DEPTH)) if text.strip() else []
+
+
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
-           keywords_only: bool = False) -> list[Hit]:
+           keywords_only: bool = False, words: list[Hit] | None = None) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
     cosine plus its `keyword_lifts` (the gate carries the threshold's lift). A row only the
     keywords found gets its exact cosine, so the scale stays the embedder's and a calibrated
     floor keeps its meaning. With `keywords_only`, only the rows BM25 found, scored the same way.
-    Scored as arrays; only the k that come out become hits."""
-    words = index.keyword_search(text, q, max(k, KEYWORD_DEPTH)) if text.strip() else []
+    Scored as arrays; only the k that come out become hits. `words`: `keyword_hits`, if the
+    caller has them already."""
+    if words is None:
+        words = keyword_hits(index, text, q, k)
     dense = [] if keywords_only else index.search(vec, q, k)[0]
     seen = {h.label for h in dense}
     only_words = [h for h in words if h.label not in seen]
