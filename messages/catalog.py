@@ -84,6 +84,8 @@ SESSIONS_CONTEXT = Op("sessions.context", session_msgs.ContextRequest, session_m
                       "A session's context: overview + live messages.")
 SESSIONS_RETRY_ARCHIVE = Op("sessions.retry_archive", session_msgs.RetryArchiveRequest, session_msgs.ArchiveInfo,
                             "Run Phase 2 of a failed or quarantined archive again.")
+SESSIONS_USED = Op("sessions.used", session_msgs.UsedRequest, session_msgs.UsedResult,
+                    "Report what the agent used: each node's use count (active_count) goes up by one.")
 SESSIONS_ARCHIVES = Op("sessions.archives", session_msgs.SessionRef, session_msgs.ArchivesResult,
                        "A session's archives and their state.")
 SYSTEM_HEALTH = Op("system.health", system_msgs.Empty, system_msgs.HealthResult, "Liveness of the worker that answers.")
@@ -106,8 +108,9 @@ OPS: dict[str, Op] = {op.name: op for op in _ALL if not op.internal}
 INTERNAL_OPS: dict[str, Op] = {op.name: op for op in _ALL if op.internal}
 QUEUES: dict[str, Queue] = {q.name: q for q in (INGEST, ARCHIVE)}
 # Sending one of these again after UNAVAILABLE or a lost reply cannot change state twice: reads,
-# and adds that carry an id or an idempotency key (the client supplies one). Clients retry only these.
+# and adds and use reports that carry an id or an idempotency key (the client supplies one). Clients retry only these.
 RETRY_SAFE: frozenset[str] = frozenset(op.name for op in (
     FS_READ, FS_LS, FS_TREE, FS_STAT, FS_ABSTRACT, FS_OVERVIEW, MEMORIES_HISTORY, SEARCH_FIND, SEARCH_SEARCH,
     SEARCH_RECALL, SEARCH_GREP, SEARCH_GLOB, SESSIONS_GET, SESSIONS_LIST, SESSIONS_ADD_MESSAGE, SESSIONS_CONTEXT,
+    SESSIONS_USED,
     SESSIONS_ARCHIVES, SYSTEM_HEALTH, SYSTEM_WHOAMI, SYSTEM_STATS))

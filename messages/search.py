@@ -103,6 +103,7 @@ class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
     time_score: float | None = None
     provenance: dict[str, Any] | None = None
     location: str = ""  # a section of a long document: "lines 812-840" (PDF: "page 7, lines ...")
+    active_count: int = 0  # times it was served in a context block or reported used (sessions.used)
 
 
 class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -104,6 +104,21 @@ class CommitRequest(_Req):
     wait: bool = False
 
 
+class UsedRequest(_Req):
+    """What the agent used of what it was given (OpenViking's `session.used`): each node's use
+    count (`active_count`, which hotness ranks by) goes up by one."""
+
+    session_id: SessionId
+    uris: Annotated[list[Annotated[str, Meta(min_length=1, max_length=4096)]], Meta(min_length=1, max_length=100)]
+    # A retry with the same key counts nothing twice (within JetStream's duplicate window).
+    request_id: Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
+
+
+class UsedResult(msgspec.Struct, kw_only=True):
+    session_id: str
+    counted: list[str]  # the nodes counted, canonical (a level suffix or `~` resolved)
+
+
 class ContextRequest(_Req):
     session_id: SessionId
     # Fit the live messages (after the overview) to this many tokens, newest first, never splitting

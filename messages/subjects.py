@@ -54,6 +54,16 @@ def index_row(prefix: str, row_key: str) -> str:
     return f"{prefix}.index.row.{row_key}"
 
 
+def usage_token(account: str, uri: str) -> str:
+    """A node of an account as one subject token (its use counter's)."""
+    return hashlib.sha1(f"{account}\x00{uri}".encode()).hexdigest()
+
+
+def usage(prefix: str, token: str) -> str:
+    """One counter subject per used node (a JetStream counter: its last message holds the total)."""
+    return f"{prefix}.usage.{token}"
+
+
 def event(prefix: str, name: str) -> str:
     return f"{prefix}.evt.{name}"
 

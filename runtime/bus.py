@@ -5,6 +5,7 @@ modules that touch nats-py's JetStream API."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,6 +47,8 @@ from skald.runtime.streams import RETRY_AFTER_MS, retry_transient, stream_name
 log = logging.getLogger("skald.bus")
 _enc = msgspec.msgpack.Encoder()
 _change_dec = msgspec.msgpack.Decoder(IndexChange)
+_counter_dec = msgspec.json.Decoder(dict[str, str])  # a JetStream counter's body: {"val": "<total>"}
+H_USAGE_NODE = "Skald-Usage-Node"  # on a use counter: base64url of `account NUL uri`
 
 WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 PUBLISH_RETRY_S = 8.0  # longer than a JetStream stream leader election (~5 s measured)
@@ -280,6 +283,45 @@ class NatsBus:
                         out.append((seq, _change_dec.decode(data)))
                     except msgspec.DecodeError:
                         log.error("undecodable index change at seq %d skipped", seq)
+                yield out
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def count_usage(self, account: str, uris: list[str], msg_id: str) -> None:
+        """A JetStream counter per node (`Nats-Incr`); the node rides in a header, since the subject
+        holds only its hash. Deduplicated per node by `msg_id`."""
+        async def one(uri: str) -> None:
+            token = subjects.usage_token(account, uri)
+            key = base64.urlsafe_b64encode(f"{account}\x00{uri}".encode()).decode()
+            await self._js_publish(subjects.usage(self.prefix, token), b"",
+                                   {"Nats-Incr": "+1", H_USAGE_NODE: key, "Nats-Msg-Id": f"{msg_id}:{token}"})
+
+        await asyncio.gather(*(one(u) for u in dict.fromkeys(uris)))
+
+    async def follow_usage(self) -> AsyncIterator[list[tuple[str, str, int]]]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def cb(msg: Any) -> None:
+            queue.put_nowait(msg)
+
+        cfg = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT)
+        sub = await self.js.subscribe(f"{self.prefix}.usage.>", stream=stream_name(self.prefix, "usage"), cb=cb,
+                                      ordered_consumer=True, config=cfg,
+                                      pending_msgs_limit=1_000_000, pending_bytes_limit=2**31 - 1)
+        try:
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty() and len(batch) < 4096:
+                    batch.append(queue.get_nowait())
+                out = []
+                for msg in batch:
+                    try:
+                        account, uri = base64.urlsafe_b64decode((msg.headers or {})[H_USAGE_NODE]).decode().split(
+                            "\x00", 1)
+                        out.append((account, uri, int(_counter_dec.decode(msg.data)["val"])))
+                    except (KeyError, ValueError, msgspec.DecodeError):
+                        log.error("undecodable use counter on %s skipped", msg.subject)
                 yield out
         finally:
             with contextlib.suppress(Exception):

@@ -54,6 +54,7 @@ EXAMPLES: dict[str, str] = {
     "session retry-archive": "skald session retry-archive s1 archive_003",
     "session delete": "skald session delete s1",
     "session archives": "skald session archives s1",
+    "session used": "skald session used s1 viking://user/alice/memories/preferences/coffee.md",
 }
 
 # Every public operation and the command that serves it.
@@ -68,7 +69,7 @@ OP_COMMANDS: dict[str, str] = {
     "sessions.create": "session create", "sessions.add_message": "session add", "sessions.commit": "session commit",
     "sessions.context": "session context", "sessions.list": "session list", "sessions.get": "session get",
     "sessions.delete": "session delete", "sessions.archives": "session archives",
-    "sessions.retry_archive": "session retry-archive",
+    "sessions.retry_archive": "session retry-archive", "sessions.used": "session used",
     "system.health": "health", "system.stats": "stats", "system.whoami": "whoami",
 }
 

@@ -152,6 +152,15 @@ async def session_archives(client: SkaldClient, output: str, session_id: str) ->
          or "(none)")
 
 
+@session.command("used")
+@click.argument("session_id")
+@click.argument("uris", nargs=-1, required=True)
+@connection
+async def session_used(client: SkaldClient, output: str, session_id: str, uris: tuple[str, ...]) -> None:
+    """Report what the agent used of what it was given: each node's use count goes up by one."""
+    emit(output, await client.used(session_id, list(uris)), lambda r: "\n".join(f"counted {u}" for u in r.counted))
+
+
 COMMANDS = (memory, session)
 
 

@@ -369,6 +369,11 @@ class SkaldClient:
         return await self.request(catalog.SESSIONS_RETRY_ARCHIVE,  # type: ignore[no-any-return]
                                   session_msgs.RetryArchiveRequest(session_id=session_id, archive_id=archive_id))
 
+    async def used(self, session_id: str, uris: list[str], request_id: str | None = None) -> session_msgs.UsedResult:
+        """Report what the agent used of what it was given: each node's use count goes up by one."""
+        return await self.request(catalog.SESSIONS_USED, session_msgs.UsedRequest(  # type: ignore[no-any-return]
+            session_id=session_id, uris=uris, request_id=request_id or uuid.uuid4().hex))
+
     async def archives(self, session_id: str) -> session_msgs.ArchivesResult:
         return await self.request(catalog.SESSIONS_ARCHIVES, session_msgs.SessionRef(session_id=session_id))  # type: ignore[no-any-return]
 

@@ -91,6 +91,7 @@ ROUTES = (
     Route("POST", "/api/v1/sessions/{session_id}/commit", catalog.SESSIONS_COMMIT.name, "session"),
     Route("GET", "/api/v1/sessions/{session_id}/context", catalog.SESSIONS_CONTEXT.name, "session"),
     Route("GET", "/api/v1/sessions/{session_id}/archives", catalog.SESSIONS_ARCHIVES.name, "session"),
+    Route("POST", "/api/v1/sessions/{session_id}/used", catalog.SESSIONS_USED.name, "session"),
     Route("GET", "/api/v1/system/status", catalog.SYSTEM_HEALTH.name, "query"),
     Route("GET", "/api/v1/system/stats", catalog.SYSTEM_STATS.name, "query"),
 )
@@ -315,6 +316,12 @@ class Gateway:
         if route.op == catalog.SESSIONS_COMMIT.name:
             known = set(session_msgs.CommitRequest.__struct_fields__)
             return _enc.encode({**{k: v for k, v in data.items() if k in known}, "session_id": sid})
+        if route.op == catalog.SESSIONS_USED.name:
+            # OpenViking's body names them `contexts` (URIs, or objects with a `uri`).
+            given = data.get("uris", data.get("contexts", []))
+            uris = [c.get("uri") if isinstance(c, dict) else c for c in given] if isinstance(given, list) else given
+            extra = {"request_id": data["request_id"]} if "request_id" in data else {}
+            return _enc.encode({"session_id": sid, "uris": uris, **extra})
         if route.op == catalog.SESSIONS_GET.name and request.query.get("auto_create", "").lower() in ("1", "true"):
             got = await self._forward(catalog.SESSIONS_GET.name, _enc.encode({"session_id": sid}), headers,
                                       self.client.timeout_s)

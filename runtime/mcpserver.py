@@ -226,6 +226,17 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
             return f"{r.status}: {r.archive_uri or ''}".strip()
         return await guarded(run())
 
+    @server.tool()
+    async def session_used(session_id: SessionName,
+                           uris: Annotated[list[Uri], Field(min_length=1, max_length=100, description=(
+                               "viking:// URIs of what you used, from recall, search_context or find."))]) -> str:
+        """Say which of the memories, resources or skills you were given you actually used: they rank
+        higher next time (their use count goes up by one)."""
+        async def run() -> str:
+            r = await (await client()).used(session_id, uris)
+            return f"Counted {len(r.counted)} use(s)."
+        return await guarded(run())
+
     return server
 
 

@@ -64,6 +64,13 @@ def stream_configs(prefix: str, replicas: int, events_max_age_s: float = 0.0) ->
             max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
         ),
         api.StreamConfig(
+            # Use counts (active_count): a JetStream counter per node (`Nats-Incr`), one message
+            # kept per subject, holding the total; replicas read the totals and follow changes.
+            name=stream_name(prefix, "usage"), subjects=[f"{prefix}.usage.>"],
+            retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE, allow_msg_counter=True,
+            max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
+        ),
+        api.StreamConfig(
             name=stream_name(prefix, "events"), subjects=[f"{prefix}.evt.>"],
             retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,

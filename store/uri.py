@@ -176,6 +176,19 @@ class Namespace:
                 self._safe_dirs.add(cur)
 
 
+LEVEL_FILES = (".abstract.md", ".overview.md")  # how a directory's L0 / L1 is served
+
+
+def node_of(uri: str, ident: Identity) -> str:
+    """The canonical URI of the node a served URI names, as the index keys it: `~` resolved, the
+    tenant checked, a directory's `.abstract.md` / `.overview.md` dropped; a section's `#anchor` kept."""
+    base, sep, anchor = uri.partition("#")
+    parts = canonical(base, ident)
+    if parts and parts[-1] in LEVEL_FILES:
+        parts = parts[:-1]
+    return join_uri(parts) + (sep + anchor if sep else "")
+
+
 def context_type_of(segments: tuple[str, ...]) -> str:
     """memory / skill / resource, from where a node lives."""
     if "memories" in segments[:5] and segments[:1] == ("user",):

@@ -24,6 +24,7 @@ from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
 from skald.actors.assembler import selection as Sel
 from skald.actors.kit.clock import now as clock_now
+from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Ctx
@@ -36,7 +37,7 @@ from skald.messages.sessions import CreateRequest, SessionRef
 from skald.store import faults
 from skald.store import sessions as session_store
 from skald.store.sessions import SessionDir, session_dir
-from skald.store.uri import Identity, Namespace, check_name
+from skald.store.uri import Identity, Namespace, check_name, node_of
 
 log = logging.getLogger("skald.assembler")
 READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve
@@ -60,9 +61,37 @@ class Assembler:
         self.intent_timeout_s = intent_timeout_s
         self.rewrite_timeout_s = rewrite_timeout_s
         self.clock = clock
+        self._counting: set[asyncio.Task[None]] = set()
+        self.uses_counted = 0
+        self.uses_failed = 0
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "llm": self.llm.name}
+        return {"status": "ok", "llm": self.llm.name, "uses_counted": self.uses_counted,
+                "uses_failed": self.uses_failed}
+
+    async def stop(self) -> None:
+        await asyncio.gather(*self._counting, return_exceptions=True)
+
+    def _count_served(self, entries: list[context_msgs.ContextEntry], ident: Identity) -> int:
+        """Memories served in a block are used once more (their active_count); counted off the
+        reply's path, a failure only logged: a use count is worth less than the answer's time."""
+        nodes = [node_of(e.uri, ident) for e in entries if e.category in tiers.MEMORY_CATEGORIES]
+        if not nodes:
+            return 0
+        msg_id = request_id("served")
+
+        async def count() -> None:
+            try:
+                await self.bus.count_usage(ident.account, nodes, msg_id)
+                self.uses_counted += len(nodes)
+            except Exception as e:  # noqa: BLE001 - reported in health, never to the caller
+                self.uses_failed += len(nodes)
+                log.warning("use counts of %d served memories not recorded: %s", len(nodes), e)
+
+        task = asyncio.create_task(count(), name="count-served")
+        self._counting.add(task)
+        task.add_done_callback(self._counting.discard)
+        return len(nodes)
 
     @handles(catalog.ASSEMBLE_CONTEXT, timeout_s=120.0)
     async def context(self, req: search_msgs.SearchRequest, ctx: Ctx) -> context_msgs.ContextResult:
@@ -126,7 +155,9 @@ class Assembler:
         timing["rewrite_ms"] = (time.perf_counter() - ts) * 1000
         if rewrite == "no_relevant":
             rendered = ""
-        elif p.dedup_turns and session is not None:
+        else:
+            stats["uses_counted"] = self._count_served(entries, ctx.identity)
+        if rewrite != "no_relevant" and p.dedup_turns and session is not None:
             new = ledger.update(records, [(e.uri, e.detail) for e in entries], session.clock, p.dedup_turns,
                                 self.clock())
             try:

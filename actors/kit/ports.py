@@ -95,6 +95,14 @@ class Bus(Protocol):
 
     async def info(self) -> dict[str, Any]: ...
 
+    async def count_usage(self, account: str, uris: list[str], msg_id: str) -> None:
+        """One more use of each node (its `active_count`); a repeated `msg_id` counts nothing again."""
+        ...
+
+    def follow_usage(self) -> AsyncIterator[list[tuple[str, str, int]]]:
+        """Batches of (account, uri, total uses): every node's total first, then each change."""
+        ...
+
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
                    index_seq: int = 0) -> Any:
         """Another actor's result (decoded JSON) or its typed error; actors never import each other."""

@@ -27,6 +27,7 @@ from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
 from skald.actors.retriever.scoring import decayed_match, decayed_score, gate_of, hybrid, keyword_hits
 from skald.actors.retriever.stats import StatsCollector
+from skald.actors.retriever.usage import UsageCounts
 from skald.actors.text.tags import check_tags
 from skald.messages import catalog
 from skald.messages import context as context_msgs
@@ -51,9 +52,10 @@ class Retriever(TreeReads):
         self.bus = bus
         self.clock = clock
         self.replica = IndexReplica(embedder.name, embedder.dim, bus, state_dir, snapshot_interval_s)
+        self.usage = UsageCounts(bus)
         self.stats = StatsCollector()
         self.lists = ListSearch(ns=ns, replica=self.replica, embedder=embedder, llm=llm, settings=self.settings,
-                                stats=self.stats, clock=clock, rerank=self.rerank_fn)
+                                stats=self.stats, clock=clock, rerank=self.rerank_fn, usage=self.usage)
 
     @property
     def index(self) -> VectorIndex:
@@ -61,16 +63,18 @@ class Retriever(TreeReads):
 
     async def start(self) -> None:
         await self.replica.start()
+        await self.usage.start()
         cal = self.settings.calibration
         if cal.hub_beta:
             bank = np.stack([await self.embedder.embed_query(q) for q in querybank.QUESTIONS])
             self.replica.index.set_querybank(bank, cal.hub_beta)
 
     async def stop(self) -> None:
+        await self.usage.stop()
         await self.replica.stop()
 
     def health(self) -> dict[str, Any]:
-        return self.replica.health()
+        return {**self.replica.health(), "usage": self.usage.health()}
 
     def rerank_fn(self, timeout_s: float) -> RerankFn | None:
         """The reranker as the descent wants it: scores, or None on any failure (counted upstream)."""
@@ -118,6 +122,7 @@ class Retriever(TreeReads):
                                          req.score_threshold)]
             prov["calibration"] = cal.describe()
             result = results.group(matched, c.limit, ranked_input=True)
+        results.count_uses(result, self.usage, ctx.identity.account)
         if req.read_content:
             await inline_content(self.ns, result, ctx.identity)
         if req.include_provenance:

@@ -67,6 +67,7 @@ class Params:
     hotness_alpha: float = 0.0
     now: float = 0.0
     trace: bool = True  # record the trajectory (directories entered, rejections); off saves time
+    uses: Callable[[IndexRow], int] | None = None  # a row's use count (active_count); None: the row's own
 
 
 @dataclass(slots=True)
@@ -186,7 +187,8 @@ async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, c
     final_hits = list(pool.values())
     if p.hotness_alpha > 0:
         a = p.hotness_alpha
-        final_hits = [(r, (1 - a) * s + a * hotness(r.active_count, r.updated_at, p.now)) for r, s in final_hits]
+        uses = p.uses or (lambda r: r.active_count)
+        final_hits = [(r, (1 - a) * s + a * hotness(uses(r), r.updated_at, p.now)) for r, s in final_hits]
     final_hits.sort(key=lambda rs: (-rs[1], rs[0].uri, rs[0].level))
     out.hits = final_hits
     out.trace = trace

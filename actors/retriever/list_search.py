@@ -65,6 +65,7 @@ class ListSearch:
     stats: StatsCollector
     clock: Callable[[], float]
     rerank: Callable[[float], RerankFn | None]  # the reranker under a timeout, or None
+    usage: results_mod.Uses  # use counts (active_count), which hotness ranks by
 
 
 async def session_context(ns: Namespace, session_id: str | None, ctx: Ctx) -> tuple[str, list[tuple[str, str]]]:
@@ -126,7 +127,8 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
                                hierarchy.Params(limit=k, threshold=s.calibration.raw(req.score_threshold),
                                                 score_gte=req.score_gte,
                                         alpha=s.alpha, hotness_alpha=s.hotness_alpha, now=now,
-                                        trace=req.include_provenance),
+                                        trace=req.include_provenance,
+                                        uses=lambda r: retr.usage.get(r.account, r.uri)),
                                retr.rerank(min(s.rerank_timeout_s, max(0.1, ctx.remaining() / 2))))
         counters.rerank_used |= out.rerank_used
         counters.rerank_fallback |= out.rerank_fallback
@@ -148,6 +150,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
             matched.append(m)
     # list mode aggregates every planned query's results: the total may exceed `limit`.
     result = results_mod.group(matched, limit * max(1, len(plan.queries)))
+    results_mod.count_uses(result, retr.usage, ctx.identity.account)
     result.query_plan = msgspec.to_builtins(plan)
     if req.read_content:
         await inline_content(retr.ns, result, ctx.identity)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from skald.actors.text import sections
 from skald.messages.index import IndexRow
@@ -63,3 +64,13 @@ def group(items: Iterable[MatchedContext], limit: int, ranked_input: bool = Fals
     for m in ranked:
         {"memory": out.memories, "skill": out.skills}.get(m.context_type, out.resources).append(m)
     return out
+
+
+class Uses(Protocol):
+    def get(self, account: str, uri: str) -> int: ...
+
+
+def count_uses(result: FindResult, uses: Uses, account: str) -> None:
+    """Each hit's `active_count`: its node's uses (served in a block, reported used)."""
+    for m in (*result.memories, *result.resources, *result.skills):
+        m.active_count = uses.get(account, node_uri(m.uri))

@@ -37,7 +37,7 @@ from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing, ArchiveState
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir, lease_key, session_dir
-from skald.store.uri import Identity, Namespace
+from skald.store.uri import Identity, Namespace, node_of
 
 log = logging.getLogger(__name__)
 
@@ -349,6 +349,16 @@ class Sessions:
             return archive_info(st.sdir, archive_state.scan([listing])[0])
 
         return await self._on_session(catalog.SESSIONS_RETRY_ARCHIVE, req, ctx, req.session_id, False, run)
+
+    @handles(catalog.SESSIONS_USED, journal=True)
+    async def used(self, req: session_msgs.UsedRequest, ctx: Ctx) -> session_msgs.UsedResult:
+        """Counted at once on the bus (a counter per node), so hotness sees it before any commit."""
+        _, sdir = self._where(ctx.identity, req.session_id)
+        nodes = list(dict.fromkeys(node_of(u, ctx.identity) for u in req.uris))
+        if not await asyncio.to_thread(sdir.path.is_dir):
+            raise NotFound("no such session", {"session_id": req.session_id})
+        await self.bus.count_usage(ctx.identity.account, nodes, req.request_id or request_id("used"))
+        return session_msgs.UsedResult(session_id=req.session_id, counted=nodes)
 
     @handles(catalog.SESSIONS_ARCHIVES)
     async def archives(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:

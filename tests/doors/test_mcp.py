@@ -23,7 +23,8 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
     async with Client(params) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "overview", "glob",
-                              "grep", "remember", "forget", "session_add", "session_commit"}
+                              "grep", "remember", "forget", "session_add", "session_commit",
+                              "session_used"}
         assert all(len(t.description or "") > 60 for t in tools.values())
         undescribed = [(t.name, p) for t in tools.values() for p, spec in t.input_schema["properties"].items()
                        if not spec.get("description")]

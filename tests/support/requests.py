@@ -38,6 +38,7 @@ SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
     "sessions.commit": ({"session_id": "s1", "keep_recent_count": 1}, ["session_id"], None),
     "sessions.context": ({"session_id": "s1"}, ["session_id"], None),
     "sessions.archives": ({"session_id": "s1"}, ["session_id"], None),
+    "sessions.used": ({"session_id": "s1", "uris": ["viking://resources/x.md"]}, ["session_id", "uris"], None),
     "sessions.retry_archive": ({"session_id": "s1", "archive_id": "archive_001"}, ["session_id", "archive_id"],
                                None),
     "system.health": ({}, [], None),
