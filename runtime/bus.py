@@ -329,7 +329,7 @@ class NatsBus:
 
     async def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for kind in ("work", "index", "events"):
+        for kind in ("work", "index", "events", "usage"):
             try:
                 si = await self.js.stream_info(stream_name(self.prefix, kind))
                 out[kind] = {"messages": si.state.messages, "last_seq": si.state.last_seq}

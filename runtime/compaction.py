@@ -51,11 +51,14 @@ async def settled_cut(nc: NATS, prefix: str, timeout_s: float) -> int:
 
 
 async def settle(c: SkaldClient, timeout_s: float) -> None:
-    """Until a deployment's work queue is empty and its replica caught up (three reads in a row)."""
+    """Until a deployment's work queue is empty and its replica caught up, use counters included
+    (three reads in a row)."""
     deadline, quiet = time.monotonic() + timeout_s, 0
     while quiet < 3:
         st = await c.stats()
-        busy = (st.queues.get("work") or {}).get("messages", 1) or st.index.get("lag", 1)
+        counters = (st.queues.get("usage") or {}).get("messages", 0)
+        busy = ((st.queues.get("work") or {}).get("messages", 1) or st.index.get("lag", 1)
+                or (st.index.get("usage") or {}).get("nodes", 0) < counters)
         quiet = 0 if busy else quiet + 1
         if quiet < 3 and time.monotonic() > deadline:
             raise CompactError(f"the deployment did not settle in {timeout_s:.0f} s")

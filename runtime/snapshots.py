@@ -8,6 +8,7 @@ A snapshot is a directory:
     index.bin       the index stream's rows, each a length-prefixed row key and msgpack change (as
                     on the stream): replicas rebuild from them, so nothing is embedded again
     answers.jsonl   every model answer logged up to then (a replay re-applies them, never re-asks)
+    usage.bin       the use counters' messages (active_count of each node), as on their stream
 
 Restoring is two steps around starting the deployment: `restore_tree` before (the tree is the
 workers' own state), `publish_state` after (rows and answers go into its streams).
@@ -32,9 +33,10 @@ from skald.messages import subjects
 from skald.messages.index import IndexChange
 from skald.messages.journal import ModelOutput
 from skald.runtime import model_log
+from skald.runtime.bus import H_USAGE_NODE
 from skald.runtime.streams import stream_name
 
-META, TREE, INDEX, ANSWERS = "snapshot.json", "tree.tar", "index.bin", "answers.jsonl"
+META, TREE, INDEX, ANSWERS, USAGE = "snapshot.json", "tree.tar", "index.bin", "answers.jsonl", "usage.bin"
 _change = msgspec.msgpack.Decoder(IndexChange)
 _u32 = struct.Struct("<I")
 FORMAT = 1
@@ -50,6 +52,7 @@ class SnapshotMeta(msgspec.Struct, kw_only=True):
     rows: int
     answers: int
     models: list[str] = []  # the embedders that built the rows
+    uses: int = 0  # use counters (nodes with an active_count)
 
 
 def in_tree(rel: Path) -> bool:
@@ -81,29 +84,42 @@ async def index_rows(nc: NATS, prefix: str) -> list[tuple[str, bytes]]:
         seq = (msg.seq or seq) + 1
 
 
+async def use_counters(nc: NATS, prefix: str) -> list[tuple[str, bytes]]:
+    """The use counters (subject token, node header): their totals are the bodies."""
+    js = nc.jetstream(timeout=10.0)
+    stream, head = stream_name(prefix, "usage"), f"{prefix}.usage."
+    out: list[tuple[str, bytes]] = []
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(stream, seq=seq, subject=f"{head}>", next=True)
+        except NotFoundError:
+            return out
+        node = (msg.headers or {}).get(H_USAGE_NODE, "")
+        total = int(msgspec.json.decode(msg.data or b'{"val": "0"}')["val"])
+        out.append(((msg.subject or "")[len(head):], msgspec.json.encode([node, total])))
+        seq = (msg.seq or seq) + 1
+
+
 async def capture(nc: NATS, prefix: str, data_dir: Path, out: Path, *, events_seq: int,
                   answers: list[ModelOutput]) -> SnapshotMeta:
     """Write a snapshot of a deployment whose writes are settled (nothing queued, replicas caught
     up); `events_seq` is the sequence it stands for. Written beside `out` and renamed into place."""
     rows = await index_rows(nc, prefix)
+    uses = await use_counters(nc, prefix)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     files = await asyncio.to_thread(_tar_tree, data_dir, tmp / TREE)
-    models: set[str] = set()
-    with (tmp / INDEX).open("wb") as f:
-        for key, data in rows:
-            k = key.encode()
-            f.write(_u32.pack(len(k)) + k + _u32.pack(len(data)) + data)
-            change = _change.decode(data)
-            if change.upsert is not None and change.upsert.model:
-                models.add(change.upsert.model)
+    _write_records(tmp / INDEX, rows)
+    _write_records(tmp / USAGE, uses)
+    models = {m for _, data in rows if (m := getattr(_change.decode(data).upsert, "model", ""))}
     unique = {a.key: a for a in answers}  # the latest answer per key, as the log is read
     with (tmp / ANSWERS).open("wb") as f:
         for a in unique.values():
             f.write(msgspec.json.encode(a) + b"\n")
     meta = SnapshotMeta(events_seq=events_seq, created_at=time.time(), files=files, rows=len(rows),
-                        answers=len(unique), models=sorted(models))
+                        answers=len(unique), models=sorted(models), uses=len(uses))
     (tmp / META).write_bytes(msgspec.json.format(msgspec.json.encode(meta)))
     if out.exists():
         old = out.with_name(out.name + ".old")
@@ -142,8 +158,18 @@ def restore_tree(snap: Path, data_dir: Path) -> int:
     return sum(m.isfile() for m in members)
 
 
-def read_rows(snap: Path) -> Iterator[tuple[str, bytes]]:
-    buf = memoryview((snap / INDEX).read_bytes())
+def _write_records(path: Path, records: list[tuple[str, bytes]]) -> None:
+    """Length-prefixed (key, data) pairs."""
+    with path.open("wb") as f:
+        for key, data in records:
+            k = key.encode()
+            f.write(_u32.pack(len(k)) + k + _u32.pack(len(data)) + data)
+
+
+def read_rows(snap: Path, name: str = INDEX) -> Iterator[tuple[str, bytes]]:
+    if not (snap / name).exists():
+        return
+    buf = memoryview((snap / name).read_bytes())
     at = 0
     while at < len(buf):
         (n,) = _u32.unpack_from(buf, at)
@@ -166,6 +192,12 @@ async def publish_state(nc: NATS, prefix: str, snap: Path, window: int = 256) ->
         if len(pending) >= window:
             await asyncio.gather(*pending)
             pending = []
+    await asyncio.gather(*pending)
+    pending = []
+    for token, data in read_rows(snap, USAGE):  # a counter starts again from its total
+        node, total = msgspec.json.decode(data)
+        pending.append(js.publish(subjects.usage(prefix, token), b"",
+                                  headers={"Nats-Incr": f"+{int(total)}", H_USAGE_NODE: node}))
     await asyncio.gather(*pending)
     answers = load_answers(snap)
     await model_log.publish_answers(nc, prefix, answers, "restore")

@@ -29,9 +29,13 @@ async def part(c: SkaldClient, rng: random.Random, n: int) -> None:
         await c.call("resources.add", {"content": f"# Doc {n}.{i}\n\n" + " ".join(rng.choice(WORDS) for _ in range(25)),
                                        "name": f"d{n}_{i}.md", "target_uri": f"viking://resources/part{n % 2}",
                                        "wait": True})
-    await c.call("memories.write", {"category": "entities", "content": f"Part {n}: " + rng.choice(WORDS)})
+    mem = await c.call("memories.write", {"category": "entities", "content": f"Part {n}: " + rng.choice(WORDS)})
     await c.call("fs.write", {"uri": "viking://resources/log.md", "content": f"\npart {n}", "mode": "append"})
     sid = f"s{n}"
+    await c.call("sessions.create", {"session_id": sid})
+    for u in range(n + 1):  # use counts (active_count) are state a snapshot carries and replay re-counts
+        await c.call("sessions.used", {"session_id": sid, "uris": [mem["root_uri"], "viking://resources/log.md"],
+                                       "request_id": f"{sid}-{u}"})
     for t in range(6):
         await c.call("sessions.add_message", {"session_id": sid, "role": ("user", "assistant")[t % 2],
                                               "parts": [{"type": "text", "text": f"{sid} turn {t} billing deploy "
@@ -98,6 +102,7 @@ async def test_snapshot_plus_tail_equals_replay_from_the_first_event(deploy: Cal
     assert tree_bytes(data_b) == tree_bytes(w3.cfg.data_dir) == original
     assert any(b"(answer " in v for v in original.values())
     a1, a2, a3 = await answers(c1, 3), await answers(c2, 3), await answers(c3, 3)
+    assert any(b'"active_count":3' in a for a in a1)  # the log file, used once per use call
     for x, y, z in zip(a1, a2, a3, strict=True):
         assert x == y == z, (x.decode()[:200], y.decode()[:200], z.decode()[:200])
     assert len(stub.calls) == asked  # (closed anyway: nothing could have asked it)
