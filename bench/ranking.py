@@ -174,8 +174,10 @@ async def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"skald-ranking-{corpus}-") as tmp:
             got = await run(files, related, holds, Path(tmp), a.calibration)
         rows.append((corpus, len(files), got))
-        print(f"{corpus}: silence {statistics.mean(got['silent']):.2f} (raw {statistics.mean(got['silent_raw']):.2f})"
-              f", retention {statistics.mean(got['kept']) if got['kept'] else 0:.2f} of {got['ranked']}", flush=True)
+        print(f"{corpus}: silence {statistics.mean(got['silent']):.3f} ({sum(got['silent'])} of {len(got['silent'])}; "
+              f"raw {statistics.mean(got['silent_raw']):.2f}), retention "
+              f"{statistics.mean(got['kept']) if got['kept'] else 0:.3f} ({sum(got['kept'])} of {got['ranked']})",
+              flush=True)
     print(f"\nno-answer test: recall (floor {FLOOR} calibrated) for {len(UNRELATED)} unrelated queries, and related "
           f"queries whose evidence find ranks in its top 10")
     print(f"{'corpus':>8} {'files':>6} | {'silence':>7} {'raw':>5} | {'retention':>9} {'raw':>5} {'of':>5}")

@@ -164,6 +164,19 @@ class KeywordIndex:
                             out[i] += w
             return [x / total for x in out]
 
+    def absent_share(self, query: str) -> float:
+        """The share of the query's IDF mass (function words aside) in words no row holds at all:
+        0 when the index knows every word, near 1 when the query is about things never written
+        down here (an absent word carries the highest IDF)."""
+        terms = query_terms(query)
+        with self._lock:
+            n = len(self._terms)
+            if not n or not terms:
+                return 0.0
+            idf = {t: math.log(1 + (n - (df := len(self._post.get(t, ()))) + 0.5) / (df + 0.5)) for t in terms}
+            total = sum(idf.values()) or 1.0
+            return sum(w for t, w in idf.items() if t not in self._post) / total
+
     def search(self, query: str, k: int,
                allow: Callable[[np.ndarray], np.ndarray]) -> list[tuple[int, float]]:
         """Top k (label, BM25 score) among the labels `allow` accepts (it takes an array of labels and

@@ -83,6 +83,7 @@ class Hit:
     keep: bool = True  # passes the caller's collection filter (search_children_many with `collect`)
     gate: float | None = None  # what a threshold compares, when not the score (hybrid: strong keyword evidence only)
     label: int = -1  # the row's slot in this index (-1: not known), so callers need no key lookup
+    novelty: float = 0.0  # what the query's best hit must clear its threshold by to answer at all (hybrid)
 
 
 @dataclass(slots=True)
@@ -645,6 +646,10 @@ class VectorIndex:
 
     def keyword_coverage_labels(self, text: str, labels: list[int]) -> list[float]:
         return self.keywords.coverage(text, labels)
+
+    def absent_share(self, text: str) -> float:
+        """`KeywordIndex.absent_share`: how much of a query no indexed text mentions."""
+        return self.keywords.absent_share(text)
 
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""

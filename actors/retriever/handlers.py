@@ -25,7 +25,7 @@ from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.retriever.scoring import decayed_match, decayed_score, gate_of, hybrid, keyword_hits
+from skald.actors.retriever.scoring import answered, decayed_match, decayed_score, gate_of, hybrid, keyword_hits
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.retriever.usage import UsageCounts
 from skald.actors.text.tags import check_tags
@@ -117,9 +117,12 @@ class Retriever(TreeReads):
             hits = hybrid(self.index, vec, req.query, q, k + 2, words=words)
             prov.update(engine="hybrid", search_ms=round((time.perf_counter() - ts) * 1000, 3))
             cal = self.settings.calibration
-            matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now) for h in hits
-                       if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
-                                         req.score_threshold)]
+
+            def passes(h: Hit, margin: float) -> bool:
+                return results.passes(decayed_score(h.row, cal.score(gate_of(h) - margin), c.decay, c.now),
+                                      req.score_threshold)
+
+            matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now) for h in answered(hits, passes)]
             prov["calibration"] = cal.describe()
             result = results.group(matched, c.limit, ranked_input=True)
         results.count_uses(result, self.usage, ctx.identity.account)
@@ -219,13 +222,17 @@ class Retriever(TreeReads):
                 out.buckets[b.name] = []
                 continue
             q, k = plan
+
+            def passes(h: Hit, margin: float) -> bool:
+                return results.passes(decayed_score(h.row, cal.score(gate_of(h) - margin), c.decay, c.now),
+                                      req.score_threshold, req.score_gte)
+
             try:
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
                                             decayed_score(h.row, h.score, c.decay, c.now))
                           for text, vec, kw in zip(req.queries, vecs, words[b.name], strict=True)
-                          for h in hybrid(index, vec, text, q, k, keywords_only=req.keywords_only, words=kw)
-                          if results.passes(decayed_score(h.row, cal.score(gate_of(h)), c.decay, c.now),
-                                            req.score_threshold, req.score_gte)]
+                          for h in answered(hybrid(index, vec, text, q, k, keywords_only=req.keywords_only, words=kw),
+                                            passes)]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
                                           req.other_peer_penalty)
                 n_excluded |= shaped.excluded

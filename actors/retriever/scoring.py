@@ -3,6 +3,8 @@ similarity is multiplied by its time score) and hybrid candidates (dense + keywo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from skald.actors.retriever.params import is_event, time_score
@@ -58,6 +60,21 @@ COVERAGE_FROM, COVERAGE_FULL = 0.3, 0.6
 # (under 450) are untouched.
 LENGTH_MARGIN = 0.012
 LENGTH_FROM, LENGTH_FULL = 400, 1200
+# A query whose distinctive words appear in no indexed text at all ("how do I write an async
+# trait" asked of a conversation's memories) is about something this corpus never mentions. Its
+# best hit must clear the threshold by up to NOVELTY_MARGIN of cosine more (as the share of the
+# query's IDF mass in such words goes from NOVELTY_FROM to all of it) for the query to be answered
+# at all, so "nothing relevant" can be said; once it is answered, each hit passes or not on its own
+# gate as before, so a related query's block is not thinned. A related question often holds a word
+# or two its answer does not (a title, a name's spelling): below NOVELTY_FROM nothing changes.
+# Ranking is untouched. Fitted with bench/ranking.py's no-answer test (LoCoMo turns, documents).
+NOVELTY_MARGIN = 0.05
+NOVELTY_FROM = 0.4
+
+
+def novelty_margin(absent_share: float) -> float:
+    """What a query's hits give up at thresholds for the share of it no indexed text mentions."""
+    return NOVELTY_MARGIN * max(0.0, absent_share - NOVELTY_FROM) / (1.0 - NOVELTY_FROM)
 
 
 def keyword_lifts(levels: np.ndarray, relative: np.ndarray, coverage: np.ndarray,
@@ -124,15 +141,25 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
     levels = np.array([h.row.level for h in cands])
     lengths = np.array([len(h.row.text) for h in cands])
     rank, gate = keyword_lifts(levels, relative, coverage, lengths)
+    novelty = novelty_margin(index.absent_share(text)) if NOVELTY_MARGIN and text.strip() else 0.0
     score, gated = base + rank, base + gate
     pick = np.arange(len(cands))
     if len(cands) > k:  # every row tied with the k-th stays in, for the tie-break by URI below
         kth = np.partition(-score, k - 1)[k - 1]
         pick = np.flatnonzero(-score <= kth)
-    out = [Hit(cands[i].row, float(score[i]), gate=float(gated[i]), label=cands[i].label) for i in pick.tolist()]
+    out = [Hit(cands[i].row, float(score[i]), gate=float(gated[i]), label=cands[i].label, novelty=novelty)
+           for i in pick.tolist()]
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]
 
 
 def gate_of(h: Hit) -> float:
     return h.score if h.gate is None else h.gate
+
+
+def answered(hits: list[Hit], passes: Callable[[Hit, float], bool]) -> list[Hit]:
+    """The hits that pass (`passes(hit, 0.0)`), or none when even the best one does not pass with
+    its query's novelty margin taken off its gate (`passes(hit, margin)`): nothing relevant."""
+    if not any(passes(h, h.novelty) for h in hits):
+        return []
+    return [h for h in hits if passes(h, 0.0)]

@@ -135,3 +135,37 @@ def test_a_querys_function_words_do_not_score_but_a_query_of_nothing_else_still_
     hits = kw.search("When did Melanie paint a sunrise?", 5, every)
     assert [label for label, _ in hits] == [1]
     assert [label for label, _ in kw.search("what is it", 5, every)][0] == 2
+
+
+def test_absent_share_is_the_query_mass_no_indexed_text_mentions() -> None:
+    from skald.store.bm25 import KeywordIndex
+
+    kw = KeywordIndex()
+    kw.add(0, "Caroline went to a support group and painted a sunrise.")
+    kw.add(1, "Melanie plays the clarinet on weekends.")
+    assert kw.absent_share("What did Caroline paint?") == 0.0
+    assert kw.absent_share("How do I write an async trait in Rust") == 1.0  # "write" is absent too
+    mixed = kw.absent_share("Does Melanie play the oboe?")
+    assert 0.0 < mixed < 1.0
+    assert KeywordIndex().absent_share("anything") == 0.0  # an empty index knows nothing to compare
+
+
+def test_a_query_about_nothing_indexed_is_answered_only_if_its_best_hit_clears_the_margin() -> None:
+    """`answered`: silent when the best hit fails with its novelty margin taken off; otherwise every
+    hit that passes on its own gate stays (a related query's block is not thinned)."""
+    from skald.store.index import Hit
+
+    def passes(h: Hit, margin: float) -> bool:
+        return scoring.gate_of(h) - margin > 0.80
+
+    assert scoring.novelty_margin(scoring.NOVELTY_FROM) == 0.0
+    assert scoring.novelty_margin(1.0) == pytest.approx(scoring.NOVELTY_MARGIN)
+    m = scoring.novelty_margin(0.9)
+    near = [Hit(row("viking://resources/a.md"), 0.80 + m / 2, novelty=m),
+            Hit(row("viking://resources/b.md"), 0.805, novelty=m)]
+    assert scoring.answered(near, passes) == []  # the best passes the floor, not the floor plus the margin
+    clear = [Hit(row("viking://resources/a.md"), 0.81 + m, novelty=m), *near[1:]]
+    assert [h.row.uri for h in scoring.answered(clear, passes)] == ["viking://resources/a.md",
+                                                                     "viking://resources/b.md"]
+    known = [Hit(h.row, h.score, novelty=0.0) for h in near]
+    assert len(scoring.answered(known, passes)) == 2  # no novelty: the plain floor decides
