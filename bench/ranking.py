@@ -31,7 +31,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import docs as docs_bench  # noqa: E402
-from bench.deploy import local_with_folder  # noqa: E402
+from bench.deploy import Local, local_with_folder  # noqa: E402
+from skald.actors.retriever import scoring  # noqa: E402
+from skald.store.index import Query  # noqa: E402
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 FLOOR = 0.35  # seed 003's recall floor
@@ -128,6 +130,7 @@ async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any,
             top = [m.score for m in f.resources]
             raw = cal["lo"] + top[0] * (cal["hi"] - cal["lo"]) if top else 0.0
             out["silent_raw"].append(raw <= FLOOR)
+        out["signals"] = await signals(d, related, holds)
         for q, want in related:
             f = await c.find(q, limit=10)
             found = False
@@ -144,6 +147,67 @@ async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any,
         return out
     finally:
         await d.close()
+
+
+SIGNALS = ("dense", "keywords", "hybrid")  # over the replica's own index, leaves only
+PATHS = ("find", "search semantic", "search keywords", "search hybrid", "context", "context keywords")
+
+
+async def signals(d: Local, related: list[tuple[str, Any]], holds: Any) -> dict[str, Any]:
+    """recall@10 and MRR of every signal (dense, BM25, their fusion, over the retriever's own index)
+    and every path (find, search list mode in each search_type, context mode), on the related
+    queries; and how often a directory row ranks above a file of its own subtree in find."""
+    c = d.client
+    retr = d.worker.host.actors["retriever"]  # type: ignore[union-attr]
+    index = retr.index  # type: ignore[attr-defined]
+    leaves = Query(account="default", prefixes=["viking://resources"], levels=frozenset({2}))
+    ranks: dict[str, list[int | None]] = {k: [] for k in (*SIGNALS, *PATHS)}
+    dir_above = 0
+    texts: dict[str, Any] = {}
+
+    async def read(uri: str) -> Any:
+        if holds is holds_file:
+            return None  # decided by the URI alone
+        if uri not in texts:
+            try:
+                texts[uri] = await c.read(uri)
+            except Exception:  # noqa: BLE001 - a directory's row or a vanished file holds no answer
+                texts[uri] = None
+        return texts[uri]
+
+    async def first(uris: list[str], want: Any) -> int | None:
+        for i, u in enumerate(uris[:10]):
+            got = await read(u)
+            if (got is not None or holds is holds_file) and holds(got, u, want):
+                return i
+        return None
+
+    for q, want in related:
+        vec = await retr.embedder.embed_query(q)  # type: ignore[attr-defined]
+        by_signal = {"dense": [h.row.uri for h in index.search(vec, leaves, 10)[0]],
+                     "keywords": [h.row.uri for h in index.keyword_search(q, leaves, 10)],
+                     "hybrid": [h.row.uri for h in scoring.hybrid(index, vec, q, leaves, 10)]}
+        for name, uris in by_signal.items():
+            ranks[name].append(await first(uris, want))
+        f = await c.find(q, limit=10, score_threshold=0.0)
+        found = list(f.resources)
+        ranks["find"].append(await first([m.uri for m in found], want))
+        for i, m in enumerate(found):  # a directory's row above a file beneath it
+            if m.level < 2 and any(n.level == 2 and n.uri.startswith(m.uri.rsplit("/", 1)[0] + "/")
+                                   for n in found[i + 1:]):
+                dir_above += 1
+                break
+        for kind in ("semantic", "keywords", "hybrid"):
+            r = await c.search(q, limit=10, search_type=kind, score_threshold=0.0)
+            ranks[f"search {kind}"].append(await first([m.uri for m in r.resources], want))
+        for name, kind in (("context", "semantic"), ("context keywords", "keywords")):
+            block = await c.context(q, max_tokens=1600, search_type=kind, score_threshold=0.0)
+            ranks[name].append(await first([e.uri for e in block.entries], want))
+    out: dict[str, Any] = {"dir_above_file": dir_above, "queries": len(related)}
+    for name, rs in ranks.items():
+        out[name] = (sum(r is not None for r in rs) / max(1, len(rs)),
+                     sum(1 / (r + 1) for r in rs if r is not None) / max(1, len(rs)))
+    return out
 
 
 def holds_file(entry: Any, uri: str, want: set[str]) -> bool:
@@ -185,6 +249,15 @@ async def main() -> None:
         print(f"{corpus:>8} {n:>6} | {statistics.mean(got['silent']):7.2f} {statistics.mean(got['silent_raw']):5.2f} | "
               f"{statistics.mean(got['kept']) if got['kept'] else 0:9.2f} "
               f"{statistics.mean(got['kept_raw']) if got['kept_raw'] else 0:5.2f} {got['ranked']:>5}")
+    print("\nrecall@10 / MRR of the related queries (all of them), per signal and per path; context: the")
+    print("evidence inside the 1,600-token block (rank = its entry's place)")
+    print("| method | " + " | ".join(f"{corpus} ({got['signals']['queries']})" for corpus, _, got in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for name in (*SIGNALS, *PATHS):
+        print(f"| {name} | " + " | ".join(f"{got['signals'][name][0]:.3f} / {got['signals'][name][1]:.3f}"
+                                          for _, _, got in rows) + " |")
+    print("| directory row above a file of its own subtree (find) | " + " | ".join(
+        f"{got['signals']['dir_above_file']}" for _, _, got in rows) + " |")
 
 
 if __name__ == "__main__":

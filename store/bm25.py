@@ -3,8 +3,8 @@
 Tokens keep identifiers whole (`ERR_AUTH_42`, `parse_config`, `v2.3.1`) and also index their
 parts, so both the exact code and its words match; plain English words are stemmed (Snowball),
 so `restarting` finds `restart`; CJK text is indexed as character unigrams
-and bigrams (no segmenter needed). Postings live in dicts for cheap updates and are turned into
-arrays per term on first use, so scoring a common term over 100k documents is one vector op.
+and bigrams (no segmenter needed). Postings are arrays per term (12 bytes a posting), so scoring a
+common term over 100k documents is one vector op and a million rows fit in memory.
 """
 
 from __future__ import annotations
@@ -80,11 +80,62 @@ def tokenize(text: str) -> list[str]:
 STOP_WORDS = frozenset(t for w in _STOP for t in tokenize(w))  # as the tokenizer turns them ("does" -> "doe")
 
 
-class KeywordIndex:
+_NO_TERMS = np.zeros(0, dtype=np.int32)
+
+
+class _Postings:
+    """One term's postings: parallel arrays of label, the label's generation when it was added, and
+    the term's frequency there; 12 bytes a posting where a dict entry costs about 100. A removed
+    row's postings stay until the term is compacted (its generation no longer matches)."""
+
+    __slots__ = ("labels", "gens", "tfs", "n", "live")
+
     def __init__(self) -> None:
-        self._post: dict[str, dict[int, int]] = {}
-        self._arr: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (labels, tfs), built lazily
-        self._terms: dict[int, tuple[str, ...]] = {}
+        self.labels = np.empty(2, dtype=np.int32)
+        self.gens = np.empty(2, dtype=np.uint32)
+        self.tfs = np.empty(2, dtype=np.float32)
+        self.n = 0  # entries used
+        self.live = 0  # entries whose row still holds the term: the document frequency
+
+    def append(self, label: int, gen: int, tf: int) -> None:
+        if self.n == self.labels.shape[0]:
+            cap = self.n * 2
+            for name in ("labels", "gens", "tfs"):
+                old = getattr(self, name)
+                grown = np.empty(cap, dtype=old.dtype)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        self.labels[self.n], self.gens[self.n], self.tfs[self.n] = label, gen, tf
+        self.n += 1
+        self.live += 1
+
+    def current(self, gen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, tfs) of the rows that hold the term now."""
+        labels, tfs = self.labels[: self.n], self.tfs[: self.n]
+        if self.live == self.n:
+            return labels, tfs
+        ok = self.gens[: self.n] == gen[labels]
+        return labels[ok], tfs[ok]
+
+    def compact(self, gen: np.ndarray) -> None:
+        ok = self.gens[: self.n] == gen[self.labels[: self.n]]
+        keep = int(ok.sum())
+        self.labels[:keep] = self.labels[: self.n][ok]
+        self.gens[:keep] = self.gens[: self.n][ok]
+        self.tfs[:keep] = self.tfs[: self.n][ok]
+        self.n = keep
+
+
+class KeywordIndex:
+    """Postings per term as arrays (`_Postings`). Each label has a generation; removing a row bumps
+    it, which retires all its postings at once (no search through any posting list), and a term
+    whose retired postings outnumber its live ones is compacted."""
+
+    def __init__(self) -> None:
+        self._tid: dict[str, int] = {}  # term -> its id
+        self._post: list[_Postings] = []  # by term id
+        self._terms: dict[int, np.ndarray] = {}  # label -> the term ids its text holds (sorted)
+        self._gen = np.zeros(1024, dtype=np.uint32)
         self._dl = np.zeros(1024, dtype=np.float32)
         self._total = 0
         self._lock = threading.Lock()
@@ -92,20 +143,32 @@ class KeywordIndex:
     def __len__(self) -> int:
         return len(self._terms)
 
+    def _grow(self, label: int) -> None:
+        if label >= self._dl.shape[0]:
+            size = max(label + 1, self._dl.shape[0] * 2)
+            for name in ("_dl", "_gen"):
+                old = getattr(self, name)
+                grown = np.zeros(size, dtype=old.dtype)
+                grown[: old.shape[0]] = old
+                setattr(self, name, grown)
+
     def add(self, label: int, text: str) -> None:
         with self._lock:
             self._remove(label)
+            self._grow(label)
             counts = Counter(tokenize(text))
+            gen = int(self._gen[label])
+            tids = []
             for term, tf in counts.items():
-                self._post.setdefault(term, {})[label] = tf
-                self._arr.pop(term, None)
+                tid = self._tid.get(term)
+                if tid is None:
+                    tid = self._tid[term] = len(self._post)
+                    self._post.append(_Postings())
+                self._post[tid].append(label, gen, tf)
+                tids.append(tid)
             n = sum(counts.values())
-            if label >= self._dl.shape[0]:
-                grown = np.zeros(max(label + 1, self._dl.shape[0] * 2), dtype=np.float32)
-                grown[: self._dl.shape[0]] = self._dl
-                self._dl = grown
             self._dl[label] = n
-            self._terms[label] = tuple(counts)
+            self._terms[label] = np.sort(np.asarray(tids, dtype=np.int32))
             self._total += n
 
     def remove(self, label: int) -> None:
@@ -113,29 +176,27 @@ class KeywordIndex:
             self._remove(label)
 
     def _remove(self, label: int) -> None:
-        terms = self._terms.pop(label, None)
-        if terms is None:
+        tids = self._terms.pop(label, None)
+        if tids is None:
             return
-        for t in terms:
-            p = self._post.get(t)
-            if p is not None:
-                p.pop(label, None)
-                self._arr.pop(t, None)
-                if not p:
-                    del self._post[t]
+        self._gen[label] += 1  # every posting of the old text is retired at once
+        for tid in tids.tolist():
+            post = self._post[tid]
+            post.live -= 1
+            if post.n - post.live > max(8, post.live):
+                post.compact(self._gen)
         self._total -= int(self._dl[label])
         self._dl[label] = 0
 
+    def _df(self, term: str) -> int:
+        tid = self._tid.get(term)
+        return 0 if tid is None else self._post[tid].live
+
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        arr = self._arr.get(term)
-        if arr is None:
-            post = self._post.get(term)
-            if not post:
-                return None
-            arr = (np.fromiter(post.keys(), dtype=np.int64, count=len(post)),
-                   np.fromiter(post.values(), dtype=np.float32, count=len(post)))
-            self._arr[term] = arr
-        return arr
+        tid = self._tid.get(term)
+        if tid is None or not self._post[tid].live:
+            return None
+        return self._post[tid].current(self._gen)
 
     def coverage(self, query: str, labels: list[int]) -> list[float]:
         """For each label, the share of the query's IDF mass its text contains (0..1): how much of
@@ -152,17 +213,24 @@ class KeywordIndex:
                 return [0.0] * len(labels)
             idf = {}
             for t in terms:
-                df = len(self._post.get(t, ()))
+                df = self._df(t)
                 idf[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
             total = sum(idf.values()) or 1.0
-            out = [0.0] * len(labels)
-            for t, w in idf.items():  # a few query terms x a dict lookup per row: no scan of any row's terms
-                post = self._post.get(t)
-                if post:
-                    for i, label in enumerate(labels):
-                        if label in post:
-                            out[i] += w
-            return [x / total for x in out]
+            weight = {self._tid[t]: w for t, w in idf.items() if self._df(t)}  # absent words: in no row
+            if not weight:
+                return [0.0] * len(labels)
+            order = sorted(weight)
+            qids = np.asarray(order, dtype=np.int32)
+            qw = np.asarray([weight[t] for t in order], dtype=np.float64)
+            # Every candidate's term ids in one array: which are query terms, summed per candidate.
+            have = [self._terms.get(label, _NO_TERMS) for label in labels]
+            ids = np.concatenate(have)
+            if not ids.size:
+                return [0.0] * len(labels)
+            at = np.minimum(np.searchsorted(qids, ids), qids.size - 1)
+            gained = np.where(qids[at] == ids, qw[at], 0.0)
+            owner = np.repeat(np.arange(len(labels)), [a.size for a in have])
+            return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()  # type: ignore[no-any-return]
 
     def absent_share(self, query: str) -> float:
         """The share of the query's IDF mass (function words aside) in words no row holds at all:
@@ -173,9 +241,9 @@ class KeywordIndex:
             n = len(self._terms)
             if not n or not terms:
                 return 0.0
-            idf = {t: math.log(1 + (n - (df := len(self._post.get(t, ()))) + 0.5) / (df + 0.5)) for t in terms}
+            idf = {t: math.log(1 + (n - (df := self._df(t)) + 0.5) / (df + 0.5)) for t in terms}
             total = sum(idf.values()) or 1.0
-            return sum(w for t, w in idf.items() if t not in self._post) / total
+            return sum(w for t, w in idf.items() if not self._df(t)) / total
 
     def search(self, query: str, k: int,
                allow: Callable[[np.ndarray], np.ndarray]) -> list[tuple[int, float]]:

@@ -460,16 +460,34 @@ class VectorIndex:
             if q.levels is not None and sum(len(self._by_level.get(lv, ())) for lv in q.levels) <= BRUTE_FORCE_MAX:
                 return self._exact_levels(vec, q, k, scope_rows)
             sel = self._selectivity(q, scope_rows)
-            if sel * self._live <= BRUTE_FORCE_MAX or self._pending:
-                return self._exact(vec, q, k, scope_rows)  # exact while rows still wait for the graph
-            return self._graph_search(vec, q, k, sel, scope_rows)
+            if sel * self._live <= BRUTE_FORCE_MAX or len(self._pending) > BRUTE_FORCE_MAX:
+                return self._exact(vec, q, k, scope_rows)  # exact while many rows still wait for the graph
+            hits, trace = self._graph_search(vec, q, k, sel, scope_rows)
+            if self._pending:  # rows written since the graph was last built: scored exactly beside it
+                starts = self._starts(q.account, q.prefixes)
+                waiting = np.fromiter((lab for lab in self._pending if self._skeys[lab].startswith(starts)),
+                                      dtype=np.int64)
+                if waiting.size:
+                    more, _ = self._exact(vec, q, k, scope_rows, labels=waiting)
+                    seen = {h.label for h in hits}
+                    hits = sorted([*hits, *(h for h in more if h.label not in seen)], key=lambda h: -h.score)[:k]
+                    trace = SearchTrace("hnsw+pending", scope_rows, trace.examined + int(waiting.size))
+            return hits, trace
 
-    def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int) -> tuple[list[Hit], SearchTrace]:
-        labels = np.asarray(self._scope_labels(q.account, q.prefixes), dtype=np.int64)
+    def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int,
+               labels: np.ndarray | None = None) -> tuple[list[Hit], SearchTrace]:
+        """The k best of the scope's rows (or of `labels`, already in scope), scored exactly."""
+        if labels is None:
+            labels = np.asarray(self._scope_labels(q.account, q.prefixes), dtype=np.int64)
         labels = labels[self._mask(labels, q)]
         if labels.size == 0:
             return [], SearchTrace("exact", scope_rows, 0)
-        scores = self._vecs[labels] @ vec + self._adjust(labels, q.account)
+        n = len(self._rows)
+        if labels.size * 3 > n:  # most of the index: one product over the contiguous matrix beats gathering rows
+            sims = (self._vecs[:n] @ vec)[labels]
+        else:
+            sims = self._vecs[labels] @ vec
+        scores = sims + self._adjust(labels, q.account)
         hits: list[Hit] = []
         # Take candidates in score order; the predicate (tags, metadata) may reject some.
         want = k if q.predicate is None else min(labels.size, k * 4)

@@ -52,3 +52,22 @@ def test_a_row_updated_while_pending_keeps_its_newest_vector() -> None:
         pass
     hits, _ = idx.search(moved, Query(account="a"), 3)
     assert row.uri in [h.row.uri for h in hits]
+
+
+def test_rows_waiting_for_the_graph_are_scored_beside_it() -> None:
+    """Once the graph holds most rows, a few written since (not yet in it) are searched exactly
+    beside the graph, not by falling back to an exact pass over every row."""
+    data = rows(10_000, seed=2)
+    idx = VectorIndex(64, "m")
+    idx.upsert_many(data[:9_900], defer_graph=True)
+    while idx.build_graph(4000) > 0:
+        pass
+    idx.upsert_many(data[9_900:], defer_graph=True)  # waiting: the builder has not run since
+    assert idx.pending_graph == 100
+    q = Query(account="a", prefixes=["viking://resources"])
+    probe = data[9_950][1]
+    hits, trace = idx.search(probe, q, 5)
+    assert trace.engine == "hnsw+pending" and hits[0].row.uri == data[9_950][0].uri
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    outside, _ = idx.search(probe, Query(account="a", prefixes=["viking://resources/t0"]), 5)
+    assert all(h.row.uri.startswith("viking://resources/t0/") for h in outside)  # scope still holds
