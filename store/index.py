@@ -739,9 +739,10 @@ class VectorIndex:
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(self._rows))
             with self._graph_lock:
                 self._graph.save_index(str(tmp / "graph.bin"))
-            meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n,
-                    "crc32": {name: _crc32(tmp / name) for name in SNAPSHOT_FILES}}
-            (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
+            meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n}
+        # The files are complete: their checksums are read back without holding up searches.
+        meta["crc32"] = {name: _crc32(tmp / name) for name in SNAPSHOT_FILES}
+        (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())

@@ -34,6 +34,7 @@ APPLY_CHUNK = 256  # rows applied per slice; a longer tail is a catch-up (the HN
 MAX_SLOTS = 64  # replicas one host may hold side by side
 WATCH_EVERY_S = 1.0  # how often the stream's last sequence is asked for
 STALL_S = 3.0  # behind the stream with nothing applied for this long: the follower is recreated
+SNAPSHOT_SHARE = 0.02  # the most of a replica's time its snapshots may take
 RYW_WAIT_S = 3.0  # longest wait for a caller's own write before answering UNAVAILABLE
 
 
@@ -170,11 +171,18 @@ class IndexReplica:
         self._dirty = True
 
     async def _snapshots(self) -> None:
+        """A snapshot when rows changed, at most every `snapshot_interval_s`, and never more than
+        SNAPSHOT_SHARE of the time: a save costs time in proportion to the index (a 30k-row index
+        takes about a second), and a fixed interval let snapshots eat a growing share of a
+        replica's CPU and stall its searches more often as the index grew."""
+        took = 0.0
         while True:
-            await asyncio.sleep(self.snapshot_interval_s)
+            await asyncio.sleep(max(self.snapshot_interval_s, took / SNAPSHOT_SHARE))
             if self._dirty and self.replica_dir is not None:
                 self._dirty = False
+                t0 = time.monotonic()
                 await asyncio.to_thread(self.index.save, self.replica_dir)
+                took = time.monotonic() - t0
 
     async def catch_up(self, ctx: Ctx) -> bool:
         """Read-your-writes: wait until the caller's last write is applied; UNAVAILABLE (retry,
