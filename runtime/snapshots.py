@@ -21,7 +21,7 @@ import shutil
 import struct
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,36 +69,32 @@ def load_answers(snap: Path) -> list[ModelOutput]:
     return [dec.decode(line) for line in path.read_bytes().splitlines() if line.strip()] if path.exists() else []
 
 
-async def index_rows(nc: NATS, prefix: str) -> list[tuple[str, bytes]]:
-    """The index stream's rows (row key, change), oldest first: its latest state, one per row."""
+async def _messages(nc: NATS, stream: str, head: str) -> AsyncIterator[tuple[str, Any]]:
+    """Every message of a stream under `head`, oldest first, with its subject's tail."""
     js = nc.jetstream(timeout=10.0)
-    stream, head = stream_name(prefix, "index"), f"{prefix}.index.row."
-    out: list[tuple[str, bytes]] = []
     seq = 1
     while True:
         try:
             msg = await js.get_msg(stream, seq=seq, subject=f"{head}>", next=True)
         except NotFoundError:
-            return out
-        out.append(((msg.subject or "")[len(head):], bytes(msg.data or b"")))
+            return
+        yield (msg.subject or "")[len(head):], msg
         seq = (msg.seq or seq) + 1
+
+
+async def index_rows(nc: NATS, prefix: str) -> list[tuple[str, bytes]]:
+    """The index stream's rows (row key, change), oldest first: its latest state, one per row."""
+    return [(key, bytes(msg.data or b"")) async for key, msg in
+            _messages(nc, stream_name(prefix, "index"), f"{prefix}.index.row.")]
 
 
 async def use_counters(nc: NATS, prefix: str) -> list[tuple[str, bytes]]:
-    """The use counters (subject token, node header): their totals are the bodies."""
-    js = nc.jetstream(timeout=10.0)
-    stream, head = stream_name(prefix, "usage"), f"{prefix}.usage."
-    out: list[tuple[str, bytes]] = []
-    seq = 1
-    while True:
-        try:
-            msg = await js.get_msg(stream, seq=seq, subject=f"{head}>", next=True)
-        except NotFoundError:
-            return out
-        node = (msg.headers or {}).get(H_USAGE_NODE, "")
+    """The use counters (subject token, [node header, total])."""
+    out = []
+    async for token, msg in _messages(nc, stream_name(prefix, "usage"), f"{prefix}.usage."):
         total = int(msgspec.json.decode(msg.data or b'{"val": "0"}')["val"])
-        out.append(((msg.subject or "")[len(head):], msgspec.json.encode([node, total])))
-        seq = (msg.seq or seq) + 1
+        out.append((token, msgspec.json.encode([(msg.headers or {}).get(H_USAGE_NODE, ""), total])))
+    return out
 
 
 async def capture(nc: NATS, prefix: str, data_dir: Path, out: Path, *, events_seq: int,

@@ -188,6 +188,10 @@ class KeywordIndex:
         self._total -= int(self._dl[label])
         self._dl[label] = 0
 
+    def vocabulary(self) -> int:
+        """Distinct terms ever indexed (a term no row holds any more still counts until restart)."""
+        return len(self._tid)
+
     def _df(self, term: str) -> int:
         tid = self._tid.get(term)
         return 0 if tid is None else self._post[tid].live

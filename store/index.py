@@ -665,9 +665,10 @@ class VectorIndex:
     def keyword_coverage_labels(self, text: str, labels: list[int]) -> list[float]:
         return self.keywords.coverage(text, labels)
 
-    def absent_share(self, text: str) -> float:
-        """`KeywordIndex.absent_share`: how much of a query no indexed text mentions."""
-        return self.keywords.absent_share(text)
+    def absent_share(self, text: str) -> tuple[float, int]:
+        """`KeywordIndex.absent_share` (how much of a query no indexed text mentions), and the size
+        of the vocabulary that judgement rests on."""
+        return self.keywords.absent_share(text), self.keywords.vocabulary()
 
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""

@@ -67,14 +67,20 @@ LENGTH_FROM, LENGTH_FULL = 400, 1200
 # at all, so "nothing relevant" can be said; once it is answered, each hit passes or not on its own
 # gate as before, so a related query's block is not thinned. A related question often holds a word
 # or two its answer does not (a title, a name's spelling): below NOVELTY_FROM nothing changes.
-# Ranking is untouched. Fitted with bench/ranking.py's no-answer test (LoCoMo turns, documents).
+# A word missing from a small corpus says little (eight sentences use 157 words; a paraphrase
+# misses them all): the margin grows with the vocabulary, in full from NOVELTY_VOCAB terms (a
+# LoCoMo conversation uses about 1,100). Ranking is untouched. Fitted with bench/ranking.py's
+# no-answer test (LoCoMo turns, documents).
 NOVELTY_MARGIN = 0.05
 NOVELTY_FROM = 0.4
+NOVELTY_VOCAB = 1_000
 
 
-def novelty_margin(absent_share: float) -> float:
-    """What a query's hits give up at thresholds for the share of it no indexed text mentions."""
-    return NOVELTY_MARGIN * max(0.0, absent_share - NOVELTY_FROM) / (1.0 - NOVELTY_FROM)
+def novelty_margin(absent_share: float, vocabulary: int = NOVELTY_VOCAB) -> float:
+    """What a query's best hit must clear its threshold by, for the share of it no indexed text
+    mentions, in an index of `vocabulary` distinct terms."""
+    grown = min(1.0, vocabulary / NOVELTY_VOCAB)
+    return NOVELTY_MARGIN * grown * max(0.0, absent_share - NOVELTY_FROM) / (1.0 - NOVELTY_FROM)
 
 
 def keyword_lifts(levels: np.ndarray, relative: np.ndarray, coverage: np.ndarray,
@@ -141,7 +147,7 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
     levels = np.array([h.row.level for h in cands])
     lengths = np.array([len(h.row.text) for h in cands])
     rank, gate = keyword_lifts(levels, relative, coverage, lengths)
-    novelty = novelty_margin(index.absent_share(text)) if NOVELTY_MARGIN and text.strip() else 0.0
+    novelty = novelty_margin(*index.absent_share(text)) if NOVELTY_MARGIN and text.strip() else 0.0
     score, gated = base + rank, base + gate
     pick = np.arange(len(cands))
     if len(cands) > k:  # every row tied with the k-th stays in, for the tie-break by URI below

@@ -33,7 +33,7 @@ from tests.support import processes
 from tests.support.cluster import Cluster, free_port, started
 from tests.support.processes import converged_replicas, journal_counts, reap, wait_ready
 
-STREAMS = ("events", "work", "index", "leases")
+STREAMS = ("events", "work", "index", "usage", "leases")
 
 
 def stream_of(prefix: str, kind: str) -> str:

@@ -160,6 +160,7 @@ def test_a_query_about_nothing_indexed_is_answered_only_if_its_best_hit_clears_t
 
     assert scoring.novelty_margin(scoring.NOVELTY_FROM) == 0.0
     assert scoring.novelty_margin(1.0) == pytest.approx(scoring.NOVELTY_MARGIN)
+    assert scoring.novelty_margin(1.0, scoring.NOVELTY_VOCAB // 10) == pytest.approx(scoring.NOVELTY_MARGIN / 10)
     m = scoring.novelty_margin(0.9)
     near = [Hit(row("viking://resources/a.md"), 0.80 + m / 2, novelty=m),
             Hit(row("viking://resources/b.md"), 0.805, novelty=m)]
