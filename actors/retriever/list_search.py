@@ -19,10 +19,9 @@ from skald.actors.kit.request import Ctx
 from skald.actors.retriever import hierarchy, params, scope
 from skald.actors.retriever import results as results_mod
 from skald.actors.retriever.calibration import IDENTITY, Calibration
-from skald.actors.retriever.fusion import rrf
 from skald.actors.retriever.reads import inline_content
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.retriever.scoring import decayed_match
+from skald.actors.retriever.scoring import answered, decayed_match, decayed_score, gate_of, hybrid
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.text import intent
 from skald.actors.text.tags import check_tags
@@ -30,7 +29,7 @@ from skald.messages import search as search_msgs
 from skald.messages.errors import InvalidArgument
 from skald.messages.index import IndexRow
 from skald.store import sessions as session_store
-from skald.store.index import Query
+from skald.store.index import Hit, Query
 from skald.store.uri import Namespace, check_name
 
 RerankFn = Callable[[str, list[str]], Awaitable[list[float] | None]]
@@ -114,11 +113,14 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
         vec = await retr.embedder.embed_query(tq.query)
         k = limit * (params.EVENT_DECAY_OVERFETCH if decay is not None else 1)
         if req.search_type == "hybrid":
-            vhits, _ = index.search(vec, collect, max(k * 2, 20))
-            khits = index.keyword_search(tq.query, collect, max(k * 2, 20))
-            fused = rrf([(h.row, h.score) for h in vhits], [(h.row, h.score) for h in khits])
-            return fused[:k], {"query": tq.query, "engine": "hybrid-rrf", "vector": len(vhits),
-                               "keywords": len(khits)}
+            # find's fusion (dense + keyword lift on the cosine scale), so scores stay calibrated
+            # and a threshold means what it means elsewhere.
+            def passes(h: Hit, margin: float) -> bool:
+                gated = decayed_score(h.row, s.calibration.score(gate_of(h) - margin), decay, now)
+                return results_mod.passes(gated, req.score_threshold, req.score_gte)
+
+            hits = answered(hybrid(index, vec, tq.query, collect, k), passes)
+            return [(h.row, h.score) for h in hits], {"query": tq.query, "engine": "hybrid"}
         if s.default_mode == "fast":
             hits, trace = index.search(vec, collect, k)
             return [(h.row, h.score) for h in hits], {"query": tq.query, "engine": trace.engine, "mode": "quick"}
@@ -142,11 +144,10 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
         for row, score in hits:
             if req.search_type == "keywords":
                 m = results_mod.to_matched(row, score)
-            else:  # RRF scores are ranks, not similarities: only semantic scores are calibrated
-                cal = s.calibration.score(score) if req.search_type == "semantic" else score
-                m = decayed_match(row, cal, decay, now)
+            else:  # similarities (hybrid's on the same cosine scale), calibrated
+                m = decayed_match(row, s.calibration.score(score), decay, now)
             if req.search_type == "semantic" and not results_mod.passes(m.score, req.score_threshold, req.score_gte):
-                continue
+                continue  # hybrid's hits passed their own gates above
             matched.append(m)
     # list mode aggregates every planned query's results: the total may exceed `limit`.
     result = results_mod.group(matched, limit * max(1, len(plan.queries)))
@@ -160,7 +161,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
                              "session_context": {"overview_chars": len(summary), "messages": len(recent)}}
     latency = (time.perf_counter() - t0) * 1000
     scores = [m.score for m in (*result.memories, *result.resources, *result.skills)]
-    signal = {"keywords": "bm25", "hybrid": "rrf"}.get(req.search_type, "similarity")
+    signal = {"keywords": "bm25", "hybrid": "hybrid"}.get(req.search_type, "similarity")
     retr.stats.record(",".join(sorted(ctypes)) if ctypes else "all", scores, latency, path="search", signal=signal,
                       rerank_used=counters.rerank_used, rerank_fallback=counters.rerank_fallback)
     return result

@@ -41,9 +41,13 @@ def row(uri: str, level: int = 2, text: str = "") -> IndexRow:
 
 def test_the_keyword_lift_ranks_on_relative_bm25_but_gates_on_coverage() -> None:
     leaf, summary = row("viking://resources/a.md"), row("viking://resources/d", level=1)
-    assert scoring.keyword_lift(leaf, 1.0, 0.9) == (scoring.KEYWORD_WEIGHT, scoring.KEYWORD_WEIGHT)
+    assert scoring.keyword_lift(leaf, 1.0, 0.65) == (scoring.KEYWORD_WEIGHT, scoring.KEYWORD_WEIGHT)
     rank, gate = scoring.keyword_lift(leaf, 1.0, 0.1)  # the best keyword hit, sharing one common word
     assert rank == scoring.KEYWORD_WEIGHT and gate == 0.0
+    # A row holding all the query asks ranks up to EXACT_EXTRA higher; its gate stays the plain lift.
+    rank, gate = scoring.keyword_lift(leaf, 1.0, 1.0)
+    assert rank == pytest.approx(scoring.KEYWORD_WEIGHT + scoring.EXACT_EXTRA) and gate == scoring.KEYWORD_WEIGHT
+    assert scoring.keyword_lift(leaf, 0.5, 1.0)[0] == pytest.approx((scoring.KEYWORD_WEIGHT + scoring.EXACT_EXTRA) / 2)
     assert scoring.keyword_lift(summary, 1.0, 1.0) == (-scoring.SUMMARY_MARGIN, -scoring.SUMMARY_MARGIN)
 
 
@@ -62,8 +66,9 @@ def test_hybrid_lifts_an_exact_code_over_the_floor_and_not_a_shared_common_word(
     qv /= np.linalg.norm(qv)
     code = {h.row.uri: h for h in scoring.hybrid(idx, qv, "what happened in OPS-0001234", q, 3)}
     hit = code["viking://resources/t1.md"]
-    assert hit.gate == pytest.approx(hit.score) and hit.score == pytest.approx(
-        float(vecs["viking://resources/t1.md"] @ qv) + scoring.KEYWORD_WEIGHT, abs=1e-5)
+    cosine = float(vecs["viking://resources/t1.md"] @ qv)  # the code is all the query asks: full lift
+    assert hit.score == pytest.approx(cosine + scoring.KEYWORD_WEIGHT + scoring.EXACT_EXTRA, abs=1e-5)
+    assert hit.gate == pytest.approx(cosine + scoring.KEYWORD_WEIGHT, abs=1e-5)
     unrelated = {h.row.uri: h for h in scoring.hybrid(idx, qv, "how do I write an async trait in rust", q, 3)}
     tips = unrelated["viking://resources/t2.md"]
     base = float(vecs["viking://resources/t2.md"] @ qv)

@@ -181,6 +181,14 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
     assert hits(r)[0]["uri"] == "viking://resources/logs/auth.log"
     h = await c.call("search.search", {"query": "ERR_AUTH_42", "search_type": "hybrid", "level": 2})
     assert hits(h)[0]["uri"] == "viking://resources/logs/auth.log"
+    # hybrid list search is find's fusion: the same scores on the same (calibrated) scale, and a
+    # threshold above them leaves nothing
+    f = await c.call("search.find", {"query": "ERR_AUTH_42", "level": 2})
+    assert [(m["uri"], m["score"]) for m in hits(h)] == [(m["uri"], m["score"]) for m in hits(f)]
+    top = hits(h)[0]["score"]
+    high = await c.call("search.search", {"query": "ERR_AUTH_42", "search_type": "hybrid", "level": 2,
+                                          "score_threshold": top})
+    assert all(m["score"] > top for m in hits(high))
     with pytest.raises(E.InvalidArgument):
         await c.call("search.search", {"query": " ", "search_type": "keywords"})
     # context mode is the assembler's: a deployment without one says so
