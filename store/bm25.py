@@ -47,9 +47,11 @@ not no yes just also too very any some all each both either neither other such o
 """.split()
 
 
-def query_terms(text: str) -> set[str]:
-    """A query's terms without its function words (all of them when it has nothing else)."""
-    terms = set(tokenize(text))
+@functools.lru_cache(maxsize=4096)
+def query_terms(text: str) -> frozenset[str]:
+    """A query's terms without its function words (all of them when it has nothing else). Cached:
+    one query asks for them several times (search, coverage, novelty)."""
+    terms = frozenset(tokenize(text))
     return (terms - STOP_WORDS) or terms
 
 
@@ -81,6 +83,8 @@ STOP_WORDS = frozenset(t for w in _STOP for t in tokenize(w))  # as the tokenize
 
 
 _NO_TERMS = np.zeros(0, dtype=np.int32)
+_EMPTY_LABELS = np.zeros(0, dtype=np.int64)
+_EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
 
 class _Postings:
@@ -139,6 +143,8 @@ class KeywordIndex:
         self._dl = np.zeros(1024, dtype=np.float32)
         self._total = 0
         self._lock = threading.Lock()
+        self._scratch = np.zeros(0, dtype=np.float32)  # search's sums, all zero between searches
+        self._stamp = np.zeros(0, dtype=np.int64)  # search's de-duplication of labels
 
     def __len__(self) -> int:
         return len(self._terms)
@@ -250,18 +256,20 @@ class KeywordIndex:
             return sum(w for t, w in idf.items() if not self._df(t)) / total
 
     def search(self, query: str, k: int,
-               allow: Callable[[np.ndarray], np.ndarray]) -> list[tuple[int, float]]:
-        """Top k (label, BM25 score) among the labels `allow` accepts (it takes an array of labels and
-        answers a boolean array: filters run as array operations)."""
+               allow: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Top k (labels, BM25 scores) among the labels `allow` accepts (it takes an array of labels
+        and answers a boolean array: filters run as array operations), best first, ties by label.
+        Work is in proportion to the query's postings, never to the index: a term's scores are
+        summed in a scratch array only over its own labels, and only those are read back."""
         terms = query_terms(query)
         with self._lock:
             n = len(self._terms)
             if not n or not terms:
-                return []
+                return _EMPTY_LABELS, _EMPTY_SCORES
             avgdl = self._total / n
-            scores = np.zeros(self._dl.shape[0], dtype=np.float32)
             common = max(COMMON_MIN_DF, int(n * COMMON_SHARE))
-            for t in terms:
+            parts: list[tuple[np.ndarray, np.ndarray]] = []
+            for t in sorted(terms):
                 post = self._postings(t)
                 if post is None:
                     continue
@@ -271,17 +279,30 @@ class KeywordIndex:
                     continue  # in most rows: next to no weight, and the whole cost of the search
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 dl = self._dl[labels]
-                scores[labels] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
-        hit = np.flatnonzero(scores)
-        if hit.size == 0:
-            return []
-        want = min(hit.size, max(k * 4, 64))
-        out: list[tuple[int, float]] = []
+                parts.append((labels, (idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))).astype(np.float32)))
+            if not parts:
+                return _EMPTY_LABELS, _EMPTY_SCORES
+            if len(parts) == 1:
+                hit, scores = parts[0][0].astype(np.int64), parts[0][1]
+            else:  # labels repeat across terms: sum in the scratch array, read each label once
+                if self._scratch.shape[0] < self._dl.shape[0]:
+                    self._scratch = np.zeros(self._dl.shape[0], dtype=np.float32)
+                    self._stamp = np.zeros(self._dl.shape[0], dtype=np.int64)
+                for labels, contrib in parts:
+                    self._scratch[labels] += contrib
+                cat = np.concatenate([labels for labels, _ in parts]).astype(np.int64)
+                pos = np.arange(cat.size)
+                self._stamp[cat] = pos
+                hit = cat[self._stamp[cat] == pos]
+                scores = self._scratch[hit]
+                self._scratch[hit] = 0.0
+        want = min(hit.size, max(k + k // 4, 64))  # most rows pass `allow`: ask it about few more than k
         while True:
-            top = hit[np.argpartition(-scores[hit], want - 1)[:want]] if want < hit.size else hit
-            top = top[np.argsort(-scores[top], kind="stable")]
-            top = top[allow(top)][:k]
-            out = list(zip(top.tolist(), scores[top].tolist(), strict=True))
-            if len(out) >= k or want >= hit.size:
-                return out
+            top = np.argpartition(-scores, want - 1)[:want] if want < hit.size else np.arange(hit.size)
+            top = top[np.lexsort((hit[top], -scores[top]))]
+            labels = hit[top]
+            ok = allow(labels)
+            labels, best = labels[ok][:k], scores[top][ok][:k]
+            if labels.size >= k or want >= hit.size:
+                return labels, best.astype(np.float64)
             want = min(hit.size, want * 4)

@@ -27,6 +27,7 @@ import shutil
 import threading
 import uuid
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,8 @@ class VectorIndex:
         self._updated = np.zeros(capacity, dtype=np.float64)
         self._created = np.zeros(capacity, dtype=np.float64)
         self._alive = np.zeros(capacity, dtype=bool)
+        self._tlen = np.zeros(capacity, dtype=np.int32)  # characters of each row's text (hybrid's length margin)
+        self._mix: Counter[tuple[int, int]] = Counter()  # live rows per (level, context type code)
         # Added to every score of a leaf row: minus its hubness (see `set_querybank`); zero without one.
         self._adj = np.zeros(capacity, dtype=np.float32)
         self._bank: np.ndarray | None = None
@@ -159,7 +162,7 @@ class VectorIndex:
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive", "_adj"):
+        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive", "_adj", "_tlen"):
             old = getattr(self, name)
             arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
             arr[: old.shape[0]] = old
@@ -224,8 +227,12 @@ class VectorIndex:
                     self._level_mat.clear()
                 self.keywords.add(label, row.text or row.abstract)
                 self._vecs[label] = vec
+                self._tlen[label] = len(row.text)
+                if self._alive[label]:
+                    self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
                 self._level[label] = row.level
                 self._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
+                self._mix[(row.level, int(self._ctype[label]))] += 1
                 self._updated[label] = row.updated_at
                 self._created[label] = row.created_at
                 self._alive[label] = True
@@ -347,6 +354,8 @@ class VectorIndex:
             self._rows[label] = None
             self._skeys[label] = ""
             self.keywords.remove(label)
+            if self._alive[label]:
+                self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
             self._alive[label] = False
             if label in self._pending:
                 del self._pending[label]  # never reached the graph
@@ -435,16 +444,11 @@ class VectorIndex:
         total = max(1, self._live)
         frac = scope_rows / total
         if q.levels is not None or q.context_types is not None:
-            n = self._live
-            lv = self._level[: len(self._rows)]
-            al = self._alive[: len(self._rows)]
-            m = al.copy()
-            if q.levels is not None:
-                m &= np.isin(lv, np.fromiter(q.levels, dtype=np.int8))
-            if q.context_types is not None:
-                codes = [CONTEXT_TYPES.index(c) for c in q.context_types if c in CONTEXT_TYPES]
-                m &= np.isin(self._ctype[: len(self._rows)], np.array(codes, dtype=np.int8))
-            frac *= max(int(m.sum()), 0) / max(n, 1)
+            codes = None if q.context_types is None else {CONTEXT_TYPES.index(c) for c in q.context_types
+                                                           if c in CONTEXT_TYPES}
+            match = sum(n for (lv, ct), n in self._mix.items()
+                        if (q.levels is None or lv in q.levels) and (codes is None or ct in codes))
+            frac *= max(match, 0) / max(self._live, 1)
         return frac
 
     def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], SearchTrace]:
@@ -673,9 +677,24 @@ class VectorIndex:
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""
         with self._lock:
-            found = self.keywords.search(text, k, lambda labels: self._allow_many(labels, q))
+            labels, scores = self.keyword_arrays(text, q, k)
             rows = self._rows
-            return [Hit(r, s, label=lab) for lab, s in found if (r := rows[lab]) is not None]
+            return [Hit(r, s, label=lab) for lab, s in zip(labels.tolist(), scores.tolist(), strict=True)
+                    if (r := rows[lab]) is not None]
+
+    def keyword_arrays(self, text: str, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`keyword_search` as (labels, BM25 scores) arrays, best first: no hit objects for rows
+        a caller only scores."""
+        with self._lock:
+            return self.keywords.search(text, k, lambda labels: self._allow_many(labels, q))
+
+    def row_at(self, label: int) -> IndexRow | None:
+        return self._rows[label]
+
+    def levels_lengths(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each label's level and text length."""
+        with self._lock:
+            return self._level[labels], self._tlen[labels]
 
     def similarity_labels(self, vec: np.ndarray, labels: list[int], account: str) -> list[float]:
         """Cosine (with the hubness correction) of `vec` with these rows of one account."""
@@ -796,7 +815,9 @@ class VectorIndex:
             idx.keywords.add(label, row.text or row.abstract)
             idx._by_level.setdefault(row.level, set()).add(label)
             idx._level[label] = row.level
+            idx._tlen[label] = len(row.text)
             idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
+            idx._mix[(row.level, int(idx._ctype[label]))] += 1
             idx._updated[label] = row.updated_at
             idx._created[label] = row.created_at
             idx._alive[label] = True

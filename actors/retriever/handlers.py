@@ -25,7 +25,15 @@ from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
-from skald.actors.retriever.scoring import answered, decayed_match, decayed_score, gate_of, hybrid, keyword_hits
+from skald.actors.retriever.scoring import (
+    Words,
+    answered,
+    decayed_match,
+    decayed_score,
+    gate_of,
+    hybrid,
+    keyword_hits,
+)
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.retriever.usage import UsageCounts
 from skald.actors.text.tags import check_tags
@@ -197,9 +205,9 @@ class Retriever(TreeReads):
                                    until=c.until, time_field=req.time_field, predicate=pred), k)
         errors: dict[str, str] = {}
 
-        def keyword_half() -> dict[str, list[list[Hit]]]:
+        def keyword_half() -> dict[str, list[Words]]:
             """Every bucket's keyword hits for every query, while the embeddings are on their way."""
-            got: dict[str, list[list[Hit]]] = {}
+            got: dict[str, list[Words]] = {}
             for name, plan in plans.items():
                 if plan is None:
                     continue

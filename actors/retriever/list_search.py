@@ -150,7 +150,8 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
                 continue  # hybrid's hits passed their own gates above
             matched.append(m)
     # list mode aggregates every planned query's results: the total may exceed `limit`.
-    result = results_mod.group(matched, limit * max(1, len(plan.queries)))
+    # One planned query is one ranked list: its order survives calibrated scores clipping at 1.0.
+    result = results_mod.group(matched, limit * max(1, len(plan.queries)), ranked_input=len(results) == 1)
     results_mod.count_uses(result, retr.usage, ctx.identity.account)
     result.query_plan = msgspec.to_builtins(plan)
     if req.read_content:

@@ -4,6 +4,7 @@ similarity is multiplied by its time score) and hybrid candidates (dense + keywo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -120,52 +121,69 @@ def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float
     return float(rank[0]), float(gate[0])
 
 
-def keyword_hits(index: VectorIndex, text: str, q: Query, k: int) -> list[Hit]:
+class Words(NamedTuple):
+    """The keyword half of `hybrid` as arrays: BM25's labels and scores, best first."""
+    labels: np.ndarray
+    scores: np.ndarray
+
+
+NO_WORDS = Words(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def keyword_hits(index: VectorIndex, text: str, q: Query, k: int) -> Words:
     """The keyword half of `hybrid`: it needs no vector, so a caller may compute it while the
     query's embedding is still on its way."""
-    return index.keyword_search(text, q, max(k, KEYWORD_DEPTH)) if text.strip() else []
+    return Words(*index.keyword_arrays(text, q, max(k, KEYWORD_DEPTH))) if text.strip() else NO_WORDS
 
 
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
-           keywords_only: bool = False, words: list[Hit] | None = None) -> list[Hit]:
+           keywords_only: bool = False, words: Words | None = None) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
     cosine plus its `keyword_lifts` (the gate carries the threshold's lift). A row only the
     keywords found gets its exact cosine, so the scale stays the embedder's and a calibrated
     floor keeps its meaning. With `keywords_only`, only the rows BM25 found, scored the same way.
-    Scored as arrays; only the k that come out become hits. `words`: `keyword_hits`, if the
-    caller has them already."""
+    Scored as arrays over labels; only the k that come out become hits. `words`: `keyword_hits`,
+    if the caller has them already."""
     if words is None:
         words = keyword_hits(index, text, q, k)
     dense = [] if keywords_only else index.search(vec, q, k)[0]
-    seen = {h.label for h in dense}
-    only_words = [h for h in words if h.label not in seen]
-    cands = dense + only_words
-    if not cands:
+    dense_labels = np.fromiter((h.label for h in dense), dtype=np.int64, count=len(dense))
+    if dense:  # a set beats np.isin's sort for a few dozen labels
+        seen = set(dense_labels.tolist())
+        only = words.labels[np.fromiter((lab not in seen for lab in words.labels.tolist()), dtype=bool,
+                                        count=words.labels.size)]
+    else:
+        only = words.labels
+    labels = np.concatenate((dense_labels, only))
+    if not labels.size:
         return []
-    base = np.array([h.score for h in dense] + (
-        index.similarity_labels(vec, [h.label for h in only_words], q.account) if only_words else []))
-    relative = np.zeros(len(cands))
-    coverage = np.zeros(len(cands))
-    if words:
-        top = max(h.score for h in words) or 1.0
-        pos = {h.label: i for i, h in enumerate(cands)}
-        at = np.array([pos[h.label] for h in words])
-        relative[at] = np.array([h.score for h in words]) / top
-        # Coverage only matters where BM25 found the row (elsewhere both lifts are nothing).
-        leaves = [h.label for h in words if h.row.level == 2]
-        if leaves:
-            coverage[[pos[lab] for lab in leaves]] = index.keyword_coverage_labels(text, leaves)
-    levels = np.array([h.row.level for h in cands])
-    lengths = np.array([len(h.row.text) for h in cands])
+    base = np.concatenate((np.fromiter((h.score for h in dense), dtype=np.float64, count=len(dense)),
+                           index.similarity_labels(vec, only.tolist(), q.account) if only.size else []))
+    levels, lengths = index.levels_lengths(labels)
+    relative = np.zeros(labels.size)
+    coverage = np.zeros(labels.size)
+    if words.labels.size:
+        order = np.argsort(labels, kind="stable")
+        at = order[np.searchsorted(labels, words.labels, sorter=order)]  # each keyword hit's candidate slot
+        relative[at] = words.scores / (words.scores.max() or 1.0)
+        # Coverage only matters where BM25 found a leaf (elsewhere both lifts are nothing).
+        leaf = levels[at] == 2
+        if leaf.any():
+            coverage[at[leaf]] = index.keyword_coverage_labels(text, words.labels[leaf].tolist())
     rank, gate = keyword_lifts(levels, relative, coverage, lengths)
     novelty = novelty_margin(*index.absent_share(text)) if NOVELTY_MARGIN and text.strip() else 0.0
     score, gated = base + rank, base + gate
-    pick = np.arange(len(cands))
-    if len(cands) > k:  # every row tied with the k-th stays in, for the tie-break by URI below
+    pick = np.arange(labels.size)
+    if labels.size > k:  # every row tied with the k-th stays in, for the tie-break by URI below
         kth = np.partition(-score, k - 1)[k - 1]
         pick = np.flatnonzero(-score <= kth)
-    out = [Hit(cands[i].row, float(score[i]), gate=float(gated[i]), label=cands[i].label, novelty=novelty)
-           for i in pick.tolist()]
+    rows = {h.label: h.row for h in dense}
+    out = []
+    for i in pick.tolist():
+        lab = int(labels[i])
+        row = rows.get(lab) or index.row_at(lab)
+        if row is not None:
+            out.append(Hit(row, float(score[i]), gate=float(gated[i]), label=lab, novelty=novelty))
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]
 

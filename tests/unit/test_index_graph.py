@@ -71,3 +71,37 @@ def test_rows_waiting_for_the_graph_are_scored_beside_it() -> None:
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     outside, _ = idx.search(probe, Query(account="a", prefixes=["viking://resources/t0"]), 5)
     assert all(h.row.uri.startswith("viking://resources/t0/") for h in outside)  # scope still holds
+
+
+def test_the_level_and_type_counts_follow_upserts_deletes_and_snapshots(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The graph's selectivity estimate reads live rows per (level, context type) from counters kept
+    on every write, not from a pass over all rows per query: they must equal a recount after any
+    mix of inserts, level and type changes, deletes, and a snapshot round trip."""
+    import msgspec
+
+    idx = VectorIndex(64, "m")
+    data = rows(300, seed=4)
+    idx.upsert_many(data)
+    rng = np.random.default_rng(9)
+    for i in rng.choice(300, 80, replace=False).tolist():
+        row, vec = data[i]
+        idx.upsert_many([(msgspec.structs.replace(row, level=int(rng.integers(0, 3)),
+                                                  context_type=str(rng.choice(["resource", "memory", "skill"]))), vec)])
+    for i in rng.choice(300, 50, replace=False).tolist():
+        for lv in (0, 1, 2):
+            idx.delete("a", data[i][0].uri, lv)
+
+    def recount(ix: VectorIndex) -> dict[tuple[int, int], int]:
+        n = len(ix._rows)
+        live = np.flatnonzero(ix._alive[:n])
+        out: dict[tuple[int, int], int] = {}
+        for lab in live.tolist():
+            key = (int(ix._level[lab]), int(ix._ctype[lab]))
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    assert {k: v for k, v in idx._mix.items() if v} == recount(idx)
+    assert sum(idx._mix.values()) == len(idx) < 300
+    idx.save(tmp_path / "snap")
+    back = VectorIndex.load(tmp_path / "snap", 64, "m")
+    assert back is not None and {k: v for k, v in back._mix.items() if v} == recount(back) == recount(idx)
