@@ -59,9 +59,14 @@ async def load(worker: Worker, client: SkaldClient, start: int, end: int, rng: r
         d.mkdir(parents=True, exist_ok=True)
         (d / f"doc{i:06d}.md").write_text(doc_text(topic, i, rng))
     t0 = time.perf_counter()
-    await client.call("fs.mv", {"from_uri": f"viking://resources/stage{start}",
-                                "to_uri": f"viking://resources/corpus{start}"}, timeout_s=3600)
+    r = await client.call("fs.mv", {"from_uri": f"viking://resources/stage{start}",
+                                    "to_uri": f"viking://resources/corpus{start}"}, timeout_s=3600)
     retr = worker.host.actors["retriever"]  # type: ignore[union-attr]
+    while not r["indexed"]:  # the move answered before its ingest job finished (the handler's deadline)
+        st = await client.stats()
+        if (st.queues.get("work") or {}).get("messages", 1) == 0 and st.index.get("lag", 1) == 0:
+            break
+        await asyncio.sleep(0.5)
     while retr.index.applied_seq < client.index_seq:  # type: ignore[attr-defined]
         await asyncio.sleep(0.05)
     return time.perf_counter() - t0

@@ -289,15 +289,18 @@ class NatsBus:
                 await sub.unsubscribe()
 
     async def count_usage(self, account: str, uris: list[str], msg_id: str) -> None:
+        await self.add_usage(account, dict.fromkeys(uris, 1), msg_id)
+
+    async def add_usage(self, account: str, counts: dict[str, int], msg_id: str) -> None:
         """A JetStream counter per node (`Nats-Incr`); the node rides in a header, since the subject
         holds only its hash. Deduplicated per node by `msg_id`."""
-        async def one(uri: str) -> None:
+        async def one(uri: str, n: int) -> None:
             token = subjects.usage_token(account, uri)
             key = base64.urlsafe_b64encode(f"{account}\x00{uri}".encode()).decode()
             await self._js_publish(subjects.usage(self.prefix, token), b"",
-                                   {"Nats-Incr": "+1", H_USAGE_NODE: key, "Nats-Msg-Id": f"{msg_id}:{token}"})
+                                   {"Nats-Incr": f"+{n}", H_USAGE_NODE: key, "Nats-Msg-Id": f"{msg_id}:{token}"})
 
-        await asyncio.gather(*(one(u) for u in dict.fromkeys(uris)))
+        await asyncio.gather(*(one(u, n) for u, n in counts.items() if n > 0))
 
     async def follow_usage(self) -> AsyncIterator[list[tuple[str, str, int]]]:
         queue: asyncio.Queue[Any] = asyncio.Queue()

@@ -12,19 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from skald.actors.assembler import bootstrap, budget, ledger, passages, render, tiers
+from skald.actors.assembler import bootstrap, budget, ledger, passages, render, textcache, tiers
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
 from skald.actors.assembler import selection as Sel
 from skald.actors.kit.clock import now as clock_now
-from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Ctx
@@ -42,6 +44,7 @@ from skald.store.uri import Identity, Namespace, check_name, node_of
 log = logging.getLogger("skald.assembler")
 READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve
 READ_CONCURRENCY = 8
+USES_FLUSH_S = 0.25  # served memories' use counts wait this long to be published together
 
 
 @dataclass(slots=True)
@@ -58,40 +61,47 @@ class Assembler:
         self.ns = ns
         self.bus = bus
         self.llm = llm
+        self.texts = textcache.TextCache()
         self.intent_timeout_s = intent_timeout_s
         self.rewrite_timeout_s = rewrite_timeout_s
         self.clock = clock
-        self._counting: set[asyncio.Task[None]] = set()
+        self._uses: dict[str, Counter[str]] = {}  # account -> node -> uses served, not yet published
+        self._flush: asyncio.Task[None] | None = None
         self.uses_counted = 0
         self.uses_failed = 0
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "llm": self.llm.name, "uses_counted": self.uses_counted,
-                "uses_failed": self.uses_failed}
+                "uses_failed": self.uses_failed, "text_cache": self.texts.stats()}
 
     async def stop(self) -> None:
-        await asyncio.gather(*self._counting, return_exceptions=True)
+        if self._flush is not None:
+            await asyncio.gather(self._flush, return_exceptions=True)
 
     def _count_served(self, entries: list[context_msgs.ContextEntry], ident: Identity) -> int:
         """Memories served in a block are used once more (their active_count); counted off the
-        reply's path, a failure only logged: a use count is worth less than the answer's time."""
+        reply's path, a failure only logged: a use count is worth less than the answer's time.
+        Uses served within USES_FLUSH_S are published together, one counter message per node
+        (a block of 50 memories was 50 JetStream publishes on the worker's loop, every request)."""
         nodes = [node_of(e.uri, ident) for e in entries if e.category in tiers.MEMORY_CATEGORIES]
         if not nodes:
             return 0
-        msg_id = request_id("served")
-
-        async def count() -> None:
-            try:
-                await self.bus.count_usage(ident.account, nodes, msg_id)
-                self.uses_counted += len(nodes)
-            except Exception as e:  # noqa: BLE001 - reported in health, never to the caller
-                self.uses_failed += len(nodes)
-                log.warning("use counts of %d served memories not recorded: %s", len(nodes), e)
-
-        task = asyncio.create_task(count(), name="count-served")
-        self._counting.add(task)
-        task.add_done_callback(self._counting.discard)
+        self._uses.setdefault(ident.account, Counter()).update(dict.fromkeys(nodes, 1))  # once per block
+        if self._flush is None:
+            self._flush = asyncio.create_task(self._publish_uses(), name="count-served")
         return len(nodes)
+
+    async def _publish_uses(self) -> None:
+        await asyncio.sleep(USES_FLUSH_S)
+        pending, self._uses, self._flush = self._uses, {}, None
+        for account, counts in pending.items():
+            n = sum(counts.values())
+            try:
+                await self.bus.add_usage(account, dict(counts), uuid.uuid4().hex)
+                self.uses_counted += n
+            except Exception as e:  # noqa: BLE001 - reported in health, never to the caller
+                self.uses_failed += n
+                log.warning("use counts of %d served memories not recorded: %s", n, e)
 
     @handles(catalog.ASSEMBLE_CONTEXT, timeout_s=120.0)
     async def context(self, req: search_msgs.SearchRequest, ctx: Ctx) -> context_msgs.ContextResult:
@@ -128,13 +138,16 @@ class Assembler:
             retrieval = await self._candidates(p, ctx, queries, cooled)
             timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
             timing["embed_ms"] = retrieval.embed_ms
+            ts = time.perf_counter()
             room = p.limit if p.quotas is None else sum(p.quotas.values())
             grouped = {k: passages.group_turns(v, room, p.max_tokens) for k, v in retrieval.buckets.items()}
             chosen = Sel.select(grouped, p.quotas, p.limit)
             chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
+            timing["group_ms"] = (time.perf_counter() - ts) * 1000
             ts = time.perf_counter()
             slots = await self._slots(chosen, p, ctx.identity)
             timing["read_ms"] = (time.perf_counter() - ts) * 1000
+        ts = time.perf_counter()
         candidates = len(slots)
         slots, deduped = budget.dedup_bodies(
             slots, lambda s: budget.body_key(s.texts.get("full") or s.texts.get("abstract", "")))
@@ -150,6 +163,7 @@ class Assembler:
                                           text=text, origin=s.origin, location=s.location))
             elements.append(render.element(s.uri, s.category, s.score, tier, text, s.origin, s.location))
         rendered = render.join(elements)
+        timing["fill_ms"] = (time.perf_counter() - ts) * 1000
         ts = time.perf_counter()
         digest, rewrite, usage = await self._rewrite(p, entries, rendered, session)
         timing["rewrite_ms"] = (time.perf_counter() - ts) * 1000
@@ -263,43 +277,68 @@ class Assembler:
                                  bounded=c.lines is not None))
         plan = budget.read_plan(slots, p.max_tokens)
         todo = [(s, what) for s, what in zip(slots, plan, strict=True) if what]
+        if not todo:
+            return slots
 
-        def read_chunk(chunk: list[tuple[budget.Slot, str]]) -> list[tuple[str, bool]]:
-            return [self._read(s.uri, ident, p.max_tokens) for s, _ in chunk]
+        def look_up() -> list[tuple[str, bool] | tuple[str, int, int] | None]:
+            """Each file's body from the cache when unchanged since it was read, else where to read it."""
+            out: list[tuple[str, bool] | tuple[str, int, int] | None] = []
+            for s, _ in todo:
+                try:
+                    path = self.ns.fspath(s.uri, ident)
+                    st = os.stat(path)
+                except (OSError, E.SkaldError):
+                    out.append(None)
+                    continue
+                body = self.texts.get(path, st.st_mtime_ns, st.st_size)
+                out.append((path, st.st_mtime_ns, st.st_size) if body is None else
+                           (body.text, body.whole and st.st_size // 8 <= p.max_tokens))
+            return out
+
+        found = await asyncio.to_thread(look_up)
+        misses = [i for i, f in enumerate(found) if f is not None and len(f) == 3]
+
+        def read_chunk(chunk: list[int]) -> list[tuple[str, bool]]:
+            return [self._read(*found[i], p.max_tokens) for i in chunk]  # type: ignore[misc]
 
         # Small files read faster in a row than one thread hop each: at most READ_CONCURRENCY
         # threads, each reading its share in score order.
-        chunks = [todo[i::READ_CONCURRENCY] for i in range(min(READ_CONCURRENCY, len(todo)))]
-        results = await asyncio.gather(*(asyncio.to_thread(read_chunk, ch) for ch in chunks))
-        for chunk, got in zip(chunks, results, strict=True):
-            for (s, what), (text, whole) in zip(chunk, got, strict=True):
-                if not text:
-                    continue
-                if what == "dir_overview":
-                    s.texts["overview"] = text
-                    continue
-                s.texts["overview"] = tiers.file_overview(s.uri.rsplit("/", 1)[-1], text)
-                if whole:
-                    s.texts["full"] = text
+        chunks = [misses[i::READ_CONCURRENCY] for i in range(min(READ_CONCURRENCY, len(misses)))]
+        for chunk, got in zip(chunks, await asyncio.gather(*(asyncio.to_thread(read_chunk, ch) for ch in chunks)),
+                              strict=True):
+            for i, body in zip(chunk, got, strict=True):
+                found[i] = body
+        for (s, what), f in zip(todo, found, strict=True):
+            if not f or not f[0]:
+                continue
+            text, whole = f  # type: ignore[misc]
+            if what == "dir_overview":
+                s.texts["overview"] = text
+                continue
+            s.texts["overview"] = tiers.file_overview(s.uri.rsplit("/", 1)[-1], text)
+            if whole:
+                s.texts["full"] = text
         return slots
 
-    def _read(self, uri: str, ident: Identity, max_tokens: int) -> tuple[str, bool]:
+    def _read(self, path: str, mtime_ns: int, size: int, max_tokens: int) -> tuple[str, bool]:
         """(text, whole) of a file that may fit: nothing when even its smallest possible token
-        count (1/8 token per byte) is over the budget and no overview could come from its head."""
+        count (1/8 token per byte) is over the budget and no overview could come from its head.
+        Kept in the text cache for the (mtime, size) it was stat'ed at: a file changed since is
+        read again next time."""
         try:
-            vp = self.ns.resolve(uri, ident)
-            size = vp.path.stat().st_size
-            with vp.path.open("rb") as f:
+            with open(path, "rb") as f:
                 data = f.read(READ_MAX_BYTES)
-        except (OSError, E.SkaldError):
+        except OSError:
             return "", False
-        whole = size <= READ_MAX_BYTES and size // 8 <= max_tokens
+        complete = size <= READ_MAX_BYTES
         try:
-            return data.decode("utf-8"), whole
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            if size > READ_MAX_BYTES:
-                return data.decode("utf-8", errors="ignore"), False
-            return "", False
+            if complete:
+                return "", False
+            text, complete = data.decode("utf-8", errors="ignore"), False
+        self.texts.put(path, mtime_ns, size, textcache.Body(text, complete))
+        return text, complete and size // 8 <= max_tokens
 
     async def _rewrite(self, p: params_mod.Params, entries: list[context_msgs.ContextEntry], rendered: str,
                        session: SessionView | None) -> tuple[str, str, dict[str, int] | None]:

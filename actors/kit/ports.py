@@ -99,6 +99,11 @@ class Bus(Protocol):
         """One more use of each node (its `active_count`); a repeated `msg_id` counts nothing again."""
         ...
 
+    async def add_usage(self, account: str, counts: dict[str, int], msg_id: str) -> None:
+        """`counts[uri]` more uses of each node, one message per node; a repeated `msg_id` counts
+        nothing again."""
+        ...
+
     def follow_usage(self) -> AsyncIterator[list[tuple[str, str, int]]]:
         """Batches of (account, uri, total uses): every node's total first, then each change."""
         ...

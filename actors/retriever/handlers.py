@@ -36,6 +36,7 @@ from skald.actors.retriever.scoring import (
 )
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.retriever.usage import UsageCounts
+from skald.actors.text import sections
 from skald.actors.text.tags import check_tags
 from skald.messages import catalog
 from skald.messages import context as context_msgs
@@ -184,7 +185,7 @@ class Retriever(TreeReads):
             return row.abstract if row else ""
 
         out = context_msgs.CandidatesResult(buckets={})
-        plans: dict[str, tuple[Query, int] | None] = {}
+        plans: dict[str, tuple[Query, int, int] | None] = {}
         for b in req.buckets:
             prefixes, ctypes, category = candidates.bucket_scope(b.name, ctx.identity, req.peer_scope)
             if c.context_types is not None:
@@ -197,12 +198,14 @@ class Retriever(TreeReads):
                 (lambda r, cat=category: r.category == cat) if base is None else
                 (lambda r, cat=category, p=base: r.category == cat and p(r)))
             # Room for what shaping removes before the cut: collapsed skill files, directory
-            # levels, scope directories, exclusions and cooled URIs.
-            # (turns of one transcript count as one entry, so the index is asked for more)
-            k = (b.limit * candidates.TURNS_PER_ENTRY + max(10, b.limit // 2) + len(req.exclude_uris)
-                 + len(req.cooled_uris)) * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
+            # levels, scope directories, exclusions and cooled URIs. The turns of one transcript
+            # count as one entry: when the first page holds turns, the index is asked again for
+            # up to TURNS_PER_ENTRY per entry (`k_turns`).
+            room = max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)
+            over = params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1
             plans[b.name] = (Query(account=account, prefixes=prefixes, context_types=ctypes, since=c.since,
-                                   until=c.until, time_field=req.time_field, predicate=pred), k)
+                                   until=c.until, time_field=req.time_field, predicate=pred),
+                             (b.limit + room) * over, (b.limit * candidates.TURNS_PER_ENTRY + room) * over)
         errors: dict[str, str] = {}
 
         def keyword_half() -> dict[str, list[Words]]:
@@ -229,18 +232,28 @@ class Retriever(TreeReads):
             if plan is None or b.name in errors:
                 out.buckets[b.name] = []
                 continue
-            q, k = plan
+            q, k, k_turns = plan
 
             def passes(h: Hit, margin: float) -> bool:
                 return results.passes(decayed_score(h.row, cal.score(gate_of(h) - margin), c.decay, c.now),
                                       req.score_threshold, req.score_gte)
 
+            def ranked(k: int, kws: list[Words], q: Query = q) -> tuple[list[Hit], bool]:
+                """Every query's passing hits, and whether a full page held transcript turns."""
+                out: list[Hit] = []
+                more = False
+                for text, vec, kw in zip(req.queries, vecs, kws, strict=True):
+                    found = hybrid(index, vec, text, q, k, keywords_only=req.keywords_only, words=kw)
+                    more |= len(found) >= k and any(sections.is_turn(h.row.uri) for h in found)
+                    out += answered(found, passes)
+                return out, more
+
             try:
+                hits, more = ranked(k, words[b.name])
+                if more and k_turns > k:  # turns group into entries: a page of k rows is fewer entries
+                    hits, _ = ranked(k_turns, [keyword_hits(index, text, q, k_turns) for text in req.queries])
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
-                                            decayed_score(h.row, h.score, c.decay, c.now))
-                          for text, vec, kw in zip(req.queries, vecs, words[b.name], strict=True)
-                          for h in answered(hybrid(index, vec, text, q, k, keywords_only=req.keywords_only, words=kw),
-                                            passes)]
+                                            decayed_score(h.row, h.score, c.decay, c.now)) for h in hits]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
                                           req.other_peer_penalty)
                 n_excluded |= shaped.excluded
