@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, pct  # noqa: E402
 from skald.actors.retriever import handlers as retriever_handlers  # noqa: E402
+from skald.actors.retriever import scoring  # noqa: E402
 
 SECTIONS_PER_DOC = 40
 BATCH_DOCS = 1_000
@@ -92,7 +93,7 @@ async def main() -> None:
                 await d.client.call("search.find", {"query": q})
                 await d.client.call("search.search", {"query": q, "mode": "context", "max_tokens": 1600})
             find, ctx, bus = await measure(d, queries)
-            retriever_handlers.keyword_hits = lambda *a, **k: []  # the keyword half off: vector only
+            retriever_handlers.keyword_hits = lambda *a, **k: scoring.NO_WORDS  # the keyword half off: vector only
             vfind, vctx, _ = await measure(d, queries)
             retriever_handlers.keyword_hits = hybrid_keywords
             rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 1e9

@@ -5,15 +5,16 @@ in any case and with any whitespace, loses its `<`."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 _FORGE = re.compile(r"<(\s*/?\s*(?:memory|openviking-context))", re.IGNORECASE)
 SEPARATOR = "\n"
+_ATTR = str.maketrans({"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;", "\n": "&#10;", "\r": "&#13;"})
 
 
 def attr(value: str) -> str:
-    return (value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("\n", "&#10;").replace("\r", "&#13;"))
+    return value.translate(_ATTR)
 
 
 def neutralise(body: str) -> str:
@@ -36,6 +37,7 @@ def body(text: str) -> str:
     return neutralise(text.strip())
 
 
+@functools.lru_cache(maxsize=64)
 def close(detail: str, has_body: bool) -> tuple[str, str]:
     """(what follows the head up to the body, what follows the body)."""
     if detail == "uri" or not has_body:

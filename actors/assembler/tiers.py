@@ -8,6 +8,8 @@ Resources and skills never fall "back" to an overview: that would read a body no
 
 from __future__ import annotations
 
+import functools
+
 from skald.actors.text import extract
 
 MEMORY_CATEGORIES = frozenset({"events", "entities", "preferences", "experiences", "memories"})
@@ -44,20 +46,22 @@ def bounds(category: str, is_dir: bool, pinned: str | None) -> tuple[str, str]:
     return DEFAULTS.get(category, ("abstract", "abstract"))
 
 
-def chain(category: str, is_dir: bool, start: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def chain(category: str, is_dir: bool, start: str) -> tuple[str, ...]:
     """Tiers to try, from `start` down the ladder, ending at the bare URI. Resources and skills
-    whose abstract fails go straight to the URI (never to a body they were not asked for)."""
+    whose abstract fails go straight to the URI (never to a body they were not asked for).
+    Cached: budget filling asks it for every entry several times."""
     lad = ladder(category, is_dir)
-    below = list(reversed(lad[: lad.index(start) + 1]))
     if not is_dir and category not in MEMORY_CATEGORIES and start == "abstract":
-        return ["abstract", "uri"]
-    return below
+        return ("abstract", "uri")
+    return tuple(reversed(lad[: lad.index(start) + 1]))
 
 
-def deeper(category: str, is_dir: bool, current: str, deepest: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def deeper(category: str, is_dir: bool, current: str, deepest: str) -> tuple[str, ...]:
     """Tiers above `current` up to `deepest`, shallowest first."""
     lad = ladder(category, is_dir)
-    return list(lad[lad.index(current) + 1 : lad.index(deepest) + 1])
+    return lad[lad.index(current) + 1 : lad.index(deepest) + 1]
 
 
 def rank(category: str, is_dir: bool, tier: str) -> int:

@@ -33,7 +33,7 @@ def display_category(row: IndexRow) -> str:
 
 
 def segments(uri: str) -> tuple[str, ...]:
-    return tuple(s for s in uri[len(SCHEME):].split("/") if s) if uri.startswith(SCHEME) else ()
+    return tuple(filter(None, uri[len(SCHEME):].split("/"))) if uri.startswith(SCHEME) else ()
 
 
 def is_scope_dir(segs: tuple[str, ...]) -> bool:
@@ -102,8 +102,14 @@ def bucket_scope(name: str, ident: Identity, peer_scope: str) -> tuple[list[str]
     return list(dict.fromkeys([*mem, *res, *skills])), frozenset({"memory", "resource", "skill"}), None
 
 
+def _nothing(uri: str) -> bool:
+    return False
+
+
 def excluder(uris: list[str], prefixes: list[str]) -> Callable[[str], bool]:
     """True for a URI listed exactly, or inside one of the subtrees."""
+    if not uris and not prefixes:
+        return _nothing
     exact = frozenset(uris)
     subtrees = tuple(p.rstrip("/") + "/" for p in prefixes)
 
@@ -188,10 +194,10 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
             uri, is_dir, abstract = h.row.uri + "/.overview.md", True, h.row.abstract
         else:
             uri, is_dir, abstract = h.row.uri, False, h.row.abstract
-        if excluded(uri) or excluded(h.row.uri):
+        if excluded is not _nothing and (excluded(uri) or excluded(h.row.uri)):
             out.excluded.add(uri)
             continue
-        if cooled(uri):
+        if cooled is not _nothing and cooled(uri):
             out.cooled.add(uri)
             continue
         org = origin(segs, ident)

@@ -133,9 +133,9 @@ def test_tier_table() -> None:
         assert tiers.bounds(cat, False, None) == ("abstract", "abstract")
     assert tiers.bounds("resources", True, None) == ("overview", "overview")
     assert tiers.bounds("events", True, "full") == ("overview", "overview")  # a directory's full is its overview
-    assert tiers.chain("preferences", False, "abstract") == ["abstract", "overview", "uri"]
-    assert tiers.chain("resources", False, "abstract") == ["abstract", "uri"]  # never a body not asked for
-    assert tiers.chain("events", False, "overview") == ["overview", "uri"]
+    assert tiers.chain("preferences", False, "abstract") == ("abstract", "overview", "uri")
+    assert tiers.chain("resources", False, "abstract") == ("abstract", "uri")  # never a body not asked for
+    assert tiers.chain("events", False, "overview") == ("overview", "uri")
 
 
 def slot(uri: str, cat: str, score: float, texts: dict[str, str], pinned: str | None = None,
