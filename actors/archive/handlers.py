@@ -25,6 +25,7 @@ from skald.actors.kit.decl import RetryLater, consumes
 from skald.actors.kit.lease import Leases
 from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Attempt
+from skald.actors.text import facts
 from skald.messages import catalog
 from skald.messages.ingest import IngestJob
 from skald.messages.sessions import Phase2Job
@@ -279,13 +280,31 @@ class Archiver:
         # What was said stays findable whatever the model made of it: the verbatim transcript.
         transcript = phase2.transcript_memory(job.session_id, messages)
         at = self.clock()
+        ids = [m.id for m in messages]
         for i, mem in enumerate([*out.memories, *([transcript] if transcript else [])]):
             cat = mem["category"]
+            if mem.get("op") == "merge" and cat in phase2.KEYED:
+                # The deterministic extractor's lines join the memory of their key (old text kept).
+                name = phase2.memory_name(phase2.key_of(mem))
+                path, uri = base.path / cat / name, f"{base.uri}/{cat}/{name}"
+                existing = session_store.read_text(path)
+                new = facts.merged(existing, cat, phase2.key_of(mem), mem["content"].splitlines())
+                if new is None:
+                    continue
+                if existing:
+                    await asyncio.to_thread(memory_history.save_version, path, "update", at)
+                    faults.point("archive.after_history")
+                await asyncio.to_thread(write_atomic_sync, path, new.encode())
+                uris.append(uri)
+                continue
+            if cat != "events" or mem is not transcript:
+                mem = {**mem, "content": phase2.with_source(mem["content"], job.session_id, ids)}
             if cat == "profile":
                 path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
                 existing = session_store.read_text(path)
-                if mem["content"] in existing or any(memory_history.same_fact(p, mem["content"])
-                                                     for p in existing.split("\n\n") if p.strip()):
+                fact = phase2.without_source(mem["content"])
+                if fact in existing or any(memory_history.same_fact(phase2.without_source(p), fact)
+                                           for p in existing.split("\n\n") if p.strip()):
                     continue
                 body = (existing.rstrip() + "\n\n" + mem["content"]).strip()
             elif cat in phase2.KEYED:
@@ -298,7 +317,7 @@ class Archiver:
                         await asyncio.to_thread(path.unlink)
                         removed.append((uri, 2))
                     continue
-                if existing and memory_history.same_fact(existing, body):
+                if existing and memory_history.same_fact(phase2.without_source(existing), phase2.without_source(body)):
                     continue  # the same fact again: one memory
                 if existing:
                     await asyncio.to_thread(memory_history.save_version, path, "update", at)

@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from skald.actors.text import dates, extract
+from skald.actors.text import dates, extract, facts
 from skald.actors.text.llmjson import json_object
 from skald.messages.sessions import ContextPart, Message, TextPart, ToolPart
 from skald.store import archive_state
@@ -118,7 +118,8 @@ def parse_output(text: str, n_requests: int) -> Output:
     for m in data.get("memories", []) or []:
         if not (isinstance(m, dict) and m.get("category") in MEMORY_CATEGORIES):
             continue
-        op = m.get("op") if m.get("op") in ("add", "update", "delete") else "add"
+        # "merge": the deterministic extractor's lines, added to the memory of their key
+        op = m.get("op") if m.get("op") in ("add", "update", "delete", "merge") else "add"
         content = m.get("content") if isinstance(m.get("content"), str) else ""
         if not content.strip() and op != "delete":
             continue
@@ -192,7 +193,8 @@ def extractive(messages: list[Message], requests: list[Request], previous_overvi
     """No model: a real extract. The working memory carries a timeline (one line per archive,
     accumulated from the previous overview, bounded) and this archive's requests and replies; each
     checkpoint lists its steps' first sentences and tool outcomes. The memories are the archive's
-    transcript, verbatim (`transcript_memory`, added by the caller)."""
+    transcript, verbatim (`transcript_memory`, added by the caller), and the preferences and
+    entities a deterministic extractor finds (`facts`), each keyed to merge into its memory."""
     asks = [extract.cut_sentences(t, 200) for m in messages if m.role == "user" and (t := _text(m))]
     said = [extract.cut_sentences(t, 200) for m in messages if m.role == "assistant" and (t := _text(m))]
     tools = [f"{p.tool_name or p.tool_id}: {p.tool_status or 'done'}" for m in messages for p in m.parts
@@ -216,7 +218,32 @@ def extractive(messages: list[Message], requests: list[Request], previous_overvi
         lines_ += [f"{p.tool_name or p.tool_id} -> {extract.cut_sentences(p.tool_output, 120)}"
                    for m in steps for p in m.parts if isinstance(p, ToolPart)]
         sums.append("; ".join(lines_) or f"{len(steps)} earlier steps")
-    return Output(overview="\n\n".join(parts), checkpoint_summaries=sums, memories=[])
+    return Output(overview="\n\n".join(parts), checkpoint_summaries=sums, memories=fact_memories(messages))
+
+
+def fact_memories(messages: list[Message]) -> list[dict[str, str]]:
+    """The deterministic extractor's preferences and entities as keyed memories to merge: the
+    lines of each (category, key), dated, with their message ids."""
+    said = [facts.Said(m.id, m.role, dates.resolve_relative(t, m.created_at) if m.created_at else t, m.created_at)
+            for m in messages if (t := _text(m))]
+    return [{"category": cat, "key": key, "op": "merge", "content": "\n".join(lines)}
+            for (cat, key), lines in facts.grouped(facts.extract(said)).items()]
+
+
+SOURCE = "_Source: "
+
+
+def with_source(content: str, session_id: str, ids: list[str]) -> str:
+    """A model's memory with where it came from: the session and the archived messages."""
+    if not ids:
+        return content
+    span = ids[0] if len(ids) == 1 else f"{ids[0]} to {ids[-1]}"
+    return f"{without_source(content).rstrip()}\n\n{SOURCE}session {session_id}, messages {span}._"
+
+
+def without_source(text: str) -> str:
+    """A memory's text without its source line (what two versions of a fact are compared on)."""
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith(SOURCE)).rstrip()
 
 
 def fit_tokens(text: str, budget: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -353,13 +354,40 @@ async def test_a_changed_preference_updates_its_memory_and_keeps_the_old_text(de
             assert (await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"] == "completed"
         prefs = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "memories" / "preferences"
         assert sorted(p.name for p in prefs.iterdir() if not p.name.startswith(".")) == ["coffee.md"]
-        assert (prefs / "coffee.md").read_text() == "Now takes coffee black, no milk."
+        # The model's memory says where it came from: the session and the archived messages.
+        text = (prefs / "coffee.md").read_text()
+        assert re.fullmatch(r"Now takes coffee black, no milk\.\n\n_Source: session s, messages msg_\d+ to msg_\d+\._",
+                            text), text
         hist = await c.call("memories.history", {"uri": "viking://~/memories/preferences/coffee.md"})
-        assert hist["current"] == "Now takes coffee black, no milk."
-        assert [v["content"] for v in hist["versions"]] == ["Prefers oat milk in coffee."]
+        assert hist["current"] == text
+        assert [v["content"].split("\n")[0] for v in hist["versions"]] == ["Prefers oat milk in coffee."]
         assert "preferences/coffee: Prefers oat milk" in calls[1]  # the model saw the existing memory
     finally:
         stub.close()
+
+
+async def test_offline_phase2_merges_preferences_and_entities_across_archives(deploy: Callable[..., Any]) -> None:
+    """Without a model, what the user says they like and the names the conversation is about become
+    keyed memories with their day and message ids; a later archive adds its new lines to the same
+    files (the previous text kept as a version), and a fact said again adds nothing."""
+    w, c = await deploy()
+    await add(c, "s", "user", "I love hiking in the Alps. My dog Rex always comes along.")
+    await add(c, "s", "assistant", "Rex must enjoy that! Does Rex carry a pack?")
+    assert (await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"] == "completed"
+    await add(c, "s", "user", "I love hiking in the Alps! Rex got tired on the last trip.")
+    await add(c, "s", "assistant", "Poor Rex. A shorter route next time?")
+    assert (await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"] == "completed"
+    mem = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "memories"
+    pref = (mem / "preferences" / "hiking-alps.md").read_text()
+    assert pref.startswith("# Preference: hiking alps\n\n- ") and pref.count("\n- ") == 1  # said twice, kept once
+    assert "user: I love hiking in the Alps. (message msg_00000001)" in pref
+    rex = (mem / "entities" / "rex.md").read_text()
+    assert rex.startswith("# Entity: Rex\n") and rex.count("\n- ") == 5
+    assert "(message msg_00000002)" in rex and "(message msg_00000004)" in rex
+    hist = await c.call("memories.history", {"uri": "viking://~/memories/entities/rex.md"})
+    assert len(hist["versions"]) == 1 and hist["versions"][0]["content"].count("\n- ") == 3
+    found = await c.call("search.find", {"query": "Rex the dog got tired", "context_type": "memory", "level": 2})
+    assert "viking://user/default/memories/entities/rex.md" in [m["uri"] for m in found["memories"]]
 
 
 async def test_memories_update_forget_and_history(deploy: Callable[..., Any]) -> None:
