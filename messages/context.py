@@ -67,6 +67,8 @@ class CandidatesResult(msgspec.Struct, kw_only=True):
     cooled: int = 0  # ... by the dedup ledger
     errors: dict[str, str] = {}  # bucket -> why its retrieval failed (the others still answer)
     embed_ms: float = 0.0  # query embedding time, so callers can tell their own time from the model's
+    search_ms: float = 0.0  # the index searches (dense, keyword, their fusion), after the embedding
+    shape_ms: float = 0.0  # shaping hits into candidates (collapse, exclusions, cut)
 
 
 class ContextEntry(msgspec.Struct, kw_only=True):

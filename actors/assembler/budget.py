@@ -44,17 +44,17 @@ class Slot:
     def cost(self, tier: str) -> int | None:
         """Tokens of this entry rendered at `tier` (plus its separator); None if unavailable.
         Additive estimates: the head is measured once, each body once."""
+        c = self._costs.get(tier)
+        if c is not None:
+            return c
         if tier != "uri" and not self.texts.get(tier):
             return None
-        c = self._costs.get(tier)
-        if c is None:
-            if "head" not in self._units:
-                self._units["head"] = estimate_units(render.head(self.uri, self.category, self.score,
-                                                                 self.origin, self.location)) + _SEP
-            b = render.body(self.texts.get(tier, "")) if tier != "uri" else ""
-            opening, ending = render.close(tier, bool(b))
-            c = math.ceil(self._units["head"] + estimate_units(opening) + estimate_units(b) + estimate_units(ending))
-            self._costs[tier] = c
+        head = self._units.get("head")
+        if head is None:
+            head = self._units["head"] = estimate_units(render.head(self.uri, self.category, self.score, self.origin,
+                                                                    self.location)) + _SEP
+        units, has_body = render.body_units(self.texts[tier]) if tier != "uri" else (0.0, False)
+        c = self._costs[tier] = math.ceil(head + render.close_units(tier, has_body) + units)
         return c
 
 
@@ -161,8 +161,13 @@ def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
     return out
 
 
+_NO_SPACE = str.maketrans("", "", " \t\n\r\x0b\x0c")
+
+
 def body_key(text: str) -> str:
-    return " ".join(text.split()).lower()
+    """What makes two bodies the same memory: their text, case and whitespace aside (one C pass
+    each, not a split into words)."""
+    return text.translate(_NO_SPACE).lower()
 
 
 def dedup_bodies(slots: list[Slot], key_of: Callable[[Slot], str]) -> tuple[list[Slot], int]:

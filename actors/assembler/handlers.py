@@ -138,6 +138,7 @@ class Assembler:
             retrieval = await self._candidates(p, ctx, queries, cooled)
             timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
             timing["embed_ms"] = retrieval.embed_ms
+            timing["search_ms"], timing["shape_ms"] = retrieval.search_ms, retrieval.shape_ms
             ts = time.perf_counter()
             room = p.limit if p.quotas is None else sum(p.quotas.values())
             grouped = {k: passages.group_turns(v, room, p.max_tokens) for k, v in retrieval.buckets.items()}

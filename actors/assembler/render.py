@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import re
 
+from skald.store.tokens import estimate_units
+
 _FORGE = re.compile(r"<(\s*/?\s*(?:memory|openviking-context))", re.IGNORECASE)
 SEPARATOR = "\n"
 _ATTR = str.maketrans({"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;", "\n": "&#10;", "\r": "&#13;"})
@@ -37,12 +39,29 @@ def body(text: str) -> str:
     return neutralise(text.strip())
 
 
+def body_units(text: str) -> tuple[float, bool]:
+    """(estimate_units(body(text)), whether the body is non-empty) without building the body
+    when nothing in it needs neutralising (no `<`): budget filling prices every tier of every
+    entry, and most bodies are plain text."""
+    s = text.strip()
+    if not s:
+        return 0.0, False
+    return estimate_units(s if "<" not in s else neutralise(s)), True
+
+
 @functools.lru_cache(maxsize=64)
 def close(detail: str, has_body: bool) -> tuple[str, str]:
     """(what follows the head up to the body, what follows the body)."""
     if detail == "uri" or not has_body:
         return f' detail="{attr(detail)}"/>', ""
     return f' detail="{attr(detail)}">\n', "\n</memory>"
+
+
+@functools.lru_cache(maxsize=64)
+def close_units(detail: str, has_body: bool) -> float:
+    """estimate_units of what `close` puts around a body."""
+    opening, ending = close(detail, has_body)
+    return estimate_units(opening) + estimate_units(ending)
 
 
 def element(uri: str, category: str, score: float, detail: str, text: str, origin: str = "self",

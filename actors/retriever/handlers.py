@@ -227,6 +227,7 @@ class Retriever(TreeReads):
         embed_ms = (time.perf_counter() - te) * 1000
         n_excluded: set[str] = set()
         n_cooled: set[str] = set()
+        search_s = shape_s = 0.0
         for b in req.buckets:
             plan = plans[b.name]
             if plan is None or b.name in errors:
@@ -249,9 +250,12 @@ class Retriever(TreeReads):
                 return out, more
 
             try:
+                ts = time.perf_counter()
                 hits, more = ranked(k, words[b.name])
                 if more and k_turns > k:  # turns group into entries: a page of k rows is fewer entries
                     hits, _ = ranked(k_turns, [keyword_hits(index, text, q, k_turns) for text in req.queries])
+                tm = time.perf_counter()
+                search_s += tm - ts
                 scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
                                             decayed_score(h.row, h.score, c.decay, c.now)) for h in hits]
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
@@ -260,12 +264,14 @@ class Retriever(TreeReads):
                 n_cooled |= shaped.cooled
                 out.buckets[b.name] = candidates.cut([m for m in shaped.candidates if results.passes(
                     m.score, req.score_threshold, req.score_gte)], b.limit)
+                shape_s += time.perf_counter() - tm
             except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
                 log.exception("candidates: bucket %s failed", b.name)
                 out.buckets[b.name] = []
                 errors[b.name] = f"{type(e).__name__}: {e}"[:300]
         out.errors.update(errors)
         out.excluded, out.cooled, out.embed_ms = len(n_excluded), len(n_cooled), round(embed_ms, 3)
+        out.search_ms, out.shape_ms = round(search_s * 1000, 3), round(shape_s * 1000, 3)
         scores = sorted({c.uri: c.score for cs in out.buckets.values() for c in cs}.values(), reverse=True)
         self.stats.record(",".join(b.name for b in req.buckets), scores, (time.perf_counter() - t0) * 1000,
                           path="context")
