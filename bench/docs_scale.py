@@ -70,7 +70,8 @@ async def main() -> None:
     retr = d.worker.host.actors["retriever"]  # type: ignore[union-attr]
     docs = 0
     print(f"{'section rows':>12} | {'load s':>7} {'rows/s':>7} | {'find p50':>8} {'p99':>7} | {'context p50':>11} "
-          f"{'p99':>7} | {'vector-only find':>16} {'context':>7} | {'bus p50':>7} | {'rss GB':>6}", flush=True)
+          f"{'p99':>7} | {'vector-only find':>16} {'p99':>6} {'context':>7} {'p99':>6} | {'bus p50':>7} | "
+          f"{'rss GB':>6}", flush=True)
     hybrid_keywords = retriever_handlers.keyword_hits
     try:
         for target in (int(x) for x in a.sizes.split(",")):
@@ -99,7 +100,7 @@ async def main() -> None:
             rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 1e9
             print(f"{rows:>12,} | {load_s:7.0f} {target / max(load_s, 1e-9):7.0f} | {pct(find, 50):8.2f} "
                   f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(vfind, 50):16.2f} "
-                  f"{pct(vctx, 50):7.2f} | {pct(bus, 50):7.2f} | "
+                  f"{pct(vfind, 99):6.2f} {pct(vctx, 50):7.2f} {pct(vctx, 99):6.2f} | {pct(bus, 50):7.2f} | "
                   f"{rss:6.1f}", flush=True)
     finally:
         await d.close()

@@ -35,6 +35,7 @@ NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # stream for ever: a job whose workers were killed eight times would be stuck, neither done nor
 # failed. Only a job that takes its worker down this many times running is given up, and logged.
 CRASH_LOOP_DELIVERIES = 50
+FETCH_FAILURES_RESUBSCRIBE = 5  # fetches failing in a row (not timing out) before subscribing again
 
 
 async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes, fn: Callable[..., Any],
@@ -46,36 +47,61 @@ async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes
         max_deliver=-1, max_ack_pending=256, max_waiting=512,
         filter_subject=subjects.work(cfg.prefix, decl.queue),
     )
-    psub = None
-    while psub is None and not stopping.is_set():
-        try:
-            psub = await js.pull_subscribe(subjects.work(cfg.prefix, decl.queue), durable=decl.queue,
-                                           stream=stream_name(cfg.prefix, "work"), config=consumer)
-        except Exception:  # noqa: BLE001 - another worker may be creating it at the same moment
-            log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)
-            await asyncio.sleep(0.5)
     dec = msgspec.json.Decoder(decl.job)
-    try:
-        while not stopping.is_set():
+    while not stopping.is_set():
+        psub = None
+        while psub is None and not stopping.is_set():
             try:
-                msgs = await psub.fetch(1, timeout=1.0)
-            except (NatsTimeout, TimeoutError):
-                continue
-            except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
-                if stopping.is_set():
-                    return
+                psub = await js.pull_subscribe(subjects.work(cfg.prefix, decl.queue), durable=decl.queue,
+                                               stream=stream_name(cfg.prefix, "work"), config=consumer)
+            except Exception:  # noqa: BLE001 - another worker may be creating it at the same moment
+                log.warning("pull_subscribe %s failed; retrying", decl.queue, exc_info=True)
                 await asyncio.sleep(0.5)
-                continue
-            for m in msgs:
-                t0 = time.perf_counter()
-                outcome = await run_job(m, decl, fn, dec, ack_wait)
-                if metrics is not None:
-                    metrics.jobs.labels(decl.queue, outcome).inc()
-                    metrics.job_seconds.labels(decl.queue).observe(time.perf_counter() - t0)
-    finally:
-        if psub is not None:
+        if psub is None:
+            return
+        try:
+            await _pull(psub, stopping, decl, fn, dec, ack_wait, metrics)
+        finally:
             with contextlib.suppress(Exception):
                 await psub.unsubscribe()
+
+
+async def _pull(psub: Any, stopping: asyncio.Event, decl: Consumes, fn: Callable[..., Any], dec: Any,
+                ack_wait: float, metrics: Metrics | None) -> None:
+    """Fetch and run jobs until stopping, or until fetching keeps failing (the consumer deleted,
+    the stream recreated): the caller then subscribes again. A job whose acknowledgement fails is
+    logged and left to redelivery (jobs are idempotent); it never ends the loop."""
+    failures = 0
+    while not stopping.is_set():
+        try:
+            msgs = await psub.fetch(1, timeout=1.0)
+        except (NatsTimeout, TimeoutError):
+            failures = 0
+            continue
+        except Exception:  # noqa: BLE001 - connection hiccups: back off and fetch again
+            if stopping.is_set():
+                return
+            failures += 1
+            if failures >= FETCH_FAILURES_RESUBSCRIBE:
+                log.warning("fetching %s failed %d times in a row; subscribing again", decl.queue, failures,
+                            exc_info=True)
+                return
+            await asyncio.sleep(0.5)
+            continue
+        failures = 0
+        for m in msgs:
+            t0 = time.perf_counter()
+            try:
+                outcome = await run_job(m, decl, fn, dec, ack_wait)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the ack, nak or term itself failed: redelivery decides
+                log.exception("job on %s: its acknowledgement failed; it will be delivered again", decl.queue)
+                outcome = "unacknowledged"
+            if metrics is not None:
+                metrics.jobs.labels(decl.queue, outcome).inc()
+                metrics.job_seconds.labels(decl.queue).observe(time.perf_counter() - t0)
+
 
 async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_wait: float) -> str:
     """One delivery to the end; its outcome: done, retry_later, failed, terminated or poison."""
