@@ -35,6 +35,7 @@ NAK_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # stream for ever: a job whose workers were killed eight times would be stuck, neither done nor
 # failed. Only a job that takes its worker down this many times running is given up, and logged.
 CRASH_LOOP_DELIVERIES = 50
+ACK_TIMEOUT_S = 10.0
 FETCH_FAILURES_RESUBSCRIBE = 5  # fetches failing in a row (not timing out) before subscribing again
 
 
@@ -142,5 +143,7 @@ async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_
         return "failed"
     finally:
         beat.cancel()
-    await m.ack_sync()
+    # nats-py waits 1 s by default; JetStream busy storing a large index publish takes longer, and a
+    # job whose ack times out is run again (harmless, but a 40k-row ingest twice).
+    await m.ack_sync(timeout=ACK_TIMEOUT_S)
     return "done"
