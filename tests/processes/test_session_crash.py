@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from skald.actors.archive.phase2 import without_source
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 from tests.support import processes
@@ -114,15 +115,15 @@ async def test_memory_update_killed_between_version_and_write_keeps_one_of_each(
                                                            "parts": [{"type": "text", "text": f"{role} {n}"}]})
                 await call(c, "sessions.commit", {"session_id": "m", "wait": n == 1})
             procs[-1].wait(20)  # killed between the version and the write
-            assert (prefs / "morning-drink.md").read_text() == texts[0]
+            assert without_source((prefs / "morning-drink.md").read_text()) == texts[0]
             procs.append(worker(nats_url, data, prefix, "", stub.url))
             wait_ready(procs[-1])
             archives = await settle(c, "m")
             assert [a["state"] for a in archives] == ["completed", "completed"] and calls["n"] == 2
             assert sorted(p.name for p in prefs.iterdir() if not p.name.startswith(".")) == ["morning-drink.md"]
-            assert (prefs / "morning-drink.md").read_text() == texts[1]
+            assert without_source((prefs / "morning-drink.md").read_text()) == texts[1]
             hist = await c.call("memories.history", {"uri": "viking://~/memories/preferences/morning-drink.md"})
-            assert [v["content"] for v in hist["versions"]] == [texts[0]]
+            assert [without_source(v["content"]) for v in hist["versions"]] == [texts[0]]
     finally:
         reap(procs)
         stub.close()
