@@ -117,6 +117,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Under xdist, each worker's hardening figures are added to the controller's."""
+    from tests.support.figures import FIGURES
+
+    FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line for the compass: what the hardening tests exercised in this run."""
     from tests.support.figures import FIGURES
@@ -147,6 +155,10 @@ def leftover_processes(marker: str) -> list[tuple[int, str]]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite leaves no process behind: anything still running from this run's temporary
     directory is reported, killed, and fails the run."""
+    from tests.support.figures import FIGURES
+
+    if hasattr(session.config, "workeroutput"):  # an xdist worker hands its figures to the controller
+        session.config.workeroutput["figures"] = dict(FIGURES)
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None or not Path("/proc").is_dir():
         return
