@@ -527,3 +527,23 @@ async def test_a_session_that_opts_in_commits_by_itself(deploy: Callable[..., An
             break
         await asyncio.sleep(0.1)
     assert (await c.health()).actors["session"]["auto_commits"] == 2
+
+
+async def test_a_session_file_that_cannot_be_written_refuses_only_its_own_adds(deploy: Callable[..., Any]) -> None:
+    """Adds of many sessions share one group-commit batch; a file that cannot be appended to
+    (here a directory stands in its place) refuses its own caller only: every other caller of the
+    batch is answered accepted and its line is on disk once."""
+    w, c = await deploy()
+    good = [f"g{i}" for i in range(20)]
+    for sid in (*good, "bad"):
+        await add(c, sid, "user", "first")
+    root = w.cfg.data_dir / "accounts/default/user/default/sessions"
+    (root / "bad/messages.jsonl").unlink()
+    (root / "bad/messages.jsonl").mkdir()
+    outcomes = await asyncio.gather(*(add(c, sid, "user", f"second of {sid}") for sid in (*good, "bad")),
+                                    return_exceptions=True)
+    assert isinstance(outcomes[-1], E.SkaldError)
+    assert all(isinstance(o, dict) and o["total_message_count"] == 2 for o in outcomes[:-1]), outcomes
+    for sid in good:
+        lines = (root / sid / "messages.jsonl").read_text().splitlines()
+        assert [json.loads(x)["parts"][0]["text"] for x in lines] == ["first", f"second of {sid}"]
