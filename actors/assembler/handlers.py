@@ -45,6 +45,7 @@ log = logging.getLogger("skald.assembler")
 READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve
 READ_CONCURRENCY = 8
 USES_FLUSH_S = 0.25  # served memories' use counts wait this long to be published together
+USES_ATTEMPTS = 3  # a flush the stream did not take in time is sent again (a busy or electing JetStream)
 
 
 @dataclass(slots=True)
@@ -95,13 +96,18 @@ class Assembler:
         await asyncio.sleep(USES_FLUSH_S)
         pending, self._uses, self._flush = self._uses, {}, None
         for account, counts in pending.items():
-            n = sum(counts.values())
-            try:
-                await self.bus.add_usage(account, dict(counts), uuid.uuid4().hex)
-                self.uses_counted += n
-            except Exception as e:  # noqa: BLE001 - reported in health, never to the caller
-                self.uses_failed += n
-                log.warning("use counts of %d served memories not recorded: %s", n, e)
+            n, msg_id = sum(counts.values()), uuid.uuid4().hex
+            for attempt in range(USES_ATTEMPTS):
+                try:  # the same message id again: counters the stream already took are not added twice
+                    await self.bus.add_usage(account, dict(counts), msg_id)
+                    self.uses_counted += n
+                    break
+                except Exception as e:  # noqa: BLE001 - reported in health, never to the caller
+                    if attempt + 1 < USES_ATTEMPTS:
+                        await asyncio.sleep(USES_FLUSH_S * 4)
+                        continue
+                    self.uses_failed += n
+                    log.warning("use counts of %d served memories not recorded: %s", n, e)
 
     @handles(catalog.ASSEMBLE_CONTEXT, timeout_s=120.0)
     async def context(self, req: search_msgs.SearchRequest, ctx: Ctx) -> context_msgs.ContextResult:
