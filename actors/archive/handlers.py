@@ -283,21 +283,8 @@ class Archiver:
         ids = [m.id for m in messages]
         for i, mem in enumerate([*out.memories, *([transcript] if transcript else [])]):
             cat = mem["category"]
-            if mem.get("op") == "merge" and cat in phase2.KEYED:
-                # The deterministic extractor's lines join the memory of their key (old text kept).
-                name = phase2.memory_name(phase2.key_of(mem))
-                path, uri = base.path / cat / name, f"{base.uri}/{cat}/{name}"
-                existing = session_store.read_text(path)
-                new = facts.merged(existing, cat, phase2.key_of(mem), mem["content"].splitlines())
-                if new is None:
-                    continue
-                if existing:
-                    await asyncio.to_thread(memory_history.save_version, path, "update", at)
-                    faults.point("archive.after_history")
-                await asyncio.to_thread(write_atomic_sync, path, new.encode())
-                uris.append(uri)
-                continue
-            if cat != "events" or mem is not transcript:
+            merge = mem.get("op") == "merge" and cat in phase2.KEYED  # extractor lines: dated, sourced
+            if not merge and (cat != "events" or mem is not transcript):
                 mem = {**mem, "content": phase2.with_source(mem["content"], job.session_id, ids)}
             if cat == "profile":
                 path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
@@ -317,7 +304,13 @@ class Archiver:
                         await asyncio.to_thread(path.unlink)
                         removed.append((uri, 2))
                     continue
-                if existing and memory_history.same_fact(phase2.without_source(existing), phase2.without_source(body)):
+                if merge:  # the extractor's lines join the memory of their key
+                    merged = facts.merged(existing, cat, phase2.key_of(mem), body.splitlines())
+                    if merged is None:
+                        continue
+                    body = merged
+                elif existing and memory_history.same_fact(phase2.without_source(existing),
+                                                           phase2.without_source(body)):
                     continue  # the same fact again: one memory
                 if existing:
                     await asyncio.to_thread(memory_history.save_version, path, "update", at)
