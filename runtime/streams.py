@@ -112,6 +112,11 @@ async def retry_transient(op: Callable[[], Awaitable[Any]], seconds: float, give
         log.warning("JetStream not ready for %s (%s); retrying", what, type(exc).__name__)
 
     try:
+        return await op()  # the common case, without building a retry loop
+    except TRANSIENT as e:
+        if what:
+            log.warning("JetStream not ready for %s (%s); retrying", what, type(e).__name__)
+    try:
         async for attempt in AsyncRetrying(retry=retry_if_exception_type(TRANSIENT), stop=stop_after_delay(seconds),
                                            wait=wait_exponential(multiplier=first_pause, max=max_pause),
                                            before_sleep=note if what else None, reraise=True):

@@ -1,8 +1,9 @@
 """Group commit for add_message, and the session's write journal.
 
-Appends waiting at the same moment, across sessions, share one thread hop (one write + fsync per
-file). Once a line is fsync'd the message is accepted, whatever happens next: the caller is never
-told an add failed after its line reached the disk (a retry would then store it twice).
+Appends waiting at the same moment, across sessions, share one thread hop and one flush (a write
+per file, then one `syncfs` for them all). Once a line is on the disk the message is accepted,
+whatever happens next: the caller is never told an add failed after its line reached the disk (a
+retry would then store it twice).
 
 The journal of add_message is one `session.messages_added.<session key>` event per session per
 batch, published in order by that session's publisher. The file is the outbox: when JetStream
@@ -82,20 +83,15 @@ class _Pending:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
-def _write(batch: list[_Entry]) -> dict[Path, BaseException]:
-    """Each session file's lines appended and fsync'd, one file after another (side by side on 8
-    threads was slower on this machine's disk: 4 ms per file instead of 0.65); what failed, by file,
-    so one file's failure does not refuse lines that another file made durable."""
+def _write(batch: list[_Entry]) -> session_store.Appended:
+    """Each session file's lines appended (not yet durable: `Appended.flush` does that for all)."""
     by_path: dict[Path, list[Message]] = {}
     for e in batch:
         by_path.setdefault(e.path, []).append(e.msg)
-    failed: dict[Path, BaseException] = {}
+    out = session_store.Appended()
     for path, msgs in by_path.items():
-        try:
-            session_store.append_messages(path, msgs)
-        except Exception as exc:  # noqa: BLE001 - its callers hear it; nothing of theirs was accepted
-            failed[path] = exc
-    return failed
+        out.write(path, msgs)
+    return out
 
 
 def _release(futs: list[asyncio.Future[None]]) -> None:
@@ -210,7 +206,7 @@ class AppendBatcher:
                 continue
             for e in batch:
                 e.claimed = True
-            failed = await asyncio.to_thread(_write, batch)
+            failed = await asyncio.to_thread(_write(batch).flush)
             if failed:  # those callers hear about it: their lines were not accepted
                 for e in batch:
                     exc = failed.get(e.path)

@@ -49,5 +49,10 @@ def plan_externalization(messages: Sequence[Message]) -> list[Externalize]:
     return out
 
 
+def has_outputs(m: Message) -> bool:
+    """Whether a message carries a tool output still inline (the only thing a Turn's rule weighs)."""
+    return any(isinstance(p, ToolPart) and p.tool_output and p.tool_output_uri is None for p in m.parts)
+
+
 def preview(text: str) -> str:
     return text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")

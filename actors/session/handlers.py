@@ -32,7 +32,7 @@ from skald.messages import catalog
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import Op
 from skald.messages.errors import Conflict, NotFound, Unavailable
-from skald.store import archive_state
+from skald.store import archive_state, groupsync
 from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing, ArchiveState
 from skald.store.session_meta import SessionMeta
@@ -77,7 +77,8 @@ class Sessions:
                 "commits": self.commits, "auto_commits": self.auto_commits, "forwarded": self.owners.forwards,
                 "journal_backlog": self.appends.backlog(),
                 "journal_publish_failures": self.appends.publish_failures,
-                "journal_recovered": self.appends.recovered}
+                "journal_recovered": self.appends.recovered, "append_batches": self.appends.batches,
+                "append_flushes": dict(groupsync.COUNTS)}
 
     def _forget(self, key: str) -> None:
         self._states.pop(key, None)
@@ -124,10 +125,14 @@ class Sessions:
     async def _on_session(self, op: Op, req: msgspec.Struct, ctx: Ctx, session_id: str, create: bool,
                           body: Callable[[str, State], Awaitable[Any]]) -> Any:
         """Run `body` on the session's state at its owner (loading and recovering it first)."""
-        key, sdir = self._where(ctx.identity, session_id)
+        key = lease_key(ctx.identity.account, ctx.identity.user, session_id)
+        # A session loaded here was resolved (tenancy, name, symlinks) when it was loaded; only a
+        # new one is resolved now, before its lease is asked for.
+        sdir = None if key in self._states else session_dir(self.ns, ctx.identity, session_id)
 
         async def here() -> Any:
-            st = await self._state(key, sdir, create=create)
+            st = self._states.get(key) or await self._state(
+                key, sdir or session_dir(self.ns, ctx.identity, session_id), create=create)
             await self._requeue(st, ctx.identity)
             if st.journal_unchecked:  # first use after a load: finish what a crash left unpublished
                 await self.appends.recover(key, st.sdir.session_id, st.root, ctx.identity)

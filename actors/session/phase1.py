@@ -145,12 +145,15 @@ class Phase1:
     async def admit(self, key: str, st: State, msg: session_msgs.Message) -> session_msgs.Message:
         """A new message under the Turn rule before it is stored: its own oversized outputs go to
         files, and so do earlier outputs of its Turn once the Turn's total is over the limit."""
-        candidate = [*st.root, msg]
+        if not externalize.has_outputs(msg):
+            return msg  # no output to weigh: no Turn's total changes
+        start = turns.turn_start(st.root)  # earlier Turns were weighed when their messages came
+        candidate = [*st.root[start:], msg]
         out = await self.externalize(key, st, candidate)
         if out is candidate:
             return msg
-        if out[:-1] != st.root:
-            await self.replace_root(key, st, out[:-1])
+        if out[:-1] != st.root[start:]:
+            await self.replace_root(key, st, [*st.root[:start], *out[:-1]])
         return out[-1]
 
     async def externalize(self, key: str, st: State,

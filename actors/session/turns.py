@@ -90,6 +90,14 @@ def _tool_ids(m: Message) -> tuple[set[str], set[str]]:
     return calls, results
 
 
+def turn_start(messages: Sequence[Message]) -> int:
+    """Index where the last Turn begins (its user query; 0 when there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if is_user_query(messages[i]):
+            return i
+    return 0
+
+
 def parse_turns(messages: Sequence[Message]) -> list[Turn]:
     turns: list[Turn] = []
     cur = Turn(anchor=None)

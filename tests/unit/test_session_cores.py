@@ -102,6 +102,17 @@ def test_externalisation_is_per_turn() -> None:
     assert externalize.plan_externalization([user("u"), asst("a", tool="t", out="y" * 20_000)]) == []
 
 
+def test_only_the_last_turn_is_weighed_for_a_new_output() -> None:
+    """admit() weighs the last Turn and the new message alone: a message without an inline output
+    changes no Turn's total, and the last Turn starts at its user query."""
+    msgs = [user("u1"), asst("a1", tool="t1", out="x" * 30_000), user("u2"), asst("a2"), asst("a3")]
+    assert turns_mod.turn_start(msgs) == 2
+    assert turns_mod.turn_start([asst("a0"), asst("a1")]) == 0
+    assert not externalize.has_outputs(asst("a4")) and externalize.has_outputs(asst("a5", tool="t", out="y"))
+    tail = [*msgs[turns_mod.turn_start(msgs):], asst("a6", tool="t6", out="z" * 20_001)]
+    assert [e.message_id for e in externalize.plan_externalization(tail)] == ["a6"]
+
+
 def listing(i: int, state: str, ids: list[str], covered_failed: list[str] | None = None,
             checkpoints: list | None = None) -> archive_state.ArchiveListing:
     a = archive_state.ArchiveListing(archive_id=f"archive_{i:03d}", index=i, messages=[user(x) for x in ids],
