@@ -1,7 +1,8 @@
 """The session directory on disk (seed 001 layout). Every write is atomic or an fsync'd append.
 
     {session}/messages.jsonl              live (root) messages, one JSON object per line
-    {session}/.meta.json                  SessionMeta: created_at, total_message_count (monotonic), commit_count
+    {session}/.meta.json                  SessionMeta: created_at, auto_commit; counters as of its last write
+                                          (the live ones are derived at load: every id, every archive)
     {session}/tool-results/               externalised tool outputs
     {session}/history/archive_NNN/        messages.jsonl, .meta.json (ArchiveMeta), .overview.md, .abstract.md,
                                           .done (DoneMarker, written last), .failed.json (FailedMarker)
@@ -31,7 +32,7 @@ from skald.messages.sessions import Message
 from skald.store import groupsync
 from skald.store.archive_state import ArchiveListing
 from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, QuarantineMarker, SessionMeta
-from skald.store.tree import write_atomic_sync
+from skald.store.tree import write_atomic_sync, write_new_files
 from skald.store.uri import Identity, Namespace, VikingPath
 
 log = logging.getLogger("skald.store.sessions")
@@ -359,8 +360,7 @@ def create_archive(session: SessionDir, index: int, messages: list[Message], met
     tmp = hist / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
-        write_atomic_sync(tmp / MESSAGES, encode_lines(messages))
-        save(tmp / META, meta)
+        write_new_files({tmp / MESSAGES: encode_lines(messages), tmp / META: msgspec.json.encode(meta)}, (tmp,))
         final = hist / archive_name(index)
         os.rename(tmp, final)
     except BaseException:

@@ -20,7 +20,7 @@ import aiofiles
 import aiofiles.os
 
 from skald.messages.errors import Conflict, InvalidArgument, NotFound
-from skald.store import faults
+from skald.store import faults, groupsync
 
 TMP_PREFIX = ".tmp-"
 ABSTRACT = ".abstract.md"
@@ -35,6 +35,27 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_new_files(files: dict[Path, bytes], dirs: tuple[Path, ...] = ()) -> None:
+    """Create files and make them durable with `dirs` (whose entries must be durable too): written
+    directly (nobody reads them until their directory is renamed into place), then flushed by
+    `groupsync` (fsync each here: a syncfs would also flush what Phase 2 is writing meanwhile)."""
+    fds: dict[int, int] = {}
+    try:
+        for path, data in files.items():
+            fd = fds[len(fds)] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        for d in dirs:
+            fds[len(fds)] = os.open(d, os.O_RDONLY)
+        failed = groupsync.sync_files(fds)
+        if failed:
+            raise next(iter(failed.values()))
+    finally:
+        for fd in fds.values():
+            os.close(fd)
 
 
 def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> None:

@@ -211,7 +211,8 @@ class Sessions:
                 meta = meta or SessionMeta()
                 out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=meta.created_at,
                                                     total_message_count=meta.total_message_count,
-                                                    commit_count=meta.commit_count))
+                                                    commit_count=max(meta.commit_count,
+                                                                     len(session_store.archive_indexes(sdir)))))
             return out
 
         return session_msgs.SessionList(sessions=await asyncio.to_thread(scan))

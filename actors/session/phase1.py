@@ -18,7 +18,6 @@ import msgspec
 from skald.actors.kit.ports import Bus
 from skald.actors.kit.request import Ctx
 from skald.actors.session import externalize, turns
-from skald.actors.session import state as state_mod
 from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
@@ -103,11 +102,12 @@ class Phase1:
                 task.add_done_callback(self._later.discard)
             faults.point("commit.after_enqueue")
             self.fence(key)
+            # The session's meta is not rewritten: its counters are read back from the archives and
+            # the messages at load (state.load), which saves a durable rename per commit.
             await asyncio.to_thread(session_store.write_atomic_lines, sdir.messages, retained)
             faults.point("commit.after_root")
             st.root = retained
             st.commit_count += 1
-            await asyncio.to_thread(session_store.save, sdir.meta, state_mod.meta_of(st))
             try:
                 await self.bus.publish_event(f"session.committed.{key}", session_msgs.CommitResult(
                     session_id=sdir.session_id, status="accepted", archive_uri=uri, archive_id=name,

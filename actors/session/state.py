@@ -88,7 +88,8 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
         repaired = True
     meta = meta or SessionMeta(session_id=sdir.session_id)
     return State(sdir=sdir, root=root, ids=ids, total=max(meta.total_message_count, len(ids)),
-                 commit_count=meta.commit_count, created_at=meta.created_at, max_index=max(indexes, default=0),
+                 commit_count=max(meta.commit_count, len(indexes)), created_at=meta.created_at,
+                 max_index=max(indexes, default=0),
                  pending_recovery=pending, recovered_meta=repaired, auto_commit=meta.auto_commit,
                  requests=requests | {m.request_id: m.id for m in root if m.request_id})
 

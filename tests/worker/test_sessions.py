@@ -231,6 +231,29 @@ async def test_two_workers_one_writer_per_session(deploy: Callable[..., Any]) ->
     assert sum(owners.values()) == 3
 
 
+async def test_counters_after_a_restart_come_from_the_archives_and_messages(deploy: Callable[..., Any]) -> None:
+    """A commit does not rewrite the session's meta (one durable rename saved per commit): a new
+    owner reads the counters back from what is on disk, and the listing counts archives too."""
+    w, c = await deploy()
+    await c.call("sessions.create", {"session_id": "n", "auto_commit": {"pending_messages": 50}})
+    for k in range(3):
+        await turn(c, "n", k)
+        await c.call("sessions.commit", {"session_id": "n"})
+    await add(c, "n", "user", "live")
+    meta = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / "n" / ".meta.json"
+    assert json.loads(meta.read_bytes())["commit_count"] == 0  # as created
+    listed = (await c.call("sessions.list", {}))["sessions"]
+    assert [x["commit_count"] for x in listed if x["session_id"] == "n"] == [3]
+    cfg = w.cfg
+    await w.stop()
+    _, c2 = await deploy(data_dir=cfg.data_dir, prefix=cfg.prefix)
+    info = await c2.call("sessions.get", {"session_id": "n"})
+    assert (info["commit_count"], info["total_message_count"], info["message_count"]) == (3, 7, 1)
+    assert info["auto_commit"] == {"pending_messages": 50}
+    r = await add(c2, "n", "assistant", "after the restart")
+    assert r["message_id"] == "msg_00000008"
+
+
 async def test_corrupt_session_meta_is_rebuilt_from_disk_not_reset(deploy: Callable[..., Any],
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     """A torn `.meta.json` is an explicit, logged recovery: the next owner rebuilds the counters
