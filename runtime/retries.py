@@ -9,6 +9,8 @@ timeout fuse still means what it says. Built on tenacity (Apache-2.0, the common
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 from typing import Any
 
@@ -67,17 +69,29 @@ async def post_json(client: JsonClient, url: str, body: Any, deadline_s: float,
         if stats is not None:
             stats.retries += 1
 
-    retrying = AsyncRetrying(stop=stop_after_attempt(attempts) | deadline_left, wait=wait,
-                             retry=retry_if_exception(transient), before_sleep=before_sleep, reraise=True)
+    async def attempt() -> Response:
+        r = await client.post(url, body, max(0.05, end - time.monotonic()))
+        if r.status in RETRY_STATUS:
+            raise Transient(r)
+        r.raise_for_status(url)
+        return r
+
     try:
-        async for attempt in retrying:
-            with attempt:
-                left = end - time.monotonic()
-                r = await client.post(url, body, max(0.05, left))
-                if r.status in RETRY_STATUS:
-                    raise Transient(r)
-                r.raise_for_status(url)
-                return r
+        try:
+            return await attempt()  # the common case, without building a retry loop
+        except (Transient, TransportError) as e:
+            if attempts <= 1 or not transient(e):
+                raise
+            hinted = retry_after(e.response) if isinstance(e, Transient) else None
+        if stats is not None:
+            stats.retries += 1
+        first_pause = hinted if hinted is not None else random.uniform(0.0, 0.25)  # the backoff's first step
+        await asyncio.sleep(max(0.0, min(first_pause, end - time.monotonic())))
+        retrying = AsyncRetrying(stop=stop_after_attempt(attempts - 1) | deadline_left, wait=wait,
+                                 retry=retry_if_exception(transient), before_sleep=before_sleep, reraise=True)
+        async for tried in retrying:
+            with tried:
+                return await attempt()
     except Transient as e:
         if stats is not None:
             stats.gave_up += 1
