@@ -207,7 +207,14 @@ class Sessions:
                 return []
             for n in names[: req.limit]:
                 sdir = SessionDir(self.ns.child(base, n))
-                meta, _ = session_store.read_session_meta(sdir)  # a corrupt one is repaired by its owner
+                st = self._states.get(lease_key(ctx.identity.account, ctx.identity.user, n))
+                if st is not None:  # loaded here: its live counters
+                    out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=st.created_at,
+                                                        total_message_count=st.total, commit_count=st.commit_count))
+                    continue
+                # Elsewhere or not loaded: the meta as last written (a corrupt one is repaired by its
+                # owner); a commit does not rewrite it, so its archives are counted.
+                meta, _ = session_store.read_session_meta(sdir)
                 meta = meta or SessionMeta()
                 out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=meta.created_at,
                                                     total_message_count=meta.total_message_count,
