@@ -31,13 +31,11 @@ _syncfs = _load_syncfs()
 COUNTS = {"syncfs": 0, "fsync": 0}  # flushes done each way, for the health report and tests
 
 
-def sync_files(fds: dict[int, int], min_files: int = 0) -> dict[int, OSError]:
+def sync_files(fds: dict[int, int]) -> dict[int, OSError]:
     """Make the writes already issued on `fds` (key -> open fd, each opened before its write)
-    durable; the errors by key. One `syncfs` per file system when there are enough files
-    (`min_files`, MIN_FILES by default)
-    (an error a writeback hit since an fd was opened is reported to it on Linux >= 5.8), else
-    or on any failure, fsync per fd."""
-    if _syncfs is not None and len(fds) >= (min_files or MIN_FILES) and _syncfs_all(list(fds.values())):
+    durable; the errors by key. One `syncfs` per file system from MIN_FILES files on (Linux >= 5.8
+    reports to it any writeback error since the fd was opened), else, or when it fails, fsync per fd."""
+    if _syncfs is not None and len(fds) >= MIN_FILES and _syncfs_all(list(fds.values())):
         return {}
     failed: dict[int, OSError] = {}
     for key, fd in fds.items():

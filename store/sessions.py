@@ -218,9 +218,8 @@ def encode_lines(messages: list[Message]) -> bytes:
 
 
 class Appended:
-    """Lines written to session files (in the page cache) and not yet flushed: `flush` makes them
-    durable together. Writing is cheap and done where the caller is (the event loop: one thread
-    hop for the flush instead of one GIL hand-over per syscall); flushing blocks and is not."""
+    """Lines written to session files (page cache, cheap: done on the caller's thread) and made
+    durable together by `flush` (blocking: one thread hop, not one GIL hand-over per syscall)."""
 
     def __init__(self) -> None:
         self.failed: dict[Path, BaseException] = {}
@@ -231,8 +230,11 @@ class Appended:
         new line. A failure is kept by file; its lines are cut back at `flush`."""
         fd = -1
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            except FileNotFoundError:  # its directory is made then, not on every add
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             size = os.fstat(fd).st_size
             self._fds[path] = (fd, size)
             prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
