@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,8 @@ async def main() -> None:
     ap.add_argument("--docs", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=200, help="requests of each kind to each system")
     ap.add_argument("--ov-venv", type=Path, default=Path.home() / ".cache" / "skald-bench" / f"openviking-{OV_VERSION}")
+    ap.add_argument("--flames", type=Path, default=HERE / "flames",
+                    help="where the flame graphs of Skald's find and context go (needs py-spy; '' skips)")
     ap.add_argument("--skald-rows", type=int, default=0,
                     help="after the side-by-side, fill Skald to this many documents and measure it alone")
     args = ap.parse_args()
@@ -244,6 +247,8 @@ async def main() -> None:
                  for kind in ("find", "context")}
         print(f"own cost, OpenViking / Skald (NATS): find {ratio['find']:.1f}x, context {ratio['context']:.1f}x. "
               "Floors (issue 19): Skald's own cost <= 1.5 ms find, <= 3 ms context at 100 documents.")
+        if str(args.flames):
+            await flames(c, up.pid, args.flames, qs)
         if args.skald_rows:
             await fill_and_measure(c, base, args.skald_rows, args.docs, args.rounds)
         await c.close()
@@ -255,6 +260,62 @@ async def main() -> None:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+SPY_SECONDS = 10
+
+
+async def flames(c: SkaldClient, pid: int, out: Path, qs: list[str]) -> None:
+    """Each Skald path under py-spy while only it runs, one request at a time as measured above:
+    a flame graph (`<path>.svg`) and its collapsed stacks (`<path>.txt`), and the frames that hold
+    the most samples printed. Skipped when py-spy is not installed (`pip install py-spy`) or may
+    not attach (ptrace)."""
+    spy = shutil.which("py-spy") or (str(BIN / "py-spy") if (BIN / "py-spy").exists() else None)
+    if spy is None:
+        print("\nflame graphs skipped: py-spy is not installed")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = {"mode": "context", "max_tokens": 1600}
+    paths = {"find": lambda q: c.call("search.find", {"query": q, "limit": 10}),
+             "context": lambda q: c.call("search.search", {"query": q, **ctx})}
+    i = 0
+    for name, call in paths.items():
+        for fmt, file in (("raw", out / f"{name}.txt"), ("flamegraph", out / f"{name}.svg")):
+            proc = await asyncio.create_subprocess_exec(
+                spy, "record", "-p", str(pid), "-o", str(file), "-f", fmt, "-r", "200", "-d", str(SPY_SECONDS),
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            while proc.returncode is None:
+                await call(f"{qs[i % len(qs)]} {i}")  # never the same query twice: no cache answers it
+                i += 1
+            if proc.returncode != 0:
+                err = (await proc.stderr.read()).decode()[-300:] if proc.stderr else ""
+                print(f"\nflame graphs skipped: py-spy failed ({err.strip()})")
+                return
+        print(f"\n{name}: flame graph {out / (name + '.svg')}; busiest frames (share of the worker's busy samples)")
+        for frame, share in heaviest(out / f"{name}.txt"):
+            print(f"  {share:5.1%}  {frame}")
+
+
+OWN = re.compile(r"\((actors|runtime|store|messages)/")
+
+
+def heaviest(collapsed: Path, n: int = 14) -> list[tuple[str, float]]:
+    """Skald's own frames by inclusive share of the busy samples (a thread waiting on a queue or
+    the event loop's select is idle), below the trunk every sample shares; from py-spy's
+    collapsed stacks."""
+    idle = ("_worker (concurrent/futures/thread.py", "select (selectors.py", "_run_once (asyncio/base_events.py")
+    counts: dict[str, int] = {}
+    busy = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, n_s = line.rpartition(" ")
+        frames = stack.split(";")
+        if not frames or any(frames[-1].startswith(x) for x in idle):
+            continue
+        busy += int(n_s)
+        for f in dict.fromkeys(re.sub(r":\d+\)$", ")", f) for f in frames):
+            counts[f] = counts.get(f, 0) + int(n_s)
+    own = [(f, k / max(1, busy)) for f, k in counts.items() if OWN.search(f) and k < 0.9 * busy]
+    return sorted(own, key=lambda x: -x[1])[:n]
 
 
 async def fill_and_measure(c: SkaldClient, base: str, rows: int, have: int, rounds: int) -> None:
