@@ -148,10 +148,11 @@ class Assembler:
             room = p.limit if p.quotas is None else sum(p.quotas.values())
             scripts = await asyncio.to_thread(reads.transcripts, self.ns, self.texts, retrieval.buckets, ctx.identity)
 
-            def lead(c: context_msgs.Candidate) -> context_msgs.Candidate | None:
+            def beside(c: context_msgs.Candidate, step: int) -> context_msgs.Candidate | None:
                 lines = scripts.get(passages.document_of(c))
-                return passages.previous_turn(c, lines) if lines else None
-            grouped = {k: passages.group_turns(v, room, p.max_tokens, lead=lead) for k, v in retrieval.buckets.items()}
+                return passages.turn_beside(c, lines, step) if lines else None
+            grouped = {k: passages.group_turns(v, room, p.max_tokens, beside=beside)
+                       for k, v in retrieval.buckets.items()}
             chosen = Sel.select(grouped, p.quotas, p.limit)
             chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
             timing["group_ms"] = (time.perf_counter() - ts) * 1000

@@ -194,37 +194,44 @@ def test_turns_of_one_transcript_become_one_passage_in_conversation_order() -> N
     assert len(one) == 3
 
 
-def test_the_strongest_turns_bring_the_turn_they_answer() -> None:
-    """A reply is often the hit while the turn before it holds the fact: the turns taken while the
-    first entries fill bring their previous turn, read from the transcript's lines; not a
-    heading, not a turn already taken, not past the budget, and not for weaker entries."""
+def test_the_strongest_turns_bring_the_turns_beside_them() -> None:
+    """A reply is often the hit while the turn before it holds the fact, and a question the hit
+    while its answer follows: the turns taken while the first entries fill bring the turn before
+    them, and the one after them when they ask something, read from the transcript's lines; not
+    past a heading, not a turn already taken, not past the budget, not for weaker entries."""
     doc = "viking://user/u/memories/events/conversation_s1_m0.md"
     lines = ["# Conversation on 8 May 2023", "", "user: where did you move from?", "assistant: from Sweden",
-             "user: nice", "assistant: yes", "user: and then?", "assistant: then here"]
+             "user: nice, what was it like?", "assistant: cold", "user: and then?", "assistant: then here"]
 
     def turn(d: str, line: int, score: float) -> Candidate:
         return Candidate(uri=f"{d}#L{line}", category="events", score=score,
                          text=f"Conversation on 8 May 2023\n{lines[line - 1]}", lines=(line, line))
 
-    def lead(c: Candidate) -> Candidate | None:
-        return passages.previous_turn(c, lines)
+    def beside(c: Candidate, step: int) -> Candidate | None:
+        return passages.turn_beside(c, lines, step)
 
-    out = passages.group_turns([turn(doc, 4, 0.9)], 10, 1_600, lead=lead)
-    assert out[0].text.splitlines() == ["Conversation on 8 May 2023", "user: where did you move from?",
-                                        "assistant: from Sweden"]
+    def said(c: Candidate) -> list[str]:
+        return c.text.splitlines()[1:]
+
+    out = passages.group_turns([turn(doc, 4, 0.9)], 10, 1_600, beside=beside)  # an answer: the turn before it
+    assert said(out[0]) == ["user: where did you move from?", "assistant: from Sweden"]
     assert out[0].uri == f"{doc}#L4" and out[0].lines == (3, 4) and out[0].score == 0.9
-    assert passages.previous_turn(turn(doc, 3, 0.9), lines) is None  # the line before is blank: no lead
-    # Taken once: a lead that is also a later hit is not served twice.
-    both = passages.group_turns([turn(doc, 4, 0.9), turn(doc, 3, 0.8)], 10, 1_600, lead=lead)
+    asks = passages.group_turns([turn(doc, 5, 0.9)], 10, 1_600, beside=beside)  # a question: and its answer
+    assert said(asks[0]) == ["assistant: from Sweden", "user: nice, what was it like?", "assistant: cold"]
+    assert said(passages.group_turns([turn(doc, 3, 0.9)], 10, 1_600, beside=beside)[0]) == [
+        "user: where did you move from?", "assistant: from Sweden"]  # nothing before it but a blank line
+    assert passages.turn_beside(turn(doc, 8, 0.9), lines, 1) is None  # the transcript's end
+    # Taken once: a turn brought along that is also a later hit is not served twice.
+    both = passages.group_turns([turn(doc, 4, 0.9), turn(doc, 3, 0.8)], 10, 1_600, beside=beside)
     assert both[0].text.count("where did you move") == 1
-    # Weaker entries (past the first LEAD_ENTRIES) do not bring theirs.
-    others = [turn(f"{doc[:-3]}{i}.md", 6, 0.8 - i / 100) for i in range(passages.LEAD_ENTRIES)]
-    late = passages.group_turns([*others, turn(doc, 8, 0.1)], 10, 1_600, lead=lead)
-    assert late[-1].text.splitlines()[1:] == ["assistant: then here"]
-    assert all("user: nice" in c.text for c in late[:-1])
-    # Nor past the budget: the hit alone fits, hit and lead do not.
+    # Weaker entries (past the first BESIDE_ENTRIES) do not bring theirs.
+    others = [turn(f"{doc[:-3]}{i}.md", 6, 0.8 - i / 100) for i in range(passages.BESIDE_ENTRIES)]
+    late = passages.group_turns([*others, turn(doc, 8, 0.1)], 10, 1_600, beside=beside)
+    assert said(late[-1]) == ["assistant: then here"]
+    assert all("what was it like" in c.text for c in late[:-1])
+    # Nor past the budget: the hit alone fits, hit and its neighbour do not.
     tight = estimate_tokens(turn(doc, 4, 0.9).text) + passages.head_tokens(turn(doc, 4, 0.9))
-    assert passages.group_turns([turn(doc, 4, 0.9)], 10, tight, lead=lead)[0].lines == (4, 4)
+    assert passages.group_turns([turn(doc, 4, 0.9)], 10, tight, beside=beside)[0].lines == (4, 4)
 
 
 def test_a_retrievers_cut_counts_a_transcripts_turns_as_one_entry() -> None:
