@@ -146,7 +146,8 @@ class Assembler:
             timing["search_ms"], timing["shape_ms"] = retrieval.search_ms, retrieval.shape_ms
             ts = time.perf_counter()
             room = p.limit if p.quotas is None else sum(p.quotas.values())
-            scripts = await asyncio.to_thread(reads.transcripts, self.ns, self.texts, retrieval.buckets, ctx.identity)
+            scripts = await asyncio.to_thread(reads.transcripts, self.ns, self.texts, retrieval.buckets,
+                                              ctx.identity) if reads.has_turns(retrieval.buckets) else {}
 
             def beside(c: context_msgs.Candidate, step: int) -> context_msgs.Candidate | None:
                 lines = scripts.get(passages.document_of(c))

@@ -51,5 +51,10 @@ def transcripts(ns: Namespace, cache: textcache.TextCache, buckets: dict[str, li
         except (OSError, E.SkaldError):
             continue
         body = cache.get(path, st.st_mtime_ns, st.st_size)
-        out[doc] = (body.text if body is not None else read(cache, path, st.st_mtime_ns, st.st_size, 0)[0]).splitlines()
+        lines = (body.text if body is not None else read(cache, path, st.st_mtime_ns, st.st_size, 0)[0]).splitlines()
+        out[doc] = lines if st.st_size <= READ_MAX_BYTES else lines[:-1]  # a head: its last line may be cut
     return out
+
+
+def has_turns(buckets: dict[str, list[Candidate]]) -> bool:
+    return any(sections.is_turn(c.uri) for v in buckets.values() for c in v)

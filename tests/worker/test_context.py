@@ -412,3 +412,28 @@ async def test_context_mode_stays_in_process_when_its_actors_do(deploy: Callable
     counted = a["stats"]["uses_counted"]
     assert counted == b["stats"]["uses_counted"] > 0
     assert hops_local == [] and hops_bus == sorted(hops), (hops_local, hops_bus)
+
+
+async def test_a_conversations_answer_arrives_with_the_question_it_answers(client: SkaldClient) -> None:
+    """After a commit, the session's transcript is recallable turn by turn; the turn that matches
+    the query ("Lisbon, by the Tagus") is served with the turn before it, which holds what was
+    asked, read from the transcript although retrieval did not return it."""
+    from tests.support.replaying import settle
+
+    turns = [("user", "Morning! Did you sleep well after the flight?"), ("assistant", "Like a log, thanks."),
+             ("user", "Where did you grow up, before all the moving around?"),
+             ("assistant", "Lisbon, by the Tagus, in a flat above a bakery."),
+             ("user", "Shall we review the budget spreadsheet now?"), ("assistant", "Yes, open the March tab.")]
+    for role, text in turns:
+        await client.call("sessions.add_message", {"session_id": "life", "role": role,
+                                                   "parts": [{"type": "text", "text": text}]})
+    r = await client.call("sessions.commit", {"session_id": "life", "wait": True}, timeout_s=60)
+    assert r["status"] == "accepted"
+    await settle(client)
+    block = await client.call("search.search", {"query": "Lisbon Tagus bakery flat", **CTX, "max_tokens": 800})
+    entries = [e for e in block["entries"] if "#L" in e["uri"] and "Tagus" in e["text"]]
+    assert entries, block["entries"]
+    lines = entries[0]["text"].splitlines()
+    said = [x for x in lines if x.startswith(("user:", "assistant:"))]
+    assert said.index("user: Where did you grow up, before all the moving around?") + 1 == said.index(
+        "assistant: Lisbon, by the Tagus, in a flat above a bakery.")
