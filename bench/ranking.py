@@ -202,6 +202,8 @@ def rrf(*rankings: list[str], k: int = 10) -> list[str]:
         for i, u in enumerate(ranking):
             score[u] = score.get(u, 0.0) + 1.0 / (RRF_K + i + 1)
     return sorted(score, key=lambda u: -score[u])[:k]
+
+
 PATHS = ("find", "search semantic", "search keywords", "search hybrid", "context", "context keywords")
 
 

@@ -138,7 +138,7 @@ async def main() -> None:
     ap.add_argument("--docs", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=200, help="requests of each kind to each system")
     ap.add_argument("--ov-venv", type=Path, default=Path.home() / ".cache" / "skald-bench" / f"openviking-{OV_VERSION}")
-    ap.add_argument("--flames", type=Path, default=HERE / "flames",
+    ap.add_argument("--flames", default=str(HERE / "flames"),
                     help="where the flame graphs of Skald's find and context go (needs py-spy; '' skips)")
     ap.add_argument("--skald-rows", type=int, default=0,
                     help="after the side-by-side, fill Skald to this many documents and measure it alone")
@@ -247,8 +247,8 @@ async def main() -> None:
                  for kind in ("find", "context")}
         print(f"own cost, OpenViking / Skald (NATS): find {ratio['find']:.1f}x, context {ratio['context']:.1f}x. "
               "Floors (issue 19): Skald's own cost <= 1.5 ms find, <= 3 ms context at 100 documents.")
-        if str(args.flames):
-            await flames(c, up.pid, args.flames, qs)
+        if args.flames:
+            await flames(c, up.pid, Path(args.flames), qs)
         if args.skald_rows:
             await fill_and_measure(c, base, args.skald_rows, args.docs, args.rounds)
         await c.close()
