@@ -248,3 +248,27 @@ def test_a_retrievers_cut_counts_a_transcripts_turns_as_one_entry() -> None:
     assert [c.uri for c in got if "#L" in c.uri] == [c.uri for c in turns[: C.TURNS_PER_ENTRY * 3]]
     assert [c.uri for c in got if "#L" not in c.uri] == [f.uri for f in files[:2]]
     assert not sections.is_turn("viking://resources/h.md#intro") and sections.is_turn(f"{t}#L4")
+
+
+def test_transcripts_are_read_through_the_cache_and_a_cut_head_loses_its_last_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The assembler reads a candidate turn's transcript from disk (once: then the cache answers
+    while the file is unchanged). A transcript over the read cap is read as a head, whose last
+    line may be cut mid-turn: it is never offered as a turn."""
+    from skald.actors.assembler import reads, textcache
+    from skald.store.uri import Identity, Namespace
+
+    ns, ident, cache = Namespace(tmp_path), Identity(), textcache.TextCache()
+    doc = "viking://user/default/memories/events/conversation_s1_m0.md"
+    path = ns.resolve(doc, ident).path
+    path.parent.mkdir(parents=True)
+    path.write_text("# Conversation on 8 May 2023\n\nuser: hi\nassistant: hello\n")
+    hit = Candidate(uri=f"{doc}#L4", category="events", score=0.9, lines=(4, 4))
+    other = Candidate(uri="viking://resources/a.md", category="resources", score=0.5)
+    assert not reads.has_turns({"memories": [other]}) and reads.has_turns({"memories": [other, hit]})
+    got = reads.transcripts(ns, cache, {"memories": [hit, other]}, ident)
+    assert got == {doc: ["# Conversation on 8 May 2023", "", "user: hi", "assistant: hello"]}
+    assert reads.transcripts(ns, cache, {"memories": [hit]}, ident) == got and cache.hits == 1
+    line = "user: " + "x" * 999 + "\n"
+    path.write_text("# Conversation on 8 May 2023\n\n" + line * (reads.READ_MAX_BYTES // len(line) + 5))
+    lines = reads.transcripts(ns, cache, {"memories": [hit]}, ident)[doc]
+    assert lines and all(ln == line.rstrip("\n") for ln in lines[2:])  # every line offered is whole
