@@ -7,6 +7,7 @@ profile `search.recall` has (seed 003 bug 9), so it never forwards its own signa
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -196,6 +197,30 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         async def run() -> str:
             r = await (await client()).remember(category, content)
             return f"Remembered as {r.root_uri}"
+        return await guarded(run())
+
+    @server.tool()
+    async def update_memory(uri: Uri,
+                            content: Annotated[str, Field(min_length=1, max_length=8000,
+                                                          description="The memory's new text, whole.")]) -> str:
+        """Correct a memory that is out of date or wrong (give its viking:// URI from recall or find and
+        its whole new text) instead of adding a second one beside it. The text it replaces stays in the
+        memory's history."""
+        async def run() -> str:
+            r = await (await client()).update_memory(uri, content)
+            return f"Updated {r.root_uri}"
+        return await guarded(run())
+
+    @server.tool()
+    async def memory_history(uri: Uri) -> str:
+        """What a memory said before: its earlier texts, newest first, with when and why each was replaced
+        (update, merge or delete), and its current text unless it was forgotten."""
+        async def run() -> str:
+            h = await (await client()).memory_history(uri)
+            now = f"Current: {h.current}" if h.current is not None else "Forgotten (no current text)."
+            rows = [f"- version {v.version}, {v.reason} at {time.strftime('%Y-%m-%d %H:%M', time.gmtime(v.at))} "
+                    f"UTC: {v.content.strip()}" for v in sorted(h.versions, key=lambda v: -v.version)]
+            return "\n".join([now, *rows] if rows else [now, "No earlier versions."])
         return await guarded(run())
 
     @server.tool()

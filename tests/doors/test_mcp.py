@@ -23,8 +23,8 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
     async with Client(params) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "overview", "glob",
-                              "grep", "remember", "forget", "session_add", "session_commit",
-                              "session_used"}
+                              "grep", "remember", "update_memory", "memory_history", "forget", "session_add",
+                              "session_commit", "session_used"}
         assert all(len(t.description or "") > 60 for t in tools.values())
         undescribed = [(t.name, p) for t in tools.values() for p, spec in t.input_schema["properties"].items()
                        if not spec.get("description")]
@@ -68,8 +68,15 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         assert r.is_error and "ls tool" in text(r) and "overview tool" in text(r)
         r = await mcp.call_tool("session_commit", {"session_id": "m1"})
         assert text(r).startswith("accepted")
+        r = await mcp.call_tool("update_memory", {"uri": uri, "content": "The user deploys with caddy on port 2019."})
+        assert text(r) == f"Updated {uri}"
+        r = await mcp.call_tool("memory_history", {"uri": uri})
+        assert "Current: The user deploys with caddy on port 2019." in text(r), text(r)
+        assert "version 1, update" in text(r) and "port 1935" in text(r)
         r = await mcp.call_tool("forget", {"uri": uri})
         assert text(r) == f"Forgot {uri}"
+        r = await mcp.call_tool("memory_history", {"uri": uri})
+        assert text(r).startswith("Forgotten") and "port 2019" in text(r) and "port 1935" in text(r)
         r = await mcp.call_tool("find", {"query": "caddy port deploy"})
         assert uri not in text(r)
         r = await mcp.call_tool("read", {"uri": "viking://resources/../../etc/passwd"})
