@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
+import sys
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +58,33 @@ async def local_with_folder(name: str, files: dict[str, bytes], embedder: str, t
     return d, src
 
 
-def start_worker(url: str, data: Path, prefix: str, actors: str, **env: str) -> subprocess.Popen[str]:
-    """`skald worker --actors ...` as its own process; returns once it says it is ready."""
-    return processes.worker(url, data, prefix, actors, ready=True, stderr=subprocess.DEVNULL, **env)
+def start_worker(url: str, data: Path, prefix: str, actors: str, code: Path | None = None,
+                 **env: str) -> subprocess.Popen[str]:
+    """`skald worker --actors ...` as its own process; returns once it says it is ready. `code`:
+    a directory from `code_at` to run an earlier commit's code instead of this tree's."""
+    return processes.worker(url, data, prefix, actors, ready=True, stderr=subprocess.DEVNULL,
+                            env={"PYTHONPATH": str(code)} if code else None, **env)
+
+
+def code_at(ref: str, tmp: Path) -> Path:
+    """A directory that, first on PYTHONPATH, makes `skald.*` import the code of git `ref`: the
+    ref's tree (`git archive`) and a `skald` folder linking its four roots. Python's path finder
+    runs before the editable install's, so a worker started with it runs that code; checked
+    here, so a bench never reports this tree's figures under the ref's name."""
+    root = Path(__file__).resolve().parent.parent
+    tree = tmp / f"code-{ref.replace('/', '_')}"
+    tree.mkdir(parents=True)
+    blob = subprocess.run(["git", "-C", str(root), "archive", ref], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        tar.extractall(tree, filter="data")
+    pkg = tree / "path" / "skald"
+    pkg.mkdir(parents=True)
+    for part in ("messages", "store", "actors", "runtime"):
+        (pkg / part).symlink_to(tree / part, target_is_directory=True)
+    probe = ("import importlib\nfor m in ('runtime.cli', 'actors.session.handlers', 'store.sessions', "
+             "'messages.sessions'):\n    print(importlib.import_module('skald.' + m).__file__)")
+    found = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(tree / "path")},
+                           capture_output=True, text=True, check=True).stdout.split()
+    if not found or any(not f.startswith(str(tree)) for f in found):
+        raise RuntimeError(f"{ref}'s code does not take precedence over this tree's ({found})")
+    return tree / "path"

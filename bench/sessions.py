@@ -1,18 +1,24 @@
 """Session throughput and latency over NATS, with 1 and 2 session workers.
 
     .venv/bin/python bench/sessions.py [--messages 4000] [--commits 200]
+    .venv/bin/python bench/sessions.py --against 2404e0d   # and that commit's code, interleaved
 
 Reports: durable add_message throughput across many sessions (every reply means fsync'd);
 commit Phase 1 latency p50/p99 (the reply comes when the archive is durable and the Phase 2
 job queued); sessions.context latency with 10 and 1,000 completed archives.
 Workers are separate `skald worker` processes on one embedded nats-server; the client is this
 process with many requests in flight.
+
+On a noisy machine a figure alone says little: `--against REF` also runs git REF's code (its
+tree exported, put first on the workers' PYTHONPATH) and measures one worker of each, alternating,
+`--rounds` times, every round on a fresh data directory, then prints both medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import tempfile
 import time
@@ -20,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.deploy import start_worker  # noqa: E402
+from bench.deploy import code_at, start_worker  # noqa: E402
 from skald.runtime.client import SkaldClient  # noqa: E402
 from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
 
@@ -77,15 +83,52 @@ async def context_latency(c: SkaldClient, sid: str, archives: int, reads: int) -
     return out
 
 
+async def one_worker(url: str, data: Path, prefix: str, code: Path | None, messages: int,
+                     commits: int) -> tuple[float, list[float]]:
+    """(add_message msgs/s, Phase 1 latencies) of one session worker running `code`."""
+    p = start_worker(url, data, prefix, "session,archive", code=code)
+    try:
+        c = await SkaldClient.connect(url)
+        c.prefix = prefix
+        await throughput(c, 200, 50, 32)  # warm up
+        rate = await throughput(c, messages, 200, 64)
+        p1 = await phase1(c, commits)
+        await c.close()
+        return rate, p1
+    finally:
+        p.terminate()
+        p.wait()
+
+
+async def against(url: str, tmp: Path, ref: str, rounds: int, messages: int, commits: int) -> None:
+    codes = {ref: code_at(ref, tmp), "this tree": None}
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in codes}
+    for r in range(rounds):
+        for name, code in codes.items():
+            tag = f"r{r}{'a' if code else 'b'}"
+            rate, p1 = await one_worker(url, tmp / f"data-{tag}", tag, code, messages, commits)
+            got[name].append((rate, pct(p1, 50)))
+            print(f"round {r + 1} {name:>12}: add_message {rate:7.0f} msgs/s, Phase 1 p50 {pct(p1, 50):.2f} ms",
+                  flush=True)
+    for name, xs in got.items():
+        print(f"median of {rounds} {name:>12}: add_message {statistics.median(x[0] for x in xs):7.0f} msgs/s, "
+              f"Phase 1 p50 {statistics.median(x[1] for x in xs):.2f} ms")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=4000)
     ap.add_argument("--commits", type=int, default=200)
+    ap.add_argument("--against", help="git ref whose code is measured beside this tree's (one worker)")
+    ap.add_argument("--rounds", type=int, default=3, help="with --against: alternating rounds of each")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="skald-sessions-"))
     srv = EmbeddedNats(tmp / "nats", port=-1)
     url = srv.start()
     try:
+        if args.against:
+            await against(url, tmp, args.against, args.rounds, args.messages, args.commits)
+            return
         for n_workers in (1, 2):
             prefix = f"bench{n_workers}"
             data = tmp / f"data{n_workers}"

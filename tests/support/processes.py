@@ -36,10 +36,12 @@ def spawn(args: list[str], env: dict[str, str] | None = None, *,
 
 
 def worker(url: str, data: Path, prefix: str, actors: str, *, ready: bool = False,
-           stderr: int | IO[str] = subprocess.PIPE, **settings: str) -> subprocess.Popen[str]:
+           stderr: int | IO[str] = subprocess.PIPE, env: dict[str, str] | None = None,
+           **settings: str) -> subprocess.Popen[str]:
     """`skald worker --actors ACTORS` on `url`; each keyword is a `SKALD_<NAME>` setting
-    (`lease_ttl_s="1"` -> SKALD_LEASE_TTL_S=1). With `ready`, returns once it is serving."""
-    env = {"SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600",
+    (`lease_ttl_s="1"` -> SKALD_LEASE_TTL_S=1), `env` any other variable. With `ready`, returns
+    once it is serving."""
+    env = {"SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600", **(env or {}),
            **{f"SKALD_{k.upper()}": v for k, v in settings.items()}}
     p = spawn(["worker", "--nats-url", url, "--data-dir", str(data), "--actors", actors], env, stderr=stderr)
     if ready:
