@@ -83,6 +83,12 @@ async def context_latency(c: SkaldClient, sid: str, archives: int, reads: int) -
     return out
 
 
+async def measure(c: SkaldClient, messages: int, commits: int) -> tuple[float, list[float]]:
+    """(add_message msgs/s across 200 sessions with 64 in flight, after a warm-up; Phase 1 latencies)."""
+    await throughput(c, 200, 50, 32)
+    return await throughput(c, messages, 200, 64), await phase1(c, commits)
+
+
 async def one_worker(url: str, data: Path, prefix: str, code: Path | None, messages: int,
                      commits: int) -> tuple[float, list[float]]:
     """(add_message msgs/s, Phase 1 latencies) of one session worker running `code`."""
@@ -90,11 +96,9 @@ async def one_worker(url: str, data: Path, prefix: str, code: Path | None, messa
     try:
         c = await SkaldClient.connect(url)
         c.prefix = prefix
-        await throughput(c, 200, 50, 32)  # warm up
-        rate = await throughput(c, messages, 200, 64)
-        p1 = await phase1(c, commits)
+        got = await measure(c, messages, commits)
         await c.close()
-        return rate, p1
+        return got
     finally:
         p.terminate()
         p.wait()
@@ -135,9 +139,7 @@ async def main() -> None:
             procs = [start_worker(url, data, prefix, "session,archive") for _ in range(n_workers)]
             c = await SkaldClient.connect(url)
             c.prefix = prefix
-            await throughput(c, 200, 50, 32)  # warm up
-            rate = await throughput(c, args.messages, 200, 64)
-            p1 = await phase1(c, args.commits)
+            rate, p1 = await measure(c, args.messages, args.commits)
             print(f"{n_workers} session worker(s): add_message {rate:7.0f} msgs/s durable "
                   f"(200 sessions, 64 in flight); commit Phase 1 p50 {pct(p1, 50):.2f} ms p99 {pct(p1, 99):.2f} ms")
             if n_workers == 1:

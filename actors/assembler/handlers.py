@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import uuid
 from collections import Counter
@@ -146,8 +145,9 @@ class Assembler:
             timing["search_ms"], timing["shape_ms"] = retrieval.search_ms, retrieval.shape_ms
             ts = time.perf_counter()
             room = p.limit if p.quotas is None else sum(p.quotas.values())
-            scripts = await asyncio.to_thread(reads.transcripts, self.ns, self.texts, retrieval.buckets,
-                                              ctx.identity) if reads.has_turns(retrieval.buckets) else {}
+            docs = reads.turn_documents(retrieval.buckets)
+            scripts = (await asyncio.to_thread(reads.transcripts, self.ns, self.texts, docs, ctx.identity)
+                       if docs else {})
 
             def beside(c: context_msgs.Candidate, step: int) -> context_msgs.Candidate | None:
                 lines = scripts.get(passages.document_of(c))
@@ -297,13 +297,11 @@ class Assembler:
             """Each file's body from the cache when unchanged since it was read, else where to read it."""
             out: list[tuple[str, bool] | tuple[str, int, int] | None] = []
             for s, _ in todo:
-                try:
-                    path = self.ns.fspath(s.uri, ident)
-                    st = os.stat(path)
-                except (OSError, E.SkaldError):
+                got = reads.cached(self.ns, self.texts, s.uri, ident)
+                if got is None:
                     out.append(None)
                     continue
-                body = self.texts.get(path, st.st_mtime_ns, st.st_size)
+                path, st, body = got
                 out.append((path, st.st_mtime_ns, st.st_size) if body is None else
                            (body.text, body.whole and st.st_size // 8 <= p.max_tokens))
             return out

@@ -27,6 +27,16 @@ def head_tokens(c: Candidate) -> int:
     return estimate_tokens(render.element(c.uri, c.category, c.score, "full", "", c.origin, c.location)) + 2
 
 
+def said(turn: Candidate) -> str:
+    """A turn's own line (its text is the day's heading, then the line)."""
+    return turn.text.partition("\n")[2] or turn.text
+
+
+def line_tokens(turn: Candidate) -> int:
+    """What a turn adds to a passage it joins: its line (the heading is already there)."""
+    return estimate_tokens(said(turn)) + 1
+
+
 def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
                 max_tokens: int = MERGED_MAX_TOKENS,
                 beside: Callable[[Candidate, int], Candidate | None] | None = None) -> list[Candidate]:
@@ -59,7 +69,7 @@ def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
         if c.uri in taken:
             continue
         runs = groups.setdefault(document_of(c), [])
-        cost = estimate_tokens(c.text.partition("\n")[2] or c.text) + 1
+        cost = line_tokens(c)
         found = next((r for r in runs if r[1][0] + cost <= max_tokens), None)
         if found is None:
             size = estimate_tokens(c.text)  # a passage's text: its heading and first line
@@ -78,14 +88,14 @@ def group_turns(hits: list[Candidate], limit: int, budget_tokens: int,
         used += cost
         taken.add(c.uri)
         if beside is not None and len(order) <= BESIDE_ENTRIES:
-            asks = "?" in (c.text.partition("\n")[2] or c.text)
+            asks = "?" in said(c)
             extra = [beside(c, -1), beside(c, 1) if asks else None]
         else:
             extra = []
         for t in extra:
             if t is None or t.uri in taken:
                 continue
-            cost = estimate_tokens(t.text.partition("\n")[2] or t.text) + 1
+            cost = line_tokens(t)
             if found[1][0] + cost <= max_tokens and used + cost <= budget_tokens:
                 found[0].append(t)
                 found[1][0] += cost

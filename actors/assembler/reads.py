@@ -35,26 +35,33 @@ def read(cache: textcache.TextCache, path: str, mtime_ns: int, size: int, max_to
     return text, complete and size // 8 <= max_tokens
 
 
-def transcripts(ns: Namespace, cache: textcache.TextCache, buckets: dict[str, list[Candidate]],
-                ident: Identity) -> dict[str, list[str]]:
-    """The lines of each transcript a candidate turn is from: where a turn's lead-in is read.
-    Nothing is read when no candidate is a turn; a transcript is written once, so after its
-    first read it costs one stat."""
+def cached(ns: Namespace, cache: textcache.TextCache, uri: str,
+           ident: Identity) -> tuple[str, os.stat_result, textcache.Body | None] | None:
+    """(path, stat, the cached body if the file is unchanged since it was read), or None when the
+    URI has no readable file: the one stat every read of a served file starts with."""
+    try:
+        path = ns.fspath(uri, ident)
+        st = os.stat(path)
+    except (OSError, E.SkaldError):
+        return None
+    return path, st, cache.get(path, st.st_mtime_ns, st.st_size)
+
+
+def turn_documents(buckets: dict[str, list[Candidate]]) -> list[str]:
+    """The transcripts the candidate turns come from, each once; none when no candidate is a turn."""
+    return list(dict.fromkeys(passages.document_of(c) for v in buckets.values() for c in v
+                              if sections.is_turn(c.uri)))
+
+
+def transcripts(ns: Namespace, cache: textcache.TextCache, docs: list[str], ident: Identity) -> dict[str, list[str]]:
+    """The lines of each transcript (`turn_documents`): where the turns beside a hit are read. A
+    transcript is written once, so after its first read it costs one stat."""
     out: dict[str, list[str]] = {}
-    for c in (c for v in buckets.values() for c in v if sections.is_turn(c.uri)):
-        doc = passages.document_of(c)
-        if doc in out:
+    for doc in docs:
+        got = cached(ns, cache, doc, ident)
+        if got is None:
             continue
-        try:
-            path = ns.fspath(doc, ident)
-            st = os.stat(path)
-        except (OSError, E.SkaldError):
-            continue
-        body = cache.get(path, st.st_mtime_ns, st.st_size)
+        path, st, body = got
         lines = (body.text if body is not None else read(cache, path, st.st_mtime_ns, st.st_size, 0)[0]).splitlines()
         out[doc] = lines if st.st_size <= READ_MAX_BYTES else lines[:-1]  # a head: its last line may be cut
     return out
-
-
-def has_turns(buckets: dict[str, list[Candidate]]) -> bool:
-    return any(sections.is_turn(c.uri) for v in buckets.values() for c in v)

@@ -264,11 +264,12 @@ def test_transcripts_are_read_through_the_cache_and_a_cut_head_loses_its_last_li
     path.write_text("# Conversation on 8 May 2023\n\nuser: hi\nassistant: hello\n")
     hit = Candidate(uri=f"{doc}#L4", category="events", score=0.9, lines=(4, 4))
     other = Candidate(uri="viking://resources/a.md", category="resources", score=0.5)
-    assert not reads.has_turns({"memories": [other]}) and reads.has_turns({"memories": [other, hit]})
-    got = reads.transcripts(ns, cache, {"memories": [hit, other]}, ident)
+    assert not reads.turn_documents({"memories": [other]})
+    assert reads.turn_documents({"memories": [other, hit, hit]}) == [doc]  # each transcript once
+    got = reads.transcripts(ns, cache, reads.turn_documents({"memories": [hit, other]}), ident)
     assert got == {doc: ["# Conversation on 8 May 2023", "", "user: hi", "assistant: hello"]}
-    assert reads.transcripts(ns, cache, {"memories": [hit]}, ident) == got and cache.hits == 1
+    assert reads.transcripts(ns, cache, [doc], ident) == got and cache.hits == 1
     line = "user: " + "x" * 999 + "\n"
     path.write_text("# Conversation on 8 May 2023\n\n" + line * (reads.READ_MAX_BYTES // len(line) + 5))
-    lines = reads.transcripts(ns, cache, {"memories": [hit]}, ident)[doc]
+    lines = reads.transcripts(ns, cache, [doc], ident)[doc]
     assert lines and all(ln == line.rstrip("\n") for ln in lines[2:])  # every line offered is whole
