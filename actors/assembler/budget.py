@@ -152,6 +152,8 @@ def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
     have started at, with the tokens that tier needed, so an agent knows what it did not get."""
     out: list[dict[str, object]] = []
     for s, tier in zip(slots, f.tiers, strict=True):
+        if tier == s.start:  # served where it starts: nothing withheld (the common case)
+            continue
         wanted = next((t for t in tiers_mod.chain(s.category, s.is_dir, s.start) if s.cost(t) is not None), "uri")
         if tier is not None and tiers_mod.rank(s.category, s.is_dir, tier) >= tiers_mod.rank(s.category, s.is_dir,
                                                                                              wanted):
@@ -161,18 +163,19 @@ def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
     return out
 
 
-_NO_SPACE = str.maketrans("", "", " \t\n\r\x0b\x0c")
+_SPACE = b" \t\n\r\x0b\x0c"
 
 
-def body_key(text: str) -> str:
-    """What makes two bodies the same memory: their text, case and whitespace aside (one C pass
-    each, not a split into words)."""
-    return text.translate(_NO_SPACE).lower()
+def body_key(text: str) -> bytes:
+    """What makes two bodies the same memory: their text, case and whitespace aside. Deleting
+    bytes is one table pass in C; deleting characters from a str looks each one up in a dict
+    (8x slower on a 2 KB body)."""
+    return text.lower().encode("utf-8", "surrogatepass").translate(None, _SPACE)
 
 
-def dedup_bodies(slots: list[Slot], key_of: Callable[[Slot], str]) -> tuple[list[Slot], int]:
+def dedup_bodies(slots: list[Slot], key_of: Callable[[Slot], bytes]) -> tuple[list[Slot], int]:
     """Drop entries whose body repeats a better-scored entry's (the same memory stored twice)."""
-    seen: set[str] = set()
+    seen: set[bytes] = set()
     kept: list[Slot] = []
     for s in slots:
         k = key_of(s)

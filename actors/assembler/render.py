@@ -13,10 +13,13 @@ from skald.store.tokens import estimate_units
 _FORGE = re.compile(r"<(\s*/?\s*(?:memory|openviking-context))", re.IGNORECASE)
 SEPARATOR = "\n"
 _ATTR = str.maketrans({"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;", "\n": "&#10;", "\r": "&#13;"})
+_ESCAPED = re.compile(r'[&"<>\n\r]')
 
 
 def attr(value: str) -> str:
-    return value.translate(_ATTR)
+    """Escaped for an attribute; most values (URIs, categories) need nothing, and finding that
+    out is a quarter of what translating costs."""
+    return value.translate(_ATTR) if _ESCAPED.search(value) else value
 
 
 def neutralise(body: str) -> str:

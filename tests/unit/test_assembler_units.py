@@ -206,6 +206,9 @@ def test_body_dedup_keeps_the_better_scored_copy() -> None:
          slot("viking://c", "entities", 0.7, {"abstract": "other"})]
     kept, n = budget.dedup_bodies(s, lambda x: budget.body_key(x.texts.get("abstract", "")))
     assert [k.uri for k in kept] == ["viking://a", "viking://c"] and n == 1
+    # Case and ASCII whitespace aside in any script; other characters still count.
+    assert budget.body_key("Ärger\t über  Café") == budget.body_key("ärger über\ncafé")
+    assert budget.body_key("café") != budget.body_key("cafe")
 
 
 # ----- selection -------------------------------------------------------------------------
