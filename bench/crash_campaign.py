@@ -48,7 +48,8 @@ from tests.support.stubs import ModelStub, chat  # noqa: E402
 # kill at a random time into the workload, wherever the worker happens to be.
 AREAS: dict[str, list[tuple[str, int]]] = {
     "add_message": [("session.after_append", 4)],
-    "commit phase 1": [("commit.after_archive", 1), ("commit.after_enqueue", 1), ("commit.after_root", 1)],
+    "commit phase 1": [("commit.after_archive", 1), ("commit.after_enqueue", 1), ("commit.before_root", 1),
+                       ("commit.after_root", 1)],
     "phase 2": [("archive.after_journal", 1), ("archive.after_overview", 1), ("archive.after_memories", 1),
                 ("archive.after_attempt", 1)],
     "memory merge": [("archive.after_history", 1)],

@@ -28,6 +28,7 @@ from skald.actors.session.batcher import AppendBatcher
 from skald.actors.session.ownership import Ownership
 from skald.actors.session.phase1 import Phase1, check_request
 from skald.actors.session.state import State
+from skald.actors.session.tails import Tails
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import Op
@@ -60,6 +61,7 @@ class Sessions:
         self.commits = 0
         self.auto_commits = 0
         self._auto_tasks: set[asyncio.Task[None]] = set()
+        self.tails = Tails(on_failure=self._forget)  # a commit's root rewrite and event, after its reply
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -70,6 +72,7 @@ class Sessions:
         for t in [*([self._sweeper] if self._sweeper else []), *self._auto_tasks]:
             t.cancel()
         await asyncio.gather(*self._auto_tasks, *([self._sweeper] if self._sweeper else []), return_exceptions=True)
+        await self.tails.drain()  # before the leases go
         await self.owners.stop()
 
     def health(self) -> dict[str, Any]:
@@ -78,7 +81,7 @@ class Sessions:
                 "journal_backlog": self.appends.backlog(),
                 "journal_publish_failures": self.appends.publish_failures,
                 "journal_recovered": self.appends.recovered, "append_batches": self.appends.batches,
-                "append_flushes": dict(groupsync.COUNTS)}
+                "append_flushes": dict(groupsync.COUNTS), "commit_tails_failed": self.tails.failed}
 
     def _forget(self, key: str) -> None:
         self._states.pop(key, None)
@@ -131,6 +134,7 @@ class Sessions:
         sdir = None if key in self._states else session_dir(self.ns, ctx.identity, session_id)
 
         async def here() -> Any:
+            await self.tails.settle(key)
             st = self._states.get(key) or await self._state(
                 key, sdir or session_dir(self.ns, ctx.identity, session_id), create=create)
             await self._requeue(st, ctx.identity)
@@ -229,6 +233,7 @@ class Sessions:
         key, sdir = self._where(ctx.identity, req.session_id)
 
         async def here() -> session_msgs.DeleteResult:
+            await self.tails.settle(key)
             if not sdir.path.exists():
                 raise NotFound("no such session", {"session_id": req.session_id})
             self.owners.fence(key)
@@ -279,7 +284,7 @@ class Sessions:
                 raise Unavailable("the session's journal is behind (JetStream not storing events); retry",
                                   {"backlog": self.appends.backlog(key), "retry_after_ms": 1000})
             try:
-                result = await self.phase1.commit(key, st, req, ctx)
+                result, tail = await self.phase1.commit(key, st, req, ctx)
             except BaseException:
                 # Whatever failed, the disk is the truth: the next request reloads the session and
                 # load() finishes an interrupted Phase 1 (archived ids dropped from root, the
@@ -288,6 +293,8 @@ class Sessions:
                 raise
             if result.status == "accepted":
                 self.commits += 1
+            if tail is not None:
+                self.tails.after(key, tail)
             return result
 
         return await self._on_session(catalog.SESSIONS_COMMIT, req, ctx, req.session_id, False, run)

@@ -127,3 +127,38 @@ async def test_memory_update_killed_between_version_and_write_keeps_one_of_each(
     finally:
         reap(procs)
         stub.close()
+
+
+async def test_commit_killed_after_its_reply_before_root_is_tidied(nats_url: str, tmp_path: Path) -> None:
+    """Phase 1 answers once the archive is durable and its job queued; root loses the archived
+    messages after the reply. Killed in between, the next owner cuts root back on load: every
+    message is stored once, the archive is summarised, and the next commit archives only what came
+    after."""
+    data, prefix = tmp_path / "data", "tidy"
+    procs = [worker(nats_url, data, prefix, "commit.before_root")]
+    try:
+        wait_ready(procs[0])
+        async with await SkaldClient.connect(nats_url) as c:
+            c.prefix = prefix
+            for i in range(4):
+                await c.call("sessions.add_message", {"session_id": "t", "role": "user", "id": f"a{i}",
+                                                      "parts": [{"type": "text", "text": f"first {i}"}]})
+            await call(c, "sessions.commit", {"session_id": "t", "keep_recent_count": 1})
+            procs[0].wait(20)
+            sdir = data / "accounts/default/user/default/sessions/t"
+            live = [json.loads(x)["id"] for x in (sdir / "messages.jsonl").read_text().splitlines() if x.strip()]
+            assert live == ["a0", "a1", "a2", "a3"]  # killed before the rewrite: root still holds them
+            procs.append(worker(nats_url, data, prefix))
+            wait_ready(procs[1])
+            await c.call("sessions.add_message", {"session_id": "t", "role": "user", "id": "b0",
+                                                  "parts": [{"type": "text", "text": "after the crash"}]},
+                         timeout_s=10.0)
+            second = await c.call("sessions.commit", {"session_id": "t"}, timeout_s=10.0)
+            assert second["archived_messages"] == 2  # a3 (kept by the first commit) and b0, nothing twice
+            archives = await settle(c, "t")
+            assert [a["state"] for a in archives] == ["completed", "completed"]
+            stored = [json.loads(x)["id"] for f in sorted(sdir.glob("history/archive_*/messages.jsonl"))
+                      for x in f.read_text().splitlines() if x.strip()]
+            assert stored == ["a0", "a1", "a2", "a3", "b0"]
+    finally:
+        reap(procs)

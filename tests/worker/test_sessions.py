@@ -492,6 +492,25 @@ async def test_a_retried_add_with_the_same_request_id_is_stored_once(deploy: Cal
                                               "parts": [{"type": "text", "text": "x"}]})
 
 
+async def test_a_message_sent_right_behind_a_commit_is_kept_on_disk(deploy: Callable[..., Any]) -> None:
+    """A commit answers before root is rewritten without what it archived; a message already on
+    its way must then wait for that rewrite, or the rename would drop its line from the disk."""
+    w, c = await deploy(actors=("session",))
+    sent: list[str] = []
+    for r in range(12):
+        for i in range(2):
+            await add(c, "behind", "user", f"round {r} message {i}", id=f"r{r}m{i}")
+            sent.append(f"r{r}m{i}")
+        done = await asyncio.gather(c.commit("behind"), add(c, "behind", "user", f"round {r} late", id=f"r{r}late"))
+        sent.append(f"r{r}late")
+        assert done[0].status == "accepted"
+    assert (await c.call("sessions.get", {"session_id": "behind"}))["total_message_count"] == len(sent)
+    sdir = w.cfg.data_dir / "accounts/default/user/default/sessions/behind"
+    files = [*sorted(sdir.glob("history/archive_*/messages.jsonl")), sdir / "messages.jsonl"]
+    stored = [json.loads(x)["id"] for f in files for x in f.read_text().splitlines() if x.strip()]
+    assert sorted(stored) == sorted(sent)  # each once: none lost to a rename, none archived twice
+
+
 async def test_a_commit_whose_phase2_job_cannot_be_queued_rolls_forward(deploy: Callable[..., Any]) -> None:
     """The work stream gone at commit time (a leader election): the archive is durable, so the
     commit is accepted and its job queued later, root is rewritten, and the next commit archives
