@@ -34,18 +34,18 @@ class StatsCollector:
         self.results += len(scores)
         if not scores:
             self.zero += 1
-        agg = self.signals.setdefault(signal, [0, 0.0, float("inf"), float("-inf")])
-        for s in scores:
-            agg[0] += 1
-            agg[1] += s
-            agg[2] = min(agg[2], s)
-            agg[3] = max(agg[3], s)
-            if signal != "similarity":
-                continue
-            self.score_sum += s
-            self.score_n += 1
-            self.score_max = max(self.score_max, s)
-            self.score_min = min(self.score_min, s)
+        if scores:  # builtins over the list: a context request records a hundred scores
+            n, total, lo, hi = len(scores), sum(scores), min(scores), max(scores)
+            agg = self.signals.setdefault(signal, [0, 0.0, float("inf"), float("-inf")])
+            agg[0] += n
+            agg[1] += total
+            agg[2] = min(agg[2], lo)
+            agg[3] = max(agg[3], hi)
+            if signal == "similarity":
+                self.score_sum += total
+                self.score_n += n
+                self.score_max = max(self.score_max, hi)
+                self.score_min = min(self.score_min, lo)
         self.rerank_used += int(rerank_used)
         self.rerank_fallback += int(rerank_fallback)
         self.latency_sum_ms += latency_ms
