@@ -7,16 +7,17 @@ Order (each step durable before the next): tool outputs to `tool-results/` -> ar
 place; the next owner to load the session finishes the step (`state.load`).
 
 Once the archive is durable the commit is decided: root's rewrite only tidies the disk (a root
-still holding archived ids is cut back on load), so it runs after the reply, as the commit's
-`Tail`, and the session's next request waits for it (the owner's `settle`). That keeps two of
+still holding archived ids is cut back on load), so it runs after the reply (`tails.Tails`),
+and the session's next request waits for it (`Tails.settle`). That keeps two of
 Phase 1's six fsyncs and an event's round trip off the caller's latency.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import msgspec
 
@@ -24,6 +25,7 @@ from skald.actors.kit.ports import Bus
 from skald.actors.kit.request import Ctx
 from skald.actors.session import externalize, turns
 from skald.actors.session.state import State
+from skald.actors.session.tails import Work
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
 from skald.messages.errors import InvalidArgument, Unavailable
@@ -54,9 +56,6 @@ def plan(root: list[session_msgs.Message], req: session_msgs.CommitRequest) -> t
     return turns.plan_keep_recent(root, req.keep_recent_count or 0)
 
 
-Tail = Callable[[], Awaitable[None]]  # what a commit does after its reply
-
-
 class Phase1:
     def __init__(self, bus: Bus, fence: Callable[[str], None], clock: Callable[[], float]) -> None:
         self.bus = bus
@@ -65,7 +64,7 @@ class Phase1:
         self._later: set[asyncio.Task[None]] = set()  # Phase 2 jobs JetStream could not take at commit time
 
     async def commit(self, key: str, st: State, req: session_msgs.CommitRequest,
-                     ctx: Ctx) -> tuple[session_msgs.CommitResult, Tail | None]:
+                     ctx: Ctx) -> tuple[session_msgs.CommitResult, Work | None]:
         """The reply, and what must run after it before the session's next request (None when
         nothing was archived, or when the caller waits for Phase 2 and it ran already)."""
         sdir = st.sdir
@@ -117,10 +116,7 @@ class Phase1:
             event = session_msgs.CommitResult(session_id=sdir.session_id, status="accepted", archive_uri=uri,
                                               archive_id=name, archived_messages=len(archived),
                                               retained_messages=len(retained))
-
-            async def tail() -> None:
-                await self._tidy(key, st, list(retained), event)
-
+            tail = functools.partial(self._tidy, key, st, list(retained), event)
             phase2 = None
             if w is not None:  # the caller waits for Phase 2 anyway: tidy first, as before
                 await tail()

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("skald.session")
+Work = Callable[[], Awaitable[None]]  # what a request does after its reply
 
 
 class Tails:
@@ -20,7 +21,7 @@ class Tails:
         self._running: dict[str, asyncio.Task[None]] = {}
         self.failed = 0
 
-    def after(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
+    def after(self, key: str, work: Work) -> None:
         """Start `work` now (the reply is on its way); the caller holds the session, so nothing
         else of it is running."""
         async def run() -> None:
