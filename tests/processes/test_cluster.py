@@ -191,7 +191,13 @@ async def test_killing_each_stream_leader_under_load_loses_and_duplicates_nothin
                 await cluster.start(leader)
                 for s in STREAMS:
                     await current(js, stream_of(prefix, s))
-            await asyncio.sleep(1.0)
+            # The load goes on until it has exercised the cluster (at least 150 answers and a
+            # commit), however slow the machine was during the elections; a cluster that no
+            # longer answers still fails the liveness check below.
+            for _ in range(120):
+                await asyncio.sleep(0.5)
+                if load.answered >= 150 and load.commits >= 1:
+                    break
             stop.set()
             await task
             # the session owners restart (SIGKILL, as a crash would): everything is reloaded from disk
