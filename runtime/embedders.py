@@ -103,7 +103,7 @@ class HashEmbedder:
             v[h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
         n = float(np.linalg.norm(v))
         if n == 0.0:
-            v[zlib.crc32(text.encode()) % self.dim] = 1.0
+            v[zlib.crc32(text.encode("utf-8", "surrogatepass")) % self.dim] = 1.0
             return v
         return v / n
 

@@ -62,3 +62,9 @@ def test_batching_and_padding_do_not_change_a_vector(model: E5Onnx) -> None:
     assert np.abs(together - alone).max() < 1e-4
     assert np.abs(together - reversed_).max() < 1e-4
     assert model.encode([], "passage: ").shape == (0, 384)
+
+
+def test_a_lone_surrogate_is_embedded_as_the_replacement_character(model: E5Onnx) -> None:
+    """JSON may carry "\\ud800"; the engine refused such text, which would stall an index job."""
+    odd, plain = model.encode(["bad \ud800 text", "bad \ufffd text"], "passage: ")
+    assert float(odd @ plain) > 0.9999
