@@ -119,10 +119,16 @@ class NatsBus:
 
     async def lease_create(self, key: str, owner: str) -> int | None:
         async def op(kv: Any) -> int | None:
-            try:
-                return int(await kv.create(key, owner.encode()))
-            except KeyWrongLastSequenceError:
-                return None
+            for _ in range(3):
+                try:
+                    return int(await kv.create(key, owner.encode()))
+                except KeyWrongLastSequenceError:
+                    return None
+                except KeyNotFoundError:
+                    # nats-py's create re-reads a key that was in its way (to tell a deleted one);
+                    # a lease that expired in between is gone by then: the key is free, ask again.
+                    continue
+            return None
 
         return await self._lease_op(op)  # type: ignore[no-any-return]
 

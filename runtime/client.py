@@ -134,8 +134,12 @@ class SkaldClient:
         await self.close()
 
     async def close(self) -> None:
-        if self._owns:
+        if not self._owns or self.nc.is_closed:
+            return
+        try:
             await self.nc.drain()
+        except Exception:  # noqa: BLE001 - reconnecting (a revoked key, a server gone): no drain, but closed
+            await self.nc.close()
 
     async def raw(self, op: Op | str, body: bytes, headers: dict[str, str] | None = None,
                   timeout_s: float | None = None) -> tuple[Response, dict[str, str]]:

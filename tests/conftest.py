@@ -9,6 +9,7 @@ worker in this process over a real nats-server), `doors/` (client, CLI, HTTP gat
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -36,6 +37,23 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNa
     srv.start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _no_immortal_tasks() -> AsyncIterator[None]:
+    """At the end of the session, before the event loop closes: cancel what is still pending until
+    it ends. pytest-asyncio cancels once, then waits; a nats-py client left reconnecting to a
+    server a test stopped can swallow that one cancel (its connect timeout races it) and loop
+    forever, which hung a CI run."""
+    yield
+    me = asyncio.current_task()
+    for _ in range(50):
+        left = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+        if not left:
+            return
+        for t in left:
+            t.cancel()
+        await asyncio.wait(left, timeout=0.7)
 
 
 @pytest.fixture
