@@ -75,7 +75,7 @@ class LocalServer(Protocol):
     def serves(self, op: str) -> bool: ...
 
     async def call_local(self, op: str, body: msgspec.Struct, identity: Any, timeout_s: float,
-                         index_seq: int = 0) -> Any: ...
+                         index_seq: int = 0, into: type | None = None) -> Any: ...
 
 
 class NatsBus:
@@ -163,14 +163,16 @@ class NatsBus:
                                    {H_FORWARDED: "1"}, {"worker": worker_id})
 
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
-                   index_seq: int = 0) -> Any:
+                   index_seq: int = 0, into: type | None = None) -> Any:
         """Ask another actor (through its queue group) on behalf of the caller's identity; one
-        this process also runs answers in-process (the same validation, deadline, errors, journal)."""
+        this process also runs answers in-process (the same validation, deadline, errors, journal).
+        The result as decoded JSON, or converted `into` a type."""
         if self.local is not None and self.local.serves(op.name):
-            return await self.local.call_local(op.name, body, identity, timeout_s, index_seq)
+            return await self.local.call_local(op.name, body, identity, timeout_s, index_seq, into)
         subject = (subjects.internal if op.internal else subjects.request)(self.prefix, op.name)
         extra = {H_INDEX_SEQ: str(index_seq)} if index_seq else {}
-        return await self._request(subject, body, identity, timeout_s, extra, {"op": op.name})
+        got = await self._request(subject, body, identity, timeout_s, extra, {"op": op.name})
+        return got if into is None else msgspec.convert(got, into)
 
     async def _request(self, subject: str, body: msgspec.Struct, identity: Any, timeout_s: float,
                        extra: dict[str, str], where: dict[str, Any]) -> Any:

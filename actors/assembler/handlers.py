@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from skald.actors.assembler import bootstrap, budget, ledger, passages, reads, render, textcache, tiers
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
@@ -263,13 +261,14 @@ class Assembler:
             score_gte=p.score_gte, exclude_uris=p.exclude_uris, cooled_uris=cooled, cooled_prefixes=cooled_prefixes,
             peer_scope=p.peer_scope, other_peer_penalty=p.other_peer_penalty, **p.filters)  # type: ignore[arg-type]
         try:
-            raw = await self.bus.call(catalog.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
-                                      index_seq=ctx.index_seq)
+            got: context_msgs.CandidatesResult = await self.bus.call(
+                catalog.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
+                index_seq=ctx.index_seq, into=context_msgs.CandidatesResult)
         except (E.InvalidArgument, E.PermissionDenied):
             raise  # the request is wrong: say so, as list mode does (seed 003 bug 12)
         except E.SkaldError as e:
             return context_msgs.CandidatesResult(buckets={}, errors={"retrieval": f"{e.code}: {e.message}"})
-        return msgspec.convert(raw, context_msgs.CandidatesResult)
+        return got
 
     async def _slots(self, chosen: list[context_msgs.Candidate], p: params_mod.Params,
                      ident: Identity) -> list[budget.Slot]:

@@ -109,8 +109,9 @@ class Bus(Protocol):
         ...
 
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
-                   index_seq: int = 0) -> Any:
-        """Another actor's result (decoded JSON) or its typed error; actors never import each other."""
+                   index_seq: int = 0, into: type | None = None) -> Any:
+        """Another actor's result (decoded JSON, or converted `into` a message type) or its typed
+        error; actors never import each other."""
         ...
 
     async def forward(self, worker_id: str, op: str, body: msgspec.Struct, identity: Any, timeout_s: float) -> Any:
