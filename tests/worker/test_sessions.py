@@ -411,8 +411,14 @@ async def test_offline_phase2_merges_preferences_and_entities_across_archives(de
     assert "(message msg_00000002)" in rex and "(message msg_00000004)" in rex
     hist = await c.call("memories.history", {"uri": "viking://~/memories/entities/rex.md"})
     assert len(hist["versions"]) == 1 and hist["versions"][0]["content"].count("\n- ") == 3
-    found = await c.call("search.find", {"query": "Rex the dog got tired", "context_type": "memory", "level": 2})
-    assert "viking://user/default/memories/entities/rex.md" in [m["uri"] for m in found["memories"]]
+    rex_uri, uris = "viking://user/default/memories/entities/rex.md", []
+    for _ in range(50):  # the memories' ingest job runs after Phase 2
+        found = await c.call("search.find", {"query": "Rex the dog got tired", "context_type": "memory", "level": 2})
+        uris = [m["uri"] for m in found["memories"]]
+        if rex_uri in uris:
+            break
+        await asyncio.sleep(0.2)
+    assert rex_uri in uris
 
 
 async def test_memories_update_forget_and_history(deploy: Callable[..., Any]) -> None:
