@@ -94,15 +94,21 @@ class E5File:
             raise ValueError(f"{name} is not q4_0")
         return np.frombuffer(self._map, _Q4, count // QK, off).reshape(count // cols, cols // QK)
 
-    def dequant(self, name: str, cols: int, rows: np.ndarray | None = None) -> np.ndarray:
-        """float32 (rows, cols) of a q4_0 tensor, or of the given rows only."""
+    def q4(self, name: str, cols: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """A q4_0 tensor (or the given rows) unpacked: its stored values 0..15 in weight order,
+        (rows, cols/32, 32) uint8, and each block's scale, (rows, cols/32) float32."""
         blocks = self.q4_rows(name, cols)
         if rows is not None:
             blocks = blocks[rows]
         qs = blocks["qs"]
-        q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32) - 8.0
-        q *= blocks["d"].astype(np.float32)[..., None]
-        return q.reshape(*blocks.shape[:-1], cols)
+        return np.concatenate([qs & 0x0F, qs >> 4], axis=-1), blocks["d"].astype(np.float32)
+
+    def dequant(self, name: str, cols: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """float32 (rows, cols) of a q4_0 tensor, or of the given rows only."""
+        q, scale = self.q4(name, cols, rows)
+        w = q.astype(np.float32) - 8.0
+        w *= scale[..., None]
+        return w.reshape(*q.shape[:-2], cols)
 
 
 def bundled(variant: str = "original") -> Path:

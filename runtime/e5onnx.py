@@ -74,14 +74,13 @@ def _graph(f: E5File) -> bytes:
         """x @ W.T (+ b) with W kept in 4 bits: MatMulNBits takes 32-weight blocks with one scale
         and the implied zero point 8, two weights a byte (element 2i low, 2i+1 high), where the
         file stores weight j low and j+16 high."""
-        blocks = f.q4_rows(w, cols)
-        q = np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=-1)
+        q, scale = f.q4(w, cols)
         packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
-        ins = [x, const(w, packed), const(w + ".s", blocks["d"].astype(np.float32).reshape(-1))]
+        ins = [x, const(w, packed), const(w + ".s", scale.reshape(-1))]
         if bias:
             ins += ["", "", const(w[:-1] + "b", f.f32(w[:-1] + "b"))]
         nodes.append(helper.make_node("MatMulNBits", ins, [w + ".mm"], domain="com.microsoft", K=cols,
-                                      N=blocks.shape[0], bits=4, block_size=QK, accuracy_level=4))
+                                      N=q.shape[0], bits=4, block_size=QK, accuracy_level=4))
         return w + ".mm"
 
     def norm(x: str, name: str) -> str:
