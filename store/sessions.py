@@ -14,7 +14,6 @@ retriever (intent context) all go through it; none spells a path of its own.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -217,59 +216,10 @@ def encode_lines(messages: list[Message]) -> bytes:
     return b"".join(_enc.encode(m) + b"\n" for m in messages)
 
 
-class Appended:
-    """Lines written to session files (page cache, cheap: done on the caller's thread) and made
-    durable together by `flush` (blocking: one thread hop, not one GIL hand-over per syscall)."""
-
-    def __init__(self) -> None:
-        self.failed: dict[Path, BaseException] = {}
-        self._fds: dict[Path, tuple[int, int]] = {}  # path -> (fd, size before the append)
-
-    def write(self, path: Path, messages: list[Message]) -> None:
-        """A torn last line from an earlier crash is closed off first so it cannot swallow the
-        new line. A failure is kept by file; its lines are cut back at `flush`."""
-        fd = -1
-        try:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            except FileNotFoundError:  # its directory is made then, not on every add
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            size = os.fstat(fd).st_size
-            self._fds[path] = (fd, size)
-            prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
-            data = memoryview(prefix + encode_lines(messages))
-            while data:  # a nearly full disk takes part of a write (a short count) before refusing
-                data = data[os.write(fd, data):]
-        except Exception as exc:  # noqa: BLE001 - its callers hear it; nothing of theirs was accepted
-            self.failed[path] = exc
-            if fd >= 0 and path not in self._fds:
-                os.close(fd)
-
-    def flush(self) -> dict[Path, BaseException]:
-        """Every written file made durable by one flush (`groupsync`); what failed, by file, so one
-        file's failure does not refuse lines that another file made durable. A file whose lines did
-        not all reach the disk is cut back to what was there, so a reader never meets half a message
-        and the caller's retry appends it whole."""
-        try:
-            keys = [p for p in self._fds if p not in self.failed]
-            for i, exc in groupsync.sync_files({i: self._fds[p][0] for i, p in enumerate(keys)}).items():
-                self.failed[keys[i]] = exc
-            for path in self.failed:
-                if path in self._fds:
-                    with contextlib.suppress(OSError):
-                        os.ftruncate(*self._fds[path])
-        finally:
-            for fd, _ in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
-        return self.failed
-
-
 def append_messages(path: Path, messages: list[Message]) -> None:
     """Durable append of one session's lines."""
-    out = Appended()
-    out.write(path, messages)
+    out = groupsync.Appended()
+    out.write(path, encode_lines(messages))
     failed = out.flush()
     if failed:
         raise failed[path]

@@ -34,7 +34,7 @@ import msgspec
 
 from skald.actors.kit.ports import Bus
 from skald.messages.sessions import AddedEntry, Message, MessagesAdded
-from skald.store import faults
+from skald.store import faults, groupsync
 from skald.store import sessions as session_store
 
 log = logging.getLogger("skald.session")
@@ -83,14 +83,14 @@ class _Pending:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
-def _write(batch: list[_Entry]) -> session_store.Appended:
-    """Each session file's lines appended (not yet durable: `Appended.flush` does that for all)."""
+def _write(batch: list[_Entry]) -> groupsync.Appended:
+    """Each session file's lines appended (not yet durable: `Appended.sync` does that for all)."""
     by_path: dict[Path, list[Message]] = {}
     for e in batch:
         by_path.setdefault(e.path, []).append(e.msg)
-    out = session_store.Appended()
+    out = groupsync.Appended()
     for path, msgs in by_path.items():
-        out.write(path, msgs)
+        out.write(path, session_store.encode_lines(msgs))
     return out
 
 
@@ -206,7 +206,14 @@ class AppendBatcher:
                 continue
             for e in batch:
                 e.claimed = True
-            failed = await asyncio.to_thread(_write(batch).flush)
+            out = _write(batch)
+            job = asyncio.ensure_future(asyncio.to_thread(out.sync))
+            try:
+                await asyncio.shield(job)
+            except asyncio.CancelledError:  # the flush still runs on its thread: close after it
+                job.add_done_callback(lambda _, out=out: out.close())
+                raise
+            failed = out.close()
             if failed:  # those callers hear about it: their lines were not accepted
                 for e in batch:
                     exc = failed.get(e.path)

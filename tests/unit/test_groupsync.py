@@ -24,10 +24,10 @@ def ids(path: Path) -> list[str]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
 def test_many_files_share_one_flush(tmp_path: Path) -> None:
     before = dict(groupsync.COUNTS)
-    out = session_store.Appended()
+    out = groupsync.Appended()
     paths = [tmp_path / f"s{i}" / "messages.jsonl" for i in range(8)]
     for i, p in enumerate(paths):
-        out.write(p, [msg(f"m{i}a"), msg(f"m{i}b")])
+        out.write(p, session_store.encode_lines([msg(f"m{i}a"), msg(f"m{i}b")]))
     assert out.flush() == {}
     assert [ids(p) for p in paths] == [[f"m{i}a", f"m{i}b"] for i in range(8)]
     assert groupsync.COUNTS["syncfs"] == before["syncfs"] + 1 and groupsync.COUNTS["fsync"] == before["fsync"]
@@ -44,10 +44,10 @@ def test_a_file_that_cannot_be_written_is_refused_alone(tmp_path: Path) -> None:
     blocked = tmp_path / "blocked" / "messages.jsonl"
     blocked.mkdir(parents=True)  # a directory where the file should be
     good = [tmp_path / f"s{i}" / "messages.jsonl" for i in range(5)]
-    out = session_store.Appended()
-    out.write(blocked, [msg("x")])
+    out = groupsync.Appended()
+    out.write(blocked, session_store.encode_lines([msg("x")]))
     for i, p in enumerate(good):
-        out.write(p, [msg(f"m{i}")])
+        out.write(p, session_store.encode_lines([msg(f"m{i}")]))
     failed = out.flush()
     assert set(failed) == {blocked} and isinstance(failed[blocked], OSError)
     assert [ids(p) for p in good] == [[f"m{i}"] for i in range(5)]
