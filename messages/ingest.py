@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Literal
 
 import msgspec
@@ -157,6 +158,12 @@ class IngestJob(msgspec.Struct, kw_only=True, frozen=True):
     remove_rows: tuple[tuple[str, int], ...] = ()
     refresh_dirs: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+
+
+def memories_job_id(account: str, user: str, session_id: str, archive_id: str) -> str:
+    """The id of the job that indexes the memories an archive's Phase 2 wrote: known before the
+    job exists, so a commit that waits can listen for its `ingest.done` before it can happen."""
+    return hashlib.sha1(f"{account}/{user}/{session_id}/{archive_id}".encode()).hexdigest()
 
 
 class IngestProgress(msgspec.Struct, kw_only=True):

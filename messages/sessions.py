@@ -159,6 +159,10 @@ class CommitResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     reason: str | None = None
     plan: dict[str, Any] | None = None
     phase2: str | None = None  # with wait: completed | failed | pending
+    # With wait, once Phase 2 completed: whether its memories are findable yet (indexed | failed |
+    # none | pending), and the index sequence a later search waits for (the client sends it on).
+    memories: str | None = None
+    index_seq: int = 0
 
 
 class ContextStats(msgspec.Struct, kw_only=True):

@@ -27,7 +27,7 @@ from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Attempt
 from skald.actors.text import facts
 from skald.messages import catalog
-from skald.messages.ingest import IngestJob
+from skald.messages.ingest import IngestJob, memories_job_id
 from skald.messages.sessions import Phase2Job
 from skald.store import archive_state, faults, memory_history
 from skald.store import sessions as session_store
@@ -165,8 +165,9 @@ class Archiver:
             rolled, left_out = phase2.bound_roll_forward(candidates, ROLL_FORWARD_MAX_TOKENS)
             for s in left_out:  # no room this time: counts as a failed attempt, so it cannot linger
                 await self._failed_again(sdir, s, "roll-forward input over budget")
+            memory_job = ""
             try:
-                state = await self._phase2(sdir, job, ident, target, rolled, previous)
+                state, memory_job = await self._phase2(sdir, job, ident, target, rolled, previous)
             except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
                 log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
                 error = f"{type(e).__name__}: {e}"[:2000]
@@ -176,7 +177,7 @@ class Archiver:
                     await self._failed_again(sdir, s, error)
                 self.failed += 1
                 state = "failed"
-            await self._finished(key, job, state)
+            await self._finished(key, job, state, memory_job)
             if await asyncio.to_thread(session_store.marker_state, sdir, index + 1) == "pending":
                 return Phase2Job(account=job.account, user=job.user, session_id=job.session_id,
                                  archive_id=session_store.archive_name(index + 1))
@@ -200,13 +201,15 @@ class Archiver:
             self.quarantined += 1
             log.warning("archive %s quarantined: %s", sdir.archive_uri(aid), reason)
 
-    async def _finished(self, key: str, job: Phase2Job, state: str) -> None:
+    async def _finished(self, key: str, job: Phase2Job, state: str, memory_job: str = "") -> None:
         await self.bus.publish_event(f"archive.finished.{key}.{job.archive_id}",
-                                     _Finished(session_id=job.session_id, archive_id=job.archive_id, state=state),
+                                     _Finished(session_id=job.session_id, archive_id=job.archive_id, state=state,
+                                               memory_job=memory_job),
                                      f"archive.finished.{key}.{job.archive_id}.{state}")
 
     async def _phase2(self, sdir: SessionDir, job: Phase2Job, ident: Identity, target: archive_state.ArchiveState,
-                      rolled: list[archive_state.ArchiveState], previous: str = "") -> str:
+                      rolled: list[archive_state.ArchiveState], previous: str = "") -> tuple[str, str]:
+        """The archive's state, and the id of the job indexing the memories it wrote ("" if none)."""
         sources = [*rolled, target]
         messages = [m for s in sources for m in s.listing.messages]
         requests: list[phase2.Request] = []
@@ -229,7 +232,7 @@ class Archiver:
                                 overview_tokens=phase2.estimate_tokens(out.overview),
                                 rolled_forward=[s.listing.archive_id for s in rolled])
         faults.point("archive.after_overview")
-        await self._memories(job, ident, out, messages)
+        memory_job = await self._memories(job, ident, out, messages)
         faults.point("archive.after_memories")
         coverage = DoneMarker(
             starting_message_id=messages[0].id if messages else None,
@@ -240,7 +243,7 @@ class Archiver:
             completed_at=self.clock())
         await asyncio.to_thread(session_store.write_done, sdir, job.archive_id, coverage)  # last: now covered
         self.completed += 1
-        return "completed"
+        return "completed", memory_job
 
     async def _model_output(self, adir: Any, messages: list[Any], requests: list[phase2.Request],
                             previous: str = "", ident: Identity | None = None) -> phase2.Output:
@@ -269,10 +272,11 @@ class Archiver:
         except ValueError as e:
             raise _Stage("parse", str(e)) from e
 
-    async def _memories(self, job: Phase2Job, ident: Identity, out: phase2.Output, messages: list[Any]) -> None:
+    async def _memories(self, job: Phase2Job, ident: Identity, out: phase2.Output, messages: list[Any]) -> str:
         """Long-term memories, named from what they are about: events and transcripts append (named
         from the messages they came from), keyed memories merge into the file of their key (the
-        text they replace kept as a version), profile is one document. Replays write the same."""
+        text they replace kept as a version), profile is one document. Replays write the same.
+        The id of the job that indexes them ("" when nothing changed)."""
         uris: list[str] = []
         removed: list[tuple[str, int]] = []
         base = self.ns.resolve("viking://~/memories", ident)
@@ -320,11 +324,13 @@ class Archiver:
                 path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
             await asyncio.to_thread(write_atomic_sync, path, body.encode())
             uris.append(uri)
-        if uris or removed:
-            jid = hashlib.sha1(f"{job.account}/{job.user}/{job.session_id}/{job.archive_id}".encode()).hexdigest()
-            await self.bus.enqueue(catalog.INGEST, IngestJob(
-                job_id=jid, account=job.account, index_roots=tuple(dict.fromkeys(uris)), remove_rows=tuple(removed),
-                refresh_dirs=tuple({u.rsplit("/", 1)[0] for u, _ in removed})), f"memories-{jid}")
+        if not (uris or removed):
+            return ""
+        jid = memories_job_id(job.account, job.user, job.session_id, job.archive_id)
+        await self.bus.enqueue(catalog.INGEST, IngestJob(
+            job_id=jid, account=job.account, index_roots=tuple(dict.fromkeys(uris)), remove_rows=tuple(removed),
+            refresh_dirs=tuple({u.rsplit("/", 1)[0] for u, _ in removed})), f"memories-{jid}")
+        return jid
 
     def _existing_keys(self, ident: Identity) -> list[str]:
         """`category/key: first line` of the user's keyed memories, for the model to update."""
@@ -345,6 +351,7 @@ class _Finished(msgspec.Struct, kw_only=True):
     session_id: str
     archive_id: str
     state: str
+    memory_job: str = ""  # the job indexing the memories it wrote: a commit that waits, waits for it too
 
 
 class _Stage(Exception):  # noqa: N818

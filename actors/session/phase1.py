@@ -15,20 +15,23 @@ Phase 1's six fsyncs and an event's round trip off the caller's latency.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import Bus, Waiter
 from skald.actors.kit.request import Ctx
 from skald.actors.session import externalize, turns
 from skald.actors.session.state import State
 from skald.actors.session.tails import Work
-from skald.messages import catalog
+from skald.messages import catalog, subjects
 from skald.messages import sessions as session_msgs
 from skald.messages.errors import InvalidArgument, Unavailable
+from skald.messages.ingest import memories_job_id
 from skald.store import faults
 from skald.store import sessions as session_store
 from skald.store.session_meta import ArchiveMeta, CheckpointRequest
@@ -98,9 +101,14 @@ class Phase1:
         faults.point("commit.after_archive")
         job = session_msgs.Phase2Job(account=ctx.identity.account, user=ctx.identity.user,
                                      session_id=sdir.session_id, archive_id=name)
-        waiter = self.bus.waiter(f"archive.finished.{key}.{name}") if req.wait else None
-        w = await waiter.__aenter__() if waiter else None
-        try:
+        waiters = contextlib.AsyncExitStack()
+        async with waiters:
+            w = indexed = None
+            if req.wait:  # listening before the job is queued, so neither event can come first
+                w = await waiters.enter_async_context(self.bus.waiter(f"archive.finished.{key}.{name}"))
+                jid = memories_job_id(ctx.identity.account, ctx.identity.user, sdir.session_id, name)
+                indexed = await waiters.enter_async_context(
+                    self.bus.waiter(subjects.ingest_done(ctx.identity.account, jid)))
             # The archive is durable: from here the commit rolls forward. A job JetStream cannot take
             # now (a leader election) is queued again in the background (deduplicated by its URI).
             try:
@@ -117,15 +125,11 @@ class Phase1:
                                               archive_id=name, archived_messages=len(archived),
                                               retained_messages=len(retained))
             tail = functools.partial(self._tidy, key, st, list(retained), event)
-            phase2 = None
-            if w is not None:  # the caller waits for Phase 2 anyway: tidy first, as before
+            waited: dict[str, Any] = {}
+            if w is not None and indexed is not None:  # the caller waits for Phase 2 anyway: tidy first
                 await tail()
-                raw = await w.wait(max(0.0, ctx.remaining() - 0.2))
-                phase2 = msgspec.json.decode(raw).get("state", "pending") if raw else "pending"
-        finally:
-            if waiter:
-                await waiter.__aexit__(None, None, None)
-        return msgspec.structs.replace(event, plan=msgspec.to_builtins(retention), phase2=phase2), \
+                waited = await _phase2_outcome(w, indexed, ctx)
+        return msgspec.structs.replace(event, plan=msgspec.to_builtins(retention), **waited), \
             (None if w is not None else tail)
 
     async def _tidy(self, key: str, st: State, retained: list[session_msgs.Message],
@@ -201,3 +205,22 @@ class Phase1:
                                                    tool_output_chars=len(p.tool_output), tool_output_truncated=True)
             out.append(msgspec.structs.replace(m, parts=parts))
         return out
+
+
+async def _phase2_outcome(finished: Waiter, indexed: Waiter, ctx: Ctx) -> dict[str, Any]:
+    """What a commit that waits reports: Phase 2's state, then whether the memories it wrote are
+    findable (`memories`: indexed, failed, none, or pending when the deadline came first) and the
+    index sequence that makes the caller's next search see them."""
+    raw = await finished.wait(max(0.0, ctx.remaining() - 0.2))
+    done = msgspec.json.decode(raw) if raw else {}
+    out: dict[str, Any] = {"phase2": done.get("state", "pending")}
+    if out["phase2"] != "completed":
+        return out
+    if not done.get("memory_job"):
+        return {**out, "memories": "none"}
+    raw = await indexed.wait(max(0.0, ctx.remaining() - 0.2))
+    if not raw:
+        return {**out, "memories": "pending"}
+    job = msgspec.json.decode(raw)
+    status = "indexed" if job.get("status") == "done" else "failed"
+    return {**out, "memories": status, "index_seq": int(job.get("index_seq") or 0)}

@@ -302,12 +302,10 @@ async def test_what_both_sides_said_is_recalled_offline(deploy: Callable[..., An
         await add(c, "s", "assistant", f"Filler answer number {n}.")
     await add(c, "s", "user", "Where did we put the backup key?")
     await add(c, "s", "assistant", "The backup key is taped under the blue kayak in the garage.")
-    await c.call("sessions.commit", {"session_id": "s", "wait": True})
-    for _ in range(50):
-        block = await c.call("search.search", {"query": "backup key blue kayak", "mode": "context"})
-        if "taped under the blue kayak" in block["rendered"]:
-            break
-        await asyncio.sleep(0.2)  # the memories' ingest job runs after Phase 2
+    r = await c.call("sessions.commit", {"session_id": "s", "wait": True})
+    # A commit that waits answers once its memories are findable: the next search sees them.
+    assert r["phase2"] == "completed" and r["memories"] == "indexed" and r["index_seq"] > 0
+    block = await c.call("search.search", {"query": "backup key blue kayak", "mode": "context"})
     assert "taped under the blue kayak" in block["rendered"]
 
 
@@ -411,14 +409,8 @@ async def test_offline_phase2_merges_preferences_and_entities_across_archives(de
     assert "(message msg_00000002)" in rex and "(message msg_00000004)" in rex
     hist = await c.call("memories.history", {"uri": "viking://~/memories/entities/rex.md"})
     assert len(hist["versions"]) == 1 and hist["versions"][0]["content"].count("\n- ") == 3
-    rex_uri, uris = "viking://user/default/memories/entities/rex.md", []
-    for _ in range(50):  # the memories' ingest job runs after Phase 2
-        found = await c.call("search.find", {"query": "Rex the dog got tired", "context_type": "memory", "level": 2})
-        uris = [m["uri"] for m in found["memories"]]
-        if rex_uri in uris:
-            break
-        await asyncio.sleep(0.2)
-    assert rex_uri in uris
+    found = await c.call("search.find", {"query": "Rex the dog got tired", "context_type": "memory", "level": 2})
+    assert "viking://user/default/memories/entities/rex.md" in [m["uri"] for m in found["memories"]]
 
 
 async def test_memories_update_forget_and_history(deploy: Callable[..., Any]) -> None:
