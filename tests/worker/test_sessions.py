@@ -389,6 +389,17 @@ async def test_a_changed_preference_updates_its_memory_and_keeps_the_old_text(de
         stub.close()
 
 
+async def test_a_waiting_commit_reports_memories_pending_when_its_deadline_comes_first(
+        deploy: Callable[..., Any]) -> None:
+    """No indexer serves the memories job: the commit still answers at its deadline, with Phase 2
+    completed and the memories reported pending (not failed, not hanging)."""
+    _, c = await deploy(actors=("session", "archive"))
+    await add(c, "s", "user", "The release train leaves on Thursdays.")
+    await add(c, "s", "assistant", "Noted: Thursdays.")
+    r = await c.call("sessions.commit", {"session_id": "s", "wait": True}, timeout_s=5.0)
+    assert r["phase2"] == "completed" and r["memories"] == "pending" and "index_seq" not in r
+
+
 async def test_offline_phase2_merges_preferences_and_entities_across_archives(deploy: Callable[..., Any]) -> None:
     """Without a model, what the user says they like and the names the conversation is about become
     keyed memories with their day and message ids; a later archive adds its new lines to the same
