@@ -67,6 +67,7 @@ class Fill:
     overview_upgrades: int = 0
     full_upgrades: int = 0
     spare_upgrades: int = 0
+    wanted: list[str] = field(default_factory=list)  # per slot: the first tier of its chain it has
 
 
 def per_entry_cap(max_tokens: int, candidates: int) -> int:
@@ -78,15 +79,21 @@ def fill(slots: list[Slot], max_tokens: int) -> Fill:
     cap = per_entry_cap(max_tokens, len(slots))
     left = max_tokens
     chosen: list[str | None] = [None] * len(slots)
+    wanted: list[str] = ["uri"] * len(slots)
     for i, s in enumerate(slots):
+        first = True
         for tier in tiers_mod.chain(s.category, s.is_dir, s.start):
             c = s.cost(tier)
-            if c is None or (tier != "uri" and c > cap and not s.bounded) or c > left:
+            if c is None:
+                continue
+            if first:
+                wanted[i], first = tier, False
+            if (tier != "uri" and c > cap and not s.bounded) or c > left:
                 continue
             chosen[i] = tier
             left -= c
             break
-    out = Fill(chosen, cap, max_tokens - left, 0)
+    out = Fill(chosen, cap, max_tokens - left, 0, wanted=wanted)
 
     def upgrade(i: int, tier: str, capped: bool) -> bool:
         nonlocal left
@@ -151,10 +158,9 @@ def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
     """What the budget cost the caller: entries dropped, or served below the tier they would
     have started at, with the tokens that tier needed, so an agent knows what it did not get."""
     out: list[dict[str, object]] = []
-    for s, tier in zip(slots, f.tiers, strict=True):
-        if tier == s.start:  # served where it starts: nothing withheld (the common case)
+    for s, tier, wanted in zip(slots, f.tiers, f.wanted, strict=True):
+        if tier == s.start or tier == wanted:  # served where it starts, or as deep as it can be
             continue
-        wanted = next((t for t in tiers_mod.chain(s.category, s.is_dir, s.start) if s.cost(t) is not None), "uri")
         if tier is not None and tiers_mod.rank(s.category, s.is_dir, tier) >= tiers_mod.rank(s.category, s.is_dir,
                                                                                              wanted):
             continue

@@ -69,14 +69,6 @@ def skill_package(segs: tuple[str, ...]) -> tuple[str, ...] | None:
     return segs[: i + 2]
 
 
-def origin(segs: tuple[str, ...], ident: Identity) -> str:
-    if segs[:1] in (("resources",), ("agent",)):
-        return "global"
-    if len(segs) > 3 and segs[0] == "user" and segs[2] == "peers":
-        return "actor" if segs[3] == ident.peer else "peer"
-    return "self"
-
-
 def bucket_scope(name: str, ident: Identity, peer_scope: str) -> tuple[list[str], frozenset[str], str | None]:
     """(prefixes, context types, memory category or None) a bucket searches.
 
@@ -166,6 +158,69 @@ def rank_key(c: Candidate) -> tuple[float, float, str]:
     return (-c.score, -c.raw, c.uri)
 
 
+@dataclass(slots=True, frozen=True)
+class _Served:
+    """What a row is served as, from the row alone (its URI and kind): worked out once per row."""
+
+    row: IndexRow  # the row object it was worked out for: a replaced row is worked out again
+    uri: str
+    is_dir: bool
+    category: str
+    package: tuple[str, ...] | None  # a skill package's root, whose abstract is looked up per request
+    text: str
+    location: str
+    scope: str  # "global", "self", or the peer's name for a row in a peer's space
+    lines: tuple[int, int] | None
+
+
+_SERVED: dict[str, _Served | None] = {}
+SERVED_CACHE_MAX = 65_536  # rows; the cache is dropped whole when full (a few MB at most)
+
+
+def _served(row: IndexRow) -> _Served | None:
+    """None for a row that is never an entry (a profile, a navigation-only scope directory)."""
+    segs = segments(row.uri)
+    if not segs or is_profile(segs):
+        return None
+    pkg = skill_package(segs) if row.context_type == "skill" else None
+    text, location = "", ""
+    lines = (row.start_line, row.end_line) if row.kind == "section" else None
+    if pkg is not None:
+        uri, is_dir = SCHEME + "/".join(pkg) + "/SKILL.md", False
+    elif row.kind == "document":
+        # A long document's node: served as the document, its table of contents as overview.
+        uri, is_dir = row.uri, True
+        text = row.text.split("\n", 1)[-1] if row.level == 1 else ""
+    elif row.kind == "section":
+        uri, is_dir, text, location = row.uri, False, row.text, results.location(row)
+    elif row.level in (0, 1):
+        if is_scope_dir(segs):
+            return None
+        uri, is_dir = row.uri + "/.overview.md", True
+    else:
+        uri, is_dir = row.uri, False
+    if segs[:1] in (("resources",), ("agent",)):
+        scope = "global"
+    elif len(segs) > 3 and segs[0] == "user" and segs[2] == "peers":
+        scope = segs[3]
+    else:
+        scope = "self"
+    return _Served(row, uri, is_dir, display_category(row), pkg, text, location, scope, lines)
+
+
+def served(row: IndexRow) -> _Served | None:
+    """`_served(row)`, cached by URI and checked against the row object (an upsert replaces it)."""
+    got = _SERVED.get(row.uri, False)
+    if got is not False and (got is None or got.row is row):
+        return got
+    if len(_SERVED) >= SERVED_CACHE_MAX:
+        _SERVED.clear()
+    got = _SERVED[row.uri] = _served(row)
+    if got is None:  # kept only while the URI's row is this one: a None cannot be checked
+        _SERVED.pop(row.uri)
+    return got
+
+
 def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], cooled: Callable[[str], bool],
           package_abstract: Callable[[tuple[str, ...]], str], penalty: dict[str, float]) -> Shaped:
     """Raw scored rows (any order, any number of queries) -> one candidate per served URI, best
@@ -173,45 +228,28 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
     best: dict[str, Candidate] = {}
     out = Shaped([], set(), set())
     for h in hits:
-        segs = segments(h.row.uri)
-        if not segs or is_profile(segs):
+        sv = served(h.row)
+        if sv is None:
             continue
-        cat = display_category(h.row)
-        pkg = skill_package(segs) if h.row.context_type == "skill" else None
-        text, location = "", ""
-        if pkg is not None:
-            uri, is_dir, abstract = SCHEME + "/".join(pkg) + "/SKILL.md", False, package_abstract(pkg)
-        elif h.row.kind == "document":
-            # A long document's node: served as the document, its table of contents as overview.
-            uri, is_dir, abstract = h.row.uri, True, h.row.abstract
-            text = h.row.text.split("\n", 1)[-1] if h.row.level == 1 else ""
-        elif h.row.kind == "section":
-            uri, is_dir, abstract = h.row.uri, False, h.row.abstract
-            text, location = h.row.text, results.location(h.row)
-        elif h.row.level in (0, 1):
-            if is_scope_dir(segs):
-                continue
-            uri, is_dir, abstract = h.row.uri + "/.overview.md", True, h.row.abstract
-        else:
-            uri, is_dir, abstract = h.row.uri, False, h.row.abstract
+        uri = sv.uri
         if excluded is not _nothing and (excluded(uri) or excluded(h.row.uri)):
             out.excluded.add(uri)
             continue
         if cooled is not _nothing and cooled(uri):
             out.cooled.add(uri)
             continue
-        org = origin(segs, ident)
-        keep = 1.0 - penalty.get(cat, 0.0) if org == "peer" else 1.0
+        org = sv.scope if sv.scope in ("global", "self") else "actor" if sv.scope == ident.peer else "peer"
+        keep = 1.0 - penalty.get(sv.category, 0.0) if org == "peer" else 1.0
         score, raw = h.score * keep, round(float(h.raw * keep), 6)
         cur = best.get(uri)
-        if cur is None or (score, raw) > (cur.score, cur.raw):
-            best[uri] = Candidate(uri=uri, category=cat, score=round(float(score), 6), raw=raw,  # type: ignore[arg-type]
-                                  is_dir=is_dir,
-                                  abstract=abstract, origin=org, updated_at=h.row.updated_at,  # type: ignore[arg-type]
-                                  text=text or (cur.text if cur else ""), location=location,
-                                  lines=(h.row.start_line, h.row.end_line) if h.row.kind == "section" else None,
+        if cur is None or score > cur.score or (score == cur.score and raw > cur.raw):
+            best[uri] = Candidate(uri=uri, category=sv.category, score=round(float(score), 6),  # type: ignore[arg-type]
+                                  raw=raw, is_dir=sv.is_dir,
+                                  abstract=h.row.abstract if sv.package is None else package_abstract(sv.package),
+                                  origin=org, updated_at=h.row.updated_at,  # type: ignore[arg-type]
+                                  text=sv.text or (cur.text if cur else ""), location=sv.location, lines=sv.lines,
                                   page=h.row.page)
-        elif text and not cur.text:
-            cur.text = text
+        elif sv.text and not cur.text:
+            cur.text = sv.text
     out.candidates = sorted(best.values(), key=rank_key)
     return out

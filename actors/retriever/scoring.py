@@ -179,11 +179,10 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
         pick = np.flatnonzero(-score <= kth)
     rows = {h.label: h.row for h in dense}
     out = []
-    for i in pick.tolist():
-        lab = int(labels[i])
+    for lab, sc, gt in zip(labels[pick].tolist(), score[pick].tolist(), gated[pick].tolist(), strict=True):
         row = rows.get(lab) or index.row_at(lab)
         if row is not None:
-            out.append(Hit(row, float(score[i]), gate=float(gated[i]), label=lab, novelty=novelty))
+            out.append(Hit(row, sc, gate=gt, label=lab, novelty=novelty))
     out.sort(key=lambda h: (-h.score, h.row.uri))
     return out[:k]
 
