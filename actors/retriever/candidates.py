@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
+
 from skald.actors.retriever import results
 from skald.actors.text import sections
 from skald.messages.context import Candidate
@@ -158,8 +160,7 @@ def rank_key(c: Candidate) -> tuple[float, float, str]:
     return (-c.score, -c.raw, c.uri)
 
 
-@dataclass(slots=True, frozen=True)
-class _Served:
+class _Served(msgspec.Struct, gc=False):
     """What a row is served as, from the row alone (its URI and kind): worked out once per row."""
 
     row: IndexRow  # the row object it was worked out for: a replaced row is worked out again
