@@ -344,7 +344,8 @@ class ActorHost:
         the same decoding (the body goes through JSON, so validation is the wire's), deadline,
         typed errors and journal as a request from NATS, and the result as the caller would have
         decoded it from the reply (or, asked `into` a type, a copy of it as that type: no JSON text
-        in between). A handler at its own concurrency cap is left to the bus."""
+        in between; the result itself when the handler declares `fresh_result`). A handler at its
+        own concurrency cap is left to the bus."""
         decl, fn = self._local[op]
         try:
             req = self._decoder(decl.request, False).decode(_json.encode(body))
@@ -376,6 +377,8 @@ class ActorHost:
         if reply.error is not None:
             raise E.from_wire(reply.error.code, reply.error.message, reply.error.details)
         if into is not None:
+            if decl.fresh_result and type(reply.result) is into:
+                return reply.result  # nobody else holds it: no copy needed
             return msgspec.convert(msgspec.to_builtins(reply.result), into)
         return msgspec.json.decode(_json.encode(reply.result))
 

@@ -44,6 +44,9 @@ class Handles:
     concurrency: int | None = None
     internal: bool = False  # served on `{prefix}.internal.{op}`: actor to actor, not part of the public API
     journal: bool = False  # an accepted request is a state change: published as a write-journal event
+    # The handler builds its result anew on every call and keeps no reference to it: a caller in
+    # the same process may take it as it is, with no copy (`call_local(into=...)`).
+    fresh_result: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +59,10 @@ class Consumes:
 
 
 def handles(op: Op, *, timeout_s: float = 30.0, concurrency: int | None = None,
-            journal: bool = False) -> Callable[[Any], Any]:
+            journal: bool = False, fresh_result: bool = False) -> Callable[[Any], Any]:
     def mark(fn: Any) -> Any:
         setattr(fn, _MARK, Handles(op.name, op.request, timeout_s, concurrency, internal=op.internal,
-                                   journal=journal))
+                                   journal=journal, fresh_result=fresh_result))
         return fn
 
     return mark

@@ -159,7 +159,7 @@ class Retriever(TreeReads):
         return await self.bus.call(catalog.ASSEMBLE_CONTEXT, req, ctx.identity, ctx.remaining(),
                                    index_seq=ctx.index_seq)
 
-    @handles(catalog.SEARCH_CANDIDATES)
+    @handles(catalog.SEARCH_CANDIDATES, fresh_result=True)
     async def candidates(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:
         """Every bucket for every query in one trip; request errors raise, retrieval errors are
         reported per bucket (seed 003 bug 12)."""

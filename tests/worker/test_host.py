@@ -16,6 +16,7 @@ from skald.messages.catalog import Op
 from skald.runtime.client import SkaldClient
 from skald.runtime.config import Config
 from skald.runtime.host import ActorHost
+from skald.store.uri import Identity
 
 
 class Nap(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -117,3 +118,48 @@ async def test_typed_errors_crashes_and_deprecation(host: tuple[ActorHost, Skald
     assert resp.status == "ok" and hdrs.get("Deprecation") == "true"
     assert (await c.call("system.health"))["worker"]["in_flight"] >= 0
     assert h.info().handled >= 3
+
+
+class Box(msgspec.Struct):
+    items: list[int]
+
+
+FRESH = Op("test.fresh", Nap, None, "A new Box every call, kept by nobody.")
+KEPT = Op("test.kept", Nap, None, "A Box the actor keeps.")
+
+
+class Boxer:
+    def __init__(self) -> None:
+        self.last: Box | None = None
+
+    @handles(FRESH, fresh_result=True)
+    async def fresh(self, req: Nap, ctx: Ctx) -> Box:
+        self.last = Box(items=[1])
+        return self.last
+
+    @handles(KEPT)
+    async def kept(self, req: Nap, ctx: Ctx) -> Box:
+        self.last = Box(items=[1])
+        return self.last
+
+
+async def test_a_local_call_copies_a_result_unless_the_handler_says_it_is_fresh(nats_url: str) -> None:
+    """An in-process caller gets its own copy of a result the handler may keep; a handler that
+    declares `fresh_result` hands over the object itself (no copy: nobody else holds it)."""
+    cfg = Config.from_env(env={}, nats_url=nats_url)
+    cfg.prefix = "hostlocal"
+    nc = await nats.connect(nats_url)
+    boxer = Boxer()
+    h = ActorHost(nc, cfg, {"boxer": boxer})
+    await h.start()
+    try:
+        got = await h.call_local("test.fresh", Nap(), Identity(), 5.0, into=Box)
+        assert got is boxer.last
+        got = await h.call_local("test.kept", Nap(), Identity(), 5.0, into=Box)
+        assert got == boxer.last and got is not boxer.last
+        got.items.append(2)
+        assert boxer.last.items == [1]
+        assert await h.call_local("test.fresh", Nap(), Identity(), 5.0) == {"items": [1]}  # untyped: decoded JSON
+    finally:
+        await h.stop()
+        await nc.drain()
