@@ -40,6 +40,13 @@ class Slot:
     bounded: bool = False  # a section of a long document: cut to size when indexed, so no cap applies
     _costs: dict[str, int] = field(default_factory=dict)
     _units: dict[str, float] = field(default_factory=dict)
+    _head: str = ""
+
+    def head(self) -> str:
+        """The rendered element's opening, built once: it is priced, then rendered."""
+        if not self._head:
+            self._head = render.head(self.uri, self.category, self.score, self.origin, self.location)
+        return self._head
 
     def cost(self, tier: str) -> int | None:
         """Tokens of this entry rendered at `tier` (plus its separator); None if unavailable.
@@ -51,8 +58,7 @@ class Slot:
             return None
         head = self._units.get("head")
         if head is None:
-            head = self._units["head"] = estimate_units(render.head(self.uri, self.category, self.score, self.origin,
-                                                                    self.location)) + _SEP
+            head = self._units["head"] = estimate_units(self.head()) + _SEP
         units, has_body = render.body_units(self.texts[tier]) if tier != "uri" else (0.0, False)
         c = self._costs[tier] = math.ceil(head + render.close_units(tier, has_body) + units)
         return c

@@ -172,7 +172,7 @@ class Assembler:
             entries.append(context_msgs.ContextEntry(uri=s.uri, category=s.category, score=round(s.score, 4),
                                                      detail=tier,  # type: ignore[arg-type]
                                           text=text, origin=s.origin, location=s.location))
-            elements.append(render.element(s.uri, s.category, s.score, tier, text, s.origin, s.location))
+            elements.append(render.element_after(s.head(), tier, text))
         rendered = render.join(elements)
         timing["fill_ms"] = (time.perf_counter() - ts) * 1000
         ts = time.perf_counter()

@@ -69,9 +69,14 @@ def close_units(detail: str, has_body: bool) -> float:
 
 def element(uri: str, category: str, score: float, detail: str, text: str, origin: str = "self",
             location: str = "") -> str:
+    return element_after(head(uri, category, score, origin, location), detail, text)
+
+
+def element_after(head_text: str, detail: str, text: str) -> str:
+    """The element from its `head` (which budget filling has built already to price it)."""
     b = body(text) if detail != "uri" else ""
     opening, ending = close(detail, bool(b))
-    return head(uri, category, score, origin, location) + opening + b + ending
+    return head_text + opening + b + ending
 
 
 def join(elements: list[str]) -> str:
