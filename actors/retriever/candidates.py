@@ -170,7 +170,8 @@ class _Served(msgspec.Struct, gc=False):
     package: tuple[str, ...] | None  # a skill package's root, whose abstract is looked up per request
     text: str
     location: str
-    scope: str  # "global", "self", or the peer's name for a row in a peer's space
+    scope: str  # "global", "self", or "peer" (a row in the space of the peer `peer`)
+    peer: str
     lines: tuple[int, int] | None
 
 
@@ -200,13 +201,12 @@ def _served(row: IndexRow) -> _Served | None:
         uri, is_dir = row.uri + "/.overview.md", True
     else:
         uri, is_dir = row.uri, False
+    scope, peer = "self", ""
     if segs[:1] in (("resources",), ("agent",)):
         scope = "global"
     elif len(segs) > 3 and segs[0] == "user" and segs[2] == "peers":
-        scope = segs[3]
-    else:
-        scope = "self"
-    return _Served(row, uri, is_dir, display_category(row), pkg, text, location, scope, lines)
+        scope, peer = "peer", segs[3]
+    return _Served(row, uri, is_dir, display_category(row), pkg, text, location, scope, peer, lines)
 
 
 def served(row: IndexRow) -> _Served | None:
@@ -239,7 +239,7 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
         if cooled is not _nothing and cooled(uri):
             out.cooled.add(uri)
             continue
-        org = sv.scope if sv.scope in ("global", "self") else "actor" if sv.scope == ident.peer else "peer"
+        org = sv.scope if sv.scope != "peer" else "actor" if sv.peer == ident.peer else "peer"
         keep = 1.0 - penalty.get(sv.category, 0.0) if org == "peer" else 1.0
         score, raw = h.score * keep, round(float(h.raw * keep), 6)
         cur = best.get(uri)

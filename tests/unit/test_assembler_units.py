@@ -328,6 +328,26 @@ def test_shape_excludes_subtrees_and_cools_exact_uris_and_packages() -> None:
     assert out.cooled == {"viking://resources/other.md", "viking://agent/skills/pdf/SKILL.md"}
 
 
+def test_shaping_works_a_row_out_again_when_the_index_replaces_it() -> None:
+    """What a row is served as is cached by URI, but an upsert (a new row object for the same URI)
+    is worked out again: a file that became a long document is served as one. A peer named like a
+    scope word is still a peer."""
+    ident = Identity(account="a", user="u", peer="alice")
+
+    def uris(r: IndexRow) -> list[tuple[str, bool, str]]:
+        out = candidates.shape([candidates.Scored(r, 0.5)], ident, candidates.excluder([], []),
+                               candidates.excluder([], []), lambda p: "", {"preferences": 0.5})
+        return [(c.uri, c.is_dir, c.origin) for c in out.candidates]
+
+    uri = "viking://resources/guide.md"
+    assert uris(row(uri, ctype="resource")) == [(uri, False, "global")]
+    doc = msgspec.structs.replace(row(uri, 1, ctype="resource"), kind="document", text="# Guide\n- a\n- b")
+    assert uris(doc) == [(uri, True, "global")]
+    assert uris(row(uri, ctype="resource")) == [(uri, False, "global")]
+    odd = "viking://user/u/peers/self/memories/preferences/p.md"
+    assert uris(row(odd, cat="preferences")) == [(odd, False, "peer")]
+
+
 def test_coverage_lists_what_the_budget_cut() -> None:
     s = [slot("viking://resources/a.md", "resources", 0.9, {"abstract": "alpha " * 40}),
          slot("viking://user/u/memories/events/e.md", "events", 0.8, {"overview": "beta " * 200}),
