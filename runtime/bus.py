@@ -54,6 +54,17 @@ WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 PUBLISH_RETRY_S = 8.0  # longer than a JetStream stream leader election (~5 s measured)
 
 
+class _RawReply(msgspec.Struct):
+    """A reply envelope whose result stays JSON text (`call(..., into=msgspec.Raw)`)."""
+
+    status: str = ""
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    error: dict[str, Any] | None = None
+
+
+_raw_reply = msgspec.json.Decoder(_RawReply)
+
+
 class Waiter:
     def __init__(self) -> None:
         self.fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -166,16 +177,17 @@ class NatsBus:
                    index_seq: int = 0, into: type | None = None) -> Any:
         """Ask another actor (through its queue group) on behalf of the caller's identity; one
         this process also runs answers in-process (the same validation, deadline, errors, journal).
-        The result as decoded JSON, or converted `into` a type."""
+        The result as decoded JSON, converted `into` a type, or with `into=msgspec.Raw` its JSON
+        text (a relay that only passes it on decodes and encodes nothing)."""
         if self.local is not None and self.local.serves(op.name):
             return await self.local.call_local(op.name, body, identity, timeout_s, index_seq, into)
         subject = (subjects.internal if op.internal else subjects.request)(self.prefix, op.name)
         extra = {H_INDEX_SEQ: str(index_seq)} if index_seq else {}
-        got = await self._request(subject, body, identity, timeout_s, extra, {"op": op.name})
-        return got if into is None else msgspec.convert(got, into)
+        got = await self._request(subject, body, identity, timeout_s, extra, {"op": op.name}, raw=into is msgspec.Raw)
+        return got if into is None or into is msgspec.Raw else msgspec.convert(got, into)
 
     async def _request(self, subject: str, body: msgspec.Struct, identity: Any, timeout_s: float,
-                       extra: dict[str, str], where: dict[str, Any]) -> Any:
+                       extra: dict[str, str], where: dict[str, Any], raw: bool = False) -> Any:
         headers = {H_ACCOUNT: identity.account, H_USER: identity.user, H_AGENT: identity.agent,
                    H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), **extra}
         if identity.peer:
@@ -193,10 +205,16 @@ class NatsBus:
             raise E.Unavailable("no worker serves this", where) from e
         except NatsTimeout as e:
             raise E.DeadlineExceeded("no answer in time", where) from e
-        env = msgspec.json.decode(msg.data)
-        if env.get("status") == "ok":
-            return env.get("result")
-        err = env.get("error") or {}
+        if raw:  # the result's JSON as it came, for a caller that only passes it on
+            got = _raw_reply.decode(msg.data)
+            if got.status == "ok":
+                return got.result
+            err = got.error or {}
+        else:
+            env = msgspec.json.decode(msg.data)
+            if env.get("status") == "ok":
+                return env.get("result")
+            err = env.get("error") or {}
         raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
 
     async def _through_election(self, op: Callable[[], Awaitable[Any]], what: str) -> Any:

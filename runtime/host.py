@@ -376,6 +376,8 @@ class ActorHost:
         self.metrics.latency.labels(decl.op).observe(time.perf_counter() - t0)
         if reply.error is not None:
             raise E.from_wire(reply.error.code, reply.error.message, reply.error.details)
+        if into is msgspec.Raw:
+            return msgspec.Raw(_json.encode(reply.result))
         if into is not None:
             if decl.fresh_result and type(reply.result) is into:
                 return reply.result  # nobody else holds it: no copy needed
@@ -443,6 +445,8 @@ class ActorHost:
         if not msg.reply:
             return
         msgpack = (msg.headers or {}).get(CONTENT_TYPE, "").startswith(MSGPACK)
+        if msgpack and isinstance(reply.result, msgspec.Raw):  # a relayed result is JSON text
+            reply = msgspec.structs.replace(reply, result=msgspec.json.decode(reply.result))
         try:
             body = _mp.encode(reply) if msgpack else _json.encode(reply)
         except (TypeError, ValueError, OverflowError) as e:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from skald.actors.kit.decl import handles
@@ -157,7 +158,7 @@ class Retriever(TreeReads):
             return await run_search(self.lists, req, ctx)
         # context / bootstrap: the assembler serves it (one subject, two actors; seed 000 §3.1).
         return await self.bus.call(catalog.ASSEMBLE_CONTEXT, req, ctx.identity, ctx.remaining(),
-                                   index_seq=ctx.index_seq)
+                                   index_seq=ctx.index_seq, into=msgspec.Raw)  # passed on as it came
 
     @handles(catalog.SEARCH_CANDIDATES, fresh_result=True)
     async def candidates(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:

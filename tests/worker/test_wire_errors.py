@@ -53,3 +53,13 @@ async def test_bad_identity_headers_are_refused(client: SkaldClient) -> None:
     for hdr in ({"Skald-User": "../root"}, {"Skald-Account": "a/b"}, {"Skald-Actor-Peer": "x y"}):
         resp, _ = await client.raw("fs.ls", msgspec.json.encode({"uri": "viking://resources"}), hdr)
         assert resp.error and resp.error["code"] == "INVALID_ARGUMENT"
+
+
+async def test_context_mode_relayed_to_the_assembler_answers_msgpack_too(client: SkaldClient) -> None:
+    """The retriever passes the assembler's result on as JSON text; a msgpack caller still gets msgpack."""
+    await client.call("fs.write", {"uri": "viking://resources/relay.md", "content": "The relay carries tea."})
+    body = {"query": "what does the relay carry", "mode": "context", "score_threshold": -1.0}
+    as_json = await client.call("search.search", body)
+    as_msgpack = await client.call("search.search", body, msgpack=True)
+    assert isinstance(as_msgpack, dict) and as_msgpack["rendered"] == as_json["rendered"]
+    assert "The relay carries tea." in as_json["rendered"]
