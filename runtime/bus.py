@@ -54,15 +54,16 @@ WORK_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 PUBLISH_RETRY_S = 8.0  # longer than a JetStream stream leader election (~5 s measured)
 
 
-class _RawReply(msgspec.Struct):
-    """A reply envelope whose result stays JSON text (`call(..., into=msgspec.Raw)`)."""
+class _Reply(msgspec.Struct):
+    """A reply envelope read with its result left as JSON text: a caller decodes it into the type
+    it wants, or passes it on as it is (`call(..., into=msgspec.Raw)`)."""
 
     status: str = ""
     result: msgspec.Raw = msgspec.Raw(b"null")
     error: dict[str, Any] | None = None
 
 
-_raw_reply = msgspec.json.Decoder(_RawReply)
+_reply = msgspec.json.Decoder(_Reply)
 
 
 class Waiter:
@@ -170,8 +171,8 @@ class NatsBus:
 
     async def forward(self, worker_id: str, op: str, body: msgspec.Struct, identity: Any, timeout_s: float) -> Any:
         """Send a request to one worker (the owner of what it touches); its result or its typed error."""
-        return await self._request(f"{self.prefix}.direct.{worker_id}.{op}", body, identity, timeout_s,
-                                   {H_FORWARDED: "1"}, {"worker": worker_id})
+        return msgspec.json.decode(await self._request(f"{self.prefix}.direct.{worker_id}.{op}", body, identity,
+                                                       timeout_s, {H_FORWARDED: "1"}, {"worker": worker_id}))
 
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
                    index_seq: int = 0, into: type | None = None) -> Any:
@@ -183,11 +184,14 @@ class NatsBus:
             return await self.local.call_local(op.name, body, identity, timeout_s, index_seq, into)
         subject = (subjects.internal if op.internal else subjects.request)(self.prefix, op.name)
         extra = {H_INDEX_SEQ: str(index_seq)} if index_seq else {}
-        got = await self._request(subject, body, identity, timeout_s, extra, {"op": op.name}, raw=into is msgspec.Raw)
-        return got if into is None or into is msgspec.Raw else msgspec.convert(got, into)
+        got = await self._request(subject, body, identity, timeout_s, extra, {"op": op.name})
+        if into is msgspec.Raw:
+            return got
+        return msgspec.json.decode(got) if into is None else msgspec.json.decode(got, type=into)
 
     async def _request(self, subject: str, body: msgspec.Struct, identity: Any, timeout_s: float,
-                       extra: dict[str, str], where: dict[str, Any], raw: bool = False) -> Any:
+                       extra: dict[str, str], where: dict[str, Any]) -> msgspec.Raw:
+        """The result's JSON text, or the callee's typed error raised."""
         headers = {H_ACCOUNT: identity.account, H_USER: identity.user, H_AGENT: identity.agent,
                    H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), **extra}
         if identity.peer:
@@ -205,16 +209,10 @@ class NatsBus:
             raise E.Unavailable("no worker serves this", where) from e
         except NatsTimeout as e:
             raise E.DeadlineExceeded("no answer in time", where) from e
-        if raw:  # the result's JSON as it came, for a caller that only passes it on
-            got = _raw_reply.decode(msg.data)
-            if got.status == "ok":
-                return got.result
-            err = got.error or {}
-        else:
-            env = msgspec.json.decode(msg.data)
-            if env.get("status") == "ok":
-                return env.get("result")
-            err = env.get("error") or {}
+        env = _reply.decode(msg.data)
+        if env.status == "ok":
+            return env.result
+        err = env.error or {}
         raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
 
     async def _through_election(self, op: Callable[[], Awaitable[Any]], what: str) -> Any:

@@ -165,7 +165,7 @@ def coverage(slots: list[Slot], f: Fill) -> list[dict[str, object]]:
     have started at, with the tokens that tier needed, so an agent knows what it did not get."""
     out: list[dict[str, object]] = []
     for s, tier, wanted in zip(slots, f.tiers, f.wanted, strict=True):
-        if tier == s.start or tier == wanted:  # served where it starts, or as deep as it can be
+        if tier == s.start:  # served where it starts: nothing withheld (the common case)
             continue
         if tier is not None and tiers_mod.rank(s.category, s.is_dir, tier) >= tiers_mod.rank(s.category, s.is_dir,
                                                                                              wanted):
