@@ -64,6 +64,9 @@ def unpublished(root: list[Message], last_published: str | None) -> list[Message
 
 @dataclass(slots=True)
 class _Entry:
+    """One queued line. `durable` and `published` are awaited by the caller alone (never shielded:
+    a cancelled caller cancels only its own future); the entry's own state is in its fields, and
+    the drain settles each entry exactly once (`_settle`)."""
     key: str
     session_id: str
     path: Path
@@ -74,6 +77,8 @@ class _Entry:
     fence: Callable[[], None]  # raises when this worker may no longer write the session
     claimed: bool = False  # taken into a batch being written
     dropped: bool = False  # its caller gave up before the write
+    settled: asyncio.Future[None] | None = None  # its batch's end, for a caller cancelled mid-write
+    error: BaseException | None = None  # why its line was not accepted
 
 
 @dataclass(slots=True)
@@ -120,21 +125,35 @@ class AppendBatcher:
         e = _Entry(key, session_id, path, msg, ident, loop.create_future(), loop.create_future(), fence)
         self._queue.append(e)
         self._open[key] = self._open.get(key, 0) + 1
-        e.durable.add_done_callback(lambda _: self._close(key))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
         try:
-            await asyncio.shield(e.durable)
+            await e.durable
         except asyncio.CancelledError:
             if not e.claimed:
                 e.dropped = True  # never written: the caller's DEADLINE_EXCEEDED is the truth
                 raise
-            await e.durable  # being written: it will be accepted, so say so
+            assert e.settled is not None
+            await asyncio.shield(e.settled)  # being written: it will be accepted, so say so
+            if e.error is not None:
+                raise e.error from None
             return
         if key in self._failing:  # JetStream is not taking this session's events: do not wait for them
             return
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(e.published), EVENT_WAIT_S)
+        # Released by the event's ack, or by its batch's timer after EVENT_WAIT_S (one timer per
+        # batch, not a wait_for per caller: this path runs for every message).
+        with contextlib.suppress(asyncio.CancelledError):
+            await e.published
+
+    def _settle(self, e: _Entry, error: BaseException | None = None) -> None:
+        """The entry's outcome, told to its caller; the session's count of open appends closed."""
+        e.error = error
+        if not e.durable.done():
+            if error is None:
+                e.durable.set_result(None)
+            else:
+                e.durable.set_exception(error)
+        self._close(e.key)
 
     def _close(self, key: str) -> None:
         n = self._open.get(key, 1) - 1
@@ -193,19 +212,20 @@ class AppendBatcher:
             batch = []
             for e in self._queue[:MAX_BATCH]:
                 if e.dropped:
-                    e.durable.cancel()
+                    self._settle(e)
                     continue
                 try:
                     e.fence()  # the lease may have lapsed while it waited: then it is not written
                 except Exception as exc:  # noqa: BLE001 - the caller hears it (UNAVAILABLE)
-                    e.durable.set_exception(exc)
+                    self._settle(e, exc)
                     continue
                 batch.append(e)
             self._queue = self._queue[MAX_BATCH:]
             if not batch:
                 continue
+            settled = asyncio.get_running_loop().create_future()
             for e in batch:
-                e.claimed = True
+                e.claimed, e.settled = True, settled
             out = _write(batch)
             job = asyncio.ensure_future(asyncio.to_thread(out.sync))
             try:
@@ -216,17 +236,18 @@ class AppendBatcher:
             failed = out.close()
             if failed:  # those callers hear about it: their lines were not accepted
                 for e in batch:
-                    exc = failed.get(e.path)
-                    if exc is not None and not e.durable.done():
-                        e.durable.set_exception(exc)
+                    if (exc := failed.get(e.path)) is not None:
+                        self._settle(e, exc)
                 batch = [e for e in batch if e.path not in failed]
                 if not batch:
+                    settled.set_result(None)
                     continue
             faults.point("session.after_append")
             self.batches += 1
             by_key: dict[str, list[_Entry]] = {}
             for e in batch:
                 by_key.setdefault(e.key, []).append(e)
+            asyncio.get_running_loop().call_later(EVENT_WAIT_S, _release, [e.published for e in batch])
             try:
                 for key, entries in by_key.items():
                     msgs = [e.msg for e in entries]
@@ -237,7 +258,9 @@ class AppendBatcher:
                               "publishes what is missing")
                 _release([e.published for e in batch])
             finally:
-                _release([e.durable for e in batch])
+                for e in batch:
+                    self._settle(e)
+                settled.set_result(None)
 
     def _stage(self, key: str, event: MessagesAdded, msg_id: str, waiters: list[asyncio.Future[None]]) -> None:
         self._pending.setdefault(key, deque()).append(_Pending(event, msg_id, waiters))
