@@ -225,3 +225,39 @@ def test_bm25_search_sums_only_the_querys_postings_and_matches_the_formula() -> 
         labels, _ = kw.search(query, 5, odd)
         assert labels.tolist() == [lab for lab, _ in reference(query) if lab % 2 == 1][:5]
     assert not kw._scratch.any()
+
+
+def test_hybrid_skips_coverage_only_for_rows_that_cannot_be_picked() -> None:
+    """Coverage is worked out only for rows that could reach the top k; the top k is the same as
+    the first k of a search wide enough that every row's coverage is computed (k >= candidates;
+    fewer rows than KEYWORD_DEPTH, so both see every keyword hit)."""
+    rng = np.random.default_rng(5)
+    dim = 16
+    words = "replica backup restore caddy nginx postgres ticket port rollback owner team atlas".split()
+    rows = []
+    for i in range(scoring.KEYWORD_DEPTH - 10):
+        picked = rng.choice(words, size=int(rng.integers(2, 9)), replace=False)
+        rows.append((row(f"viking://resources/d{i % 7}/r{i}.md", text=" ".join(picked) + f" item {i}"),
+                     unit(rng.normal(size=dim))))
+    rows += [(row(f"viking://resources/d{j}", level=1, text=" ".join(words)), unit(rng.normal(size=dim)))
+             for j in range(7)]
+    idx = VectorIndex(dim)
+    idx.upsert_many(rows)
+    q = Query(account="a", prefixes=["viking://resources"])
+    seen: list[int] = []
+    full = idx.keyword_coverage_labels
+    idx.keyword_coverage_labels = lambda text, labels: (seen.append(len(labels)), full(text, labels))[1]  # type: ignore[method-assign]
+    pruned = 0
+    for text in ["restore the replica backup", "caddy port owner team atlas", "rollback ticket",
+                 "postgres nginx restore rollback owner"]:
+        qv = unit(rng.normal(size=dim))
+        seen.clear()
+        wide = scoring.hybrid(idx, qv, text, q, 10_000)
+        everyone = sum(seen)
+        for k in (1, 3, 10):
+            seen.clear()
+            got = scoring.hybrid(idx, qv, text, q, k)
+            same = [(h.label, h.score, h.gate) for h in wide[:k]]
+            assert [(h.label, h.score, h.gate) for h in got] == same, (text, k)
+            pruned += everyone - sum(seen)
+    assert pruned > 0  # some rows' coverage was never computed
