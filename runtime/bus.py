@@ -42,6 +42,7 @@ from skald.messages.envelope import (
 )
 from skald.messages.index import IndexChange
 from skald.runtime import tracing
+from skald.runtime.jspublish import AckedPublisher
 from skald.runtime.streams import RETRY_AFTER_MS, retry_transient, stream_name
 
 log = logging.getLogger("skald.bus")
@@ -103,6 +104,7 @@ class NatsBus:
         self.worker_id = worker_id
         self.lease_ttl_s = lease_ttl_s
         self._kv: Any = None
+        self._acked = AckedPublisher(nc, 10.0)
         self.local: LocalServer | None = None  # set by the worker when in-process calls are on
 
     # ----- leases (single writer per key across workers) -------------------------------------
@@ -222,7 +224,7 @@ class NatsBus:
         return await retry_transient(op, PUBLISH_RETRY_S, _unavailable(what))
 
     async def _js_publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> Any:
-        return await self._through_election(lambda: self.js.publish(subject, data, headers=headers),
+        return await self._through_election(lambda: self._acked.publish(subject, data, headers),
                                             "JetStream did not store the write in time")
 
     async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None:
