@@ -59,13 +59,14 @@ class AckedPublisher:
         if fut is not None and not fut.done():
             fut.set_result(msg)
 
-    async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> PubAck:
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None,
+                      timeout_s: float | None = None) -> PubAck:
         prefix = await self._inbox()
         token = str(next(self._tokens))
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Msg] = loop.create_future()
         self._waiting[token] = fut
-        timer = loop.call_later(self.timeout_s, _expire, fut)
+        timer = loop.call_later(timeout_s or self.timeout_s, _expire, fut)
         try:
             await self.nc.publish(subject, data, reply=prefix + token, headers=headers)
             msg = await fut

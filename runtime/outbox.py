@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from skald.runtime.jspublish import AckedPublisher
 from skald.runtime.streams import TRANSIENT
 from skald.store.tree import write_atomic_sync
 
@@ -35,7 +36,7 @@ class Pending(msgspec.Struct, frozen=True):
 
 class Outbox:
     def __init__(self, nc: Any, directory: Path) -> None:
-        self.js = nc.jetstream(timeout=5.0)
+        self.pub = AckedPublisher(nc, 5.0)
         self.dir = Path(directory)
         self._task: asyncio.Task[None] | None = None
         self.parked = 0
@@ -62,7 +63,7 @@ class Outbox:
         pause = 0.05
         while True:
             try:
-                await self.js.publish(subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=max(0.1, TRY_S))
+                await self.pub.publish(subject, data, {"Nats-Msg-Id": msg_id}, max(0.1, TRY_S))
                 return
             except TRANSIENT as e:
                 if time.monotonic() + pause > end:
@@ -96,7 +97,7 @@ class Outbox:
                 path.rename(path.with_suffix(".corrupt"))
                 continue
             try:
-                await self.js.publish(item.subject, item.data, headers={"Nats-Msg-Id": item.msg_id})
+                await self.pub.publish(item.subject, item.data, {"Nats-Msg-Id": item.msg_id})
             except TRANSIENT:
                 return done
             with contextlib.suppress(FileNotFoundError):
