@@ -29,7 +29,10 @@ async def test_a_cancelled_caller_is_dropped_before_the_write_and_answered_after
         nats_url: str, tmp_path: Path) -> None:
     nc = await nats.connect(nats_url)
     loop = asyncio.get_running_loop()
-    pool = ThreadPoolExecutor(max_workers=1)  # the flush waits behind `gate` on the one thread
+    # The flush waits behind `gate` on the one thread of this pool. The loop is the session's (every
+    # test shares it): its own executor is put back afterwards, or later tests' to_thread would fail.
+    previous = loop._default_executor  # type: ignore[attr-defined]
+    pool = ThreadPoolExecutor(max_workers=1)
     loop.set_default_executor(pool)
     gate = threading.Event()
     try:
@@ -62,5 +65,6 @@ async def test_a_cancelled_caller_is_dropped_before_the_write_and_answered_after
         assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == ["a", "c"]
     finally:
         gate.set()
+        loop._default_executor = previous  # type: ignore[attr-defined]
         await nc.close()
-        pool.shutdown(wait=False)
+        pool.shutdown(wait=True)
