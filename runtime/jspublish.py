@@ -42,16 +42,15 @@ class AckedPublisher:
         self._prefix = ""
         self._waiting: dict[str, asyncio.Future[Msg]] = {}
         self._tokens = itertools.count(1)
-        self._ready: asyncio.Lock | None = None
+        self._ready = asyncio.Lock()
 
     async def _inbox(self) -> str:
-        if not self._prefix:
-            self._ready = self._ready or asyncio.Lock()
-            async with self._ready:
-                if not self._prefix:
-                    inbox = self.nc.new_inbox()  # the connection's inbox prefix: allowed by bus permissions
-                    await self.nc.subscribe(f"{inbox}.*", cb=self._on_ack)
-                    self._prefix = f"{inbox}."
+        """The ack subscription's subject prefix, subscribed on first use."""
+        async with self._ready:
+            if not self._prefix:
+                inbox = self.nc.new_inbox()  # the connection's inbox prefix: allowed by bus permissions
+                await self.nc.subscribe(f"{inbox}.*", cb=self._on_ack)
+                self._prefix = f"{inbox}."
         return self._prefix
 
     async def _on_ack(self, msg: Msg) -> None:
@@ -61,7 +60,7 @@ class AckedPublisher:
 
     async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None,
                       timeout_s: float | None = None) -> PubAck:
-        prefix = await self._inbox()
+        prefix = self._prefix or await self._inbox()
         token = str(next(self._tokens))
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Msg] = loop.create_future()

@@ -114,9 +114,14 @@ def keyword_lifts(levels: np.ndarray, relative: np.ndarray, coverage: np.ndarray
     exact = _unit((coverage - EXACT_FROM) / (1.0 - EXACT_FROM))
     long = _unit((lengths - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM))
     leaf = levels == 2
-    rank = np.where(leaf, (KEYWORD_WEIGHT + EXACT_EXTRA * exact) * relative, -SUMMARY_MARGIN)
     gate = np.where(leaf, KEYWORD_WEIGHT * relative * ramp - LENGTH_MARGIN * long, -SUMMARY_MARGIN)
-    return rank, gate
+    return _rank_lift(leaf, relative, exact), gate
+
+
+def _rank_lift(leaf: np.ndarray, relative: np.ndarray, exact: np.ndarray | float) -> np.ndarray:
+    """The ranking lift for a share `exact` (0..1) of the exact-coverage bonus: `hybrid` bounds it
+    with 0 and 1 before any coverage is known."""
+    return np.where(leaf, (KEYWORD_WEIGHT + EXACT_EXTRA * exact) * relative, -SUMMARY_MARGIN)
 
 
 def keyword_lift(row: IndexRow, relative: float, coverage: float) -> tuple[float, float]:
@@ -176,11 +181,11 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
         # EXACT_EXTRA x its relative BM25, so a row below the k-th best score-without-coverage
         # even with all of it is never picked, and its coverage (the costliest part here) is not
         # worked out. The hits are the same.
-        need = at[levels[at] == 2]
+        leaf = levels == 2
+        need = at[leaf[at]]
         if need.size and labels.size > k:
-            low = base + np.where(levels == 2, KEYWORD_WEIGHT * relative, -SUMMARY_MARGIN)
-            kth_low = np.partition(-low, k - 1)[k - 1]
-            high = base[need] + (KEYWORD_WEIGHT + EXACT_EXTRA) * relative[need]
+            kth_low = np.partition(-(base + _rank_lift(leaf, relative, 0.0)), k - 1)[k - 1]
+            high = base[need] + _rank_lift(leaf[need], relative[need], 1.0)
             need = need[-high <= kth_low]
         if need.size:
             coverage[need] = index.keyword_coverage_labels(text, labels[need].tolist())
