@@ -840,4 +840,5 @@ class VectorIndex:
                 "level2": int((lv == 2).sum()),
                 "applied_seq": self.applied_seq,
                 "dim": self.dim,
+                "graph_pending": len(self._pending),
             }
