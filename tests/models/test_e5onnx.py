@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skald.runtime.e5onnx import E5Onnx
+from skald.runtime.e5onnx import E5Onnx, load_smoothing
 
 TEXTS = [
     "The patient's blood pressure medication should be taken every morning with water.",
@@ -68,3 +68,40 @@ def test_a_lone_surrogate_is_embedded_as_the_replacement_character(model: E5Onnx
     """JSON may carry "\\ud800"; the engine refused such text, which would stall an index job."""
     odd, plain = model.encode(["bad \ud800 text", "bad \ufffd text"], "passage: ")
     assert float(odd @ plain) > 0.9999
+
+
+@pytest.fixture(scope="module")
+def model_int8() -> E5Onnx:
+    return E5Onnx(threads=1, int8=True)
+
+
+def test_int8_vectors_stay_close_to_the_4bit_ones(model: E5Onnx, model_int8: E5Onnx) -> None:
+    """The smoothed int8 layers move a vector by a little, never toward another text."""
+    texts = [*TEXTS, LONG]
+    for prefix in ("query: ", "passage: "):
+        q4, i8 = model.encode(texts, prefix), model_int8.encode(texts, prefix)
+        cos = (q4 * i8).sum(axis=1)
+        assert cos.min() > 0.995, dict(zip(texts, cos.tolist(), strict=True))
+        assert float(i8[0] @ q4[1]) < 0.95
+    assert np.allclose(np.linalg.norm(model_int8.encode(texts, "passage: "), axis=1), 1.0, atol=1e-5)
+
+
+def test_an_int8_vector_does_not_depend_on_what_it_was_sent_with(model_int8: E5Onnx) -> None:
+    """int8 quantizes a call's activations with one scale; each window runs alone, so a text's
+    vector is the same whatever else is in the request (a cached vector stays exact)."""
+    texts = [*TEXTS, LONG]
+    together = model_int8.encode(texts, "passage: ")
+    alone = np.vstack([model_int8.encode([t], "passage: ") for t in texts])
+    assert np.abs(together - alone).max() < 1e-6
+
+
+def test_the_shipped_calibration_fits_the_model_and_another_models_is_refused(model: E5Onnx,
+                                                                            tmp_path) -> None:  # type: ignore[no-untyped-def]
+    shipped = load_smoothing(model.file)
+    fresh = model.calibrate(TEXTS[:3])
+    assert shipped.keys() == fresh.keys()
+    assert all(shipped[k].shape == fresh[k].shape for k in fresh)
+    other = tmp_path / "other.npz"
+    np.savez(other, __model_bytes__=np.int64(model.file.size + 1), **fresh)
+    with pytest.raises(ValueError, match="another model"):
+        load_smoothing(model.file, other)

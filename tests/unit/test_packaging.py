@@ -48,6 +48,7 @@ def test_wheel_holds_every_package_under_skald(wheel: Path) -> None:
                 if n.startswith("skald/") and n.endswith(".py")}
     assert in_wheel == tree_packages()
     assert "skald/runtime/cli.py" in names and "skald/messages/catalog.py" in names
+    assert "skald/runtime/e5int8.npz" in names  # the default model's int8 calibration
 
 
 def test_installed_client_ignores_a_hosts_own_messages_and_store(wheel: Path, tmp_path: Path) -> None:
