@@ -46,11 +46,15 @@ class Indexer(Imports):
         self.jobs_done = 0
         self.jobs_failed = 0
 
+    async def stop(self) -> None:
+        await self.pipeline.close()
+
     def health(self) -> dict[str, object]:
         return {"status": "ok", "jobs_done": self.jobs_done, "summarizer": self.summarizer.name,
                 "embedder": self.embedder.name,
                 "passages_embedded": getattr(self.embedder, "passage_misses", None),
-                "passages_reused": getattr(self.embedder, "passage_hits", None)}
+                "passages_reused": getattr(self.embedder, "passage_hits", None),
+                "wide_dir_refreshes_deferred": self.pipeline.wide.deferred}
 
     # ----- requests ---------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ Every step is an upsert or a delete by key, so a job redone after a crash writes
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +21,9 @@ import numpy as np
 
 from skald.actors.indexer import documents
 from skald.actors.indexer import rows as rows_mod
+from skald.actors.indexer.wide import WideDirs
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
-from skald.actors.text import formats
+from skald.actors.text import extract, formats
 from skald.actors.text.doc import Unconvertible
 from skald.messages import ingest as ingest_msgs
 from skald.messages import subjects
@@ -30,6 +33,8 @@ from skald.store import documents as docs_store
 from skald.store import faults, sidecar, tree
 from skald.store.index import row_subject_token
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
+
+log = logging.getLogger("skald.indexer")
 
 EMBED_BATCH = 32
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -49,6 +54,9 @@ class IngestPipeline:
         self.embedder = embedder
         self.summarizer = summarizer
         self.bus = bus
+        self.wide = WideDirs()
+        self._waiting: dict[str, VikingPath] = {}
+        self._later: asyncio.Task[None] | None = None
 
     async def process(self, job: ingest_msgs.IngestJob) -> ingest_msgs.IngestResult:
         """Run one job to the end: deletes, file rows, directory summaries bottom-up, publish."""
@@ -84,7 +92,14 @@ class IngestPipeline:
                 refresh.setdefault(p.uri, p)
                 segs = segs[:-1]
         ordered = sorted(refresh.values(), key=lambda v: len(v.segments), reverse=True)
-        dir_changes = await self._dir_rows(job, ordered)
+        now = time.monotonic()
+        for vp in ordered:
+            if vp.uri not in job.refresh_dirs and self.wide.defer(vp.uri, now):
+                self._waiting[vp.uri] = vp
+        ordered = [vp for vp in ordered if vp.uri not in self._waiting]
+        if self._waiting and (self._later is None or self._later.done()):
+            self._later = asyncio.create_task(self._refresh_later(), name="wide-dirs")
+        dir_changes = await self._dir_rows(ordered)
         changes += dir_changes
         faults.point("ingest.before_publish")  # summaries and sidecars written, rows not published
         seq = await self.bus.publish_index(changes)
@@ -163,12 +178,44 @@ class IngestPipeline:
         return [(row_subject_token(vp.account, uri, level),
                  IndexChange(delete=IndexDelete(account=vp.account, uri=uri, level=level))) for uri, level in keys]
 
-    async def _dir_rows(self, job: ingest_msgs.IngestJob, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
+    async def _refresh_later(self) -> None:
+        """The wide directories jobs left waiting, each once its interval is over, with the
+        directories above them, bottom-up, in one publish."""
+        while True:
+            ready, wait = self.wide.due(time.monotonic())
+            if ready:
+                dirs = {u: self._waiting.pop(u) for u in ready if u in self._waiting}
+                for vp in list(dirs.values()):
+                    ident = Identity(account=vp.account, is_root=True)
+                    for n in range(len(vp.segments) - 1, 1, -1):
+                        up = self.ns.resolve(join_uri(vp.segments[:n]), ident)
+                        dirs.setdefault(up.uri, up)
+                try:
+                    changes = await self._dir_rows(sorted(dirs.values(), key=lambda v: len(v.segments), reverse=True))
+                    if changes:
+                        await self.bus.publish_index(changes)
+                except Exception:  # noqa: BLE001 - the next job that touches them refreshes them
+                    log.exception("refreshing wide directories %s failed", sorted(dirs))
+            if wait is None:
+                return
+            await asyncio.sleep(wait)
+
+    async def close(self) -> None:
+        """Refresh what waits now, so a stopping worker leaves no summary behind its entries."""
+        if self._later is not None and not self._later.done():
+            self._later.cancel()
+            await asyncio.gather(self._later, return_exceptions=True)
+        if self._waiting:
+            self.wide.refreshed.update(dict.fromkeys(self._waiting, float("-inf")))
+            await self._refresh_later()
+
+    async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
         rows: list[tuple[IndexRow, str]] = []
         for vp in dirs:
             if not vp.path.is_dir() or not rows_mod.dir_has_rows(vp.segments):
                 continue
             children = await self._children(vp)
+            self.wide.record(vp.uri, len(children), time.monotonic())
             readme = None
             skill = vp.path / "SKILL.md"
             for cand in ("README.md", "readme.md", "README"):
@@ -203,28 +250,74 @@ class IngestPipeline:
         return out
 
     async def _children(self, vp: VikingPath) -> list[tuple[str, bool, str]]:
-        facts = sidecar.load(vp.path)
-        out: list[tuple[str, bool, str]] = []
+        """(name, is_dir, abstract) of every entry, sorted; abstracts only for the first ones, as
+        many as a directory overview can show (`shown_children`): a directory of 100,000 entries
+        costs one listing, not 100,000 reads per job touching it. Listed and read in a thread."""
+        facts, entries, stale = await asyncio.to_thread(_list_children, vp.path)
+        out = list(entries)
         changed = False
-        for e in tree.listdir_sorted(vp.path):
-            if e.is_dir(follow_symlinks=False):
-                out.append((e.name, True, tree.read_text_sync(Path(e.path) / tree.ABSTRACT, "") or ""))
-            elif e.is_file(follow_symlinks=False):
-                st = e.stat()
-                f = facts.get(e.name)
-                if f is None or f.mtime_ns != st.st_mtime_ns or f.size != st.st_size:
-                    data = Path(e.path).read_bytes() if st.st_size <= MAX_FILE_BYTES else b""
-                    try:
-                        converted = await asyncio.to_thread(formats.convert, e.name, data)
-                    except Unconvertible:
-                        out.append((e.name, False, ""))
-                        continue
-                    summary = await self.summarizer.file_abstract(e.name, converted.text)
-                    f = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=rows_mod.sha256(data),
-                                          abstract=summary, tags=f.tags if f else (), summarizer=self.summarizer.name)
-                    facts[e.name] = f
-                    changed = True
-                out.append((e.name, False, f.abstract))
+        for i, name, st in stale:  # files new or changed since their abstract was written
+            try:
+                data = await asyncio.to_thread((vp.path / name).read_bytes) if st.st_size <= MAX_FILE_BYTES else b""
+            except OSError:
+                continue  # gone since it was listed
+            try:
+                converted = await asyncio.to_thread(formats.convert, name, data)
+            except Unconvertible:
+                continue
+            summary = await self.summarizer.file_abstract(name, converted.text)
+            old = facts.get(name)
+            facts[name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=rows_mod.sha256(data),
+                                            abstract=summary, tags=old.tags if old else (),
+                                            summarizer=self.summarizer.name)
+            out[i] = (name, False, summary)
+            changed = True
         if changed:
             await asyncio.to_thread(sidecar.save, vp.path, facts)
         return out
+
+
+# An LLM overview lists at most this many entries (runtime/llm.py); the extractive one stops at
+# OVERVIEW_MAX characters. Entries past both never reach a summary, so their abstracts are not read.
+SHOWN_CHILDREN = 200
+
+
+def shown_children(lines: Iterable[int]) -> int:
+    """How many entries, in order, a directory overview can show, given each one's line length."""
+    n = total = 0
+    for length in lines:
+        n += 1
+        total += length
+        if n >= SHOWN_CHILDREN and total >= extract.OVERVIEW_MAX:
+            break
+    return n
+
+
+def _list_children(path: Path) -> tuple[dict[str, sidecar.FileFacts], list[tuple[str, bool, str]],
+                                         list[tuple[int, str, os.stat_result]]]:
+    """The directory's sidecar facts, its entries (abstracts read for the shown ones only) and the
+    shown files whose facts are stale (their place in the entries, name, stat)."""
+    facts = sidecar.load(path)
+    entries: list[tuple[str, bool, str]] = []
+    stale: list[tuple[int, str, os.stat_result]] = []
+    listing = [(e, e.is_dir(follow_symlinks=False)) for e in tree.listdir_sorted(path)]
+    listing = [(e, d) for e, d in listing if d or e.is_file(follow_symlinks=False)]
+
+    def lines() -> Iterable[int]:
+        for e, is_dir in listing:
+            if is_dir:
+                abstract = tree.read_text_sync(Path(e.path) / tree.ABSTRACT, "") or ""
+            else:
+                st = e.stat()
+                f = facts.get(e.name)
+                if f is None or f.mtime_ns != st.st_mtime_ns or f.size != st.st_size:
+                    stale.append((len(entries), e.name, st))
+                    abstract = ""
+                else:
+                    abstract = f.abstract
+            entries.append((e.name, is_dir, abstract))
+            yield len(e.name) + len(abstract) + 6
+
+    shown = shown_children(lines())
+    entries += [(e.name, is_dir, "") for e, is_dir in listing[shown:]]
+    return facts, entries, stale

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from skald.actors.indexer import wide
 from skald.messages import errors as E
 from skald.runtime.client import SkaldClient
 
@@ -87,3 +89,29 @@ async def test_memory_is_indexed_with_category_and_whole_body(client: SkaldClien
         await client.call("memories.write", {"category": "Bad Category", "content": "x"})
     with pytest.raises(E.InvalidArgument):
         await client.call("memories.write", {"category": "events", "content": "x", "tags": ["nokey"]})
+
+
+async def test_a_wide_directory_is_refreshed_once_per_interval_and_catches_up(
+        client: SkaldClient, skald, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Past WIDE_ENTRIES entries, jobs leave a directory's summary to one refresh per interval;
+    that refresh takes in every entry added meanwhile, and so do the rows in the index."""
+    monkeypatch.setattr(wide, "WIDE_ENTRIES", 3)
+    monkeypatch.setattr(wide, "REFRESH_S", 0.5)
+    pipeline = skald.host.actors["indexer"].pipeline
+    for i in range(8):
+        r = await client.call("resources.add", {"content": f"# Runbook {i}\n\nHost {i} restarts nightly.",
+                                                "name": f"runbook{i}.md", "target_uri": f"viking://resources/pile/r{i}",
+                                                "wait": True})
+        assert r["status"] == "done"
+    assert "viking://resources/pile" in pipeline.wide.entries  # wide: refreshed on its own schedule
+    assert pipeline.wide.deferred > 0
+    index = skald.host.actors["retriever"].index
+    for _ in range(100):
+        ov = (await client.call("fs.overview", {"uri": "viking://resources/pile"}))["content"]
+        row = index.get("default", "viking://resources/pile", 1)
+        if all(f"r{i}/" in ov for i in range(8)) and row is not None and "r7/" in row.text:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"the wide directory's summary never caught up: {ov!r}")
+    assert not pipeline._waiting
