@@ -49,6 +49,12 @@ HNSW_EF_SEARCH = 64  # recall@10 ~0.998 at 100k clustered rows (NATS-NOTES.md)
 CONTEXT_TYPES = ("resource", "memory", "skill")
 
 
+def _digest(key: str, row: IndexRow) -> int:
+    """What `content_hash` holds of one row: its key, content and time, 128 bits."""
+    h = hashlib.blake2b(f"{key}\x00{row.content_hash}\x00{row.updated_at!r}".encode(), digest_size=16)
+    return int.from_bytes(h.digest(), "big")
+
+
 def row_key(account: str, uri: str, level: int) -> str:
     return f"{account}\x00{uri}\x00{level}"
 
@@ -146,6 +152,7 @@ class VectorIndex:
         self._level_arr: dict[frozenset[int], np.ndarray] = {}
         self._level_mat: dict[frozenset[int], np.ndarray] = {}  # vectors of those rows, gathered once
         self._live = 0
+        self._chash = 0  # XOR of every live row's digest (`_digest`): `content_hash` without a scan
         self.keywords = KeywordIndex()
         self._graph = hnswlib.Index(space="ip", dim=dim)
         self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
@@ -216,6 +223,9 @@ class VectorIndex:
                     self._children_arr.pop(pkey, None)
                 if row.vector:  # the vector lives in `_vecs`; a second copy per row doubles memory and snapshots
                     row = msgspec.structs.replace(row, vector=b"")
+                if old is not None:
+                    self._chash ^= _digest(key, old)
+                self._chash ^= _digest(key, row)
                 self._rows[label] = row
                 if row.level != 2 or (old is not None and old.level != 2):
                     self._level_mat.clear()
@@ -351,6 +361,8 @@ class VectorIndex:
                 self._level_arr.clear()
                 self._level_mat.clear()
             self._forget_adj(label)
+            if old is not None:
+                self._chash ^= _digest(key, old)
             self._rows[label] = None
             self._skeys[label] = ""
             self.keywords.remove(label)
@@ -735,16 +747,10 @@ class VectorIndex:
     # ----- persistence ------------------------------------------------------------
 
     def content_hash(self) -> str:
-        """Identical for two replicas holding the same rows, whatever order they arrived in."""
-        h = hashlib.sha256()
-        with self._lock:
-            for key in sorted(self._labels):
-                row = self._rows[self._labels[key]]
-                assert row is not None
-                h.update(key.encode())
-                h.update(row.content_hash.encode())
-                h.update(repr(row.updated_at).encode())
-        return h.hexdigest()
+        """Identical for two replicas holding the same rows, whatever order they arrived in: the
+        XOR of each row's digest, kept up to date by every write. (A sorted scan of every row,
+        as this was, took ~0.5 s of the event loop per `system.health` at 50,000 rows.)"""
+        return f"{self._chash:032x}"
 
     def save(self, directory: Path) -> None:
         """Write a snapshot atomically (a temp directory renamed over the old one)."""
@@ -810,7 +816,9 @@ class VectorIndex:
             if row is None:
                 idx._free.append(label)
                 continue
-            idx._labels[row_key(row.account, row.uri, row.level)] = label
+            key = row_key(row.account, row.uri, row.level)
+            idx._labels[key] = label
+            idx._chash ^= _digest(key, row)
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
             idx.keywords.add(label, row.text or row.abstract)
             idx._by_level.setdefault(row.level, set()).add(label)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -148,6 +149,29 @@ def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None: 
     assert back is not None and len(back) == len(idx) and back.applied_seq == 42
     assert back.content_hash() == idx.content_hash()
     assert VectorIndex.load(tmp_path / "snap", emb.dim, "another-model") is None
+
+
+def test_content_hash_says_whether_two_indexes_hold_the_same_rows_whatever_the_order() -> None:
+    """Kept up to date by every write (no scan): the same rows in another order, with a row
+    replaced and one deleted on the way, hash alike; one changed row does not."""
+    emb = HashEmbedder()
+    rows = _rows(50, emb.dim)
+    a, b = VectorIndex(emb.dim, emb.name), VectorIndex(emb.dim, emb.name)
+    empty = a.content_hash()
+    a.upsert_many(rows)
+    b.upsert_many(rows[::-1][:30])
+    b.upsert_many([(msgspec.structs.replace(rows[5][0], content_hash="stale"), rows[5][1])])
+    b.upsert_many(rows[::-1][30:] + [rows[5]])
+    extra = msgspec.structs.replace(rows[0][0], uri="viking://resources/extra.md")
+    b.upsert_many([(extra, rows[0][1])])
+    assert a.content_hash() != b.content_hash()
+    b.delete(extra.account, extra.uri, extra.level)
+    assert a.content_hash() == b.content_hash() != empty
+    b.upsert_many([(msgspec.structs.replace(rows[7][0], updated_at=99.0), rows[7][1])])
+    assert a.content_hash() != b.content_hash()
+    for row, _ in rows:
+        a.delete(row.account, row.uri, row.level)
+    assert a.content_hash() == empty
 
 
 @pytest.mark.parametrize("damage", ["flip graph.bin", "truncate rows.msgpack", "truncate vectors.npy",
