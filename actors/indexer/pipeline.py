@@ -206,7 +206,7 @@ class IngestPipeline:
             self._later.cancel()
             await asyncio.gather(self._later, return_exceptions=True)
         if self._waiting:
-            self.wide.refreshed.update(dict.fromkeys(self._waiting, float("-inf")))
+            self.wide.next_at.update(dict.fromkeys(self._waiting, float("-inf")))
             await self._refresh_later()
 
     async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
@@ -214,8 +214,10 @@ class IngestPipeline:
         for vp in dirs:
             if not vp.path.is_dir() or not rows_mod.dir_has_rows(vp.segments):
                 continue
+            t0 = time.monotonic()
             children = await self._children(vp)
-            self.wide.record(vp.uri, len(children), time.monotonic())
+            now = time.monotonic()
+            self.wide.record(vp.uri, len(children), now, took=now - t0)
             readme = None
             skill = vp.path / "SKILL.md"
             for cand in ("README.md", "readme.md", "README"):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from skald.actors.indexer.pipeline import SHOWN_CHILDREN, _list_children, shown_children
-from skald.actors.indexer.wide import REFRESH_S, WIDE_ENTRIES, WideDirs
+from skald.actors.indexer.wide import COST_RATIO, REFRESH_S, WIDE_ENTRIES, WideDirs
 from skald.actors.text import extract
 from skald.store import sidecar, tree
 
@@ -94,3 +96,14 @@ def test_a_directory_that_shrank_is_narrow_again() -> None:
     w.record(uri, WIDE_ENTRIES * 2, now=0.0)
     w.record(uri, 5, now=1.0)
     assert not w.defer(uri, now=1.5) and uri not in w.entries
+
+
+def test_a_directory_slow_to_list_waits_longer_between_refreshes() -> None:
+    """Listing it may take 1/COST_RATIO of the time at most, however wide it grows."""
+    w = WideDirs()
+    uri = "viking://resources/pile"
+    w.record(uri, WIDE_ENTRIES * 100, now=0.0, took=1.0)
+    assert w.defer(uri, now=REFRESH_S + 0.1)
+    ready, wait = w.due(now=REFRESH_S + 0.1)
+    assert ready == [] and wait == pytest.approx(COST_RATIO - REFRESH_S - 0.1)
+    assert w.due(now=COST_RATIO) == ([uri], None)
