@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 WIDE_ENTRIES = 1_000  # entries at its last refresh from which a directory counts as wide
-REFRESH_S = 5.0  # a wide directory's summary lags its entries by at least this much...
-COST_RATIO = 20.0  # ...or by this many times its last listing's duration, if longer
+REFRESH_S = 5.0  # a wide directory is refreshed at most once per this many seconds...
+COST_RATIO = 20.0  # ...or per this many times its last listing's duration, if longer
 
 
 @dataclass(slots=True)
