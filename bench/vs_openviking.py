@@ -341,15 +341,10 @@ async def fill_and_measure(c: SkaldClient, base: str, rows: int, have: int, roun
             break
         await asyncio.sleep(1.0)
     print(f"\nSkald filled to {rows} documents in {time.perf_counter() - t:.0f} s")
-    # Settled: every queued job done and every row in the HNSW graph. Until then the index
+    # Settled: every queued job done (above) and every row in the HNSW graph. Until then the index
     # scores the rows that wait for the graph exactly and its builder holds both cores.
     t = time.perf_counter()
-    while True:
-        stats = await c.stats()
-        health = await c.health()
-        graph = health.actors["retriever"]["index"].get("graph_pending", 0)
-        if (stats.queues.get("work") or {}).get("messages", 0) == 0 and graph == 0:
-            break
+    while (await c.health()).actors["retriever"]["index"].get("graph_pending", 0):
         await asyncio.sleep(1.0)
     print(f"settled (queues empty, every row in the graph) {time.perf_counter() - t:.0f} s later")
     await alone(c, base, rows, rounds)

@@ -87,11 +87,8 @@ class IngestPipeline:
         for uri in (*job.index_roots, *job.refresh_dirs):
             vp = self.ns.resolve(uri, ident)
             segs = vp.segments if vp.path.is_dir() and uri in job.refresh_dirs else vp.segments[:-1]
-            while len(segs) >= 2:
-                p = self.ns.resolve(join_uri(segs), ident)
-                refresh.setdefault(p.uri, p)
-                segs = segs[:-1]
-        ordered = sorted(refresh.values(), key=lambda v: len(v.segments), reverse=True)
+            self._upward(ident, segs, refresh)
+        ordered = _bottom_up(refresh)
         now = time.monotonic()
         for vp in ordered:
             if vp.uri not in job.refresh_dirs and self.wide.defer(vp.uri, now):
@@ -186,12 +183,9 @@ class IngestPipeline:
             if ready:
                 dirs = {u: self._waiting.pop(u) for u in ready if u in self._waiting}
                 for vp in list(dirs.values()):
-                    ident = Identity(account=vp.account, is_root=True)
-                    for n in range(len(vp.segments) - 1, 1, -1):
-                        up = self.ns.resolve(join_uri(vp.segments[:n]), ident)
-                        dirs.setdefault(up.uri, up)
+                    self._upward(Identity(account=vp.account, is_root=True), vp.segments[:-1], dirs)
                 try:
-                    changes = await self._dir_rows(sorted(dirs.values(), key=lambda v: len(v.segments), reverse=True))
+                    changes = await self._dir_rows(_bottom_up(dirs))
                     if changes:
                         await self.bus.publish_index(changes)
                 except Exception:  # noqa: BLE001 - the next job that touches them refreshes them
@@ -199,6 +193,13 @@ class IngestPipeline:
             if wait is None:
                 return
             await asyncio.sleep(wait)
+
+    def _upward(self, ident: Identity, segs: tuple[str, ...], into: dict[str, VikingPath]) -> None:
+        """The directory `segs` and each one above it, below the space root, added to `into`."""
+        while len(segs) >= 2:
+            p = self.ns.resolve(join_uri(segs), ident)
+            into.setdefault(p.uri, p)
+            segs = segs[:-1]
 
     async def close(self) -> None:
         """Refresh what waits now, so a stopping worker leaves no summary behind its entries."""
@@ -277,6 +278,11 @@ class IngestPipeline:
         if changed:
             await asyncio.to_thread(sidecar.save, vp.path, facts)
         return out
+
+
+def _bottom_up(dirs: dict[str, VikingPath]) -> list[VikingPath]:
+    """Deepest first: a directory's summary is written after its children's."""
+    return sorted(dirs.values(), key=lambda v: len(v.segments), reverse=True)
 
 
 # An LLM overview lists at most this many entries (runtime/llm.py); the extractive one stops at
