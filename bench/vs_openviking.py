@@ -254,7 +254,7 @@ async def main() -> None:
         if args.flames:
             await flames(c, up.pid, Path(args.flames), qs)
         if args.skald_rows:
-            await fill_and_measure(c, base, args.skald_rows, args.docs, args.rounds)
+            await fill_and_measure(c, base, tmp, args.skald_rows, args.docs, args.rounds)
         await c.close()
     finally:
         for p in reversed(procs):
@@ -267,6 +267,7 @@ async def main() -> None:
 
 
 SPY_SECONDS = 10
+FILL_GROUP = 500  # documents a folder, below the indexer's wide-directory threshold
 
 
 async def flames(c: SkaldClient, pid: int, out: Path, qs: list[str]) -> None:
@@ -322,18 +323,25 @@ def heaviest(collapsed: Path, n: int = 14) -> list[tuple[str, float]]:
     return sorted(own, key=lambda x: -x[1])[:n]
 
 
-async def fill_and_measure(c: SkaldClient, base: str, rows: int, have: int, rounds: int) -> None:
-    """Skald alone at `rows` documents (OpenViking's ingest, ~0.5 s a document here, rules it out)."""
+async def fill_and_measure(c: SkaldClient, base: str, tmp: Path, rows: int, have: int, rounds: int) -> None:
+    """Skald alone at `rows` documents (OpenViking's ingest, ~0.5 s a document here, rules it out),
+    loaded as a user loads a corpus: folders of files on disk, each added with one `resources.add`."""
     t = time.perf_counter()
-    sem = asyncio.Semaphore(32)
+    src = tmp / "filler"
+    groups = range(have // FILL_GROUP, -(-rows // FILL_GROUP))
+    for g in groups:
+        d = src / f"g{g:04d}"
+        d.mkdir(parents=True)
+        for i in range(max(have, g * FILL_GROUP), min(rows, (g + 1) * FILL_GROUP)):
+            (d / f"filler-{i:06d}.md").write_text(document(i))
+    sem = asyncio.Semaphore(4)
 
-    async def add(i: int) -> None:
+    async def add(g: int) -> None:
         async with sem:
-            await c.call("resources.add", {"content": document(i), "name": f"filler-{i:06d}.md",
-                                           "target_uri": f"viking://resources/filler/f{i:06d}"})
+            await c.call("resources.add", {"path": str(src / f"g{g:04d}"),
+                                           "target_uri": f"viking://resources/filler/g{g:04d}"})
 
-    for start_i in range(have, rows, 2000):
-        await asyncio.gather(*(add(i) for i in range(start_i, min(rows, start_i + 2000))))
+    await asyncio.gather(*(add(g) for g in groups))
     while True:
         stats = await c.stats()
         health = await c.health()

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hnswlib
 import msgspec
@@ -145,6 +146,10 @@ class VectorIndex:
         self._pending: dict[int, int] = {}
         self._pending_v = 0
         self._graph_lock = threading.Lock()
+        # While a snapshot writes the graph (`save`), nothing changes it: new vectors wait in
+        # `_pending` (scored exactly), deletes wait here, and searches go on.
+        self._saving = False
+        self._unsaved_deletes: list[tuple[int, bool]] = []  # (label, whether the graph holds it)
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
         self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
         self._children_mat: dict[str, np.ndarray] = {}  # their vectors, gathered once per change
@@ -174,8 +179,12 @@ class VectorIndex:
             arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
             arr[: old.shape[0]] = old
             setattr(self, name, arr)
-        with self._graph_lock:
-            self._graph.resize_index(new)
+
+    def _fit_graph(self) -> None:
+        """The graph's capacity brought up to the arrays' (under the graph lock, before an add):
+        growing it in `_grow` would wait, holding the index lock, for a snapshot writing the graph."""
+        if self._graph.get_max_elements() < self._vecs.shape[0]:
+            self._graph.resize_index(self._vecs.shape[0])
 
     def upsert_many(self, rows: Iterable[tuple[IndexRow, np.ndarray]], defer_graph: bool = False) -> int:
         """Insert or replace rows. With `defer_graph` (a replica catching up on a long tail) the
@@ -255,12 +264,13 @@ class VectorIndex:
             self._adj[lab] = self._hub_adjust(mat, self._level[lab])
             for label in lab.tolist():
                 self._count_adj(label)
-            if defer_graph or self._pending:
+            if defer_graph or self._pending or self._saving:
                 self._pending_v += 1
                 self._pending.update(dict.fromkeys(lab.tolist(), self._pending_v))
                 return len(items)
             # hnswlib un-deletes a reused label on add (a freed label may come back).
             with self._graph_lock:
+                self._fit_graph()
                 self._graph.add_items(mat, lab, num_threads=1)
             return len(items)
 
@@ -321,11 +331,14 @@ class VectorIndex:
         the graph lock is held while inserting, so the index keeps taking upserts and answering
         (exactly) meanwhile; the rows leave the pending set once they are in the graph."""
         with self._lock:
+            if self._saving:  # the graph is being written: the snapshot's end builds what waits
+                return 0
             take = list(self._pending.items())[:max_items]
             alive = [lab for lab, _ in take if self._alive[lab]]
             mat = self._vecs[alive].astype(np.float32, copy=True) if alive else None
         if mat is not None:
             with self._graph_lock:
+                self._fit_graph()
                 self._graph.add_items(mat, np.asarray(alive, dtype=np.int64), num_threads=threads)
         with self._lock:
             for lab, version in take:
@@ -369,12 +382,14 @@ class VectorIndex:
             if self._alive[label]:
                 self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
             self._alive[label] = False
-            if label in self._pending:
-                del self._pending[label]  # never reached the graph
+            in_graph = self._pending.pop(label, None) is None
+            if self._saving:  # the graph is being written: marked, and the label freed, after it
+                self._unsaved_deletes.append((label, in_graph))
             else:
-                with self._graph_lock, contextlib.suppress(RuntimeError):
-                    self._graph.mark_deleted(label)
-            self._free.append(label)
+                if in_graph:
+                    with self._graph_lock, contextlib.suppress(RuntimeError):
+                        self._graph.mark_deleted(label)
+                self._free.append(label)
             self._live -= 1
             return True
 
@@ -484,9 +499,11 @@ class VectorIndex:
                 waiting = np.fromiter((lab for lab in self._pending if self._skeys[lab].startswith(starts)),
                                       dtype=np.int64)
                 if waiting.size:
+                    # A waiting row the graph also returned was re-written: the graph's score is
+                    # its old vector's, so the exact one replaces it.
                     more, _ = self._exact(vec, q, k, scope_rows, labels=waiting)
-                    seen = {h.label for h in hits}
-                    hits = sorted([*hits, *(h for h in more if h.label not in seen)], key=lambda h: -h.score)[:k]
+                    hits = sorted([*(h for h in hits if h.label not in self._pending), *more],
+                                  key=lambda h: -h.score)[:k]
                     trace = SearchTrace("hnsw+pending", scope_rows, trace.examined + int(waiting.size))
             return hits, trace
 
@@ -753,19 +770,21 @@ class VectorIndex:
         return f"{self._chash:032x}"
 
     def save(self, directory: Path) -> None:
-        """Write a snapshot atomically (a temp directory renamed over the old one)."""
+        """Write a snapshot atomically (a temp directory renamed over the old one). The index lock
+        is held only to copy the rows and vectors: writing them, and the graph, takes about a
+        second per 30,000 rows, during which searches used to wait."""
         directory = Path(directory)
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
-        while self.build_graph() > 0:  # a snapshot's graph holds every row
-            pass
-        with self._lock:
-            n = len(self._rows)
-            np.save(tmp / "vectors.npy", self._vecs[:n])
-            (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(self._rows))
+        rows, vecs, meta = self._freeze()
+        try:
+            np.save(tmp / "vectors.npy", vecs)
+            del vecs
+            (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
             with self._graph_lock:
                 self._graph.save_index(str(tmp / "graph.bin"))
-            meta = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model, "rows": n}
+        finally:
+            self._thaw()
         # The files are complete: their checksums are read back without holding up searches.
         meta["crc32"] = {name: _crc32(tmp / name) for name in SNAPSHOT_FILES}
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
@@ -777,6 +796,35 @@ class VectorIndex:
             os.rename(directory, old)
         os.rename(tmp, directory)
         shutil.rmtree(old, ignore_errors=True)
+
+    def _freeze(self) -> tuple[list[IndexRow | None], np.ndarray, dict[str, Any]]:
+        """The rows, vectors and meta of one moment with every row in the graph, and the graph
+        held still (`_saving`) until `_thaw`, so the graph written after matches them."""
+        while True:
+            while self.build_graph() > 0:
+                pass
+            with self._lock:
+                if self._pending:  # rows came meanwhile: into the graph first
+                    continue
+                self._saving = True
+                n = len(self._rows)
+                meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
+                                        "rows": n}
+                return self._rows[:n], self._vecs[:n].copy(), meta
+
+    def _thaw(self) -> None:
+        """The graph moves again: the deletes that waited, then the vectors that waited."""
+        with self._lock:
+            self._saving = False
+            waited, self._unsaved_deletes = self._unsaved_deletes, []
+            with self._graph_lock:
+                for label, in_graph in waited:
+                    if in_graph:
+                        with contextlib.suppress(RuntimeError):
+                            self._graph.mark_deleted(label)
+            self._free.extend(label for label, _ in waited)
+        while self.build_graph() > 0:
+            pass
 
     @classmethod
     def load(cls, directory: Path, dim: int, model: str) -> VectorIndex | None:

@@ -3,6 +3,8 @@ the HNSW graph behind, without holding the index lock while it inserts."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from skald.messages.index import IndexRow
@@ -105,3 +107,67 @@ def test_the_level_and_type_counts_follow_upserts_deletes_and_snapshots(tmp_path
     idx.save(tmp_path / "snap")
     back = VectorIndex.load(tmp_path / "snap", 64, "m")
     assert back is not None and {k: v for k, v in back._mix.items() if v} == recount(back) == recount(idx)
+
+
+class HeldGraph:
+    """The real hnswlib graph, whose `save_index` waits until the test lets it go: the moment a
+    snapshot is writing the graph, held open."""
+
+    def __init__(self, graph: object) -> None:
+        self._graph = graph
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._graph, name)
+
+    def save_index(self, path: str) -> None:
+        self.writing.set()
+        self.release.wait()
+        self._graph.save_index(path)  # type: ignore[attr-defined]
+
+
+def test_a_snapshot_lets_searches_and_writes_go_on_and_matches_its_moment(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Writing a snapshot (a second per 30k rows) held the index lock, so every search waited.
+    Now searches and writes go on while the graph is written, the snapshot is the index as it
+    was when it began (its sequence with it), and replaying what came after gives the live index."""
+    data = rows(10_000, seed=3)
+    idx = VectorIndex(64, "m")
+    idx.upsert_many(data[:9_990])
+    idx.applied_seq = 100
+    held = HeldGraph(idx._graph)
+    idx._graph = held  # type: ignore[assignment]
+    timer = threading.Timer(60, held.release.set)  # never hang: a blocked search shows as a failure below
+    timer.start()
+    saver = threading.Thread(target=idx.save, args=(tmp_path / "snap",))
+    saver.start()
+    assert held.writing.wait(30)
+    q = Query(account="a")
+    added, (moved, old_vec), gone = data[9_995], data[42], data[77]
+    new_vec = data[5_000][1]
+    tail = [[added], [(moved, new_vec)]]
+    for ups in tail:
+        idx.upsert_many(ups)
+    assert idx.delete("a", gone[0].uri, 2)
+    idx.applied_seq = 103
+    top = idx.search(added[1], q, 3)[0]
+    assert top[0].row.uri == added[0].uri and top[0].score > 0.99
+    # The graph still holds the moved row's old vector; its score must be the new one's.
+    assert all(h.row.uri != moved.uri or h.score < 0.9 for h in idx.search(old_vec, q, 5)[0])
+    assert moved.uri in [h.row.uri for h in idx.search(new_vec, q, 3)[0]]
+    assert all(h.row.uri != gone[0].uri for h in idx.search(gone[1], q, 5)[0])
+    searched_while_held = not held.release.is_set()
+    held.release.set()
+    saver.join()
+    timer.cancel()
+    assert searched_while_held
+    assert idx.pending_graph == 0  # what waited joined the graph once the snapshot was written
+
+    loaded = VectorIndex.load(tmp_path / "snap", 64, "m")
+    assert loaded is not None and loaded.applied_seq == 100 and len(loaded) == 9_990
+    for ups in tail:
+        loaded.upsert_many(ups)
+    loaded.delete("a", gone[0].uri, 2)
+    assert loaded.content_hash() == idx.content_hash()
+    for probe in (added[1], new_vec, old_vec, gone[1]):
+        assert [h.row.uri for h in loaded.search(probe, q, 5)[0]] == [h.row.uri for h in idx.search(probe, q, 5)[0]]
