@@ -306,6 +306,12 @@ class ActorHost:
         body = msgspec.json.encode(req) if decl.journal else b""
         key = hashlib.sha1(b"|".join((decl.op.encode(), _ident_key(ident), body, repr(at).encode()))).hexdigest()
         t_now, t_key = CLOCK.NOW.set(at), CLOCK.REQUEST_KEY.set(key)
+        early: list[asyncio.Task[None]] = []
+        if decl.journal:
+            def decided() -> None:
+                if not early and not ctx.relayed:
+                    early.append(asyncio.create_task(self._journal(decl.op, ident, body, at, key, None)))
+            ctx.decided = decided
         try:
             async with asyncio.timeout(timeout):
                 result = await fn(req, ctx)
@@ -326,7 +332,9 @@ class ActorHost:
         finally:
             CLOCK.NOW.reset(t_now)
             CLOCK.REQUEST_KEY.reset(t_key)
-        if decl.journal and not ctx.relayed:
+            if early:  # decided: journaled whatever the handler did after, before any reply
+                await early[0]
+        if decl.journal and not ctx.relayed and not early:
             await self._journal(decl.op, ident, body, at, key, result)
         return Reply(status="ok", result=result)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skald.store.uri import Identity
@@ -16,6 +17,9 @@ class Ctx:
     deprecated: list[str] = field(default_factory=list)  # aliases used; the host adds `Deprecation: true`
     forwarded: bool = False  # sent on by another worker to the owner of what it touches
     relayed: bool = False  # this worker sent the request on; the worker that did the work journals it
+    # Called by a handler once its write can no longer fail to happen (a commit's archive is
+    # durable): the host journals it from then on, beside the handler's remaining steps.
+    decided: Callable[[], None] = lambda: None
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

@@ -99,6 +99,7 @@ class Phase1:
         await asyncio.to_thread(session_store.create_archive, sdir, index, archived, meta)
         st.max_index = index
         faults.point("commit.after_archive")
+        ctx.decided()  # the commit rolls forward from here: its journal entry goes beside the job
         job = session_msgs.Phase2Job(account=ctx.identity.account, user=ctx.identity.user,
                                      session_id=sdir.session_id, archive_id=name)
         waiters = contextlib.AsyncExitStack()
