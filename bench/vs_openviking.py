@@ -355,6 +355,15 @@ async def fill_and_measure(c: SkaldClient, base: str, tmp: Path, rows: int, have
     while (await c.health()).actors["retriever"]["index"].get("graph_pending", 0):
         await asyncio.sleep(1.0)
     print(f"settled (queues empty, every row in the graph) {time.perf_counter() - t:.0f} s later")
+    # And the replica's snapshot of what the fill wrote, which otherwise runs (seconds at this size,
+    # both cores) beside the first measurements.
+    t = time.perf_counter()
+    while time.perf_counter() - t < 600:
+        r = (await c.health()).actors["retriever"]
+        if r.get("snapshot_seq", 0) >= r["applied_seq"]:
+            print(f"snapshot written {time.perf_counter() - t:.0f} s later (took {r['snapshot_ms']:.0f} ms)")
+            break
+        await asyncio.sleep(1.0)
     await alone(c, base, rows, rounds)
     print("Floors (issue 19): own cost <= 2 ms find, <= 4 ms context at 100k rows.")
 

@@ -769,10 +769,10 @@ class VectorIndex:
         as this was, took ~0.5 s of the event loop per `system.health` at 50,000 rows.)"""
         return f"{self._chash:032x}"
 
-    def save(self, directory: Path) -> None:
-        """Write a snapshot atomically (a temp directory renamed over the old one). The index lock
-        is held only to copy the rows and vectors: writing them, and the graph, takes about a
-        second per 30,000 rows, during which searches used to wait."""
+    def save(self, directory: Path) -> int:
+        """Write a snapshot atomically (a temp directory renamed over the old one); the sequence
+        it holds. The index lock is held only to copy the rows and vectors: writing them, and the
+        graph, takes about a second per 30,000 rows, during which searches used to wait."""
         directory = Path(directory)
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
@@ -796,6 +796,7 @@ class VectorIndex:
             os.rename(directory, old)
         os.rename(tmp, directory)
         shutil.rmtree(old, ignore_errors=True)
+        return int(meta["applied_seq"])
 
     def _freeze(self) -> tuple[list[IndexRow | None], np.ndarray, dict[str, Any]]:
         """The rows, vectors and meta of one moment with every row in the graph, and the graph

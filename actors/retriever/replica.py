@@ -53,6 +53,7 @@ class IndexReplica:
         self._builder: asyncio.Task[None] | None = None
         self._lock_fd: Any = None
         self._dirty = False
+        self.snapshot_seq, self.snapshot_ms = 0, 0.0  # the last snapshot's: what it holds, what it took
         self._hash, self._hash_at = "", -1
         self._follower: asyncio.Task[None] | None = None
         self._progress_at = time.monotonic()  # last time rows were applied (or the lag was zero)
@@ -181,8 +182,9 @@ class IndexReplica:
             if self._dirty and self.replica_dir is not None:
                 self._dirty = False
                 t0 = time.monotonic()
-                await asyncio.to_thread(self.index.save, self.replica_dir)
+                self.snapshot_seq = await asyncio.to_thread(self.index.save, self.replica_dir)
                 took = time.monotonic() - t0
+                self.snapshot_ms = round(took * 1000, 1)
 
     async def catch_up(self, ctx: Ctx) -> bool:
         """Read-your-writes: wait until the caller's last write is applied; UNAVAILABLE (retry,
@@ -212,4 +214,5 @@ class IndexReplica:
         return {"status": "stale" if stale > STALL_S else "ok", "index": self.index.stats(),
                 "replica": str(self.replica_dir or ""), "lag": lag, "applied_seq": applied,
                 "stream_seq": self.head_seq, "stale_s": round(stale, 3), "follower_restarts": self.restarts,
-                "content_hash": self._hash, "embedder": self.model}
+                "content_hash": self._hash, "embedder": self.model, "snapshot_seq": self.snapshot_seq,
+                "snapshot_ms": self.snapshot_ms}

@@ -4,6 +4,7 @@ drops what a snapshot covers; a snapshot is rolled forward, never rebuilt from t
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 from collections.abc import Callable
@@ -169,3 +170,18 @@ async def test_moving_a_deployment_with_the_cli(deploy: Callable[..., Any], nats
     assert tree_bytes(w1.cfg.data_dir) == tree_bytes(w2.cfg.data_dir)
     for q in ("caddy port", "after the snapshot"):
         assert (await c1.call("search.find", {"query": q})) == (await c2.call("search.find", {"query": q}))
+
+
+async def test_health_reports_the_replica_snapshot_that_holds_the_last_write(deploy: Callable[..., Any]) -> None:
+    """An operator (and the 100k bench) can tell a replica whose snapshot covers everything it
+    applied from one with a snapshot still to come, and how long the last one took."""
+    w, c = await deploy(snapshot_interval_s=0.2)
+    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
+                                   "target_uri": "viking://resources/snap", "wait": True})
+    for _ in range(200):
+        r = (await c.health()).actors["retriever"]
+        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
+            break
+        await asyncio.sleep(0.05)
+    assert r["applied_seq"] > 0 and r["snapshot_seq"] == r["applied_seq"] and r["snapshot_ms"] > 0
+    assert Path(r["replica"], "meta.json").is_file()
