@@ -59,6 +59,7 @@ class IndexReplica:
         self._progress_at = time.monotonic()  # last time rows were applied (or the lag was zero)
         self._fresh_at = time.monotonic()  # last time the replica had everything the stream had
         self.restarts = 0
+        self.skipped: dict[str, int] = {}  # rows of another embedder seen in the stream, by its name
 
     def _claim_dir(self) -> Path:
         """Each replica on a host keeps its own snapshot: take the first slot nobody holds."""
@@ -163,6 +164,8 @@ class IndexReplica:
                 vec = np.frombuffer(row.vector, dtype="<f4")
                 if row.model == self.model and vec.shape == (self.index.dim,):
                     ups.append((row, vec.astype(np.float32)))
+                else:
+                    self._foreign(row.model)
             elif ch.delete is not None:
                 flush()
                 d = ch.delete
@@ -170,6 +173,16 @@ class IndexReplica:
             self.index.applied_seq = max(self.index.applied_seq, seq)
         flush()
         self._dirty = True
+
+    def _foreign(self, model: str) -> None:
+        """A row another embedder wrote cannot be compared with this one's queries: skipped, and
+        said once per model, since an embeddings server moved to another address counts as
+        another model and would otherwise leave the index silently empty."""
+        if model not in self.skipped:
+            log.warning("index rows embedded by %r are skipped: this replica embeds with %r. Point the "
+                        "embedder back at that model, or add the sources again to embed them with this one",
+                        model, self.model)
+        self.skipped[model] = self.skipped.get(model, 0) + 1
 
     async def _snapshots(self) -> None:
         """A snapshot when rows changed, at most every `snapshot_interval_s`, and never more than
@@ -215,4 +228,4 @@ class IndexReplica:
                 "replica": str(self.replica_dir or ""), "lag": lag, "applied_seq": applied,
                 "stream_seq": self.head_seq, "stale_s": round(stale, 3), "follower_restarts": self.restarts,
                 "content_hash": self._hash, "embedder": self.model, "snapshot_seq": self.snapshot_seq,
-                "snapshot_ms": self.snapshot_ms}
+                "snapshot_ms": self.snapshot_ms, "rows_other_model": sum(self.skipped.values())}

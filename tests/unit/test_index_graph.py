@@ -3,11 +3,14 @@ the HNSW graph behind, without holding the index lock while it inserts."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
+import msgspec
 import numpy as np
 
-from skald.messages.index import IndexRow
+from skald.actors.retriever.replica import IndexReplica
+from skald.messages.index import IndexChange, IndexRow
 from skald.store.index import Query, VectorIndex
 
 
@@ -171,3 +174,20 @@ def test_a_snapshot_lets_searches_and_writes_go_on_and_matches_its_moment(tmp_pa
     assert loaded.content_hash() == idx.content_hash()
     for probe in (added[1], new_vec, old_vec, gone[1]):
         assert [h.row.uri for h in loaded.search(probe, q, 5)[0]] == [h.row.uri for h in idx.search(probe, q, 5)[0]]
+
+
+def test_rows_of_another_embedder_are_skipped_said_once_and_counted(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """An embeddings server moved to another address is another model (its name carries the
+    address): the replica must not compare its vectors with this one's, and must not leave the
+    index empty without a word."""
+    rep = IndexReplica("openai:e5@new", 64, None, tmp_path)  # type: ignore[arg-type]
+    ours, theirs = rows(3, seed=4), rows(2, seed=5)
+    changes = [IndexChange(upsert=msgspec.structs.replace(r, model=m, vector=v.astype("<f4").tobytes()))
+               for m, batch in (("openai:e5@new", ours), ("openai:e5@old", theirs)) for r, v in batch]
+    changes = [changes[0], changes[3], changes[1], changes[4], changes[2]]
+    with caplog.at_level(logging.WARNING, logger="skald.retriever"):
+        rep.apply(list(enumerate(changes, start=1)))
+    assert len(rep.index) == 3 and rep.index.applied_seq == 5
+    assert rep.health()["rows_other_model"] == 2
+    said = [r.getMessage() for r in caplog.records if "openai:e5@old" in r.getMessage()]
+    assert len(said) == 1 and "openai:e5@new" in said[0]
