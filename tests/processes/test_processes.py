@@ -18,8 +18,13 @@ async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: lis
     async with await SkaldClient.connect(url) as c:
         h = await c.call("system.health")
         assert h["status"] == "ok" and set(h["actors"]) == {"session", "archive", "indexer", "retriever", "assembler"}
+        p.send_signal(signal.SIGUSR1)  # what is it waiting for: every pending task's stack, and it serves on
+        assert (await c.call("system.health"))["status"] == "ok"
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 0
+    assert p.stderr is not None
+    err = p.stderr.read()
+    assert "--- task index-follow" in err and "--- task consume-archive" in err and "Stack for <Task" in err
 
 
 async def test_restart_keeps_files_and_index_without_reembedding(tmp_path: Path, procs: list) -> None:
