@@ -138,13 +138,27 @@ def memory_summary(text: str) -> str:
 
 
 def dir_overview(name: str, children: list[tuple[str, bool, str]], readme: str | None) -> str:
-    """A directory's L1: what it is (from its README) and one line per child."""
+    """A directory's L1: what it is (from its README) and one line per child, as many as fit;
+    when not all do, the heading says how many there are, so a reader (and the L0) knows the
+    list goes on."""
     parts = [f"# {name}"]
     if readme and (para := first_paragraph(strip_frontmatter(readme))):
         parts.append(cut_sentences(para, 600))
     if children:
         lines = [f"- {n}{'/' if d else ''}: {a}" if a else f"- {n}{'/' if d else ''}" for n, d, a in children]
-        parts.append("## Contents\n" + "\n".join(lines))
+        head = f"## Contents ({len(lines)} entries, the first {len(lines)} listed)"  # the longest it gets
+        room = OVERVIEW_MAX - len("\n\n".join(parts)) - len(head) - 3
+        shown = used = 0
+        for ln in lines:
+            if used + len(ln) + 1 > room:
+                break
+            used += len(ln) + 1
+            shown += 1
+        if shown < len(lines):
+            head = f"## Contents ({len(lines)} entries, the first {shown} listed)"
+            parts.append(head + "\n" + "\n".join(lines[:shown]))
+        else:
+            parts.append("## Contents\n" + "\n".join(lines))
     out = "\n\n".join(parts)
     return out if len(out) <= OVERVIEW_MAX else out[: OVERVIEW_MAX - 1] + "…"
 
@@ -159,5 +173,6 @@ def dir_abstract(name: str, overview: str, limit: int = ABSTRACT_MAX) -> str:
         return cut_sentences(f"{name}: {prose}", limit)
     if items:
         names = ", ".join(i.split(":", 1)[0] for i in items[:12])
-        return cut_sentences(f"{name}: {len(items)} entries ({names})", limit)
+        total = m.group(1) if (m := re.search(r"^## Contents \((\d+) entries", body, flags=re.M)) else len(items)
+        return cut_sentences(f"{name}: {total} entries ({names})", limit)
     return name

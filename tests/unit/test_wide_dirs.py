@@ -107,3 +107,17 @@ def test_a_directory_slow_to_list_waits_longer_between_refreshes() -> None:
     ready, wait = w.due(now=REFRESH_S + 0.1)
     assert ready == [] and wait == pytest.approx(COST_RATIO - REFRESH_S - 0.1)
     assert w.due(now=COST_RATIO) == ([uri], None)
+
+
+def test_an_overview_that_cannot_list_every_entry_says_how_many_there_are() -> None:
+    """The L1 of a wide directory lists whole lines, as many as fit, under a heading with the
+    count; its L0 counts every entry (it counted only the lines that fit)."""
+    kids = [(f"f{i:04d}.md", False, f"the deploy and rollback of service {i}") for i in range(500)]
+    over = extract.dir_overview("fleet", kids, None)
+    listed = [ln for ln in over.splitlines() if ln.startswith("- ")]
+    assert len(over) <= extract.OVERVIEW_MAX and 20 < len(listed) < 500
+    assert f"## Contents (500 entries, the first {len(listed)} listed)" in over
+    assert listed[-1] == f"- f{len(listed) - 1:04d}.md: the deploy and rollback of service {len(listed) - 1}"
+    assert extract.dir_abstract("fleet", over).startswith("fleet: 500 entries (f0000.md, f0001.md")
+    small = extract.dir_overview("few", kids[:3], None)
+    assert "## Contents\n- f0000.md" in small and extract.dir_abstract("few", small).startswith("few: 3 entries")
