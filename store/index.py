@@ -149,6 +149,7 @@ class VectorIndex:
         # While a snapshot writes the graph (`save`), nothing changes it: new vectors wait in
         # `_pending` (scored exactly), deletes wait here, and searches go on.
         self._saving = False
+        self._save_lock = threading.Lock()  # one snapshot at a time (a stopping replica saves too)
         self._unsaved_deletes: list[tuple[int, bool]] = []  # (label, whether the graph holds it)
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
         self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
@@ -773,7 +774,10 @@ class VectorIndex:
         """Write a snapshot atomically (a temp directory renamed over the old one); the sequence
         it holds. The index lock is held only to copy the rows and vectors: writing them, and the
         graph, takes about a second per 30,000 rows, during which searches used to wait."""
-        directory = Path(directory)
+        with self._save_lock:
+            return self._save(Path(directory))
+
+    def _save(self, directory: Path) -> int:
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
         rows, vecs, meta = self._freeze()
