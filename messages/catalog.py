@@ -55,6 +55,8 @@ SKILLS_ADD = Op("skills.add", ingest_msgs.AddSkillRequest, ingest_msgs.IngestRes
                 "Add a skill (SKILL.md with name and description).")
 CONTENT_SET_TAGS = Op("content.set_tags", ingest_msgs.SetTagsRequest, ingest_msgs.SetTagsResult,
                       "Replace, add or remove the k=v tags of a file (its rows are re-indexed with them).")
+CONTENT_REINDEX = Op("content.reindex", ingest_msgs.ReindexRequest, ingest_msgs.ReindexResult,
+                     "Embed a file or subtree again with the current embedder (and regenerate its summaries).")
 MEMORIES_WRITE = Op("memories.write", ingest_msgs.WriteMemoryRequest, ingest_msgs.IngestResult,
                     "Write an explicit memory.")
 MEMORIES_UPDATE = Op("memories.update", ingest_msgs.UpdateMemoryRequest, ingest_msgs.IngestResult,
@@ -112,5 +114,5 @@ QUEUES: dict[str, Queue] = {q.name: q for q in (INGEST, ARCHIVE)}
 RETRY_SAFE: frozenset[str] = frozenset(op.name for op in (
     FS_READ, FS_LS, FS_TREE, FS_STAT, FS_ABSTRACT, FS_OVERVIEW, MEMORIES_HISTORY, SEARCH_FIND, SEARCH_SEARCH,
     SEARCH_RECALL, SEARCH_GREP, SEARCH_GLOB, SESSIONS_GET, SESSIONS_LIST, SESSIONS_ADD_MESSAGE, SESSIONS_CONTEXT,
-    SESSIONS_USED,
+    SESSIONS_USED, CONTENT_REINDEX,
     SESSIONS_ARCHIVES, SYSTEM_HEALTH, SYSTEM_WHOAMI, SYSTEM_STATS))

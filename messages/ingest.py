@@ -79,6 +79,30 @@ class SetTagsRequest(_Req):
     wait: bool = True
 
 
+class ReindexRequest(_Req):
+    """Embed a file or a subtree again with the embedder the workers now use, and regenerate its
+    directories' summaries (files whose text did not change keep theirs). For rows another
+    embedder wrote (a replica's health counts them as `rows_other_model`), which no search can
+    use. `mode` is OpenViking's name for what this does; it is the only one. Without `recursive`
+    a directory gets its own summaries and rows again, not its entries'. `force` is accepted for
+    OpenViking's clients and changes nothing: a vector kept for the same text and embedder is the
+    one this would make again."""
+
+    uri: URI
+    mode: Literal["vectors_only"] = "vectors_only"
+    wait: bool = True
+    recursive: bool = True
+    force: bool = False
+
+
+class ReindexResult(msgspec.Struct, kw_only=True):
+    uri: str
+    index_job: str
+    indexed: bool  # false when the caller did not wait, or the deadline came first: the job goes on
+    rows: int = 0
+    index_seq: int = 0
+
+
 class SetTagsResult(msgspec.Struct, kw_only=True):
     uri: str
     tags: list[str]

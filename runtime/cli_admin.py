@@ -74,6 +74,17 @@ async def tags(client: SkaldClient, output: str, uri: str, tags: tuple[str, ...]
 
 
 @click.command()
+@click.argument("uri")
+@click.option("--no-wait", is_flag=True, help="Queue the job and return.")
+@connection
+async def reindex(client: SkaldClient, output: str, uri: str, no_wait: bool) -> None:
+    """Embed a file or subtree again with the workers' current embedder (after it changed: health's
+    `rows_other_model` counts the rows no search can use until then)."""
+    emit(output, await client.reindex(uri, wait=not no_wait),
+         lambda r: f"{r.uri}: {r.rows} rows" if r.indexed else f"{r.uri}: queued as {r.index_job}")
+
+
+@click.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("--scope", type=click.Choice(["agent", "user"]), default="agent", show_default=True,
               help="The agent's skills or the user's, shared by their agents.")
@@ -125,7 +136,7 @@ def _plain(value: Any) -> dict[str, Any]:
     return out if isinstance(out, dict) else {"value": out}
 
 
-COMMANDS = (mkdir, rm, mv, stat, abstract, overview, tags, skill, health, stats, whoami)
+COMMANDS = (mkdir, rm, mv, stat, abstract, overview, tags, reindex, skill, health, stats, whoami)
 
 
 def register(group: click.Group) -> None:

@@ -312,6 +312,10 @@ class SkaldClient:
         """Replace (or `mode="add"` / `"remove"`) a file's k=v tags."""
         return await self.request(catalog.CONTENT_SET_TAGS, ingest_msgs.SetTagsRequest(uri=uri, tags=tags, **kw))  # type: ignore[no-any-return]
 
+    async def reindex(self, uri: str, **kw: Any) -> ingest_msgs.ReindexResult:
+        """Embed a file or subtree again with the workers' current embedder."""
+        return await self.request(catalog.CONTENT_REINDEX, ingest_msgs.ReindexRequest(uri=uri, **kw))  # type: ignore[no-any-return]
+
     async def add_skill(self, **kw: Any) -> ingest_msgs.IngestResult:
         return await self.request(catalog.SKILLS_ADD, ingest_msgs.AddSkillRequest(**kw))  # type: ignore[no-any-return]
 

@@ -79,6 +79,7 @@ ROUTES = (
     Route("GET", "/api/v1/content/abstract", catalog.FS_ABSTRACT.name, "query"),
     Route("GET", "/api/v1/content/overview", catalog.FS_OVERVIEW.name, "query"),
     Route("POST", "/api/v1/content/write", catalog.FS_WRITE.name),
+    Route("POST", "/api/v1/content/reindex", catalog.CONTENT_REINDEX.name),
     Route("POST", "/api/v1/resources", catalog.RESOURCES_ADD.name, "resource"),
     Route("POST", "/api/v1/resources/temp_upload", catalog.RESOURCES_UPLOAD.name, "upload"),
     Route("POST", "/api/v1/skills", catalog.SKILLS_ADD.name, "compat"),

@@ -56,8 +56,6 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
                                     "by operation"),
     ("/api/v1/observer/lock", "lock observer: Skald takes no path locks (one owner per session, atomic renames)"),
     ("/api/v1/fs/cp", "copies: write the content again under the new name, or add the source a second time"),
-    ("/api/v1/content/reindex", "explicit reindexing: writes index themselves, and adding a source again "
-                                "re-embeds only what changed"),
     ("/api/v1/content/batch-write", "batched writes: send each with /api/v1/content/write"),
     ("/api/v1/fs/attrs", "extended attributes: tags are set with content.set_tags"),
     ("/api/v1/sessions/", "this session route: Skald's sessions have messages, commit, context and archives"),

@@ -216,6 +216,25 @@ class Indexer(Imports):
                                     tags=tags)
         return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
 
+    @handles(catalog.CONTENT_REINDEX, timeout_s=600.0, journal=True)
+    async def reindex(self, req: ingest_msgs.ReindexRequest, ctx: Ctx) -> ingest_msgs.ReindexResult:
+        """An index job over the subtree as it is on disk: each file's rows are planned again for
+        the current embedder (vectors it already has for a text are reused, the others made), and
+        its directories summarised and embedded again. A space root (`viking://resources`) may be
+        given: nothing is written under it but summaries."""
+        vp = self.ns.resolve(req.uri, ctx.identity)
+        if any(s.startswith(".") for s in vp.segments):
+            raise InvalidArgument("names starting with '.' are reserved", {"uri": vp.uri})
+        if not vp.path.exists():
+            raise NotFound("nothing at this URI", {"uri": vp.uri})
+        if req.recursive or vp.path.is_file():
+            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
+        else:
+            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, refresh_dirs=(vp.uri,))
+        done = await self._submit(job, req.wait, ctx)
+        return ingest_msgs.ReindexResult(uri=vp.uri, index_job=job.job_id, indexed=bool(done),
+                                         rows=done.rows if done else 0, index_seq=done.index_seq if done else 0)
+
     @handles(catalog.CONTENT_SET_TAGS, timeout_s=120.0, journal=True)
     async def set_tags(self, req: ingest_msgs.SetTagsRequest, ctx: Ctx) -> ingest_msgs.SetTagsResult:
         """The file's tags live in its directory's `.index.json`; the re-index carries them to every

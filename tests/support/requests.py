@@ -19,6 +19,7 @@ SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
     "resources.add": ({"content": "x", "name": "x.md"}, [], "target_uri"),
     "resources.upload": ({"path": "docs/x.md", "data": "eA=="}, ["path", "data"], None),
     "content.set_tags": ({"uri": "viking://resources/x.md", "tags": ["team=platform"]}, ["uri", "tags"], "uri"),
+    "content.reindex": ({"uri": "viking://resources"}, ["uri"], "uri"),
     "skills.add": ({"content": "---\nname: s\ndescription: d\n---\n"}, [], None),
     "memories.write": ({"category": "events", "content": "x"}, ["category", "content"], None),
     "search.find": ({"query": "x"}, [], "target_uri"),

@@ -1,0 +1,71 @@
+"""Another embedder, the same tree: rows the old one wrote are skipped (said and counted), and
+`content.reindex` makes them findable again with the new one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skald.messages import errors as E
+from skald.runtime.embedders import HashEmbedder
+from tests.support.stubs import ModelStub
+
+
+def embeddings_server() -> ModelStub:
+    """An OpenAI-compatible embeddings endpoint (the hashed embedder behind it)."""
+    hashed = HashEmbedder()
+
+    def respond(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vecs = [hashed.embed_sync(t) for t in texts]
+        return 200, {"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)],
+                     "model": body.get("model", "hash")}, 0
+
+    return ModelStub(respond)
+
+
+async def test_reindex_brings_back_what_another_embedder_wrote(deploy: Callable[..., Any], tmp_path: Path) -> None:
+    old, new = embeddings_server(), embeddings_server()  # two addresses: two models, by name
+    settings = {"embedder": "openai", "embed_model": "hash", "embed_dim": 384, "data_dir": tmp_path / "data"}
+    try:
+        w1, c1 = await deploy(embed_base_url=old.url, **settings)
+        await c1.call("resources.add", {"content": "# Proxy\n\ncaddy listens on port 8443 behind the firewall",
+                                        "name": "proxy.md", "target_uri": "viking://resources/ops", "wait": True})
+        mem = await c1.call("memories.write", {"category": "preferences",
+                                               "content": "The user drinks oolong tea every morning"})
+        assert (await c1.find("caddy port 8443")).resources
+        await w1.stop()
+
+        w2, c2 = await deploy(embed_base_url=new.url, prefix=w1.cfg.prefix, **settings)
+        assert not (await c2.find("caddy port 8443")).resources  # the old model's rows are not comparable
+        health = (await c2.health()).actors["retriever"]
+        assert health["rows_other_model"] >= 2 and health["index"]["rows"] == 0
+
+        top = await c2.reindex("viking://resources/ops", recursive=False)  # its own rows, not its entries'
+        assert top.indexed and not (await c2.find("caddy port 8443", level=2)).resources
+        got = await c2.reindex("viking://resources")
+        assert got.indexed and got.rows >= 1 and got.uri == "viking://resources"
+        memories = mem["root_uri"].rsplit("/", 1)[0]
+        assert (await c2.reindex(memories)).indexed
+        hits = (await c2.find("caddy port 8443")).resources
+        assert hits and hits[0].uri.startswith("viking://resources/ops/proxy.md")
+        assert any("oolong" in (h.abstract or "") for h in (await c2.find("oolong tea")).memories)
+        assert any(path == "/v1/embeddings" for path, _ in new.calls)
+    finally:
+        old.close()
+        new.close()
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ({"uri": "viking://resources/nothing-here"}, "NOT_FOUND"),
+    ({"uri": "viking://resources", "mode": "semantic_and_vectors"}, "INVALID_ARGUMENT"),
+    ({"uri": "viking://resources/.docs"}, "INVALID_ARGUMENT"),
+    ({"uri": 7}, "INVALID_ARGUMENT"),
+])
+async def test_reindex_refuses_what_it_cannot_do(client, body: dict[str, Any], code: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(E.SkaldError) as err:
+        await client.call("content.reindex", body)
+    assert err.value.code == code
