@@ -27,7 +27,7 @@ from skald.actors.kit.request import Attempt, Ctx
 from skald.messages import catalog, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
-from skald.messages.errors import Conflict, InvalidArgument, NotFound
+from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from skald.store import documents as docs_store
 from skald.store import faults, importing, memory_history, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath
@@ -222,9 +222,13 @@ class Indexer(Imports):
         the current embedder (vectors it already has for a text are reused, the others made), and
         its directories summarised and embedded again. A space root (`viking://resources`) may be
         given: nothing is written under it but summaries."""
-        vp = self.ns.resolve(req.uri, ctx.identity)
+        ident = ctx.identity
+        vp = self.ns.resolve(req.uri, ident)
         if any(s.startswith(".") for s in vp.segments):
             raise InvalidArgument("names starting with '.' are reserved", {"uri": vp.uri})
+        if vp.segments in ((), ("user",)) and ident.role == "user":
+            raise PermissionDenied("this holds every user's space: a user key reindexes its own (viking://~) "
+                                   "and the shared ones (viking://resources)", {"uri": vp.uri})
         if not vp.path.exists():
             raise NotFound("nothing at this URI", {"uri": vp.uri})
         if req.recursive or vp.path.is_file():

@@ -238,3 +238,13 @@ async def test_replay_record_logs_in_as_a_worker_when_keys_are_on(embedded_with_
     ok = await asyncio.to_thread(subprocess.run, [*args, "--keys-file", str(path)], capture_output=True,
                                  text=True, timeout=60)
     assert ok.returncode == 0 and "recorded 1 writes" in ok.stdout
+
+
+async def test_a_user_key_reindexes_its_own_space_not_every_users(secured: dict[str, Any]) -> None:
+    alice = secured["as"](secured["alice"])
+    await alice.call("memories.write", {"category": "preferences", "content": "Alice drinks oolong"})
+    for uri in ("viking://", "viking://user"):
+        with pytest.raises(E.PermissionDenied):
+            await alice.reindex(uri)
+    assert (await alice.reindex("viking://~")).indexed
+    assert (await secured["as"](secured["admin"], user="alice").reindex("viking://user")).indexed
