@@ -180,8 +180,8 @@ class IndexReplica:
         another model and would otherwise leave the index silently empty."""
         if model not in self.skipped:
             log.warning("index rows embedded by %r are skipped: this replica embeds with %r. Point the "
-                        "embedder back at that model, or embed them again with this one (`skald reindex "
-                        "viking://resources`, content.reindex; memories and skills too)", model, self.model)
+                        "embedder back at that model, or embed them again with this one (`skald reindex viking://`, "
+                        "content.reindex)", model, self.model)
         self.skipped[model] = self.skipped.get(model, 0) + 1
 
     async def _snapshots(self) -> None:
