@@ -101,7 +101,7 @@ class SearchTrace:
     examined: int
 
 
-SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin")
+SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack")  # the last: since 2026-12
 
 
 def _crc32(path: Path) -> int:
@@ -159,6 +159,9 @@ class VectorIndex:
         self._level_mat: dict[frozenset[int], np.ndarray] = {}  # vectors of those rows, gathered once
         self._live = 0
         self._chash = 0  # XOR of every live row's digest (`_digest`): `content_hash` without a scan
+        # Rows whose latest write came from another embedder (key -> its name): not searchable
+        # here, counted until this embedder writes or deletes them (`content.reindex`).
+        self.foreign: dict[str, str] = {}
         self.keywords = KeywordIndex()
         self._graph = hnswlib.Index(space="ip", dim=dim)
         self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
@@ -202,6 +205,8 @@ class VectorIndex:
                 if vec.shape != (self.dim,):
                     raise ValueError(f"vector of dim {vec.shape} for an index of dim {self.dim}")
                 key = row_key(row.account, row.uri, row.level)
+                if self.foreign:
+                    self.foreign.pop(key, None)
                 label = self._labels.get(key)
                 if label is not None and label not in forgotten:
                     self._forget_adj(label)  # its old contribution to the account's centre
@@ -347,9 +352,16 @@ class VectorIndex:
                     del self._pending[lab]
             return len(self._pending)
 
+    def note_foreign(self, account: str, uri: str, level: int, model: str) -> None:
+        """A row another embedder wrote: counted (`foreign`), never searched."""
+        with self._lock:
+            self.foreign[row_key(account, uri, level)] = model
+
     def delete(self, account: str, uri: str, level: int) -> bool:
         with self._lock:
             key = row_key(account, uri, level)
+            if self.foreign:
+                self.foreign.pop(key, None)
             label = self._labels.pop(key, None)
             if label is None:
                 return False
@@ -785,6 +797,7 @@ class VectorIndex:
             np.save(tmp / "vectors.npy", vecs)
             del vecs
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
+            (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
             with self._graph_lock:
                 self._graph.save_index(str(tmp / "graph.bin"))
         finally:
@@ -815,6 +828,7 @@ class VectorIndex:
                 n = len(self._rows)
                 meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
                                         "rows": n}
+                meta["foreign"] = dict(self.foreign)
                 return self._rows[:n], self._vecs[:n].copy(), meta
 
     def _thaw(self) -> None:
@@ -888,6 +902,8 @@ class VectorIndex:
         idx._sorted_keys = [p[0] for p in pairs]
         idx._sorted_labels = [p[1] for p in pairs]
         idx.applied_seq = int(meta.get("applied_seq", 0))
+        if "foreign.msgpack" in (meta.get("crc32") or {}):  # snapshots from before it have none
+            idx.foreign = msgspec.msgpack.decode((directory / "foreign.msgpack").read_bytes(), type=dict[str, str])
         return idx
 
     def stats(self) -> dict[str, int]:

@@ -165,7 +165,9 @@ class IndexReplica:
                 if row.model == self.model and vec.shape == (self.index.dim,):
                     ups.append((row, vec.astype(np.float32)))
                 else:
+                    flush()  # in stream order: a later write of the key by this embedder clears it
                     self._foreign(row.model)
+                    self.index.note_foreign(row.account, row.uri, row.level, row.model)
             elif ch.delete is not None:
                 flush()
                 d = ch.delete
@@ -182,7 +184,7 @@ class IndexReplica:
             log.warning("index rows embedded by %r are skipped: this replica embeds with %r. Point the "
                         "embedder back at that model, or embed them again with this one (`skald reindex viking://`, "
                         "content.reindex)", model, self.model)
-        self.skipped[model] = self.skipped.get(model, 0) + 1
+        self.skipped[model] = self.skipped.get(model, 0) + 1  # writes seen; `index.foreign` what is left
 
     async def _snapshots(self) -> None:
         """A snapshot when rows changed, at most every `snapshot_interval_s`, and never more than
@@ -228,4 +230,4 @@ class IndexReplica:
                 "replica": str(self.replica_dir or ""), "lag": lag, "applied_seq": applied,
                 "stream_seq": self.head_seq, "stale_s": round(stale, 3), "follower_restarts": self.restarts,
                 "content_hash": self._hash, "embedder": self.model, "snapshot_seq": self.snapshot_seq,
-                "snapshot_ms": self.snapshot_ms, "rows_other_model": sum(self.skipped.values())}
+                "snapshot_ms": self.snapshot_ms, "rows_other_model": len(self.index.foreign)}

@@ -191,3 +191,11 @@ def test_rows_of_another_embedder_are_skipped_said_once_and_counted(tmp_path, ca
     assert rep.health()["rows_other_model"] == 2
     said = [r.getMessage() for r in caplog.records if "openai:e5@old" in r.getMessage()]
     assert len(said) == 1 and "openai:e5@new" in said[0]
+    # What is left of them is counted, across a snapshot, until this embedder writes or drops them.
+    rep.index.save(tmp_path / "snap")
+    loaded = VectorIndex.load(tmp_path / "snap", 64, "openai:e5@new")
+    assert loaded is not None and len(loaded.foreign) == 2
+    d0, d1 = theirs[0][0], theirs[1][0]
+    loaded.upsert_many([(d0, theirs[0][1])])  # written again by this embedder (content.reindex)
+    loaded.delete(d1.account, d1.uri, d1.level)
+    assert loaded.foreign == {}

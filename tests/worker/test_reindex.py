@@ -50,6 +50,8 @@ async def test_reindex_brings_back_what_another_embedder_wrote(deploy: Callable[
         assert got.indexed and got.rows >= 1 and got.uri == "viking://resources"
         memories = mem["root_uri"].rsplit("/", 1)[0]
         assert (await c2.reindex(memories)).indexed
+        assert (await c2.reindex("viking://")).indexed  # the whole account (here the two above covered it)
+        assert (await c2.health()).actors["retriever"]["rows_other_model"] == 0
         hits = (await c2.find("caddy port 8443")).resources
         assert hits and hits[0].uri.startswith("viking://resources/ops/proxy.md")
         assert any("oolong" in (h.abstract or "") for h in (await c2.find("oolong tea")).memories)
