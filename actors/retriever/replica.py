@@ -158,7 +158,7 @@ class IndexReplica:
                 self.index.upsert_many(ups, defer_graph=bulk)
                 ups.clear()
 
-        for seq, ch in batch:
+        for _, ch in batch:
             if ch.upsert is not None:
                 row = ch.upsert
                 vec = np.frombuffer(row.vector, dtype="<f4")
@@ -172,8 +172,12 @@ class IndexReplica:
                 flush()
                 d = ch.delete
                 self.index.delete(d.account, d.uri, d.level)
-            self.index.applied_seq = max(self.index.applied_seq, seq)
         flush()
+        # Only now: a snapshot (another thread) or a read-your-writes check that saw a sequence
+        # whose rows still waited in `ups` would skip them for good (a snapshot's tail starts past
+        # it). A snapshot of part of the batch with the older sequence is replayed harmlessly.
+        if batch:
+            self.index.applied_seq = max(self.index.applied_seq, batch[-1][0])
         self._dirty = True
 
     def _foreign(self, model: str) -> None:

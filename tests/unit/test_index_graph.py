@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 
 from skald.actors.retriever.replica import IndexReplica
-from skald.messages.index import IndexChange, IndexRow
+from skald.messages.index import IndexChange, IndexDelete, IndexRow
 from skald.store.index import Query, VectorIndex
 
 
@@ -199,3 +199,35 @@ def test_rows_of_another_embedder_are_skipped_said_once_and_counted(tmp_path, ca
     loaded.upsert_many([(d0, theirs[0][1])])  # written again by this embedder (content.reindex)
     loaded.delete(d1.account, d1.uri, d1.level)
     assert loaded.foreign == {}
+
+
+class Recording(VectorIndex):
+    """The index as the replica drives it, noting the sequence it claims at each write."""
+
+    def __init__(self) -> None:
+        super().__init__(64, "m")
+        self.claimed: list[int] = []
+
+    def upsert_many(self, rows, defer_graph=False):  # type: ignore[no-untyped-def]
+        self.claimed.append(self.applied_seq)
+        return super().upsert_many(rows, defer_graph)
+
+    def delete(self, account: str, uri: str, level: int) -> bool:
+        self.claimed.append(self.applied_seq)
+        return super().delete(account, uri, level)
+
+
+def test_the_applied_sequence_never_runs_ahead_of_the_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A snapshot records the sequence it holds and its tail starts after it: a sequence claimed
+    while its rows still waited to be written would lose them for good (and a read-your-writes
+    check would pass before the rows are searchable)."""
+    rep = IndexReplica("m", 64, None, tmp_path)  # type: ignore[arg-type]
+    rep.index = Recording()
+    data = rows(4, seed=6)
+    batch = [(10 + i, IndexChange(upsert=msgspec.structs.replace(r, model="m", vector=v.astype("<f4").tobytes())))
+             for i, (r, v) in enumerate(data)]
+    batch.insert(2, (99, IndexChange(delete=IndexDelete(account="a", uri=data[0][0].uri, level=2))))
+    batch = [(seq, ch) for seq, (_, ch) in zip(range(10, 15), batch, strict=True)]
+    rep.apply(batch)
+    assert rep.index.claimed and all(s == 0 for s in rep.index.claimed)
+    assert rep.index.applied_seq == 14 and len(rep.index) == 3
