@@ -784,8 +784,8 @@ class VectorIndex:
 
     def save(self, directory: Path) -> int:
         """Write a snapshot atomically (a temp directory renamed over the old one); the sequence
-        it holds. The index lock is held only to copy the rows and vectors: writing them, and the
-        graph, takes about a second per 30,000 rows, during which searches used to wait."""
+        it holds. The index lock is held only to list the rows: writing them, the vectors and the
+        graph takes about a second per 30,000 rows, during which searches used to wait."""
         with self._save_lock:
             return self._save(Path(directory))
 
