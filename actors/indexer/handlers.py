@@ -58,9 +58,10 @@ class Indexer(Imports):
 
     # ----- requests ---------------------------------------------------------------------
 
-    def _writable(self, uri: str, ident: Identity) -> VikingPath:
+    def _writable(self, uri: str, ident: Identity, roots: bool = False) -> VikingPath:
+        """`uri` resolved for a write; a space root only with `roots` (a reindex writes summaries)."""
         vp = self.ns.resolve(uri, ident)
-        if len(vp.segments) < 2 or (vp.segments[0] == "user" and len(vp.segments) < 3):
+        if not roots and (len(vp.segments) < 2 or (vp.segments[0] == "user" and len(vp.segments) < 3)):
             raise InvalidArgument("cannot write a space root", {"uri": vp.uri})
         if any(s.startswith(".") for s in vp.segments):
             raise InvalidArgument("names starting with '.' are reserved", {"uri": vp.uri})
@@ -223,9 +224,7 @@ class Indexer(Imports):
         its directories summarised and embedded again. A space root (`viking://resources`) may be
         given: nothing is written under it but summaries."""
         ident = ctx.identity
-        vp = self.ns.resolve(req.uri, ident)
-        if any(s.startswith(".") for s in vp.segments):
-            raise InvalidArgument("names starting with '.' are reserved", {"uri": vp.uri})
+        vp = self._writable(req.uri, ident, roots=True)
         if vp.segments in ((), ("user",)) and ident.role == "user":
             raise PermissionDenied("this holds every user's space: a user key reindexes its own (viking://~) "
                                    "and the shared ones (viking://resources)", {"uri": vp.uri})

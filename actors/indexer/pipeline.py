@@ -180,19 +180,23 @@ class IngestPipeline:
         directories above them, bottom-up, in one publish."""
         while True:
             ready, wait = self.wide.due(time.monotonic())
-            if ready:
-                dirs = {u: self._waiting.pop(u) for u in ready if u in self._waiting}
-                for vp in list(dirs.values()):
-                    self._upward(Identity(account=vp.account, is_root=True), vp.segments[:-1], dirs)
-                try:
-                    changes = await self._dir_rows(_bottom_up(dirs))
-                    if changes:
-                        await self.bus.publish_index(changes)
-                except Exception:  # noqa: BLE001 - the next job that touches them refreshes them
-                    log.exception("refreshing wide directories %s failed", sorted(dirs))
+            await self._refresh(ready)
             if wait is None:
                 return
             await asyncio.sleep(wait)
+
+    async def _refresh(self, ready: list[str]) -> None:
+        dirs = {u: self._waiting.pop(u) for u in ready if u in self._waiting}
+        if not dirs:
+            return
+        for vp in list(dirs.values()):
+            self._upward(Identity(account=vp.account, is_root=True), vp.segments[:-1], dirs)
+        try:
+            changes = await self._dir_rows(_bottom_up(dirs))
+            if changes:
+                await self.bus.publish_index(changes)
+        except Exception:  # noqa: BLE001 - the next job that touches them refreshes them
+            log.exception("refreshing wide directories %s failed", sorted(dirs))
 
     def _upward(self, ident: Identity, segs: tuple[str, ...], into: dict[str, VikingPath]) -> None:
         """The directory `segs` and each one above it, below the space root, added to `into`."""
@@ -206,9 +210,7 @@ class IngestPipeline:
         if self._later is not None and not self._later.done():
             self._later.cancel()
             await asyncio.gather(self._later, return_exceptions=True)
-        if self._waiting:
-            self.wide.next_at.update(dict.fromkeys(self._waiting, float("-inf")))
-            await self._refresh_later()
+        await self._refresh(self.wide.take_all())
 
     async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
         rows: list[tuple[IndexRow, str]] = []

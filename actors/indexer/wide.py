@@ -48,6 +48,12 @@ class WideDirs:
         self.deferred += 1
         return True
 
+    def take_all(self) -> list[str]:
+        """Every waiting directory, due now whatever its interval (a stopping indexer)."""
+        ready = sorted(self.waiting)
+        self.waiting.clear()
+        return ready
+
     def due(self, now: float) -> tuple[list[str], float | None]:
         """(the waiting directories whose interval is over, seconds until the next one is)."""
         ready = sorted(u for u in self.waiting if now >= self.next_at.get(u, now))

@@ -59,7 +59,7 @@ class IndexReplica:
         self._progress_at = time.monotonic()  # last time rows were applied (or the lag was zero)
         self._fresh_at = time.monotonic()  # last time the replica had everything the stream had
         self.restarts = 0
-        self.skipped: dict[str, int] = {}  # rows of another embedder seen in the stream, by its name
+        self._told: set[str] = set()  # other embedders whose rows were skipped, said once each
 
     def _claim_dir(self) -> Path:
         """Each replica on a host keeps its own snapshot: take the first slot nobody holds."""
@@ -166,8 +166,7 @@ class IndexReplica:
                     ups.append((row, vec.astype(np.float32)))
                 else:
                     flush()  # in stream order: a later write of the key by this embedder clears it
-                    self._foreign(row.model)
-                    self.index.note_foreign(row.account, row.uri, row.level, row.model)
+                    self._foreign(row)
             elif ch.delete is not None:
                 flush()
                 d = ch.delete
@@ -180,15 +179,17 @@ class IndexReplica:
             self.index.applied_seq = max(self.index.applied_seq, batch[-1][0])
         self._dirty = True
 
-    def _foreign(self, model: str) -> None:
+    def _foreign(self, row: IndexRow) -> None:
         """A row another embedder wrote cannot be compared with this one's queries: skipped, and
         said once per model, since an embeddings server moved to another address counts as
         another model and would otherwise leave the index silently empty."""
-        if model not in self.skipped:
+        model = row.model
+        self.index.note_foreign(row.account, row.uri, row.level, model)
+        if model not in self._told:
+            self._told.add(model)
             log.warning("index rows embedded by %r are skipped: this replica embeds with %r. Point the "
                         "embedder back at that model, or embed them again with this one (`skald reindex viking://`, "
                         "content.reindex)", model, self.model)
-        self.skipped[model] = self.skipped.get(model, 0) + 1  # writes seen; `index.foreign` what is left
 
     async def _snapshots(self) -> None:
         """A snapshot when rows changed, at most every `snapshot_interval_s`, and never more than
