@@ -125,6 +125,7 @@ def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | Non
 
     keys = KeyStore(keys_file, os.environ.get("SKALD_ROOT_KEY", ""))
     servers = nats_url.split(",")
+    from skald.runtime import heap
     from skald.runtime import tracing as traces
 
     traces.setup(tracing, "skald-http", otlp_endpoint, sample=trace_sample)
@@ -134,6 +135,7 @@ def http(nats_url: str, prefix: str, host: str, port: int, keys_file: Path | Non
         root = os.environ.get("SKALD_ROOT_KEY") or None
         client = await SkaldClient.connect(servers, prefix=prefix, api_key=root)
         runner = await serve(client, host, port, keys, servers)
+        heap.settle()
         click.echo(f"skald http ready http://{host}:{port}", err=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

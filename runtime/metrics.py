@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, ProcessCollector, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -64,6 +64,9 @@ class HealthCollector(Collector):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)  # health keys are read at scrape time
+        # The process's CPU and memory, and CPython's collections by generation (see runtime/heap.py).
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self.requests = Counter("skald_requests", "Requests answered, by operation and reply code.",
                                 ["op", "code"], registry=self.registry)
         self.latency = Histogram("skald_request_seconds", "Time from a request's arrival to its reply.", ["op"],

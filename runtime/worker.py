@@ -26,7 +26,7 @@ from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
-from skald.runtime import busauth, httpjson, logs, tracing
+from skald.runtime import busauth, heap, httpjson, logs, tracing
 from skald.runtime.bus import NatsBus
 from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
@@ -288,6 +288,7 @@ async def serve(cfg: Config, embedded: bool, ready_line: bool = True) -> int:
     except BaseException:
         await worker.stop()
         raise
+    log.debug("gc: %d start-up objects frozen", heap.settle())
     if ready_line:
         print(f"skald ready {url}", flush=True)
     await stop.wait()

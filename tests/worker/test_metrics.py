@@ -39,6 +39,8 @@ async def test_metrics_count_the_workload(deploy: Callable[..., Any]) -> None:
     assert got[("skald_actor_retriever_index_rows", ())] >= 3
     assert got[("skald_actor_retriever_lag", ())] == 0
     assert ("skald_in_flight", ()) in got
+    assert ("python_gc_collections_total", (("generation", "0"),)) in got
+    assert got[("process_resident_memory_bytes", ())] > 0
 
 
 async def test_a_failed_request_is_one_log_line_with_its_fields(deploy: Callable[..., Any],
