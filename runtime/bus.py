@@ -41,7 +41,7 @@ from skald.messages.envelope import (
     H_WORKER,
 )
 from skald.messages.index import IndexChange
-from skald.runtime import tracing
+from skald.runtime import replies, tracing
 from skald.runtime.jspublish import AckedPublisher
 from skald.runtime.streams import RETRY_AFTER_MS, retry_transient, stream_name
 
@@ -105,6 +105,7 @@ class NatsBus:
         self.lease_ttl_s = lease_ttl_s
         self._kv: Any = None
         self._acked = AckedPublisher(nc, 10.0)
+        self._replies = replies.of(nc)
         self.local: LocalServer | None = None  # set by the worker when in-process calls are on
 
     # ----- leases (single writer per key across workers) -------------------------------------
@@ -206,7 +207,7 @@ class NatsBus:
                 headers[H_ROOT] = "1"
         tracing.inject(headers)
         try:
-            msg = await self.nc.request(subject, msgspec.json.encode(body), timeout=timeout_s + 0.25, headers=headers)
+            msg = await self._replies.request(subject, msgspec.json.encode(body), timeout_s + 0.25, headers)
         except NoRespondersError as e:
             raise E.Unavailable("no worker serves this", where) from e
         except NatsTimeout as e:

@@ -48,7 +48,7 @@ from skald.messages.envelope import (
     H_USER,
     MSGPACK,
 )
-from skald.runtime import tracing
+from skald.runtime import replies, tracing
 from skald.runtime.busauth import client_login
 from skald.store import importing
 
@@ -152,7 +152,7 @@ class SkaldClient:
         hdrs.update(headers or {})
         tracing.inject(hdrs)  # the caller's current span, if it has one, parents the trace
         try:
-            msg = await self.nc.request(f"{self.prefix}.v1.{op}", body, timeout=t + 0.5, headers=hdrs)
+            msg = await replies.of(self.nc).request(f"{self.prefix}.v1.{op}", body, t + 0.5, hdrs)
         except NoRespondersError as e:
             raise E.Unavailable(f"no worker serves {op}") from e
         except NatsTimeout as e:
