@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
@@ -44,6 +45,10 @@ async def local(name: str, embedder: str = "hash", tmp: Path | None = None, time
         setattr(cfg, k, v)
     worker = Worker(cfg, embedded=False)
     await worker.start()
+    with contextlib.suppress(ImportError):  # as `skald up` does once ready (absent from older refs' code)
+        from skald.runtime import heap
+
+        heap.settle()
     return Local(tmp, srv, worker, await SkaldClient.connect(url, timeout_s=timeout_s))
 
 
