@@ -319,8 +319,7 @@ class KeywordIndex:
                 else:
                     labels, tf = self._post[tid].current(self._gen)
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                dl = self._dl[labels]
-                parts.append((labels, (idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))).astype(np.float32)))
+                parts.append((labels, _weights(tf, self._dl[labels], idf, avgdl)))
             if not parts:
                 return _EMPTY_LABELS, _EMPTY_SCORES, pruned
             if len(parts) == 1:
@@ -338,6 +337,18 @@ class KeywordIndex:
             scores = self._scratch[hit]
             self._scratch[hit] = 0.0
             return hit, scores, pruned
+
+
+def _weights(tf: np.ndarray, dl: np.ndarray, idf: float, avgdl: float) -> np.ndarray:
+    """BM25 term weights, idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl)), in float32
+    and in place: two temporaries instead of eight, about half the time of the written-out formula
+    (numpy's per-operation cost is most of it at a few hundred postings)."""
+    den = dl * np.float32(K1 * B / avgdl)  # a new array: `dl` is a gather, tf may be the postings' own
+    den += np.float32(K1 * (1 - B))
+    den += tf
+    out = tf * np.float32(idf * (K1 + 1))
+    out /= den
+    return out
 
 
 def _top(hit: np.ndarray, scores: np.ndarray, k: int,
