@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import weakref
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -67,14 +66,13 @@ class Replies:
         return msg
 
 
-_by_connection: weakref.WeakKeyDictionary[NATS, Replies] = weakref.WeakKeyDictionary()
-
-
 def of(nc: NATS) -> Replies:
-    """The connection's one reply inbox, shared by every caller on it."""
-    got = _by_connection.get(nc)
+    """The connection's one reply inbox, shared by every caller on it. Kept on the connection
+    object itself: a weak-keyed table would never let go of a connection its value refers to."""
+    got: Replies | None = getattr(nc, "_skald_replies", None)
     if got is None:
-        got = _by_connection[nc] = Replies(nc)
+        got = Replies(nc)
+        nc._skald_replies = got  # type: ignore[attr-defined]
     return got
 
 

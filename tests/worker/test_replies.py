@@ -4,6 +4,8 @@ request among many in flight, and nats-py's failures are raised as `nc.request` 
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import nats
 import pytest
@@ -43,3 +45,15 @@ async def test_replies_match_requests_and_fail_as_nats_py_does(nats_url: str) ->
     finally:
         await nc.close()
         await server.close()
+
+
+
+async def test_a_closed_connection_and_its_inbox_are_freed(nats_url: str) -> None:
+    nc = await nats.connect(nats_url)
+    with pytest.raises(NoRespondersError):
+        await replies.of(nc).request("rep.nobody.here", b"", 5.0)  # the inbox subscribed
+    gone = weakref.ref(nc)
+    await nc.close()
+    del nc
+    gc.collect()
+    assert gone() is None
