@@ -260,8 +260,7 @@ class ActorHost:
             code = reply.error.code if reply.error is not None else "OK"
             tracing.outcome(span, code)
         took = time.perf_counter() - t0
-        self.metrics.requests.labels(decl.op, code).inc()
-        self.metrics.latency.labels(decl.op).observe(took)
+        self.metrics.answered(decl.op, code, took)
         level = logging.DEBUG if code == "OK" else logging.INFO if code in QUIET_CODES else logging.WARNING
         if log.isEnabledFor(level):
             log.log(level, "request %s", "ok" if code == "OK" else "failed", extra={
@@ -380,8 +379,7 @@ class ActorHost:
                 self._op_in_flight[op] -= 1
             code = reply.error.code if reply.error is not None else "OK"
             tracing.outcome(span, code)
-        self.metrics.requests.labels(decl.op, code).inc()
-        self.metrics.latency.labels(decl.op).observe(time.perf_counter() - t0)
+        self.metrics.answered(decl.op, code, time.perf_counter() - t0)
         if reply.error is not None:
             raise E.from_wire(reply.error.code, reply.error.message, reply.error.details)
         if into is msgspec.Raw:
