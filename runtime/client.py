@@ -83,6 +83,7 @@ class SkaldClient:
                  agent: str | None = None, peer: str | None = None, api_key: str | None = None,
                  timeout_s: float = 30.0, owns_connection: bool = False, retries: bool = True) -> None:
         self.nc = nc
+        self._replies = replies.of(nc)  # the connection's reply inbox, shared with its other clients
         self.prefix = prefix
         self.timeout_s = timeout_s
         self.retries = retries  # retry-safe operations are retried within the deadline (see `call`)
@@ -152,7 +153,7 @@ class SkaldClient:
         hdrs.update(headers or {})
         tracing.inject(hdrs)  # the caller's current span, if it has one, parents the trace
         try:
-            msg = await replies.of(self.nc).request(f"{self.prefix}.v1.{op}", body, t + 0.5, hdrs)
+            msg = await self._replies.request(f"{self.prefix}.v1.{op}", body, t + 0.5, hdrs)
         except NoRespondersError as e:
             raise E.Unavailable(f"no worker serves {op}") from e
         except NatsTimeout as e:

@@ -146,19 +146,16 @@ def dir_overview(name: str, children: list[tuple[str, bool, str]], readme: str |
         parts.append(cut_sentences(para, 600))
     if children:
         lines = [f"- {n}{'/' if d else ''}: {a}" if a else f"- {n}{'/' if d else ''}" for n, d, a in children]
-        head = f"## Contents ({len(lines)} entries, the first {len(lines)} listed)"  # the longest it gets
-        room = OVERVIEW_MAX - len("\n\n".join(parts)) - len(head) - 3
+        longest_head = len(f"## Contents ({len(lines)} entries, the first {len(lines)} listed)")
+        room = OVERVIEW_MAX - len("\n\n".join(parts)) - longest_head - 3
         shown = used = 0
         for ln in lines:
             if used + len(ln) + 1 > room:
                 break
             used += len(ln) + 1
             shown += 1
-        if shown < len(lines):
-            head = f"## Contents ({len(lines)} entries, the first {shown} listed)"
-            parts.append(head + "\n" + "\n".join(lines[:shown]))
-        else:
-            parts.append("## Contents\n" + "\n".join(lines))
+        head = "## Contents" if shown == len(lines) else f"## Contents ({len(lines)} entries, the first {shown} listed)"
+        parts.append(head + "\n" + "\n".join(lines[:shown]))
     out = "\n\n".join(parts)
     return out if len(out) <= OVERVIEW_MAX else out[: OVERVIEW_MAX - 1] + "…"
 
