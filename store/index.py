@@ -406,6 +406,10 @@ class VectorIndex:
             self._live -= 1
             return True
 
+    def live_rows(self) -> list[IndexRow]:
+        with self._lock:
+            return [r for r in self._rows if r is not None]
+
     def get(self, account: str, uri: str, level: int) -> IndexRow | None:
         label = self._labels.get(row_key(account, uri, level))
         return None if label is None else self._rows[label]
@@ -601,21 +605,18 @@ class VectorIndex:
             self._graph.set_ef(max(HNSW_EF_SEARCH, fetch))
             labels, dists = self._graph.knn_query(vec, k=fetch, num_threads=1)
             labs = labels[0].astype(np.int64)
-            ok = self._mask(labs, q)
             scores = 1.0 - dists[0] + self._adjust(labs, q.account)
+            # In adjusted-score order (the graph's order is the raw cosine's), the rows the
+            # filters drop taken out as arrays; only the scope and the predicate are per row.
+            order = np.argsort(-scores, kind="stable")
+            order = order[self._mask(labs, q)[order]]
             hits: list[Hit] = []
-            starts = self._starts(q.account, q.prefixes)
-            # In adjusted-score order (the graph's order is the raw cosine's).
-            for i in np.argsort(-scores, kind="stable").tolist():
-                if not ok[i]:
+            starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
+            for label, score in zip(labs[order].tolist(), scores[order].tolist(), strict=True):
+                row = rows[label]
+                if row is None or not skeys[label].startswith(starts) or (pred is not None and not pred(row)):
                     continue
-                label = int(labs[i])
-                row = self._rows[label]
-                if row is None or not self._skeys[label].startswith(starts):
-                    continue
-                if q.predicate is not None and not q.predicate(row):
-                    continue
-                hits.append(Hit(row, float(scores[i]), label=label))
+                hits.append(Hit(row, score, label=label))
                 if len(hits) >= k:
                     break
             if len(hits) >= k or fetch >= self._live:

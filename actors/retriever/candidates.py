@@ -10,7 +10,7 @@ collapsed to one `.overview.md` entry, and the other-peer penalty.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import msgspec
@@ -176,7 +176,9 @@ class _Served(msgspec.Struct, gc=False):
 
 
 _SERVED: dict[str, _Served | None] = {}
-SERVED_CACHE_MAX = 65_536  # rows; the cache is dropped whole when full (a few MB at most)
+# Rows; about 130 bytes each (34 MB at most). Full, it is dropped whole on a query's miss; the
+# replica warms it as rows arrive (`warm`), which only fills what room there is.
+SERVED_CACHE_MAX = 262_144
 
 
 def _served(row: IndexRow) -> _Served | None:
@@ -220,6 +222,17 @@ def served(row: IndexRow) -> _Served | None:
     if got is None:  # kept only while the URI's row is this one: a None cannot be checked
         _SERVED.pop(row.uri)
     return got
+
+
+def warm(rows: Iterable[IndexRow | None]) -> None:
+    """Work out how rows are served as they reach the index, while the cache has room: a
+    query's first sight of a row (at 100k rows, most of a context request's 150) would
+    otherwise pay ~2.6 us for it."""
+    for row in rows:
+        if len(_SERVED) >= SERVED_CACHE_MAX:
+            return
+        if row is not None and (got := _served(row)) is not None:
+            _SERVED[row.uri] = got
 
 
 def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], cooled: Callable[[str], bool],

@@ -229,6 +229,8 @@ class Retriever(TreeReads):
         n_excluded: set[str] = set()
         n_cooled: set[str] = set()
         search_s = shape_s = 0.0
+        # Per hit below: looked up once (an event-free request skips the decay altogether).
+        to_scale, decay, now, thr, gte = cal.score, c.decay, c.now, req.score_threshold, req.score_gte
         for b in req.buckets:
             plan = plans[b.name]
             if plan is None or b.name in errors:
@@ -237,8 +239,8 @@ class Retriever(TreeReads):
             q, k, k_turns = plan
 
             def passes(h: Hit, margin: float) -> bool:
-                return results.passes(decayed_score(h.row, cal.score(gate_of(h) - margin), c.decay, c.now),
-                                      req.score_threshold, req.score_gte)
+                s = to_scale((h.score if h.gate is None else h.gate) - margin)
+                return results.passes(s if decay is None else decayed_score(h.row, s, decay, now), thr, gte)
 
             def ranked(k: int, kws: list[Words], q: Query = q) -> tuple[list[Hit], bool]:
                 """Every query's passing hits, and whether a full page held transcript turns."""
@@ -257,8 +259,9 @@ class Retriever(TreeReads):
                     hits, _ = ranked(k_turns, [keyword_hits(index, text, q, k_turns) for text in req.queries])
                 tm = time.perf_counter()
                 search_s += tm - ts
-                scored = [candidates.Scored(h.row, decayed_score(h.row, cal.score(h.score), c.decay, c.now),
-                                            decayed_score(h.row, h.score, c.decay, c.now)) for h in hits]
+                scored = ([candidates.Scored(h.row, to_scale(h.score), h.score) for h in hits] if decay is None else
+                          [candidates.Scored(h.row, decayed_score(h.row, to_scale(h.score), decay, now),
+                                             decayed_score(h.row, h.score, decay, now)) for h in hits])
                 shaped = candidates.shape(scored, ctx.identity, excluded, cooled, package_abstract,
                                           req.other_peer_penalty)
                 n_excluded |= shaped.excluded

@@ -25,6 +25,7 @@ import numpy as np
 
 from skald.actors.kit.ports import Bus
 from skald.actors.kit.request import Ctx
+from skald.actors.retriever import candidates
 from skald.messages.errors import Unavailable
 from skald.messages.index import IndexChange, IndexRow
 from skald.store.index import VectorIndex
@@ -82,6 +83,8 @@ class IndexReplica:
         last = await self.bus.index_last_seq()
         if snap is not None and snap.applied_seq <= last:
             self.index = snap
+            self._tasks.append(asyncio.create_task(asyncio.to_thread(lambda: candidates.warm(snap.live_rows())),
+                                                   name="index-warm"))
         elif snap is not None:
             log.warning("snapshot is ahead of the index stream (stream reset?): rebuilding")
         self.head_seq = last
@@ -156,6 +159,8 @@ class IndexReplica:
         def flush() -> None:
             if ups:
                 self.index.upsert_many(ups, defer_graph=bulk)
+                get = self.index.get  # the index keeps its own copy of each row
+                candidates.warm(get(r.account, r.uri, r.level) for r, _ in ups)
                 ups.clear()
 
         for _, ch in batch:

@@ -348,6 +348,25 @@ def test_shaping_works_a_row_out_again_when_the_index_replaces_it() -> None:
     assert uris(row(odd, cat="preferences")) == [(odd, False, "peer")]
 
 
+def test_warming_works_rows_out_ahead_within_the_cache_and_an_upsert_still_wins(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replica warms the serving cache as rows arrive: a warmed row is served from it, a row
+    never served (a profile) is not kept, a full cache takes no more, and a later row object for
+    the same URI is still worked out again."""
+    monkeypatch.setattr(candidates, "_SERVED", {})
+    monkeypatch.setattr(candidates, "SERVED_CACHE_MAX", 3)
+    a, b = row("viking://resources/a.md", ctype="resource"), row("viking://resources/b.md", ctype="resource")
+    prof = row("viking://user/u/memories/profile.md", cat="profile.md")
+    candidates.warm([a, prof, None, b])
+    assert set(candidates._SERVED) == {a.uri, b.uri}
+    assert candidates.served(a) is candidates._SERVED[a.uri] and candidates.served(a).row is a
+    candidates.warm([row(f"viking://resources/{i}.md", ctype="resource") for i in range(5)])
+    assert len(candidates._SERVED) == 3  # filled to the cap, never cleared by warming
+    doc = msgspec.structs.replace(row(a.uri, 1, ctype="resource"), kind="document", text="# A\n- x")
+    got = candidates.served(doc)
+    assert got is not None and got.row is doc and got.is_dir
+
+
 def test_coverage_lists_what_the_budget_cut() -> None:
     s = [slot("viking://resources/a.md", "resources", 0.9, {"abstract": "alpha " * 40}),
          slot("viking://user/u/memories/events/e.md", "events", 0.8, {"overview": "beta " * 200}),
