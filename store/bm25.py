@@ -36,6 +36,9 @@ COMMON_MIN_DF = 5_000
 # BM25 score mass, at 1.8 ms instead of 4.6; 4,096 champions: 0.962 at 0.9 ms.
 CHAMPIONS = 16_384
 CHAMPIONS_FROM = 4 * CHAMPIONS
+# A term's BM25 weights change with every write (the row count and the average length move), and
+# only then: between writes a repeated term reuses them. Bounded by postings (16 MB of weights).
+WEIGHTS_CACHED_MAX = 4_000_000
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
 _PARTS = re.compile(r"[A-Za-z0-9]+")
 _CODE = re.compile(r"\d")
@@ -178,6 +181,9 @@ class KeywordIndex:
         self._lock = threading.Lock()
         self._scratch = np.zeros(0, dtype=np.float32)  # search's sums, all zero between searches
         self._stamp = np.zeros(0, dtype=np.int64)  # search's de-duplication of labels
+        self._writes = 0  # rows added or removed: the weights below are of one count
+        self._weighed: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}  # term id -> (writes, labels, weights)
+        self._weighed_size = 0
 
     def __len__(self) -> int:
         return len(self._terms)
@@ -193,6 +199,7 @@ class KeywordIndex:
 
     def add(self, label: int, text: str) -> None:
         with self._lock:
+            self._writes += 1
             self._remove(label)
             self._grow(label)
             counts = Counter(tokenize(text))
@@ -212,6 +219,7 @@ class KeywordIndex:
 
     def remove(self, label: int) -> None:
         with self._lock:
+            self._writes += 1
             self._remove(label)
 
     def _remove(self, label: int) -> None:
@@ -298,6 +306,24 @@ class KeywordIndex:
             labels, best = _top(*self._scores(terms, prune=False)[:2], k, allow)
         return labels, best
 
+    def _weights_of(self, tid: int, idf: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, BM25 weights) of every row holding the term, computed once per write."""
+        got = self._weighed.get(tid)
+        if got is not None and got[0] == self._writes:
+            return got[1], got[2]
+        labels, tf = self._post[tid].current(self._gen)
+        labels = _frozen(labels.astype(np.int64))
+        weights = _frozen(_weights(tf, self._dl[labels], idf, avgdl))
+        if got is None:
+            if self._weighed_size + labels.size > WEIGHTS_CACHED_MAX:
+                self._weighed.clear()
+                self._weighed_size = 0
+            self._weighed_size += labels.size
+        else:
+            self._weighed_size += labels.size - got[1].size
+        self._weighed[tid] = (self._writes, labels, weights)
+        return labels, weights
+
     def _scores(self, terms: frozenset[str], prune: bool) -> tuple[np.ndarray, np.ndarray, bool]:
         """(labels, BM25 scores) of every row holding a query term, and whether a champion list
         stood in for a term's postings."""
@@ -313,17 +339,17 @@ class KeywordIndex:
                 tid = self._tid.get(t)
                 if tid is None or not 0 < (df := self._post[tid].live) <= common:
                     continue  # absent, or in most rows: next to no weight, and the whole cost of the search
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 if prune and df > CHAMPIONS_FROM:
                     labels, tf = self._post[tid].champions(self._gen, self._dl, avgdl)
+                    parts.append((labels, _weights(tf, self._dl[labels], idf, avgdl)))
                     pruned = True
                 else:
-                    labels, tf = self._post[tid].current(self._gen)
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                parts.append((labels, _weights(tf, self._dl[labels], idf, avgdl)))
+                    parts.append(self._weights_of(tid, idf, avgdl))
             if not parts:
                 return _EMPTY_LABELS, _EMPTY_SCORES, pruned
             if len(parts) == 1:
-                return parts[0][0].astype(np.int64), parts[0][1], pruned
+                return parts[0][0].astype(np.int64, copy=False), parts[0][1], pruned
             # labels repeat across terms: sum in the scratch array, read each label once
             if self._scratch.shape[0] < self._dl.shape[0]:
                 self._scratch = np.zeros(self._dl.shape[0], dtype=np.float32)
@@ -337,6 +363,11 @@ class KeywordIndex:
             scores = self._scratch[hit]
             self._scratch[hit] = 0.0
             return hit, scores, pruned
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every search until the next write: never changed in place
+    return a
 
 
 def _weights(tf: np.ndarray, dl: np.ndarray, idf: float, avgdl: float) -> np.ndarray:
