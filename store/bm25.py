@@ -2,8 +2,11 @@
 
 Tokens keep identifiers whole (`ERR_AUTH_42`, `parse_config`, `v2.3.1`) and also index their
 parts, so both the exact code and its words match; plain English words are stemmed (Snowball),
-so `restarting` finds `restart`; CJK text is indexed as character unigrams
-and bigrams (no segmenter needed). Postings are arrays per term (12 bytes a posting), so scoring a
+so `restarting` finds `restart`. Words of any other alphabet (Cyrillic, Greek, accented Latin,
+Arabic, Devanagari ...) are terms as written, after NFKC normalisation and case folding (so `é`
+composed or not, `Straße` and `STRASSE`, full-width `ＥＲＲ` and `err` match); scripts written
+without spaces (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) are indexed as character
+unigrams and bigrams (no segmenter needed). Postings are arrays per term (12 bytes a posting), so scoring a
 common term over 100k documents is one vector op and a million rows fit in memory.
 """
 
@@ -13,10 +16,12 @@ import functools
 import math
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
+import regex
 import snowballstemmer
 
 _STEMMER = snowballstemmer.stemmer("english")  # BSD; the Snowball project's own Python port
@@ -42,7 +47,20 @@ WEIGHTS_CACHED_MAX = 4_000_000
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
 _PARTS = re.compile(r"[A-Za-z0-9]+")
 _CODE = re.compile(r"\d")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+# Scripts written without spaces between words: kana, CJK ideographs, Hangul, Thai, Lao, Myanmar,
+# Khmer. Indexed as character n-grams; every other letter, digit or mark is part of a word.
+_RUNS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+_CJK = re.compile(f"[{_RUNS}]+")
+# The same shapes as _TOKEN and _PARTS for text beyond ASCII: a word is letters, digits and marks
+# (a Devanagari vowel sign or a combining accent stays inside its word), Unicode classes that
+# `re` lacks; `regex` (Apache-2.0) is the maintained engine that has them.
+_WORD = f"[[\\p{{L}}\\p{{N}}\\p{{M}}_]--[{_RUNS}]]"
+_U_TOKEN = regex.compile(f"{_WORD}+(?:[.\\-:/]{_WORD}+)*", regex.V1)
+_U_PARTS = regex.compile(f"[[\\p{{L}}\\p{{N}}\\p{{M}}]--[{_RUNS}]]+", regex.V1)
+# Vowel points, cantillation and tatweel of Hebrew and Arabic: most text is written without them,
+# so a word matches with or without (the usual normalisation of both languages' search).
+_OPTIONAL_MARKS = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"  # Hebrew (not its maqaf)
+                             "\u0640\u064b-\u065f\u0670\u06d6-\u06ed]")  # Arabic
 
 
 # Function words a query carries ("when did she ...") that say nothing about what it is about.
@@ -78,10 +96,15 @@ def stem(word: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    out: list[str] = [stem(t) for t in _TOKEN.findall(text.lower())]
+    if text.isascii():
+        words, parts_of = _TOKEN.findall(text.lower()), _PARTS.findall
+    else:
+        text = _OPTIONAL_MARKS.sub("", unicodedata.normalize("NFKC", text).casefold())
+        words, parts_of = _U_TOKEN.findall(text), _U_PARTS.findall
+    out: list[str] = [stem(t) for t in words]
     for tok in out[:]:
-        if not tok.isalnum():  # an identifier with separators: its parts are terms too
-            parts = _PARTS.findall(tok)
+        if not tok.isalnum():  # an identifier with separators (or a word with marks): parts are terms too
+            parts = parts_of(tok)
             if len(parts) > 1:
                 out.extend(stem(p) for p in parts)
     if not text.isascii():

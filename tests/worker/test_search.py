@@ -191,6 +191,11 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
     assert all(m["score"] > top for m in hits(high))
     with pytest.raises(E.InvalidArgument):
         await c.call("search.search", {"query": " ", "search_type": "keywords"})
+    # words beyond ASCII are terms too (they were dropped): a Russian error text is found by them
+    await c.call("fs.write", {"uri": "viking://resources/logs/ru.log",
+                              "content": "Ошибка: сервер базы данных не отвечает после перезапуска"})
+    ru = await c.call("search.search", {"query": "перезапуска сервер", "search_type": "keywords", "level": 2})
+    assert [m["uri"] for m in hits(ru)] == ["viking://resources/logs/ru.log"]
     # context mode is the assembler's: a deployment without one says so
     _, bare = await deploy(actors=("indexer", "retriever"))
     bare.retries = False  # the client would otherwise retry UNAVAILABLE until its deadline
