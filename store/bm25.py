@@ -42,8 +42,9 @@ COMMON_MIN_DF = 5_000
 CHAMPIONS = 16_384
 CHAMPIONS_FROM = 4 * CHAMPIONS
 # A term's BM25 weights change with every write (the row count and the average length move), and
-# only then: between writes a repeated term reuses them. Bounded by postings (16 MB of weights).
-WEIGHTS_CACHED_MAX = 4_000_000
+# only then: between writes a repeated term reuses them. Bounded by postings (12 bytes each with
+# their labels: 24 MB at most).
+WEIGHTS_CACHED_MAX = 2_000_000
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
 _PARTS = re.compile(r"[A-Za-z0-9]+")
 _CODE = re.compile(r"\d")
