@@ -1,30 +1,25 @@
 """BM25 over index rows, local and incremental: keyword search with no remote engine.
 
-Tokens keep identifiers whole (`ERR_AUTH_42`, `parse_config`, `v2.3.1`) and also index their
-parts, so both the exact code and its words match; plain English words are stemmed (Snowball),
-so `restarting` finds `restart`. Words of any other alphabet (Cyrillic, Greek, accented Latin,
-Arabic, Devanagari ...) are terms as written, after NFKC normalisation and case folding (so `é`
-composed or not, `Straße` and `STRASSE`, full-width `ＥＲＲ` and `err` match); scripts written
-without spaces (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) are indexed as character
-unigrams and bigrams (no segmenter needed). Postings are arrays per term (12 bytes a posting), so scoring a
-common term over 100k documents is one vector op and a million rows fit in memory.
+Terms come from `store/terms.py` (words of every script, English stems). Postings are arrays per
+term (12 bytes a posting), so scoring a common term over 100k documents is one vector op and a
+million rows fit in memory.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import threading
-import unicodedata
 from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
-import regex
-import snowballstemmer
 
-_STEMMER = snowballstemmer.stemmer("english")  # BSD; the Snowball project's own Python port
+from skald.store.terms import STOP_WORDS, query_terms, query_words, stem, tokenize
+
+__all__ = ["KeywordIndex", "STOP_WORDS", "query_terms", "query_words", "stem", "tokenize"]
+_CODE = re.compile(r"\d")
+
 K1 = 1.2
 B = 0.75
 # A term in more than this share of the rows (and more than COMMON_MIN_DF of them) is left out
@@ -45,77 +40,6 @@ CHAMPIONS_FROM = 4 * CHAMPIONS
 # only then: between writes a repeated term reuses them. Bounded by postings (12 bytes each with
 # their labels: 24 MB at most).
 WEIGHTS_CACHED_MAX = 2_000_000
-_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
-_PARTS = re.compile(r"[A-Za-z0-9]+")
-_CODE = re.compile(r"\d")
-# Scripts written without spaces between words: kana, CJK ideographs, Hangul, Thai, Lao, Myanmar,
-# Khmer. Indexed as character n-grams; every other letter, digit or mark is part of a word.
-_RUNS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
-_CJK = re.compile(f"[{_RUNS}]+")
-# The same shapes as _TOKEN and _PARTS for text beyond ASCII: a word is letters, digits and marks
-# (a Devanagari vowel sign or a combining accent stays inside its word), Unicode classes that
-# `re` lacks; `regex` (Apache-2.0) is the maintained engine that has them.
-_WORD = f"[[\\p{{L}}\\p{{N}}\\p{{M}}_]--[{_RUNS}]]"
-_U_TOKEN = regex.compile(f"{_WORD}+(?:[.\\-:/]{_WORD}+)*", regex.V1)
-_U_PARTS = regex.compile(f"[[\\p{{L}}\\p{{N}}\\p{{M}}]--[{_RUNS}]]+", regex.V1)
-# Vowel points, cantillation and tatweel of Hebrew and Arabic: most text is written without them,
-# so a word matches with or without (the usual normalisation of both languages' search).
-_OPTIONAL_MARKS = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"  # Hebrew (not its maqaf)
-                             "\u0640\u064b-\u065f\u0670\u06d6-\u06ed]")  # Arabic
-
-
-# Function words a query carries ("when did she ...") that say nothing about what it is about.
-# Left out of a query's terms (never of the index, so a query of nothing else still matches).
-# A short list on purpose: published lists (python-stop-words' English has 1,333 entries) hold
-# content words such as "act", "added" or "10" that a technical search must keep. Words that are
-# also names ("May", "will", "can", "US") stay terms.
-_STOP = """
-a an the and or but nor of to in on at by for with from into onto about as than then so if
-is am are was were be been being do does did done doing have has had having would shall
-should could might must i me my mine we our you your he him his she her it its they
-them their this that these those there here what which who whom whose when where why how
-not no yes just also too very any some all each both either neither other such own same
-""".split()
-
-
-@functools.lru_cache(maxsize=4096)
-def query_terms(text: str) -> frozenset[str]:
-    """A query's terms without its function words (all of them when it has nothing else). Cached:
-    one query asks for them several times (search, coverage, novelty)."""
-    terms = frozenset(tokenize(text))
-    return (terms - STOP_WORDS) or terms
-
-
-
-@functools.lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    """English Snowball stem of a plain word (`restarting` -> `restart`); identifiers and numbers
-    are left whole, since `v2.3.1` and `ERR_AUTH_42` must match exactly."""
-    if not word.isalpha() or not word.isascii() or len(word) < 4:
-        return word
-    return _STEMMER.stemWord(word)
-
-
-def tokenize(text: str) -> list[str]:
-    if text.isascii():
-        words, parts_of = _TOKEN.findall(text.lower()), _PARTS.findall
-    else:
-        text = _OPTIONAL_MARKS.sub("", unicodedata.normalize("NFKC", text).casefold())
-        words, parts_of = _U_TOKEN.findall(text), _U_PARTS.findall
-    out: list[str] = [stem(t) for t in words]
-    for tok in out[:]:
-        if not tok.isalnum():  # an identifier with separators (or a word with marks): parts are terms too
-            parts = parts_of(tok)
-            if len(parts) > 1:
-                out.extend(stem(p) for p in parts)
-    if not text.isascii():
-        for run in _CJK.findall(text):
-            out.extend(run)
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return out
-
-
-STOP_WORDS = frozenset(t for w in _STOP for t in tokenize(w))  # as the tokenizer turns them ("does" -> "doe")
 
 
 _NO_TERMS = np.zeros(0, dtype=np.int32)
@@ -300,6 +224,27 @@ class KeywordIndex:
             gained = np.where(qids[at] == ids, qw[at], 0.0)
             owner = np.repeat(np.arange(len(labels)), [a.size for a in have])
             return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()  # type: ignore[no-any-return]
+
+    def words_in(self, query: str, labels: list[int]) -> list[list[str]]:
+        """For each label, the query's words (`query_words`) whose term the row's text holds; every
+        row in one pass over their term ids, as `coverage` does."""
+        pairs = query_words(query)
+        out: list[list[str]] = [[] for _ in labels]
+        with self._lock:
+            tids = {tid: w for w, t in pairs if (tid := self._tid.get(t)) is not None}
+            if not tids or not labels:
+                return out
+            have = [self._terms.get(label, _NO_TERMS) for label in labels]
+            ids = np.concatenate(have)
+        want = np.sort(np.fromiter(tids, dtype=np.int32, count=len(tids)))
+        at = np.minimum(np.searchsorted(want, ids), want.size - 1)  # a few query terms: no sort of ids
+        hit = np.flatnonzero(want[at] == ids)
+        if hit.size:
+            ends = np.cumsum([a.size for a in have])
+            for row, tid in zip(np.searchsorted(ends, hit, side="right").tolist(), ids[hit].tolist(), strict=True):
+                out[row].append(tids[tid])
+        order = {w: i for i, (w, _) in enumerate(pairs)}
+        return [sorted(words, key=order.__getitem__) if len(words) > 1 else words for words in out]
 
     def absent_share(self, query: str) -> float:
         """The share of the query's IDF mass (function words aside) in words no row holds at all:

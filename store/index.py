@@ -715,6 +715,11 @@ class VectorIndex:
     def keyword_coverage_labels(self, text: str, labels: list[int]) -> list[float]:
         return self.keywords.coverage(text, labels)
 
+    def words_in(self, text: str, account: str, rows: list[tuple[str, int]]) -> list[list[str]]:
+        """For each (uri, level), the words of a query its row's text holds (`KeywordIndex.words_in`)."""
+        labels = [self._labels.get(row_key(account, uri, level), -1) for uri, level in rows]
+        return self.keywords.words_in(text, labels)
+
     def absent_share(self, text: str) -> tuple[float, int]:
         """`KeywordIndex.absent_share` (how much of a query no indexed text mentions), and the size
         of the vocabulary that judgement rests on."""

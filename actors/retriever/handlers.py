@@ -135,7 +135,11 @@ class Retriever(TreeReads):
             matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now) for h in answered(hits, passes)]
             prov["calibration"] = cal.describe()
             result = results.group(matched, c.limit, ranked_input=True)
-        results.count_uses(result, self.usage, ctx.identity.account)
+        account = ctx.identity.account
+        index = self.index
+        results.explain(result, req.query, "semantic", lambda q, rows: index.words_in(q, account, rows),
+                        lambda uri: results.l1_overview(index.get(account, uri, 1)))
+        results.count_uses(result, self.usage, account)
         if req.read_content:
             await inline_content(self.ns, result, ctx.identity)
         if req.include_provenance:

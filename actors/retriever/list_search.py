@@ -148,11 +148,16 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
                 m = decayed_match(row, s.calibration.score(score), decay, now)
             if req.search_type == "semantic" and not results_mod.passes(m.score, req.score_threshold, req.score_gte):
                 continue  # hybrid's hits passed their own gates above
+            m.match_reason = prov["query"]  # which query found it, until `explain` says why
             matched.append(m)
     # list mode aggregates every planned query's results: the total may exceed `limit`.
     # One planned query is one ranked list: its order survives calibrated scores clipping at 1.0.
     result = results_mod.group(matched, limit * max(1, len(plan.queries)), ranked_input=len(results) == 1)
-    results_mod.count_uses(result, retr.usage, ctx.identity.account)
+    account = ctx.identity.account
+    results_mod.explain(result, req.query, "keywords" if req.search_type == "keywords" else "semantic",
+                        lambda q, rows: index.words_in(q, account, rows),
+                        lambda uri: results_mod.l1_overview(index.get(account, uri, 1)))
+    results_mod.count_uses(result, retr.usage, account)
     result.query_plan = msgspec.to_builtins(plan)
     if req.read_content:
         await inline_content(retr.ns, result, ctx.identity)

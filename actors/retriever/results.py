@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from skald.actors.text import sections
@@ -41,6 +41,34 @@ def to_matched(row: IndexRow, score: float) -> MatchedContext:
     return MatchedContext(context_type=row.context_type, uri=uri, level=row.level,
                           score=round(float(score), 6), category=row.category, abstract=row.abstract,
                           tags=list(row.tags) or None, location=location(row))
+
+
+def explain(result: FindResult, query: str, how: str,
+            words_in: Callable[[str, list[tuple[str, int]]], list[list[str]]],
+            overview_of: Callable[[str], str | None]) -> None:
+    """Seed 004's `match_reason` and `overview` of each hit: how it was found and which words of
+    the query its text holds ("semantic and keywords (port, caddy)"; a hit of a planned query
+    names that query, which the caller left in `match_reason`), and a directory's or long
+    document's overview (its L1 text) beside its abstract. `words_in(query, [(uri, level)])` and
+    `overview_of(node uri)` read the index; a listing without a query gives no reason."""
+    by_query: dict[str, list[MatchedContext]] = {}
+    for m in (*result.memories, *result.resources, *result.skills):
+        if m.level in (0, 1):
+            m.overview = overview_of(node_uri(m.uri))
+        by_query.setdefault(m.match_reason or query, []).append(m)
+    for asked, hits in by_query.items():
+        if not asked.strip():
+            continue
+        for m, words in zip(hits, words_in(asked, [(node_uri(m.uri), m.level) for m in hits]), strict=True):
+            reason = f"{how} and keywords ({', '.join(words)})" if words and how != "keywords" else (
+                f"keywords ({', '.join(words)})" if words else how)
+            m.match_reason = reason if asked == query else f"planned query {asked!r}: {reason}"
+
+
+def l1_overview(row: IndexRow | None) -> str | None:
+    """A directory's overview or a long document's table of contents: its L1 row's text after
+    the name line."""
+    return (row.text.partition("\n")[2] or None) if row is not None else None
 
 
 def location(row: IndexRow) -> str:

@@ -102,6 +102,33 @@ def test_suffixes_idempotent_and_grouping() -> None:
     assert results.passes(0.5, 0.5) is False and results.passes(0.5, 0.5, gte=True) is True
 
 
+def test_match_reasons_name_the_query_words_held_and_a_planned_query() -> None:
+    from skald.messages.search import FindResult, MatchedContext
+
+    def hit(uri: str, level: int = 2, found_by: str = "") -> MatchedContext:
+        return MatchedContext(context_type="resource", uri=uri, level=level, score=0.5, match_reason=found_by)
+
+    held = {("viking://resources/a.md", 2): ["caddy", "port"], ("viking://resources/d", 1): ["oauth"]}
+    result = FindResult(memories=[], skills=[], total=3, resources=[
+        hit("viking://resources/a.md"), hit("viking://resources/b.md"),
+        hit("viking://resources/d/.overview.md", 1, found_by="OAuth 2.0 best practices")])
+    asked: list[str] = []
+
+    def words_in(query: str, rows: list[tuple[str, int]]) -> list[list[str]]:
+        asked.append(query)
+        return [held.get(r, []) for r in rows]
+
+    results.explain(result, "caddy port", "semantic", words_in,
+                    lambda uri: "# d\n- x.md" if uri == "viking://resources/d" else None)
+    a, b, d = result.resources
+    assert (a.match_reason, b.match_reason) == ("semantic and keywords (caddy, port)", "semantic")
+    assert d.match_reason == "planned query 'OAuth 2.0 best practices': semantic and keywords (oauth)"
+    assert asked[-1] == "OAuth 2.0 best practices"  # a planned query's hit is judged by that query's words
+    assert (a.overview, d.overview) == (None, "# d\n- x.md")
+    assert results.l1_overview(IndexRow(account="a", uri="viking://resources/d", level=1, parent_uri="",
+                                        context_type="resource", text="d\n# d\n- x.md")) == "# d\n- x.md"
+
+
 def test_tags_strict() -> None:
     assert rows_mod.check_tags(["a=b", "a=b"]) == ("a=b",)
     for bad in (["a"], ["=b"], ["a=b=c"], ["a= b"]):

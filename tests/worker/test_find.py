@@ -49,6 +49,26 @@ async def test_find_shape_and_ranking(corpus: SkaldClient) -> None:
     assert scores == sorted(scores, reverse=True) or len(r["memories"]) > 0
 
 
+async def test_every_hit_says_why_it_matched_and_directories_carry_their_overview(corpus: SkaldClient) -> None:
+    """Seed 004's `match_reason` (how the hit was found and which of the query's words its text
+    holds, as the query writes them) and `overview` (a directory's L1 text, beside its abstract)."""
+    r = await corpus.call("search.find", {"query": "why do pods restart?"})
+    top = r["resources"][0]
+    assert top["uri"] == "viking://resources/infra/k8s.md" and "overview" not in top
+    assert top["match_reason"] == "semantic and keywords (pods, restart)"
+    assert all(h["match_reason"].startswith("semantic") for h in all_hits(r))
+    dirs = [h for h in all_hits(r) if h["level"] in (0, 1)]
+    assert dirs, "the corpus's directories are among the hits"
+    for h in dirs:
+        node = h["uri"].rsplit("/", 1)[0]
+        shown = await corpus.call("fs.overview", {"uri": node})
+        assert h["overview"] == shown["content"]
+    kw = await corpus.call("search.search", {"query": "liveness probe", "search_type": "keywords", "level": 2})
+    assert kw["resources"][0]["match_reason"] == "keywords (liveness, probe)"
+    listed = await corpus.call("search.find", {"query": "", "target_uri": "viking://resources/infra"})
+    assert all_hits(listed) and not any(h.get("match_reason") for h in all_hits(listed))
+
+
 async def test_target_uri_and_context_type(corpus: SkaldClient) -> None:
     r = await corpus.call("search.find", {"query": "tea", "target_uri": "viking://resources/cooking"})
     assert all(h["uri"].startswith("viking://resources/cooking") for h in all_hits(r)) and all_hits(r)

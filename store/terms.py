@@ -1,0 +1,107 @@
+"""What a text's terms are, for the keyword index (`store/bm25.py`) and for saying which words of a
+query a row holds: words of every script, English stems, a query's function words.
+
+Tokens keep identifiers whole (`ERR_AUTH_42`, `parse_config`, `v2.3.1`) and also index their
+parts, so both the exact code and its words match; plain English words are stemmed (Snowball),
+so `restarting` finds `restart`. Words of any other alphabet (Cyrillic, Greek, accented Latin,
+Arabic, Devanagari ...) are terms as written, after NFKC normalisation and case folding (so `é`
+composed or not, `Straße` and `STRASSE`, full-width `ＥＲＲ` and `err` match); scripts written
+without spaces (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) are indexed as character
+unigrams and bigrams (no segmenter needed).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Callable
+
+import regex
+import snowballstemmer
+
+_STEMMER = snowballstemmer.stemmer("english")  # BSD; the Snowball project's own Python port
+_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
+_PARTS = re.compile(r"[A-Za-z0-9]+")
+# Scripts written without spaces between words: kana, CJK ideographs, Hangul, Thai, Lao, Myanmar,
+# Khmer. Indexed as character n-grams; every other letter, digit or mark is part of a word.
+_RUNS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+_CJK = re.compile(f"[{_RUNS}]+")
+# The same shapes as _TOKEN and _PARTS for text beyond ASCII: a word is letters, digits and marks
+# (a Devanagari vowel sign or a combining accent stays inside its word), Unicode classes that
+# `re` lacks; `regex` (Apache-2.0) is the maintained engine that has them.
+_WORD = f"[[\\p{{L}}\\p{{N}}\\p{{M}}_]--[{_RUNS}]]"
+_U_TOKEN = regex.compile(f"{_WORD}+(?:[.\\-:/]{_WORD}+)*", regex.V1)
+_U_PARTS = regex.compile(f"[[\\p{{L}}\\p{{N}}\\p{{M}}]--[{_RUNS}]]+", regex.V1)
+# Vowel points, cantillation and tatweel of Hebrew and Arabic: most text is written without them,
+# so a word matches with or without (the usual normalisation of both languages' search).
+_OPTIONAL_MARKS = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"  # Hebrew (not its maqaf)
+                             "\u0640\u064b-\u065f\u0670\u06d6-\u06ed]")  # Arabic
+
+
+# Function words a query carries ("when did she ...") that say nothing about what it is about.
+# Left out of a query's terms (never of the index, so a query of nothing else still matches).
+# A short list on purpose: published lists (python-stop-words' English has 1,333 entries) hold
+# content words such as "act", "added" or "10" that a technical search must keep. Words that are
+# also names ("May", "will", "can", "US") stay terms.
+_STOP = """
+a an the and or but nor of to in on at by for with from into onto about as than then so if
+is am are was were be been being do does did done doing have has had having would shall
+should could might must i me my mine we our you your he him his she her it its they
+them their this that these those there here what which who whom whose when where why how
+not no yes just also too very any some all each both either neither other such own same
+""".split()
+
+
+@functools.lru_cache(maxsize=4096)
+def query_terms(text: str) -> frozenset[str]:
+    """A query's terms without its function words (all of them when it has nothing else). Cached:
+    one query asks for them several times (search, coverage, novelty)."""
+    terms = frozenset(tokenize(text))
+    return (terms - STOP_WORDS) or terms
+
+
+
+@functools.lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """English Snowball stem of a plain word (`restarting` -> `restart`); identifiers and numbers
+    are left whole, since `v2.3.1` and `ERR_AUTH_42` must match exactly."""
+    if not word.isalpha() or not word.isascii() or len(word) < 4:
+        return word
+    return _STEMMER.stemWord(word)
+
+
+def _words(text: str) -> tuple[str, list[str], Callable[[str], list[str]]]:
+    """(the text as its words are read, its words as written, how an identifier splits)."""
+    if text.isascii():
+        return text, _TOKEN.findall(text.lower()), _PARTS.findall
+    text = _OPTIONAL_MARKS.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return text, _U_TOKEN.findall(text), _U_PARTS.findall
+
+
+@functools.lru_cache(maxsize=4096)
+def query_words(text: str) -> tuple[tuple[str, str], ...]:
+    """(word as the query writes it, lower-cased; its term) for each distinct word of a query,
+    function words aside as in `query_terms`: what a match reason names."""
+    words = dict.fromkeys(_words(text)[1])
+    pairs = [(w, stem(w)) for w in words]
+    kept = [(w, t) for w, t in pairs if t not in STOP_WORDS]
+    return tuple(kept or pairs)
+
+
+def tokenize(text: str) -> list[str]:
+    text, words, parts_of = _words(text)
+    out: list[str] = [stem(t) for t in words]
+    for tok in out[:]:
+        if not tok.isalnum():  # an identifier with separators (or a word with marks): parts are terms too
+            parts = parts_of(tok)
+            if len(parts) > 1:
+                out.extend(stem(p) for p in parts)
+    if not text.isascii():
+        for run in _CJK.findall(text):
+            out.extend(run)
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out
+
+
+STOP_WORDS = frozenset(t for w in _STOP for t in tokenize(w))  # as the tokenizer turns them ("does" -> "doe")
