@@ -31,7 +31,7 @@ from skald.messages import ingest as ingest_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
-from skald.runtime import __version__, tracing
+from skald.runtime import __version__, replies, tracing
 from skald.runtime.client import UPLOAD_PIECE_BYTES, SkaldClient, deadline_for
 from skald.runtime.gateway_compat import (
     HTTP_STATUS,
@@ -211,8 +211,8 @@ class Gateway:
         hdrs = {**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))}
         try:
             tracing.inject(hdrs)
-            resp_msg = await bus.nc.request(f"{self.client.prefix}.v1.{op}", body, timeout=timeout_s + 0.5,
-                                            headers=hdrs)
+            resp_msg = await replies.of(bus.nc).request(f"{self.client.prefix}.v1.{op}", body, timeout_s + 0.5,
+                                                        headers=hdrs)  # the connection's one reply inbox
         except NoRespondersError:
             return error_response("UNAVAILABLE", f"no worker serves {op}")
         except NatsTimeout:
