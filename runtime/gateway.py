@@ -101,13 +101,18 @@ ROUTES = (
 
 
 
+Local = Callable[[str, bytes, dict[str, str]], Awaitable[tuple[bytes, dict[str, str]] | None]]
+
+
 class Gateway:
     """With keys (the same keys file the workers read), an HTTP request needs a valid key, and
     what it forwards goes over that key's own bus connection (its bus identity and private inbox);
     without keys, over the gateway's one connection."""
 
-    def __init__(self, client: SkaldClient, keys: KeyStore | None = None, servers: list[str] | None = None) -> None:
+    def __init__(self, client: SkaldClient, keys: KeyStore | None = None, servers: list[str] | None = None,
+                 local: Local | None = None) -> None:
         self.client = client
+        self.local = local  # the actors' host when the gateway runs in their process (`skald up --http-port`)
         self.keys = keys if keys is not None and keys.enabled else None
         self.servers = servers or []
         self._conns: dict[str, SkaldClient] = {}  # per key digest
@@ -204,22 +209,25 @@ class Gateway:
         return out
 
     async def _forward(self, op: str, body: bytes, headers: dict[str, str], timeout_s: float) -> web.Response:
-        try:
-            bus = await self._bus(headers.get(H_API_KEY))
-        except E.SkaldError as e:
-            return error_response(e.code, e.message)
         hdrs = {**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))}
-        try:
-            tracing.inject(hdrs)
-            resp_msg = await replies.of(bus.nc).request(f"{self.client.prefix}.v1.{op}", body, timeout_s + 0.5,
-                                                        headers=hdrs)  # the connection's one reply inbox
-        except NoRespondersError:
-            return error_response("UNAVAILABLE", f"no worker serves {op}")
-        except NatsTimeout:
-            return error_response("DEADLINE_EXCEEDED", f"no reply to {op} within {timeout_s}s")
-        hdrs = resp_msg.headers or {}
+        tracing.inject(hdrs)
+        # In the actors' own process an operation they serve skips the bus: the host checks the
+        # key itself, as it would a bus request's.
+        got = await self.local(op, body, hdrs) if self.local is not None else None
+        if got is None:
+            try:
+                bus = await self._bus(headers.get(H_API_KEY))
+                resp_msg = await replies.of(bus.nc).request(f"{self.client.prefix}.v1.{op}", body, timeout_s + 0.5,
+                                                            headers=hdrs)  # the connection's one reply inbox
+            except E.SkaldError as e:
+                return error_response(e.code, e.message)
+            except NoRespondersError:
+                return error_response("UNAVAILABLE", f"no worker serves {op}")
+            except NatsTimeout:
+                return error_response("DEADLINE_EXCEEDED", f"no reply to {op} within {timeout_s}s")
+            got = (resp_msg.data, resp_msg.headers or {})
+        data, hdrs = got
         status = HTTP_STATUS.get(hdrs.get(H_STATUS, "OK"), 500)
-        data = resp_msg.data
         if op in ISO_TIMES and status == 200:
             data = _enc.encode(iso_times(json.loads(data)))
         out = web.Response(body=data, status=status, content_type="application/json")
@@ -340,9 +348,10 @@ class Gateway:
 
 
 async def serve(client: SkaldClient, host: str, port: int, keys: KeyStore | None = None,
-                servers: list[str] | None = None) -> web.AppRunner:
-    """Serve until `runner.cleanup()`, which also closes the per-key connections."""
-    gw = Gateway(client, keys, servers)
+                servers: list[str] | None = None, local: Local | None = None) -> web.AppRunner:
+    """Serve until `runner.cleanup()`, which also closes the per-key connections. `local`: the
+    actors' host of this process (`ActorHost.request_local`), for operations served without the bus."""
+    gw = Gateway(client, keys, servers, local)
     app = gw.app()
     app.on_cleanup.append(lambda _app: gw.close())
     runner = web.AppRunner(app, access_log=None)

@@ -83,6 +83,17 @@ def new_worker_id(cfg: Config) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
 
 
+@dataclasses.dataclass(slots=True)
+class _Local:
+    """A request from a door of this process: what serving reads of a bus message, and the answer."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    reply: str = "local"
+    answer: tuple[bytes, dict[str, str]] | None = None
+
+
 def _error(code: str, message: str, details: dict[str, Any] | None = None) -> Reply:
     return Reply(status="error", error=ErrorBody(code=code, message=message, details=details or {}))
 
@@ -108,6 +119,7 @@ class ActorHost:
         self._stopping = asyncio.Event()
         self._decoders: dict[tuple[type, bool], Any] = {}
         self._local: dict[str, tuple[Handles, Callable[..., Any]]] = {}  # op -> this process's handler
+        self.local_requests = 0  # requests a door of this process had served without the bus
         self.outbox = Outbox(nc, cfg.data_dir / ".skald" / "outbox")
 
     # ----- lifecycle -------------------------------------------------------------------
@@ -222,24 +234,30 @@ class ActorHost:
 
     def _callback(self, decl: Handles, fn: Callable[..., Any]) -> Callable[[Msg], Any]:
         async def on_msg(msg: Msg) -> None:
-            if self._in_flight >= self.cfg.max_concurrency:
-                self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
-                await self._reply(msg, _error("UNAVAILABLE", "worker at capacity; retry",
-                                              {"max_concurrency": self.cfg.max_concurrency}), [])
-                return
-            running = self._op_in_flight.get(decl.op, 0)
-            if decl.concurrency is not None and running >= decl.concurrency:
-                self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
-                await self._reply(msg, _error("UNAVAILABLE", f"{decl.op} at capacity on this worker; retry",
-                                              {"concurrency": decl.concurrency, "op": decl.op}), [])
-                return
-            self._in_flight += 1
-            self._op_in_flight[decl.op] = running + 1
-            task = asyncio.create_task(self._serve(msg, decl, fn), name=decl.op)
-            self._tasks.add(task)
-            task.add_done_callback(lambda t, op=decl.op: self._done(t, op))
+            await self._admit(msg, decl, fn)
 
         return on_msg
+
+    async def _admit(self, msg: Msg | _Local, decl: Handles, fn: Callable[..., Any]) -> asyncio.Task[None] | None:
+        """The request's task, or None when the worker or the operation is at capacity (answered
+        UNAVAILABLE here)."""
+        if self._in_flight >= self.cfg.max_concurrency:
+            self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
+            await self._reply(msg, _error("UNAVAILABLE", "worker at capacity; retry",
+                                          {"max_concurrency": self.cfg.max_concurrency}), [])
+            return None
+        running = self._op_in_flight.get(decl.op, 0)
+        if decl.concurrency is not None and running >= decl.concurrency:
+            self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
+            await self._reply(msg, _error("UNAVAILABLE", f"{decl.op} at capacity on this worker; retry",
+                                          {"concurrency": decl.concurrency, "op": decl.op}), [])
+            return None
+        self._in_flight += 1
+        self._op_in_flight[decl.op] = running + 1
+        task = asyncio.create_task(self._serve(msg, decl, fn), name=decl.op)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t, op=decl.op: self._done(t, op))
+        return task
 
     def _done(self, task: asyncio.Task[Any], op: str) -> None:
         self._tasks.discard(task)
@@ -247,7 +265,7 @@ class ActorHost:
         self._op_in_flight[op] -= 1
         self._handled += 1
 
-    async def _serve(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> None:
+    async def _serve(self, msg: Msg | _Local, decl: Handles, fn: Callable[..., Any]) -> None:
         ctx: Ctx | None = None
         t0 = time.perf_counter()
         with tracing.serve(decl.op, msg.headers, worker=self.worker_id) as span:
@@ -267,7 +285,7 @@ class ActorHost:
                 "worker": self.worker_id, "op": decl.op, "code": code, "duration_ms": round(took * 1000, 3),
                 "account": ctx.identity.account if ctx else ""})
 
-    async def _run(self, msg: Msg, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
+    async def _run(self, msg: Msg | _Local, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
         hdrs = msg.headers or {}
         data = msg.data or b""
         if len(data) > self.cfg.max_body_bytes:
@@ -447,9 +465,18 @@ class ActorHost:
             check_name("peer", peer)
         return Identity(account=account, user=user, agent=agent, peer=peer, is_root=is_root, role=role)
 
-    async def _reply(self, msg: Msg, reply: Reply, deprecated: list[str]) -> None:
+    async def _reply(self, msg: Msg | _Local, reply: Reply, deprecated: list[str]) -> None:
         if not msg.reply:
             return
+        body, headers = self._encode(msg, reply, deprecated)
+        if isinstance(msg, _Local):
+            msg.answer = (body, headers)
+            return
+        with contextlib.suppress(Exception):
+            await self.nc.publish(msg.reply, body, headers=headers)
+
+    def _encode(self, msg: Msg | _Local, reply: Reply, deprecated: list[str]) -> tuple[bytes, dict[str, str]]:
+        """The reply's bytes and headers, as the bus carries them."""
         msgpack = (msg.headers or {}).get(CONTENT_TYPE, "").startswith(MSGPACK)
         if msgpack and isinstance(reply.result, msgspec.Raw):  # a relayed result is JSON text
             reply = msgspec.structs.replace(reply, result=msgspec.json.decode(reply.result))
@@ -468,5 +495,19 @@ class ActorHost:
             headers[CONTENT_TYPE] = MSGPACK
         if deprecated:
             headers[H_DEPRECATION] = "true"
-        with contextlib.suppress(Exception):
-            await self.nc.publish(msg.reply, body, headers=headers)
+        return body, headers
+
+    async def request_local(self, op: str, data: bytes, headers: dict[str, str]) -> tuple[bytes, dict[str, str]] | None:
+        """A request from a door of this process (the HTTP gateway `skald up --http-port` runs
+        beside the actors) served without the bus: the same checks, decoding, identity (keys
+        included), deadline, journal, metrics and reply bytes as a request from NATS. None when no
+        actor of this process serves `op` (the caller goes over the bus)."""
+        local = self._local.get(op)
+        if local is None or self._stopping.is_set():
+            return None
+        msg = _Local(subjects.request(self.cfg.prefix, op), data, headers)
+        task = await self._admit(msg, *local)
+        if task is not None:
+            await asyncio.shield(task)  # a caller that goes away does not cut the handler short, as on the bus
+        self.local_requests += 1
+        return msg.answer

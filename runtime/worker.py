@@ -186,6 +186,7 @@ class Worker:
         self._watch: asyncio.Task[None] | None = None
         self._owner: Any = None
         self.metrics: Metrics | None = None
+        self.http: Any = None  # the in-process HTTP gateway's runner (cfg.http_port)
 
     async def start(self) -> str:
         cfg = self.cfg
@@ -225,6 +226,14 @@ class Worker:
             bus.local = self.host
         if cfg.metrics_port:
             log.info("metrics at %s", self.metrics.serve(cfg.metrics_host, cfg.metrics_port))
+        if cfg.http_port:
+            from skald.runtime import gateway  # aiohttp's server, only when asked for
+            from skald.runtime.client import SkaldClient
+
+            client = SkaldClient(self.nc, cfg.prefix, timeout_s=cfg.request_timeout_s)
+            self.http = await gateway.serve(client, cfg.http_host, max(0, cfg.http_port), keys, urls,
+                                            local=self.host.request_local)  # -1: any free port
+            log.info("OpenViking-compatible HTTP at http://%s:%d", *self.http.addresses[0][:2])
         return self.url
 
     async def _follow_keys(self, keys: KeyStore, every_s: float = 1.0) -> None:
@@ -244,6 +253,9 @@ class Worker:
                 log.exception("keys file unreadable; bus users unchanged")
 
     async def stop(self) -> None:
+        if self.http is not None:  # no new HTTP request once draining starts
+            await self.http.cleanup()
+            self.http = None
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(BaseException):

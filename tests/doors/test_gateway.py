@@ -343,3 +343,33 @@ async def test_download_gives_a_files_own_bytes_and_scope_roots_always_list(gate
         assert datetime.fromisoformat(stat["created_at"]).tzinfo is not None
         missing = await http.get("/api/v1/content/download", params={"uri": "viking://resources/nope.pdf"})
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+async def test_up_serves_http_in_its_own_process_without_the_bus(deploy: Any, tmp_path: Path) -> None:
+    """`skald up --http-port` (`http_port`): the gateway in the actors' process serves what they
+    serve without a bus hop, with the same answers, errors and key checks as over NATS."""
+    path = tmp_path / "keys.json"
+    alice, _ = key_store.add(path, "user", "acme", "alice")
+    w, c = await deploy(http_port=-1, keys_file=str(path))
+    base = f"http://127.0.0.1:{w.http.addresses[0][1]}"
+    over_bus = SkaldClient(c.nc, w.cfg.prefix, api_key=alice)
+    async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": alice}) as http:
+        r = await http.post("/api/v1/content/write", json={"uri": "viking://resources/caddy.md",
+                                                           "content": "# Caddy\n\nUpstream port 1935.\n"})
+        assert r.status_code == 200
+        before = w.host.local_requests
+        r = await http.post("/api/v1/search/find", json={"query": "caddy upstream port", "limit": 5})
+        assert r.status_code == 200 and w.host.local_requests == before + 1
+        found = r.json()["result"]
+        nats = await over_bus.call("search.find", {"query": "caddy upstream port", "limit": 5})
+        assert [(h["uri"], h["score"]) for h in found["resources"]] == [(h["uri"], h["score"])
+                                                                         for h in nats["resources"]]
+        assert found["resources"][0]["uri"] == "viking://resources/caddy.md"
+        bad = await http.post("/api/v1/search/find", json={"query": "x", "limit": "many"})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
+        # the host checks the key, as on the bus: a user key is pinned to its user
+        denied = await http.post("/api/v1/search/find", json={"query": "caddy"}, headers={"X-OpenViking-User": "bob"})
+        assert denied.status_code == 403
+    async with httpx.AsyncClient(base_url=base) as anon:
+        r = await anon.post("/api/v1/search/find", json={"query": "caddy"})
+        assert r.status_code == 401
