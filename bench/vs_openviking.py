@@ -5,9 +5,9 @@ query-vector cache). Each system's own cost is its p50 minus the embedding round
 in the same run.
 
 OpenViking is installed by this bench into its own virtual environment (never a dependency of
-Skald) and run as `openviking-server`; Skald as `skald up` (every actor, embedded nats-server),
-asked over NATS with Skald's client and over HTTP through `skald http`, its OpenViking-compatible
-gateway, so the HTTP columns compare like with like.
+Skald) and run as `openviking-server`; Skald as `skald up --http-port` (every actor, embedded
+nats-server, OpenViking's HTTP API in the same process), asked over NATS with Skald's client and
+over HTTP, so the HTTP columns compare like with like.
 
     .venv/bin/python bench/vs_openviking.py                       # 100 documents, 200 rounds
     .venv/bin/python bench/vs_openviking.py --skald-rows 100000   # and Skald alone at 100k rows
@@ -165,17 +165,15 @@ async def main() -> None:
                               stderr=subprocess.STDOUT)
         procs.append(ov_proc)
         ov_url = f"http://127.0.0.1:{ov_port}"
-        # Skald: every actor and an embedded nats-server; the same models; its HTTP gateway beside it.
+        # Skald: every actor and an embedded nats-server; the same models; its HTTP API in-process.
         skald_env = {**env, "SKALD_EMBEDDER": "openai", "SKALD_EMBED_BASE_URL": base, "SKALD_EMBED_MODEL": "hash",
                      "SKALD_EMBED_DIM": "384", "SKALD_LLM_BASE_URL": base, "SKALD_LLM_MODEL": "stub"}
-        up, nats = start([str(BIN / "skald"), "up", "--data-dir", str(tmp / "skald-data"), "--nats-port", "-1"],
+        gw_port = ov_port + 1000
+        up, nats = start([str(BIN / "skald"), "up", "--data-dir", str(tmp / "skald-data"), "--nats-port", "-1",
+                          "--http-port", str(gw_port)],
                          lambda s: (m.group(1) if (m := re.match(r"skald ready (nats://\S+)", s)) else None),
                          skald_env, tmp, tmp / "skald.log")
         procs.append(up)
-        gw_port = ov_port + 1000
-        gw = subprocess.Popen([str(BIN / "skald"), "http", "--nats-url", nats, "--port", str(gw_port)], env=env,
-                              cwd=tmp, stdout=subprocess.DEVNULL, stderr=(tmp / "gateway.log").open("w"))
-        procs.append(gw)
         gw_url = f"http://127.0.0.1:{gw_port}"
         await wait_http(f"{ov_url}/health")
         await wait_http(f"{gw_url}/health")
