@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from skald.store import bm25  # noqa: E402
 from skald.store.bm25 import KeywordIndex  # noqa: E402
+from skald.store.terms import query_terms  # noqa: E402
 
 VOCAB = 50_000
 WORDS_PER_ROW = 60
@@ -65,7 +66,7 @@ def main() -> None:
 
     exact = {}
     for q in qs:
-        hit, scores, _ = kw._scores(bm25.query_terms(q), prune=False)
+        hit, scores, _ = kw._scores(query_terms(q), prune=False)
         exact[q] = dict(zip(hit.tolist(), scores.tolist(), strict=True))
 
     def run(name: str) -> None:

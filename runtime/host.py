@@ -510,4 +510,5 @@ class ActorHost:
         if task is not None:
             await asyncio.shield(task)  # a caller that goes away does not cut the handler short, as on the bus
         self.local_requests += 1
-        return msg.answer
+        # Served here, whatever happened: never None, or the caller would send the request again on the bus.
+        return msg.answer or self._encode(msg, _error("INTERNAL", "no reply was made"), [])

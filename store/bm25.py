@@ -15,9 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from skald.store.terms import STOP_WORDS, query_terms, query_words, stem, tokenize
+from skald.store.terms import query_terms, query_words, tokenize
 
-__all__ = ["KeywordIndex", "STOP_WORDS", "query_terms", "query_words", "stem", "tokenize"]
 _CODE = re.compile(r"\d")
 
 K1 = 1.2

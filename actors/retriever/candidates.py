@@ -194,7 +194,7 @@ def _served(row: IndexRow) -> _Served | None:
     elif row.kind == "document":
         # A long document's node: served as the document, its table of contents as overview.
         uri, is_dir = row.uri, True
-        text = row.text.split("\n", 1)[-1] if row.level == 1 else ""
+        text = (results.l1_overview(row) or "") if row.level == 1 else ""
     elif row.kind == "section":
         uri, is_dir, text, location = row.uri, False, row.text, results.location(row)
     elif row.level in (0, 1):

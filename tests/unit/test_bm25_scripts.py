@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skald.store.bm25 import KeywordIndex, tokenize
+from skald.store.bm25 import KeywordIndex
+from skald.store.terms import tokenize
 
 
 def every(labels: np.ndarray) -> np.ndarray:

@@ -124,7 +124,8 @@ def unit(v: np.ndarray) -> np.ndarray:
 def test_a_querys_function_words_do_not_score_but_a_query_of_nothing_else_still_matches() -> None:
     """BM25 over LoCoMo-like turns: "when did ..." must not favour rows full of "when" and "did";
     the index keeps every word, so a query made only of function words still finds its row."""
-    from skald.store.bm25 import KeywordIndex, query_terms
+    from skald.store.bm25 import KeywordIndex
+    from skald.store.terms import query_terms
 
     assert query_terms("When does Melanie paint a sunrise?") == {"melani", "paint", "sunris"}
     assert query_terms("what is it") == {"what", "is", "it"}
@@ -185,7 +186,8 @@ def test_bm25_search_sums_only_the_querys_postings_and_matches_the_formula() -> 
     import random
     from collections import Counter
 
-    from skald.store.bm25 import K1, B, KeywordIndex, query_terms, tokenize
+    from skald.store.bm25 import K1, B, KeywordIndex
+    from skald.store.terms import query_terms, tokenize
 
     rng = random.Random(3)
     vocab = ["pool", "replica", "lag", "vacuum", "ticket", "deploy", "canary", "tunnel", "mtu", "alert"]
