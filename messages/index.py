@@ -36,6 +36,9 @@ class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
     start_line: int = 0
     end_line: int = 0
     page: int = 0
+    # The language the text is written in (ISO 639-1, `store/language.py`), identified when the row
+    # is built: the keyword index stems its words in it. "" (a row built before rows carried it): English.
+    lang: str = ""
 
 
 class IndexDelete(msgspec.Struct, kw_only=True, frozen=True):

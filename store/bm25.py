@@ -1,6 +1,8 @@
 """BM25 over index rows, local and incremental: keyword search with no remote engine.
 
-Terms come from `store/terms.py` (words of every script, English stems). Postings are arrays per
+Terms come from `store/terms.py` (words of every script, each row's words stemmed in its own
+language, `store/language.py`); a query's words are looked up under the stems of every language
+the index holds. Postings are arrays per
 term (12 bytes a posting), so scoring a common term over 100k documents is one vector op and a
 million rows fit in memory.
 """
@@ -15,7 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from skald.store.terms import query_terms, query_words, tokenize
+from skald.store.language import DEFAULT
+from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
 _CODE = re.compile(r"\d")
 
@@ -131,6 +134,9 @@ class KeywordIndex:
         self._writes = 0  # rows added or removed: the weights below are of one count
         self._weighed: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}  # term id -> (writes, labels, weights)
         self._weighed_size = 0
+        self._lang: dict[int, str] = {}  # label -> its row's language, when not DEFAULT
+        self._lang_rows: Counter[str] = Counter()
+        self.languages: Langs = ENGLISH  # DEFAULT, then every other language a row is in
 
     def __len__(self) -> int:
         return len(self._terms)
@@ -144,12 +150,18 @@ class KeywordIndex:
                 grown[: old.shape[0]] = old
                 setattr(self, name, grown)
 
-    def add(self, label: int, text: str) -> None:
+    def add(self, label: int, text: str, lang: str = DEFAULT) -> None:
+        """Index the row's text, its words stemmed as words of `lang` (its language)."""
         with self._lock:
             self._writes += 1
             self._remove(label)
             self._grow(label)
-            counts = Counter(tokenize(text))
+            if lang != DEFAULT:
+                self._lang[label] = lang
+                self._lang_rows[lang] += 1
+                if self._lang_rows[lang] == 1:
+                    self._set_languages()
+            counts = Counter(tokenize(text, lang))
             gen = int(self._gen[label])
             tids = []
             for term, tf in counts.items():
@@ -169,10 +181,19 @@ class KeywordIndex:
             self._writes += 1
             self._remove(label)
 
+    def _set_languages(self) -> None:
+        self.languages = (DEFAULT, *sorted(lang for lang, n in self._lang_rows.items() if n > 0))
+
     def _remove(self, label: int) -> None:
         tids = self._terms.pop(label, None)
         if tids is None:
             return
+        lang = self._lang.pop(label, None)
+        if lang is not None:
+            self._lang_rows[lang] -= 1
+            if not self._lang_rows[lang]:
+                del self._lang_rows[lang]
+                self._set_languages()
         self._gen[label] += 1  # every posting of the old text is retired at once
         for tid in tids.tolist():
             post = self._post[tid]
@@ -194,43 +215,47 @@ class KeywordIndex:
         """For each label, the share of the query's IDF mass its text contains (0..1): how much of
         what the query asks for, weighted by how rare each word is, the row says at all. Words no
         row has weigh the most, so a query about something absent covers little anywhere. When the
-        query holds identifiers (a digit in a word: `OPS-0001234`, `E1234`, `v2.3.1`), only they count."""
-        terms = query_terms(query)
-        codes = {t for t in terms if _CODE.search(t)}
+        query holds identifiers (a digit in a word: `OPS-0001234`, `E1234`, `v2.3.1`), only they count.
+        A word counts once, whichever of its languages' stems the row holds."""
+        groups = query_groups(query, self.languages)
+        codes = [g for g in groups if any(_CODE.search(t) for t in g)]
         if codes:
-            terms = codes  # a ticket number, error code or version is what such a query is about
+            groups = tuple(codes)  # a ticket number, error code or version is what such a query is about
         with self._lock:
             n = len(self._terms)
-            if not n or not terms or not labels:
+            if not n or not groups or not labels:
                 return [0.0] * len(labels)
-            idf = {}
-            for t in terms:
-                df = self._df(t)
-                idf[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            total = sum(idf.values()) or 1.0
-            weight = {self._tid[t]: w for t, w in idf.items() if self._df(t)}  # absent words: in no row
-            if not weight:
+            idf = [_idf(n, max(self._df(t) for t in g)) for g in groups]
+            total = sum(idf) or 1.0
+            word = {self._tid[t]: i for i, g in enumerate(groups) for t in g if self._df(t)}  # absent words: in no row
+            if not word:
                 return [0.0] * len(labels)
-            order = sorted(weight)
+            order = sorted(word)
             qids = np.asarray(order, dtype=np.int32)
-            qw = np.asarray([weight[t] for t in order], dtype=np.float64)
+            qword = np.asarray([word[t] for t in order], dtype=np.int64)
+            weights = np.asarray(idf, dtype=np.float64)
             # Every candidate's term ids in one array: which are query terms, summed per candidate.
             have = [self._terms.get(label, _NO_TERMS) for label in labels]
             ids = np.concatenate(have)
             if not ids.size:
                 return [0.0] * len(labels)
             at = np.minimum(np.searchsorted(qids, ids), qids.size - 1)
-            gained = np.where(qids[at] == ids, qw[at], 0.0)
             owner = np.repeat(np.arange(len(labels)), [a.size for a in have])
-            return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()  # type: ignore[no-any-return]
+            if qids.size == len(groups):  # one term a word: each (row, word) pair is met once at most
+                gained = np.where(qids[at] == ids, weights[qword[at]], 0.0)
+                return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()  # type: ignore[no-any-return]
+            hit = qids[at] == ids
+            pairs = np.unique(owner[hit] * len(groups) + qword[at[hit]])  # a word held in two stems counts once
+            held = np.bincount(pairs // len(groups), weights=weights[pairs % len(groups)], minlength=len(labels))
+            return (held / total).tolist()  # type: ignore[no-any-return]
 
     def words_in(self, query: str, labels: list[int]) -> list[list[str]]:
         """For each label, the query's words (`query_words`) whose term the row's text holds; every
         row in one pass over their term ids, as `coverage` does."""
-        pairs = query_words(query)
+        pairs = query_words(query, self.languages)
         out: list[list[str]] = [[] for _ in labels]
         with self._lock:
-            tids = {tid: w for w, t in pairs if (tid := self._tid.get(t)) is not None}
+            tids = {tid: w for w, g in pairs for t in g if (tid := self._tid.get(t)) is not None}
             if not tids or not labels:
                 return out
             have = [self._terms.get(label, _NO_TERMS) for label in labels]
@@ -241,7 +266,8 @@ class KeywordIndex:
         if hit.size:
             ends = np.cumsum([a.size for a in have])
             for row, tid in zip(np.searchsorted(ends, hit, side="right").tolist(), ids[hit].tolist(), strict=True):
-                out[row].append(tids[tid])
+                if tids[tid] not in out[row]:
+                    out[row].append(tids[tid])
         order = {w: i for i, (w, _) in enumerate(pairs)}
         return [sorted(words, key=order.__getitem__) if len(words) > 1 else words for words in out]
 
@@ -249,14 +275,15 @@ class KeywordIndex:
         """The share of the query's IDF mass (function words aside) in words no row holds at all:
         0 when the index knows every word, near 1 when the query is about things never written
         down here (an absent word carries the highest IDF)."""
-        terms = query_terms(query)
+        groups = query_groups(query, self.languages)
         with self._lock:
             n = len(self._terms)
-            if not n or not terms:
+            if not n or not groups:
                 return 0.0
-            idf = {t: math.log(1 + (n - (df := self._df(t)) + 0.5) / (df + 0.5)) for t in terms}
-            total = sum(idf.values()) or 1.0
-            return sum(w for t, w in idf.items() if not self._df(t)) / total
+            dfs = [max(self._df(t) for t in g) for g in groups]
+            idf = [_idf(n, df) for df in dfs]
+            total = sum(idf) or 1.0
+            return sum(w for w, df in zip(idf, dfs, strict=True) if not df) / total
 
     def search(self, query: str, k: int,
                allow: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +292,7 @@ class KeywordIndex:
         Work is in proportion to the query's postings, never to the index: a term's scores are
         summed in a scratch array only over its own labels, and only those are read back; a term
         in very many rows contributes its champion list (CHAMPIONS)."""
-        terms = query_terms(query)
+        terms = query_terms(query, self.languages)
         if not terms:
             return _EMPTY_LABELS, _EMPTY_SCORES
         hit, scores, pruned = self._scores(terms, prune=True)
@@ -307,7 +334,7 @@ class KeywordIndex:
                 tid = self._tid.get(t)
                 if tid is None or not 0 < (df := self._post[tid].live) <= common:
                     continue  # absent, or in most rows: next to no weight, and the whole cost of the search
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                idf = _idf(n, df)
                 if prune and df > CHAMPIONS_FROM:
                     labels, tf = self._post[tid].champions(self._gen, self._dl, avgdl)
                     parts.append((labels, _weights(tf, self._dl[labels], idf, avgdl)))
@@ -331,6 +358,11 @@ class KeywordIndex:
             scores = self._scratch[hit]
             self._scratch[hit] = 0.0
             return hit, scores, pruned
+
+
+def _idf(n: int, df: int) -> float:
+    """BM25's IDF of a term in df of n rows (Lucene's, never negative)."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

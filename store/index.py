@@ -39,6 +39,7 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.bm25 import KeywordIndex
+from skald.store.language import DEFAULT
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +251,7 @@ class VectorIndex:
                     self._by_level[row.level].add(label)
                     self._level_arr.clear()
                     self._level_mat.clear()
-                self.keywords.add(label, row.text or row.abstract)
+                self.keywords.add(label, row.text or row.abstract, row.lang or DEFAULT)
                 self._vecs[label] = vec
                 self._tlen[label] = len(row.text)
                 if self._alive[label]:
@@ -899,7 +900,7 @@ class VectorIndex:
             idx._labels[key] = label
             idx._chash ^= _digest(key, row)
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
-            idx.keywords.add(label, row.text or row.abstract)
+            idx.keywords.add(label, row.text or row.abstract, row.lang or DEFAULT)
             idx._by_level.setdefault(row.level, set()).add(label)
             idx._level[label] = row.level
             idx._tlen[label] = len(row.text)

@@ -20,6 +20,9 @@ from collections.abc import Callable
 import regex
 import snowballstemmer
 
+from skald.store import language
+from skald.store.language import DEFAULT
+
 _STEMMER = snowballstemmer.stemmer("english")  # BSD; the Snowball project's own Python port
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-:/][A-Za-z0-9_]+)*")
 _PARTS = re.compile(r"[A-Za-z0-9]+")
@@ -53,22 +56,23 @@ not no yes just also too very any some all each both either neither other such o
 """.split()
 
 
-@functools.lru_cache(maxsize=4096)
-def query_terms(text: str) -> frozenset[str]:
-    """A query's terms without its function words (all of them when it has nothing else). Cached:
-    one query asks for them several times (search, coverage, novelty)."""
-    terms = frozenset(tokenize(text))
-    return (terms - STOP_WORDS) or terms
-
+Langs = tuple[str, ...]  # the languages an index's rows are written in (`KeywordIndex.languages`)
+ENGLISH: Langs = (DEFAULT,)
 
 
 @functools.lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    """English Snowball stem of a plain word (`restarting` -> `restart`); identifiers and numbers
-    are left whole, since `v2.3.1` and `ERR_AUTH_42` must match exactly."""
-    if not word.isalpha() or not word.isascii() or len(word) < 4:
+def stem(word: str, lang: str = DEFAULT) -> str:
+    """Snowball stem of a plain word in the row's language (`restarting` -> `restart`,
+    `Datenbanken` -> `datenbank`); identifiers and numbers are left whole, since `v2.3.1` and
+    `ERR_AUTH_42` must match exactly. English stems only ASCII words, as it always has."""
+    if lang == DEFAULT:
+        if not word.isalpha() or not word.isascii() or len(word) < 4:
+            return word
+        return _STEMMER.stemWord(word)
+    stemmer = language.stemmer(lang)
+    if stemmer is None or not word.isalpha() or len(word) < 3:
         return word
-    return _STEMMER.stemWord(word)
+    return stemmer.stemWord(word)
 
 
 def _words(text: str) -> tuple[str, list[str], Callable[[str], list[str]]]:
@@ -79,24 +83,15 @@ def _words(text: str) -> tuple[str, list[str], Callable[[str], list[str]]]:
     return text, _U_TOKEN.findall(text), _U_PARTS.findall
 
 
-@functools.lru_cache(maxsize=4096)
-def query_words(text: str) -> tuple[tuple[str, str], ...]:
-    """(word as the query writes it, lower-cased; its term) for each distinct word of a query,
-    function words aside as in `query_terms`: what a match reason names."""
-    words = dict.fromkeys(_words(text)[1])
-    pairs = [(w, stem(w)) for w in words]
-    kept = [(w, t) for w, t in pairs if t not in STOP_WORDS]
-    return tuple(kept or pairs)
-
-
-def tokenize(text: str) -> list[str]:
-    text, words, parts_of = _words(text)
-    out: list[str] = [stem(t) for t in words]
+def _written(text: str) -> list[str]:
+    """Every term of the text before stemming: its words, an identifier's parts, and the
+    character unigrams and bigrams of a script written without spaces."""
+    text, out, parts_of = _words(text)
     for tok in out[:]:
         if not tok.isalnum():  # an identifier with separators (or a word with marks): parts are terms too
             parts = parts_of(tok)
             if len(parts) > 1:
-                out.extend(stem(p) for p in parts)
+                out.extend(parts)
     if not text.isascii():
         for run in _CJK.findall(text):
             out.extend(run)
@@ -104,4 +99,53 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-STOP_WORDS = frozenset(t for w in _STOP for t in tokenize(w))  # as the tokenizer turns them ("does" -> "doe")
+def tokenize(text: str, lang: str = DEFAULT) -> list[str]:
+    """The text's terms, its words stemmed as words of `lang` (the row's language)."""
+    return [stem(w, lang) for w in _written(text)]
+
+
+def _function_language(words: list[str], langs: Langs) -> str:
+    """The language other than English whose function words the query uses most (at least two,
+    and more than English's), "" when none: only then are that language's function words left
+    out, so `war` stays in an English query over German rows."""
+    best, most = "", max(1, sum(stem(w) in STOP_WORDS for w in words))
+    for lang in langs:
+        if lang != DEFAULT and (n := sum(w in language.function_words(lang) for w in words)) > most:
+            best, most = lang, n
+    return best
+
+
+def _groups(written: list[str], langs: Langs) -> list[tuple[str, frozenset[str], bool]]:
+    """(word, its terms under each language, whether it is a function word) for each distinct word."""
+    words = list(dict.fromkeys(written))
+    other = _function_language(words, langs) if len(langs) > 1 else ""
+    skip = language.function_words(other) if other else frozenset()
+    return [(w, frozenset(stem(w, lang) for lang in langs), stem(w) in STOP_WORDS or w in skip) for w in words]
+
+
+@functools.lru_cache(maxsize=4096)
+def query_groups(text: str, langs: Langs = ENGLISH) -> tuple[frozenset[str], ...]:
+    """A query's terms, one set per word: the word's stem under each language the index holds,
+    since a query is too short to tell its language. Function words aside (all words when it has
+    nothing else). Cached: one query asks for them several times (search, coverage, novelty)."""
+    groups = _groups(_written(text), langs)
+    kept = [g for _, g, function in groups if not function] or [g for _, g, _ in groups]
+    return tuple(dict.fromkeys(kept))
+
+
+@functools.lru_cache(maxsize=4096)
+def query_terms(text: str, langs: Langs = ENGLISH) -> frozenset[str]:
+    """Every term of `query_groups`, as one set (what BM25 scores)."""
+    return frozenset().union(*query_groups(text, langs))
+
+
+@functools.lru_cache(maxsize=4096)
+def query_words(text: str, langs: Langs = ENGLISH) -> tuple[tuple[str, frozenset[str]], ...]:
+    """(word as the query writes it, lower-cased; its terms) for each distinct whole word of a
+    query, function words aside as in `query_groups`: what a match reason names."""
+    groups = _groups(_words(text)[1], langs)
+    kept = [(w, g) for w, g, function in groups if not function]
+    return tuple(kept or [(w, g) for w, g, _ in groups])
+
+
+STOP_WORDS = frozenset(stem(t) for w in _STOP for t in _written(w))  # as the tokenizer turns them ("does" -> "doe")

@@ -13,6 +13,7 @@ from skald.actors.text.frontmatter import frontmatter
 from skald.actors.text.tags import check_tags  # noqa: F401 - re-exported for the indexer
 from skald.messages.errors import InvalidArgument
 from skald.messages.index import IndexRow
+from skald.store.language import language_of
 from skald.store.uri import category_of, context_type_of, join_uri
 
 EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
@@ -96,6 +97,7 @@ def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str,
         context_type=ctype, category=cat, abstract=abstract, tags=tags, created_at=created_at,
         updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vec_bytes(vector),
         text=text[:KEYWORD_CHARS], kind=kind, title=title, start_line=start_line, end_line=end_line, page=page,
+        lang=language_of(text or abstract),
     )
 
 

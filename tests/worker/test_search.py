@@ -196,6 +196,9 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
                               "content": "Ошибка: сервер базы данных не отвечает после перезапуска"})
     ru = await c.call("search.search", {"query": "перезапуска сервер", "search_type": "keywords", "level": 2})
     assert [m["uri"] for m in hits(ru)] == ["viking://resources/logs/ru.log"]
+    # and stemmed in their row's language (Russian here): another inflection of both words finds it
+    ru = await c.call("search.search", {"query": "перезапуск серверов", "search_type": "keywords", "level": 2})
+    assert [m["uri"] for m in hits(ru)] == ["viking://resources/logs/ru.log"]
     # context mode is the assembler's: a deployment without one says so
     _, bare = await deploy(actors=("indexer", "retriever"))
     bare.retries = False  # the client would otherwise retry UNAVAILABLE until its deadline
