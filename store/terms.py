@@ -1,10 +1,11 @@
 """What a text's terms are, for the keyword index (`store/bm25.py`) and for saying which words of a
-query a row holds: words of every script, English stems, a query's function words.
+query a row holds: words of every script, stems in the row's language, a query's function words.
 
 Tokens keep identifiers whole (`ERR_AUTH_42`, `parse_config`, `v2.3.1`) and also index their
-parts, so both the exact code and its words match; plain English words are stemmed (Snowball),
-so `restarting` finds `restart`. Words of any other alphabet (Cyrillic, Greek, accented Latin,
-Arabic, Devanagari ...) are terms as written, after NFKC normalisation and case folding (so `é`
+parts, so both the exact code and its words match; plain words are stemmed (Snowball) in the
+row's language (`store/language.py`), so `restarting` finds `restart` and `Datenbank` finds
+`Datenbanken`. Words of other alphabets (Cyrillic, Greek, accented Latin, Arabic, Devanagari ...)
+are read after NFKC normalisation and case folding (so `é`
 composed or not, `Straße` and `STRASSE`, full-width `ＥＲＲ` and `err` match); scripts written
 without spaces (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) are indexed as character
 unigrams and bigrams (no segmenter needed).
@@ -101,6 +102,8 @@ def _written(text: str) -> list[str]:
 
 def tokenize(text: str, lang: str = DEFAULT) -> list[str]:
     """The text's terms, its words stemmed as words of `lang` (the row's language)."""
+    if lang == DEFAULT:
+        return [stem(w) for w in _written(text)]  # a one-argument key is the stem cache's fast path
     return [stem(w, lang) for w in _written(text)]
 
 
