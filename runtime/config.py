@@ -40,6 +40,8 @@ class Config:
     embed_api_key: str = ""
     embed_timeout_s: float = 30.0
     embed_dim: int = 0
+    embed_query_prefix: str = ""  # put before each query (an e5 model served remotely wants "query: ")
+    embed_passage_prefix: str = ""  # and before each passage ("passage: ")
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: str = ""
@@ -51,7 +53,7 @@ class Config:
     default_search_mode: str = "thinking"  # thinking | fast: what search (never find) uses
     score_propagation_alpha: float = 1.0
     hotness_alpha: float = 0.0
-    score_calibration: str = "auto"  # auto (the embedder's shipped calibration) | off | lo,hi (raw cosines)
+    score_calibration: str = "auto"  # auto (shipped, else fitted for an OpenAI-compatible model) | fit | off | lo,hi
     enable_intent: bool = True
     recall_intent_timeout_s: float = 5.0  # query expansion fuse (search with a session, context mode)
     recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
@@ -110,12 +112,12 @@ class Config:
         return cfg
 
     def validate(self) -> None:
-        if self.score_calibration not in ("auto", "off"):
+        if self.score_calibration not in ("auto", "fit", "off"):
             try:
                 lo, hi = (float(x) for x in self.score_calibration.split(","))
                 assert 0.0 <= lo < hi <= 1.0
             except (ValueError, AssertionError):
-                raise ConfigError(f"SKALD_SCORE_CALIBRATION={self.score_calibration!r}: must be auto, off, or "
+                raise ConfigError(f"SKALD_SCORE_CALIBRATION={self.score_calibration!r}: must be auto, fit, off, or "
                                   "lo,hi with 0 <= lo < hi <= 1") from None
         for name, allowed in CHOICES.items():
             value = getattr(self, name)

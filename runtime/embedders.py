@@ -128,7 +128,9 @@ class OpenAIEmbedder:
                  dim: int = 0, query_prefix: str = "", passage_prefix: str = "") -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.name = f"openai:{model}@{hashlib.sha1(self.base_url.encode()).hexdigest()[:8]}"
+        # Prefixes change the vectors, so they are part of the model's identity (when set).
+        ident = self.base_url + (f"|{query_prefix}|{passage_prefix}" if query_prefix or passage_prefix else "")
+        self.name = f"openai:{model}@{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
         self.dim = dim
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix

