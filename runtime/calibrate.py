@@ -26,7 +26,7 @@ from skald.actors.retriever.calibration import Calibration
 log = logging.getLogger("skald.calibrate")
 
 FILE = "calibrations.json"
-FIT_TIMEOUT_S = 60.0
+FIT_TIMEOUT_S = 20.0  # a start waits at most this long for a model that does not answer
 CONCURRENT_QUERIES = 8
 
 

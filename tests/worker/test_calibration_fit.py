@@ -75,3 +75,18 @@ async def test_a_remote_model_is_fitted_so_recall_is_silent_on_unrelated_queries
         assert len(server.calls) - calls < 10  # the probe and a query: not the 64 noise queries again
     finally:
         server.close()
+
+
+async def test_a_model_that_does_not_answer_leaves_scores_raw_and_nothing_kept(
+        tmp_path: Path, monkeypatch: Any, caplog: Any) -> None:
+    from skald.runtime import calibrate
+    from skald.runtime.embedders import OpenAIEmbedder
+
+    down = ModelStub(lambda path, body: (503, {"error": "loading"}, 0))
+    monkeypatch.setattr(calibrate, "FIT_TIMEOUT_S", 1.0)
+    try:
+        cal = await calibrate.serve(OpenAIEmbedder(down.url, "m", timeout_s=0.5, dim=384), "auto", True, tmp_path)
+    finally:
+        down.close()
+    assert cal.identity and not (tmp_path / calibrate.FILE).exists()
+    assert any("scores stay raw" in r.getMessage() for r in caplog.records)
