@@ -84,7 +84,8 @@ class Retriever(TreeReads):
         await self.replica.stop()
 
     def health(self) -> dict[str, Any]:
-        return {**self.replica.health(), "usage": self.usage.health()}
+        return {**self.replica.health(), "usage": self.usage.health(),
+                "calibration": self.settings.calibration.describe()}
 
     def rerank_fn(self, timeout_s: float) -> RerankFn | None:
         """The reranker as the descent wants it: scores, or None on any failure (counted upstream)."""

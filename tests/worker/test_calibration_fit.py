@@ -71,7 +71,7 @@ async def test_a_remote_model_is_fitted_so_recall_is_silent_on_unrelated_queries
         w, c = await deploy(embedder="openai", embed_base_url=server.url, embed_model="crowded", data_dir=data,
                             prefix=w.cfg.prefix)
         again = (await c.find("caddy port", include_provenance=True)).provenance["calibration"]
-        assert again == cal
+        assert again == cal == (await c.health()).actors["retriever"]["calibration"]
         assert len(server.calls) - calls < 10  # the probe and a query: not the 64 noise queries again
     finally:
         server.close()
