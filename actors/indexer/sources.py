@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import httpx
 
 from skald.messages.errors import Conflict, DeadlineExceeded, InvalidArgument, NotFound, PermissionDenied, Unavailable
-from skald.store import tree
+from skald.store import tree, uri
 
 URL_MAX_BYTES = 32 * 1024 * 1024
 URL_TIMEOUT_S = 30.0
@@ -120,6 +120,9 @@ def upload_path(root: Path, rel: str) -> Path:
     parts = [p for p in rel.replace("\\", "/").split("/") if p]
     if not parts or any(p in (".", "..") or p.startswith(".") for p in parts):
         raise InvalidArgument("an upload path is relative, without '..' or hidden names", {"path": rel})
+    if any(len(p.encode("utf-8", "surrogatepass")) > uri.MAX_SEGMENT or "\x00" in p for p in parts):
+        raise InvalidArgument("an upload path's names are at most 255 bytes, without NUL",
+                              {"path": rel[:300], "max": uri.MAX_SEGMENT})
     return root.joinpath("files", *parts)
 
 

@@ -85,7 +85,7 @@ def test_upload_pieces_append_in_order_and_belong_to_their_sender(tmp_path: Path
     assert sources.write_piece(root, "docs/a.md", 0, b"new") == 3  # offset 0 starts over
     with pytest.raises(Conflict):
         sources.write_piece(root, "docs/a.md", 99, b"x")
-    for bad in ("../x.md", "docs/../../x.md", ".hidden/x.md", "/"):
+    for bad in ("../x.md", "docs/../../x.md", ".hidden/x.md", "/", "viking://resources/" + "a" * 300, "a\x00b"):
         with pytest.raises(InvalidArgument):
             sources.write_piece(root, bad, 0, b"x")
     with pytest.raises(PermissionDenied):
