@@ -135,8 +135,8 @@ def load(path: Path, typ: type[S]) -> tuple[S | None, str]:
         return None, "corrupt"
 
 
-def save(path: Path, value: msgspec.Struct) -> None:
-    write_atomic_sync(path, msgspec.json.encode(value))
+def save(path: Path, value: msgspec.Struct, durable: bool = True) -> None:
+    write_atomic_sync(path, msgspec.json.encode(value), durable=durable)
 
 
 def read_session_meta(session: SessionDir) -> tuple[SessionMeta | None, str]:

@@ -57,10 +57,11 @@ def write_new_files(files: dict[Path, bytes], dirs: tuple[Path, ...] = ()) -> No
             os.close(fd)
 
 
-def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False, durable: bool = True) -> None:
     """Durably replace (or, with `exclusive`, create) `path` with `data`. A concurrent writer
     may have turned the path into a directory, or a parent into a file, since the caller looked:
-    those are typed refusals, not crashes."""
+    those are typed refusals, not crashes. `durable=False` skips the two fsyncs (still atomic
+    against a crashed process; a power cut may lose it): for a file whose loss is repaired."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:
@@ -70,7 +71,8 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> No
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
     except FileNotFoundError as e:  # the directory was removed by a concurrent writer
         raise Conflict("the directory was removed meanwhile; retry", {"path": path.parent.name}) from e
     except BaseException:  # a full disk (ENOSPC) among others: no partial temp file is left behind
@@ -99,6 +101,8 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False) -> No
     finally:
         if tmp.exists():
             tmp.unlink()
+    if not durable:
+        return
     try:
         _fsync_dir(path.parent)
     except FileNotFoundError as e:  # removed right after the rename: the delete came second

@@ -79,10 +79,10 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
         session_store.write_atomic_lines(sdir.messages, root)
     ids = archived | {m.id for m in root}
     repaired = False
-    if status == "corrupt":
+    if status == "corrupt" or (status == "missing" and ids):  # torn, or lost (written without fsync)
         meta = recovered_meta(sdir, ids, len(indexes))
-        log.warning("corrupt %s: counters rebuilt from disk (total_message_count=%d, commit_count=%d)",
-                    sdir.meta, meta.total_message_count, meta.commit_count)
+        log.warning("%s %s: counters rebuilt from disk (total_message_count=%d, commit_count=%d)",
+                    status, sdir.meta, meta.total_message_count, meta.commit_count)
         fence()
         session_store.save(sdir.meta, meta)
         repaired = True

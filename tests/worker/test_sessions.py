@@ -279,6 +279,28 @@ async def test_corrupt_session_meta_is_rebuilt_from_disk_not_reset(deploy: Calla
     assert r["message_id"] == "msg_00000004" and not r.get("duplicate")
 
 
+async def test_a_session_whose_meta_was_lost_is_rebuilt_with_its_counters(deploy: Callable[..., Any],
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A session created by its first message writes `.meta.json` without fsync (the message's
+    group commit follows): a power cut may lose that file, never the messages. Deleting it stands
+    for that: the next owner rebuilds it (logged) and ids go on from where they were."""
+    w, c = await deploy()
+    for k in range(3):
+        await add(c, "lazy", "user", f"message {k}")
+    cfg = w.cfg
+    await w.stop()
+    meta = cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / "lazy" / ".meta.json"
+    meta.unlink()
+    _, c2 = await deploy(data_dir=cfg.data_dir, prefix=cfg.prefix)
+    with caplog.at_level("WARNING", logger="skald.session"):
+        info = await c2.call("sessions.get", {"session_id": "lazy"})
+    assert info["total_message_count"] == 3 and info["message_count"] == 3 and info["created_at"]
+    assert any("missing" in r.getMessage() and "rebuilt" in r.getMessage() for r in caplog.records)
+    assert json.loads(meta.read_bytes())["total_message_count"] == 3  # written back
+    r = await add(c2, "lazy", "user", "one more")
+    assert r["message_id"] == "msg_00000004" and not r.get("duplicate")
+
+
 async def test_ten_commits_later_the_context_still_holds_the_first_commits_fact(
         deploy: Callable[..., Any]) -> None:
     """Working memory accumulates (offline too): each archive's overview starts from the one before."""
