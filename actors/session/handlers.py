@@ -127,18 +127,15 @@ class Sessions:
 
     async def _on_session(self, op: Op, req: msgspec.Struct, ctx: Ctx, session_id: str, create: bool,
                           body: Callable[[str, State], Awaitable[Any]]) -> Any:
-        """Run `body` on the session's state at its owner (loading and recovering it first).
-        `create`: a missing session is created (add_message's, lazily: see `_state`)."""
+        """Run `body` on the session's state at its owner (loading and recovering it first)."""
         key = lease_key(ctx.identity.account, ctx.identity.user, session_id)
-        # A session loaded here was resolved (tenancy, name, symlinks) when it was loaded; only a
-        # new one is resolved now, before its lease is asked for.
+        # A loaded session was resolved (tenancy, name, symlinks) then; a new one is, before its lease.
         sdir = None if key in self._states else session_dir(self.ns, ctx.identity, session_id)
 
         async def here() -> Any:
             await self.tails.settle(key)
-            st = self._states.get(key) or await self._state(
-                key, sdir or session_dir(self.ns, ctx.identity, session_id), create=create,
-                lazy=op is catalog.SESSIONS_ADD_MESSAGE)
+            st = self._states.get(key) or await self._state(key, sdir or session_dir(
+                self.ns, ctx.identity, session_id), create, lazy=op is catalog.SESSIONS_ADD_MESSAGE)
             await self._requeue(st, ctx.identity)
             if st.journal_unchecked:  # first use after a load: finish what a crash left unpublished
                 await self.appends.recover(key, st.sdir.session_id, st.root, ctx.identity)
@@ -148,11 +145,8 @@ class Sessions:
         return await self.owners.run(op, req, ctx, key, here)
 
     async def _state(self, key: str, sdir: SessionDir, create: bool, lazy: bool = False) -> State:
-        """The session's state, loaded (and recovered) on first use. A session created by its
-        first message (`lazy`) writes its `.meta.json` without the two fsyncs: the message's own
-        group commit follows before any reply (with 4+ files a `syncfs` flushes this too), and a
-        meta a power cut lost is rebuilt from the messages on load (`state.load`). The fsyncs
-        were what bounded new sessions to ~900 a second on the 6-thread pool."""
+        """Loaded (and recovered) on first use. `lazy`: its first message's group commit follows, so
+        `.meta.json` goes without fsync (a lost one is rebuilt: `state.load`; fsyncs capped ~900/s)."""
         st = self._states.get(key)
         if st is not None:
             return st
@@ -160,8 +154,8 @@ class Sessions:
             if not create:
                 raise NotFound("no such session", {"session_id": sdir.session_id})
             self.owners.fence(key)
-            await asyncio.to_thread(session_store.save, sdir.meta,
-                                    SessionMeta(session_id=sdir.session_id, created_at=self.clock()), not lazy)
+            meta = SessionMeta(session_id=sdir.session_id, created_at=self.clock())
+            await asyncio.to_thread(session_store.save, sdir.meta, meta, not lazy)
         await self.appends.quiet(key)  # a line still being written must be on disk before it is read
         st = await asyncio.to_thread(state.load, sdir, lambda: self.owners.fence(key))
         self._states[key] = st
@@ -227,10 +221,9 @@ class Sessions:
                 # owner); a commit does not rewrite it, so its archives are counted.
                 meta, _ = session_store.read_session_meta(sdir)
                 meta = meta or SessionMeta()
+                commits = max(meta.commit_count, len(session_store.archive_indexes(sdir)))
                 out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=meta.created_at,
-                                                    total_message_count=meta.total_message_count,
-                                                    commit_count=max(meta.commit_count,
-                                                                     len(session_store.archive_indexes(sdir)))))
+                                                    total_message_count=meta.total_message_count, commit_count=commits))
             return out
 
         return session_msgs.SessionList(sessions=await asyncio.to_thread(scan))
