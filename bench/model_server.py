@@ -37,10 +37,10 @@ class Warp:
 
     def __init__(self, kind: str) -> None:
         import threading
-        from pydoc_data.topics import topics
 
         import numpy as np
 
+        from skald.actors.retriever import noiseset
         from skald.runtime.e5onnx import E5Onnx
         from skald.runtime.embedders import PASSAGE, QUERY
 
@@ -53,7 +53,7 @@ class Warp:
             u = rng.standard_normal(d).astype(np.float32)
             self.shift = 1.5 * u / np.linalg.norm(u)
         elif kind == "center":  # reference topics past the noise set's (it reads the first 48)
-            ref = [" ".join(topics[n].split())[:800] for n in sorted(topics)[48:]]
+            ref = noiseset.passages(noiseset.PASSAGES, None)
             self.shift = -0.9 * self.model.encode(ref, PASSAGE).mean(axis=0)
 
     def embed(self, text: str) -> list[float]:

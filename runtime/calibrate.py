@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from skald.actors.retriever import calibration, noiseset
 from skald.actors.retriever.calibration import Calibration
+from skald.store import tree
 
 log = logging.getLogger("skald.calibrate")
 
@@ -59,13 +59,6 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _write(path: Path, kept: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(kept, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
 async def serve(embedder: Any, setting: str, fit_unknown: bool, cache_dir: Path) -> Calibration:
     """The calibration to serve. `fit_unknown`: fit a model with no shipped calibration under
     `auto` (an OpenAI-compatible one; the hashed test embedder stays raw)."""
@@ -89,5 +82,5 @@ async def serve(embedder: Any, setting: str, fit_unknown: bool, cache_dir: Path)
     kept = await asyncio.to_thread(_read, path)  # another worker may have written meanwhile
     kept[model] = {"name": cal.name, "lo": cal.lo, "hi": cal.hi, "version": version,
                    "noise_median": round(calibration.quantile(hits, 0.5), 4)}
-    await asyncio.to_thread(_write, path, kept)
+    await asyncio.to_thread(tree.write_atomic_sync, path, json.dumps(kept, indent=1, sort_keys=True).encode())
     return cal

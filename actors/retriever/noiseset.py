@@ -79,13 +79,13 @@ PASSAGE_CHARS = 800
 PASSAGES = 48
 
 
-def passages() -> list[str]:
-    """The first characters of each of the first `PASSAGES` reference topics, whitespace folded;
-    `LINES` are the other passages."""
+def passages(start: int = 0, stop: int | None = PASSAGES) -> list[str]:
+    """The first characters of reference topics `start:stop` (by name), whitespace folded; the
+    noise set reads the first `PASSAGES` (`LINES` are its other passages)."""
     from pydoc_data.topics import topics
 
     out = []
-    for name in sorted(topics)[:PASSAGES]:
+    for name in sorted(topics)[start:stop]:
         text = re.sub(r"\s+", " ", topics[name]).strip()
         if text:
             out.append(text[:PASSAGE_CHARS])
