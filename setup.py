@@ -27,6 +27,6 @@ def packages(base: Path = Path(__file__).resolve().parent) -> list[str]:
 
 
 if __name__ == "__main__":
-    # Data the code reads beside it: the default model's int8 calibration (runtime/e5onnx.py).
+    # Data the code reads beside it: the default model's int8 calibration (runtime/models/e5onnx.py).
     setup(packages=packages(), package_dir={f"skald.{r}": r for r in ROOTS},
-          package_data={"skald.runtime": ["e5int8.npz"]})
+          package_data={"skald.runtime.models": ["e5int8.npz"]})

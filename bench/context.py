@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, load, pct, row  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 # Stages of `stats.telemetry`: the index searches and shaping (the retriever), then turn
 # grouping, body reads and tier filling with rendering (the assembler).

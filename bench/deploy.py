@@ -12,11 +12,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from skald.runtime.client import SkaldClient
-from skald.runtime.config import Config
-from skald.runtime.natsserver import EmbeddedNats
-from skald.runtime.worker import Worker
-from tests.support import processes
+from skald.runtime.bus.natsserver import EmbeddedNats
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.config import Config
+from skald.runtime.host.worker import Worker
+from support import processes
 
 
 @dataclass
@@ -46,7 +46,7 @@ async def local(name: str, embedder: str = "hash", tmp: Path | None = None, time
     worker = Worker(cfg, embedded=False)
     await worker.start()
     with contextlib.suppress(ImportError):  # as `skald up` does once ready (absent from older refs' code)
-        from skald.runtime import heap
+        from skald.runtime.host import heap
 
         heap.settle()
     return Local(tmp, srv, worker, await SkaldClient.connect(url, timeout_s=timeout_s))

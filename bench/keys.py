@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skald.runtime import keys as key_store  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.config import Config  # noqa: E402
-from skald.runtime.worker import Worker  # noqa: E402
+from skald.runtime.bus import keys as key_store  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
+from skald.runtime.host.config import Config  # noqa: E402
+from skald.runtime.host.worker import Worker  # noqa: E402
 
 WORDS = ("deploy rollback quota cache shard replica ingest vector token budget session archive memory "
          "resource skill latency cluster region failover canary webhook export audit policy").split()

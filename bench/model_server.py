@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skald.runtime.embedders import HashEmbedder  # noqa: E402
+from skald.runtime.models.embedders import HashEmbedder  # noqa: E402
 
 EMBED = HashEmbedder()
 WARP: Warp | None = None
@@ -41,8 +41,8 @@ class Warp:
         import numpy as np
 
         from skald.actors.retriever import noiseset
-        from skald.runtime.e5onnx import E5Onnx
-        from skald.runtime.embedders import PASSAGE, QUERY
+        from skald.runtime.models.e5onnx import E5Onnx
+        from skald.runtime.models.embedders import PASSAGE, QUERY
 
         self.np, self.kind, self.roles = np, kind, (QUERY, PASSAGE)
         self.model, self.lock = E5Onnx(threads=1, int8=True), threading.Lock()

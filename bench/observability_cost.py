@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prometheus_client import generate_latest  # noqa: E402
 
 from bench.deploy import local  # noqa: E402
-from skald.runtime import tracing  # noqa: E402
+from skald.runtime.client import tracing  # noqa: E402
 
 
 class Collector(BaseHTTPRequestHandler):

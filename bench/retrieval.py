@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from skald.actors.kit.request import Ctx  # noqa: E402
 from skald.messages.search import FindRequest, SearchRequest  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.config import Config  # noqa: E402
-from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
-from skald.runtime.worker import Worker  # noqa: E402
+from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
+from skald.runtime.host.config import Config  # noqa: E402
+from skald.runtime.host.worker import Worker  # noqa: E402
 from skald.store.uri import Identity  # noqa: E402
 
 PLACES = [a + b for a in ("North", "Port", "Glen", "Ash", "Red", "Stone", "Lake", "Elm", "Fair", "Oak")

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import start_worker  # noqa: E402
 from bench.find import WORDS, doc_text, pct  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 
 def start(url: str, data: Path, prefix: str, actor: str, worker_id: str = "") -> subprocess.Popen[str]:

@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import code_at, start_worker  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
-from skald.runtime.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import code_at, local  # noqa: E402
-from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 TOPICS = ["the Lisbon trip", "the garden fence", "Maya's piano lessons", "the bakery order", "the new laptop",
           "grandma's birthday", "the marathon plan", "the leaking roof", "the book club", "the dentist visit"]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 BIN = Path(sys.executable).parent
 WORDS = ("caddy walrus ledger harbour quorum lantern meadow cobalt falcon tundra orchard beacon glacier "

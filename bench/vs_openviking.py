@@ -36,7 +36,7 @@ import openviking_sdk as ov
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skald.runtime.client import SkaldClient  # noqa: E402
+from skald.runtime.client.api import SkaldClient  # noqa: E402
 
 BIN = Path(sys.executable).parent
 HERE = Path(__file__).resolve().parent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 # Workers' inboxes, JetStream deliveries and replies live under this prefix; no client may
-# subscribe to it. Each client key gets its own `_INBOX_<user>` (see runtime/busauth.py).
+# subscribe to it. Each client key gets its own `_INBOX_<user>` (see runtime/bus/auth.py).
 WORKER_INBOX = "_SKALD_WORKER"
 
 

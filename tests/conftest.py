@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from skald.runtime.client import SkaldClient
-from skald.runtime.config import Config
-from skald.runtime.natsserver import EmbeddedNats
-from skald.runtime.worker import Worker
-from tests.support.processes import procs  # noqa: F401 - a fixture for every scope
+from skald.runtime.bus.natsserver import EmbeddedNats
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.config import Config
+from skald.runtime.host.worker import Worker
+from support.processes import procs  # noqa: F401 - a fixture for every scope
 
 _ids = itertools.count()
 
@@ -94,7 +94,7 @@ def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 async def gateway(skald: Worker, nats_url: str) -> AsyncIterator[str]:
     """`skald http` in this process, in front of the test's worker; its base URL."""
-    from skald.runtime.gateway import serve
+    from skald.runtime.doors.gateway import serve
 
     client = await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix)
     runner = await serve(client, "127.0.0.1", 0)
@@ -138,14 +138,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """Under xdist, each worker's hardening figures are added to the controller's."""
-    from tests.support.figures import FIGURES
+    from support.figures import FIGURES
 
     FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line for the compass: what the hardening tests exercised in this run."""
-    from tests.support.figures import FIGURES
+    from support.figures import FIGURES
 
     if FIGURES:
         terminalreporter.write_line(
@@ -173,7 +173,7 @@ def leftover_processes(marker: str) -> list[tuple[int, str]]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite leaves no process behind: anything still running from this run's temporary
     directory is reported, killed, and fails the run."""
-    from tests.support.figures import FIGURES
+    from support.figures import FIGURES
 
     if hasattr(session.config, "workeroutput"):  # an xdist worker hands its figures to the controller
         session.config.workeroutput["figures"] = dict(FIGURES)

@@ -24,7 +24,7 @@ from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
 from skald.actors.kit.ports import Bus, Embedder, Summarizer
 from skald.actors.kit.request import Attempt, Ctx
-from skald.messages import catalog, subjects
+from skald.messages import catalog, folders, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
@@ -207,7 +207,7 @@ class Indexer(Imports):
                 return ingest_msgs.IngestResult(job_id="", root_uri=target.uri, status="checked",
                                                 generator=self.summarizer.name)
             if src_dir is not None:
-                await asyncio.to_thread(lambda: importing.copy_selected(src_dir, importing.select(src_dir),
+                await asyncio.to_thread(lambda: importing.copy_selected(src_dir, folders.select(src_dir),
                                                                         target.path))
             else:
                 await tree.write_atomic(target.path / "SKILL.md", skill_text.encode())

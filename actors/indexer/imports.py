@@ -1,6 +1,6 @@
 """Imports of resources (a mixin of the indexer actor): uploads, and `resources.add` from content,
 a server path, a URL or git repository, or an upload. What a folder import takes comes from
-`store/importing.py`, and where a URL, repository or upload comes from, from `sources.py`; this module copies
+`messages/folders.py`, and where a URL, repository or upload comes from, from `sources.py`; this module copies
 into the tree, removes what vanished from a re-added folder, and queues the ingest job."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
 from skald.actors.kit.request import Ctx
 from skald.actors.text import formats
-from skald.messages import catalog
+from skald.messages import catalog, folders
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound, PermissionDenied
 from skald.store import documents as docs_store
@@ -142,7 +142,7 @@ class Imports:
         """Copy what the import takes into the tree; binaries of a folder are reported, not copied;
         files that vanished from a re-added folder are removed (with their rows) unless kept."""
         out = Imported()
-        rels = importing.select(src, req.include, req.exclude)
+        rels = folders.select(src, req.include, req.exclude)
         if src.is_dir():
             kept = []
             for rel in rels:

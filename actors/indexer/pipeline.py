@@ -287,7 +287,7 @@ def _bottom_up(dirs: dict[str, VikingPath]) -> list[VikingPath]:
     return sorted(dirs.values(), key=lambda v: len(v.segments), reverse=True)
 
 
-# An LLM overview lists at most this many entries (runtime/llm.py); the extractive one stops at
+# An LLM overview lists at most this many entries (runtime/models/llm.py); the extractive one stops at
 # OVERVIEW_MAX characters. Entries past both never reach a summary, so their abstracts are not read.
 SHOWN_CHILDREN = 200
 

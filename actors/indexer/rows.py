@@ -9,9 +9,9 @@ import re
 import numpy as np
 
 from skald.actors.text import extract
-from skald.actors.text.frontmatter import frontmatter
 from skald.actors.text.tags import check_tags  # noqa: F401 - re-exported for the indexer
 from skald.messages.errors import InvalidArgument
+from skald.messages.frontmatter import frontmatter
 from skald.messages.index import IndexRow
 from skald.store.language import language_of
 from skald.store.uri import category_of, context_type_of, join_uri

@@ -85,7 +85,7 @@ def fit(name: str, best_hits: Sequence[float], hub: float = 0.0) -> Calibration:
 
 def for_embedder(model: str, setting: str = "auto") -> Calibration:
     """`auto`: the shipped calibration of this embedder (none known: identity; the worker fits an
-    OpenAI-compatible one, `runtime/calibrate.py`); `fit` (the worker fits any model); `off`; or
+    OpenAI-compatible one, `runtime/models/calibrate.py`); `fit` (the worker fits any model); `off`; or
     `lo,hi`."""
     if setting == "fit":
         return IDENTITY

@@ -168,8 +168,8 @@ def test_every_catalog_operation_has_a_command_and_every_command_an_example() ->
     from click.testing import CliRunner
 
     from skald.messages import catalog
-    from skald.runtime import cli_help
-    from skald.runtime.cli import main
+    from skald.runtime.doors import cli_help
+    from skald.runtime.main import main
 
     tree = cli_help.commands(main)
     public = {name for name, op in catalog.OPS.items() if not op.internal}

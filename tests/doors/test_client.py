@@ -15,7 +15,7 @@ from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
-from skald.runtime.client import SkaldClient, SyncSkaldClient
+from skald.runtime.client.api import SkaldClient, SyncSkaldClient
 
 
 async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any], nats_url: str) -> None:
@@ -69,7 +69,7 @@ async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any],
 
 
 def test_the_catalog_covers_every_public_subject() -> None:
-    from tests.support.requests import SUBJECTS
+    from support.requests import SUBJECTS
     assert set(OPS) == set(SUBJECTS)
 
 

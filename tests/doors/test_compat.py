@@ -15,7 +15,7 @@ from typing import Any
 import openviking_sdk as ov
 from openviking_sdk import errors as ov_errors
 
-from tests.support.compat import table_in_readme, unknown_routes
+from support.compat import table_in_readme, unknown_routes
 
 DOC = "viking://resources/compat/guide.md"
 SKILL = "---\nname: compat-skill\ndescription: Check the caddy upstream port\n---\n# Steps\nRead the port.\n"

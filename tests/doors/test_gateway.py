@@ -17,10 +17,10 @@ from openviking_sdk import errors as ov_errors
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skald.runtime import keys as key_store
-from skald.runtime.client import SkaldClient
-from skald.runtime.gateway import ROUTES, serve
-from tests.support import documents as D
+from skald.runtime.bus import keys as key_store
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.doors.gateway import ROUTES, serve
+from support import documents as D
 
 
 async def test_openviking_sdk_works_unchanged(gateway: str) -> None:

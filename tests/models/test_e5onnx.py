@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skald.runtime.e5onnx import E5Onnx, load_smoothing
+from skald.runtime.models.e5onnx import E5Onnx, load_smoothing
 
 TEXTS = [
     "The patient's blood pressure medication should be taken every morning with water.",

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skald.runtime.embedders import OpenAIEmbedder
-from skald.runtime.httpjson import HTTPStatusError, JsonClient
-from skald.runtime.llm import LLMSummarizer, OpenAIChat
+from skald.runtime.models.embedders import OpenAIEmbedder
+from skald.runtime.models.httpjson import HTTPStatusError, JsonClient
+from skald.runtime.models.llm import LLMSummarizer, OpenAIChat
 
 
 class ModelServer(BaseHTTPRequestHandler):
@@ -71,8 +71,8 @@ async def test_openai_embedder_normalises_and_learns_dim(server: str) -> None:
 
 
 def test_embedding_prefixes_come_from_config() -> None:
-    from skald.runtime.config import Config
-    from skald.runtime.worker import make_embedder
+    from skald.runtime.host.config import Config
+    from skald.runtime.host.worker import make_embedder
 
     cfg = Config.from_env(env={"SKALD_EMBEDDER": "openai", "SKALD_EMBED_BASE_URL": "http://127.0.0.1:9/v1",
                                "SKALD_EMBED_QUERY_PREFIX": "query: ", "SKALD_EMBED_PASSAGE_PREFIX": "passage: "})
@@ -102,8 +102,8 @@ async def test_llm_summarizer_falls_back_to_extract(server: str, mode: str) -> N
 async def test_transient_failures_are_retried_honouring_retry_after() -> None:
     """429 with Retry-After, then 503, then success: one call, two retries, the server's pause kept;
     a 400 is not retried; a Retry-After past the deadline gives up inside the deadline."""
-    from skald.runtime.retries import Stats, post_json
-    from tests.support.stubs import ModelStub, chat
+    from skald.runtime.models.retries import Stats, post_json
+    from support.stubs import ModelStub, chat
 
     script: list[tuple[int, Any, float]] = []
     seen: list[float] = []

@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from skald.runtime.client import SkaldClient
-from skald.runtime.worker import Worker
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.worker import Worker
 from tests.conftest import make_config
 
 CORPUS = {

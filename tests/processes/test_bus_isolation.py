@@ -15,13 +15,14 @@ import pytest
 
 from skald.messages import errors as E
 from skald.messages import subjects
-from skald.runtime import busauth
-from skald.runtime import keys as key_store
-from skald.runtime.busauth import WORKER_USER, client_login
-from skald.runtime.client import SkaldClient
-from skald.runtime.worker import Worker
+from skald.runtime.bus import auth as busauth
+from skald.runtime.bus import keys as key_store
+from skald.runtime.bus.auth import WORKER_USER
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.client.login import client_login
+from skald.runtime.host.worker import Worker
+from support.cluster import Cluster
 from tests.conftest import make_config
-from tests.support.cluster import Cluster
 
 SECRET = "osprey-7731"
 

@@ -24,14 +24,14 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from skald.runtime.natsserver import EmbeddedNats
-from skald.runtime.streams import stream_name
-from skald.runtime.worker import Worker
+from skald.runtime.bus.natsserver import EmbeddedNats
+from skald.runtime.bus.streams import stream_name
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.worker import Worker
+from support import processes
+from support.cluster import Cluster, free_port, started
+from support.processes import converged_replicas, journal_counts, reap, wait_ready
 from tests.conftest import make_config
-from tests.support import processes
-from tests.support.cluster import Cluster, free_port, started
-from tests.support.processes import converged_replicas, journal_counts, reap, wait_ready
 
 STREAMS = ("events", "work", "index", "usage", "leases")
 

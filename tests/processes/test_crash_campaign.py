@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.crash_campaign import AREAS, campaign
-from tests.support.figures import FIGURES
+from support.crash_campaign import AREAS, campaign
+from support.figures import FIGURES
 
 TRIALS = 50
 

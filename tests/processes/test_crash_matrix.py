@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from tests.support import processes
-from tests.support.figures import FIGURES
-from tests.support.processes import reap
+from skald.runtime.client.api import SkaldClient
+from support import processes
+from support.figures import FIGURES
+from support.processes import reap
 
 ACTORS = "indexer,retriever,assembler,session"
 WRITE_POINTS = ["tree.before_rename", "ingest.before_enqueue", "ingest.after_enqueue", "ingest.before_publish",

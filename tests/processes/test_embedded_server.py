@@ -8,10 +8,10 @@ import asyncio
 import socket
 from pathlib import Path
 
-from skald.runtime.client import SkaldClient
-from skald.runtime.worker import Worker
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.worker import Worker
+from support.processes import reap, spawn, wait_ready
 from tests.conftest import make_config
-from tests.support.processes import reap, spawn, wait_ready
 
 CLOSE_WAIT = "08"
 

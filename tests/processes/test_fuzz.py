@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from skald.messages.catalog import OPS
-from skald.runtime.client import SkaldClient
-from tests.support import fuzzing, processes
-from tests.support.figures import FIGURES
+from skald.runtime.client.api import SkaldClient
+from support import fuzzing, processes
+from support.figures import FIGURES
 
 BATCH = 50
 EXAMPLES = 110  # x BATCH x 2 phases = 11,000 requests

@@ -7,9 +7,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from skald.runtime.client import SkaldClient
-from tests.support import processes
-from tests.support.processes import reap, wait_ready
+from skald.runtime.client.api import SkaldClient
+from support import processes
+from support.processes import reap, wait_ready
 
 
 def worker(url: str, data: Path, prefix: str) -> subprocess.Popen[str]:

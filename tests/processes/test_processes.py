@@ -7,8 +7,8 @@ import signal
 from pathlib import Path
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from tests.support.processes import spawn, wait_ready
+from skald.runtime.client.api import SkaldClient
+from support.processes import spawn, wait_ready
 
 
 async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: list) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from tests.support import processes
-from tests.support.processes import converged_replicas, reap, wait_ready
+from skald.runtime.client.api import SkaldClient
+from support import processes
+from support.processes import converged_replicas, reap, wait_ready
 
 KINDS = {"retriever": 3, "session": 2, "archive": 2, "assembler": 1, "indexer": 1}
 RETRYABLE = (E.DeadlineExceeded, E.Unavailable, E.Internal)

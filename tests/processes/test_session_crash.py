@@ -13,10 +13,10 @@ from typing import Any
 
 from skald.actors.archive.phase2 import without_source
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from tests.support import processes
-from tests.support.processes import reap, wait_ready
-from tests.support.stubs import ModelStub, phase2_answer
+from skald.runtime.client.api import SkaldClient
+from support import processes
+from support.processes import reap, wait_ready
+from support.stubs import ModelStub, phase2_answer
 
 
 def worker(url: str, data: Path, prefix: str, fault: str = "", llm: str = "") -> subprocess.Popen[str]:

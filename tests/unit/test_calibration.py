@@ -7,7 +7,7 @@ import pytest
 
 from skald.actors.retriever import calibration, scoring
 from skald.messages.index import IndexRow
-from skald.runtime.config import Config, ConfigError
+from skald.runtime.host.config import Config, ConfigError
 from skald.store.index import Query, VectorIndex
 
 

@@ -1,4 +1,4 @@
-"""Formats and sections over real files the tests write (tests/support/documents.py)."""
+"""Formats and sections over real files the tests write (support/documents.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from skald.actors.assembler import passages
 from skald.actors.text import code, formats, sections
 from skald.messages.context import Candidate
 from skald.store.tokens import estimate_tokens
-from tests.support import documents as D
+from support import documents as D
 
 
 @pytest.mark.parametrize("name,data,fmt", [

@@ -1,11 +1,11 @@
-"""runtime/heap.py: what start-up built leaves the collector's generations, and young
+"""runtime/host/heap.py: what start-up built leaves the collector's generations, and young
 collections are spaced out."""
 
 from __future__ import annotations
 
 import gc
 
-from skald.runtime import heap
+from skald.runtime.host import heap
 
 
 def test_settle_freezes_what_exists_and_spaces_collections() -> None:

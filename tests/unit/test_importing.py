@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from skald.actors.indexer import sources
+from skald.messages import folders
 from skald.messages.errors import Conflict, InvalidArgument, PermissionDenied
 from skald.store import importing
 
@@ -27,17 +28,17 @@ def test_a_folder_is_taken_as_git_sees_it(tmp_path: Path) -> None:
         "src/main.py": "m", "node_modules/pkg/index.js": "x", ".venv/lib/x.py": "x", "build/x.md": "x",
         ".git/config": "x", ".env": "secret", "src/__pycache__/m.pyc": "x",
     })
-    assert importing.select(tmp_path) == ["README.md", "docs/generated/keep.md", "docs/important.log",
+    assert folders.select(tmp_path) == ["README.md", "docs/generated/keep.md", "docs/important.log",
                                           "src/main.py"]
-    assert importing.select(tmp_path, include=["*.py"]) == ["src/main.py"]
-    assert importing.select(tmp_path, exclude=["docs/"]) == ["README.md", "src/main.py"]
-    assert importing.select(tmp_path / "README.md") == ["README.md"]
+    assert folders.select(tmp_path, include=["*.py"]) == ["src/main.py"]
+    assert folders.select(tmp_path, exclude=["docs/"]) == ["README.md", "src/main.py"]
+    assert folders.select(tmp_path / "README.md") == ["README.md"]
 
 
 def test_copy_keeps_bytes_and_existing_files_are_listed(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     tree_of(src, {"a/b.md": "b", "c.md": "c"})
-    importing.copy_selected(src, importing.select(src), dst)
+    importing.copy_selected(src, folders.select(src), dst)
     assert importing.existing_files(dst) == ["a/b.md", "c.md"] and (dst / "a" / "b.md").read_text() == "b"
 
 

@@ -47,8 +47,8 @@ def test_wheel_holds_every_package_under_skald(wheel: Path) -> None:
     in_wheel = {"skald." + ".".join(Path(n).parent.parts[1:]) for n in names
                 if n.startswith("skald/") and n.endswith(".py")}
     assert in_wheel == tree_packages()
-    assert "skald/runtime/cli.py" in names and "skald/messages/catalog.py" in names
-    assert "skald/runtime/e5int8.npz" in names  # the default model's int8 calibration
+    assert "skald/runtime/main.py" in names and "skald/messages/catalog.py" in names
+    assert "skald/runtime/models/e5int8.npz" in names  # the default model's int8 calibration
 
 
 def test_installed_client_ignores_a_hosts_own_messages_and_store(wheel: Path, tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_installed_client_ignores_a_hosts_own_messages_and_store(wheel: Path, tm
         (host / f"{name}.py").write_text(f"raise SystemExit('the host\\'s own {name}.py was imported')\n")
     deps = sysconfig.get_paths()["purelib"]  # the dependencies; -S keeps its editable-install hooks out
     probe = (f"import sys; sys.path[1:1] = [{str(target)!r}, {deps!r}]\n"
-             "import skald.runtime.client as c, skald.messages.catalog as cat\n"
+             "import skald.runtime.client.api as c, skald.messages.catalog as cat\n"
              f"assert c.__file__.startswith({str(target)!r}), c.__file__\n"
              "assert 'search.find' in cat.OPS and c.SkaldClient\n"
              "print('ok')\n")

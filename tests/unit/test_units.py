@@ -15,7 +15,7 @@ from skald.actors.retriever.grep_glob import glob_regex
 from skald.actors.text import extract
 from skald.messages import errors as E
 from skald.messages.index import IndexRow
-from skald.runtime.embedders import HashEmbedder
+from skald.runtime.models.embedders import HashEmbedder
 from skald.store.index import Query, VectorIndex
 from skald.store.tokens import estimate_tokens
 from skald.store.uri import Identity, canonical, context_type_of, default_roots
@@ -238,7 +238,7 @@ def test_a_corrupt_index_snapshot_is_refused_and_logged_never_half_loaded(tmp_pa
     ({"SKALD_TRACE_SAMPLE": "1.5"}, "SKALD_TRACE_SAMPLE=1.5: must be between 0.0 and 1.0"),
 ])
 def test_every_configuration_error_names_its_setting(env: dict[str, str], needle: str) -> None:
-    from skald.runtime.config import Config, ConfigError
+    from skald.runtime.host.config import Config, ConfigError
 
     with pytest.raises(ConfigError) as e:
         Config.from_env(env=env)
@@ -249,7 +249,7 @@ def test_a_config_file_sits_under_the_environment_and_flags(tmp_path: Path) -> N
     """TOML settings (top level or under [skald], names as `skald config` prints them, lists for
     tuples) apply over the defaults; SKALD_* variables and flags win over them; a bad key, value or
     file is an error naming the file and the setting."""
-    from skald.runtime.config import Config, ConfigError
+    from skald.runtime.host.config import Config, ConfigError
 
     f = tmp_path / "skald.toml"
     f.write_text('[skald]\nmax_concurrency = 7\nactors = ["retriever", "indexer"]\nenable_intent = false\n'
@@ -270,7 +270,7 @@ def test_a_config_file_sits_under_the_environment_and_flags(tmp_path: Path) -> N
 
 
 def test_effective_configuration_masks_secrets() -> None:
-    from skald.runtime.config import Config
+    from skald.runtime.host.config import Config
 
     eff = Config.from_env(env={"SKALD_LLM_API_KEY": "sk-secret", "SKALD_EMBEDDER": "hash"}).effective()
     assert eff["SKALD_LLM_API_KEY"] == "***" and eff["SKALD_EMBEDDER"] == "hash" and "sk-secret" not in str(eff)
@@ -280,7 +280,7 @@ def test_json_logs_carry_the_request_fields(capsys: pytest.CaptureFixture[str]) 
     import json as jsonlib
     import logging
 
-    from skald.runtime import logs
+    from skald.runtime.host import logs
 
     root = logging.getLogger()
     saved, level = root.handlers[:], root.level
@@ -302,7 +302,7 @@ def test_json_logs_carry_the_request_fields(capsys: pytest.CaptureFixture[str]) 
 
 async def test_query_embeddings_are_cached_and_bounded() -> None:
     """Recall on every turn asks the same query again: it is embedded once (LRU, bounded)."""
-    from skald.runtime.embedders import HashEmbedder, QueryCache
+    from skald.runtime.models.embedders import HashEmbedder, QueryCache
 
     inner = HashEmbedder()
     calls: list[str] = []
@@ -328,7 +328,7 @@ async def test_passages_are_embedded_once_by_content_across_processes_and_bounde
     """The passage cache: a text this model embedded before (in this process or another sharing the
     file) is not sent to the model again; duplicates inside a batch are sent once; vectors come back
     in the caller's order, equal to the model's; past max_rows the oldest entries go."""
-    from skald.runtime.embedders import HashEmbedder, QueryCache
+    from skald.runtime.models.embedders import HashEmbedder, QueryCache
     from skald.store.vectors import VectorCache
 
     inner = HashEmbedder()

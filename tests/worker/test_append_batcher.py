@@ -16,8 +16,8 @@ import pytest
 
 from skald.actors.session.batcher import AppendBatcher, event_name
 from skald.messages.sessions import Message, MessagesAdded, TextPart
-from skald.runtime.bus import NatsBus
-from skald.runtime.streams import ensure_streams
+from skald.runtime.bus.nats_bus import NatsBus
+from skald.runtime.bus.streams import ensure_streams
 from skald.store.uri import Identity
 
 

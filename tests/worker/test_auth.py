@@ -16,10 +16,10 @@ import pytest
 
 from skald.messages import errors as E
 from skald.messages.catalog import OPS
-from skald.runtime import keys as key_store
-from skald.runtime.busauth import client_login
-from skald.runtime.client import SkaldClient
-from tests.support.requests import SUBJECTS
+from skald.runtime.bus import keys as key_store
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.client.login import client_login, key_digest
+from support.requests import SUBJECTS
 
 SKALD = str(Path(sys.executable).parent / "skald")
 
@@ -43,7 +43,7 @@ async def secured(deploy: Callable[..., Any], tmp_path: Path, nats_url: str) -> 
 async def test_the_file_keeps_hashes_only(secured: dict[str, Any]) -> None:
     text = secured["path"].read_text()
     for k in ("root", "admin", "alice", "bob"):
-        assert secured[k] not in text and key_store.digest(secured[k]) in text
+        assert secured[k] not in text and key_digest(secured[k]) in text
 
 
 async def test_no_key_or_a_wrong_key_is_unauthenticated_everywhere_and_reveals_nothing(
@@ -175,7 +175,7 @@ async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_p
 @pytest.fixture
 async def embedded_with_keys(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, str]]:
     """`skald up` as it runs with a keys file: an embedded, locked-down nats-server and every actor."""
-    from skald.runtime.worker import Worker
+    from skald.runtime.host.worker import Worker
     from tests.conftest import make_config
 
     path = tmp_path / "keys.json"

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from skald.runtime.embedders import HashEmbedder
-from tests.support.stubs import ModelStub
+from skald.runtime.models.embedders import HashEmbedder
+from support.stubs import ModelStub
 
 DOCS = {
     "proxy.md": "# Proxy\n\ncaddy listens on port 8443 behind the firewall and terminates TLS for the api hosts",
@@ -79,8 +79,8 @@ async def test_a_remote_model_is_fitted_so_recall_is_silent_on_unrelated_queries
 
 async def test_a_model_that_does_not_answer_leaves_scores_raw_and_nothing_kept(
         tmp_path: Path, monkeypatch: Any, caplog: Any) -> None:
-    from skald.runtime import calibrate
-    from skald.runtime.embedders import OpenAIEmbedder
+    from skald.runtime.models import calibrate
+    from skald.runtime.models.embedders import OpenAIEmbedder
 
     down = ModelStub(lambda path, body: (503, {"error": "loading"}, 0))
     monkeypatch.setattr(calibrate, "FIT_TIMEOUT_S", 1.0)

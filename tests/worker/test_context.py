@@ -15,10 +15,10 @@ import pytest
 
 from skald.messages import catalog, subjects
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
+from skald.runtime.client.api import SkaldClient
 from skald.store.tokens import estimate_tokens
-from tests.support.corpus import remember
-from tests.support.stubs import ModelStub, chat
+from support.corpus import remember
+from support.stubs import ModelStub, chat
 
 EVENT = "# Summary\nThe NPM vhost 27 upstream now points at caddy on port 1935.\n\n# Details\n" + \
     "We traced the caddy upstream port change step by step. " * 12
@@ -418,7 +418,7 @@ async def test_a_conversations_answer_arrives_with_the_question_it_answers(clien
     """After a commit, the session's transcript is recallable turn by turn; the turn that matches
     the query ("Lisbon, by the Tagus") is served with the turn before it, which holds what was
     asked, read from the transcript although retrieval did not return it."""
-    from tests.support.replaying import settle
+    from support.replaying import settle
 
     turns = [("user", "Morning! Did you sleep well after the flight?"), ("assistant", "Like a log, thanks."),
              ("user", "Where did you grow up, before all the moving around?"),

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 from skald.messages.errors import Conflict, InvalidArgument, NotFound
-from skald.runtime.client import SkaldClient
-from tests.support import documents as D
+from skald.runtime.client.api import SkaldClient
+from support import documents as D
 
 BASE = "viking://resources/docs"
 

@@ -9,11 +9,11 @@ import time
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from skald.runtime.streams import stream_name
-from skald.runtime.worker import Worker
+from skald.runtime.bus.streams import stream_name
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.worker import Worker
 from skald.store.uri import Identity
-from tests.support.corpus import remember, write_files
+from support.corpus import remember, write_files
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from tests.support.corpus import remember, write_files
+from skald.runtime.client.api import SkaldClient
+from support.corpus import remember, write_files
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from skald.actors.kit.decl import handles
 from skald.actors.kit.request import Ctx
 from skald.messages import errors as E
 from skald.messages.catalog import Op
-from skald.runtime.client import SkaldClient
-from skald.runtime.config import Config
-from skald.runtime.host import ActorHost
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.actor_host import ActorHost
+from skald.runtime.host.config import Config
 from skald.store.uri import Identity
 
 

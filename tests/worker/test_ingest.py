@@ -9,7 +9,7 @@ import pytest
 
 from skald.actors.indexer import wide
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
+from skald.runtime.client.api import SkaldClient
 
 
 async def test_add_directory_resource(client: SkaldClient, tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 
 from skald.messages.errors import NotFound
-from skald.runtime.client import SkaldClient
-from tests.support.figures import FIGURES
+from skald.runtime.client.api import SkaldClient
+from support.figures import FIGURES
 
 # (op, URI field, a body that is valid around it)
 TABLE: list[tuple[str, str, dict[str, Any]]] = [

@@ -10,7 +10,7 @@ import pytest
 from nats.js import api
 from nats.js.errors import BadRequestError, NoStreamResponseError
 
-from skald.runtime.jspublish import AckedPublisher
+from skald.runtime.bus.jspublish import AckedPublisher
 
 
 async def test_acks_duplicates_and_failures_match_js_publish(nats_url: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from skald.runtime.client import SkaldClient
+from skald.runtime.client.api import SkaldClient
 
 PART = {"type": "text", "text": "x"}
 OVER_LIMIT: list[tuple[str, dict[str, Any], str]] = [

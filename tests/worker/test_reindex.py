@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.embedders import HashEmbedder
-from tests.support.stubs import ModelStub
+from skald.runtime.models.embedders import HashEmbedder
+from support.stubs import ModelStub
 
 
 def embeddings_server() -> ModelStub:

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from skald.runtime import replay as journal_replay
-from skald.runtime.client import SkaldClient
-from skald.runtime.streams import ensure_streams, stream_name
+from skald.runtime.bus.streams import ensure_streams, stream_name
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.replay import journal as journal_replay
 
 WORDS = ("caddy proxy port billing invoice deploy rollback canary tea coffee meeting roadmap kernel cache "
          "latency budget quota tenant replica shard index").split()
@@ -130,8 +130,8 @@ async def test_a_model_built_deployment_replays_byte_for_byte_with_no_model_reac
     """Abstracts, overviews and Phase 2 written by a model whose every answer is new (a counter in
     it): replayed into a deployment whose model URL refuses connections, the tree and the answers
     are the same bytes, so every answer came from the log and none was asked again."""
-    from tests.support.replaying import settle, tree_bytes
-    from tests.support.stubs import counting_model, dead_url
+    from support.replaying import settle, tree_bytes
+    from support.stubs import counting_model, dead_url
 
     stub = counting_model()
     try:

@@ -1,4 +1,4 @@
-"""A connection's reply inbox (runtime/replies.py) on a real server: every reply reaches its own
+"""A connection's reply inbox (runtime/client/replies.py) on a real server: every reply reaches its own
 request among many in flight, and nats-py's failures are raised as `nc.request` raises them."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from skald.runtime import replies
+from skald.runtime.client import replies
 
 
 async def test_replies_match_requests_and_fail_as_nats_py_does(nats_url: str) -> None:

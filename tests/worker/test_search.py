@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from skald.runtime.worker import Worker
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.worker import Worker
 from skald.store.uri import Identity
-from tests.support.corpus import write_files
-from tests.support.stubs import ModelStub, chat
+from support.corpus import write_files
+from support.stubs import ModelStub, chat
 
 DEEP = "viking://resources/l1/l2/l3/l4/target.md"
 

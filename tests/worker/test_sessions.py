@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime import replay
-from skald.runtime.client import SkaldClient
-from skald.runtime.streams import ensure_streams, stream_name
-from tests.support.stubs import ModelStub, chat, phase2_answer
+from skald.runtime.bus.streams import ensure_streams, stream_name
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.replay import journal as replay
+from support.stubs import ModelStub, chat, phase2_answer
 
 
 class Model:

@@ -14,12 +14,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from skald.runtime import compaction, snapshots
-from skald.runtime import replay as journal_replay
-from skald.runtime.client import SkaldClient
-from skald.runtime.streams import stream_name
-from tests.support.replaying import settle, tree_bytes
-from tests.support.stubs import counting_model, dead_url
+from skald.runtime.bus.streams import stream_name
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.replay import compaction, snapshots
+from skald.runtime.replay import journal as journal_replay
+from support.replaying import settle, tree_bytes
+from support.stubs import counting_model, dead_url
 
 WORDS = "caddy proxy port billing invoice deploy rollback canary tea coffee kernel cache quota replica".split()
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
-from skald.runtime.worker import Worker
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.host.worker import Worker
 
 
 async def test_one_user_cannot_find_or_read_anothers_memories(client: SkaldClient) -> None:

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from skald.messages import errors as E
-from skald.runtime import tracing
-from skald.runtime.client import SkaldClient
-from tests.support.corpus import remember
+from skald.runtime.client import tracing
+from skald.runtime.client.api import SkaldClient
+from support.corpus import remember
 
 
 @pytest.fixture

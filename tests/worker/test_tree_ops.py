@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
+from skald.runtime.client.api import SkaldClient
 
 
 async def uris(client: SkaldClient, query: str, **kw: object) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from skald.messages import errors as E
-from skald.runtime.client import SkaldClient
+from skald.runtime.client.api import SkaldClient
 
 
 async def uses_of(c: SkaldClient, query: str, uri: str, want: int, timeout_s: float = 5.0) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from skald.runtime.client import SkaldClient
-from tests.support.requests import BAD_URIS, SUBJECTS
+from skald.runtime.client.api import SkaldClient
+from support.requests import BAD_URIS, SUBJECTS
 
 
 async def expect_invalid(client: SkaldClient, op: str, body: bytes) -> dict:

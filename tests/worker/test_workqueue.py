@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from skald.runtime.streams import stream_name
-from tests.support.stubs import ModelStub, chat
+from skald.runtime.bus.streams import stream_name
+from support.stubs import ModelStub, chat
 
 
 async def test_a_job_whose_consumer_vanishes_mid_run_is_run_again_and_the_queue_keeps_going(

@@ -1,0 +1,264 @@
+"""Crash campaign: SIGKILL real worker processes at random points across add_message, commit
+Phase 1, Phase 2, memory merge, ingest and fs writes (fault points armed to fire at their k-th
+hit, or a kill at a random moment), with a model server that answers (Phase 2 with memories, one
+keyed memory rewritten on every run so merges happen). Every trial runs the same small workload
+on one deployment (a new session, a file write, a resource add, a memory) against a worker armed
+for one point; the trial ends when the worker dies (or is killed). Then a healthy worker settles
+everything and the campaign counts, from the disk and the API:
+
+- acknowledged: operations whose reply came back ok;
+- lost: an acknowledged message in neither the live log nor a completed archive, an acknowledged
+  write, resource or memory that does not read back as acknowledged;
+- duplicated: a message stored twice, a message in the journal other than exactly once, the keyed
+  memory as more than one file;
+- stuck: an archive neither completed nor failed, or work still queued, a minute after the end.
+
+Shared by `bench/crash_campaign.py` (200 trials and more, from the command line) and
+`tests/processes/test_crash_campaign.py` (50 trials in CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import random
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skald.messages import errors as E
+from skald.runtime.bus.streams import stream_name
+from skald.runtime.client.api import SkaldClient
+from support import processes
+from support.processes import journal_counts, reap, wait_ready
+from support.stubs import ModelStub, chat
+
+# Where a worker can die, by area: (fault point, the highest hit it is armed for). "moment" is a
+# kill at a random time into the workload, wherever the worker happens to be.
+AREAS: dict[str, list[tuple[str, int]]] = {
+    "add_message": [("session.after_append", 4)],
+    "commit phase 1": [("commit.after_archive", 1), ("commit.after_enqueue", 1), ("commit.before_root", 1),
+                       ("commit.after_root", 1)],
+    "phase 2": [("archive.after_journal", 1), ("archive.after_overview", 1), ("archive.after_memories", 1),
+                ("archive.after_attempt", 1)],
+    "memory merge": [("archive.after_history", 1)],
+    "ingest": [("ingest.before_enqueue", 2), ("ingest.after_enqueue", 2), ("ingest.before_publish", 2),
+               ("ingest.after_publish", 2), ("ingest.after_done", 2)],
+    "fs writes": [("tree.before_rename", 4), ("ledger.before_write", 2)],
+    "moment": [("", 0)],
+}
+ACTORS = "session,archive,indexer,retriever"
+KEYED = "viking://~/memories/preferences/morning-drink.md"
+
+
+@dataclass
+class Tally:
+    trials: int = 0
+    by_area: collections.Counter[str] = field(default_factory=collections.Counter)
+    acked: int = 0
+    lost: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+    messages: dict[str, list[str]] = field(default_factory=dict)  # session -> acknowledged ids
+    files: dict[str, str] = field(default_factory=dict)  # uri -> acknowledged content
+    memories: list[str] = field(default_factory=list)  # acknowledged memory uris
+
+    def line(self) -> str:
+        return (f"trials {self.trials}, acknowledged operations {self.acked}, lost {len(self.lost)}, "
+                f"duplicated {len(self.duplicated)}, stuck {len(self.stuck)}")
+
+
+def model() -> ModelStub:
+    """Answers Phase 2 with a working memory, the checkpoint summaries asked for and two memories,
+    one of them keyed (rewritten every run: a merge with a version kept); anything else briefly."""
+    runs = {"n": 0}
+
+    def respond(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        msgs = body.get("messages") or []
+        if len(msgs) < 2 or "working memory" not in str(msgs[0].get("content", "")):
+            return 200, chat("A short summary."), 0
+        runs["n"] += 1
+        prompt = str(msgs[1].get("content", ""))
+        n = prompt.count('<checkpoint_source index="')
+        return 200, chat(json.dumps({
+            "overview": f"# Working memory\n\nRun {runs['n']}: the user talks about drinks.",
+            "checkpoint_summaries": [f"summary {i}" for i in range(n)],
+            "memories": [{"category": "events", "content": f"# Event\n\nRun {runs['n']} happened."},
+                         {"category": "preferences", "key": "morning drink",
+                          "content": f"Drinks number {runs['n']} in the morning."}]})), 0
+
+    return ModelStub(respond)
+
+
+async def once(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
+    """One attempt; None when the worker died under it (applied or not, the caller cannot know)."""
+    try:
+        return await c.call(op, body, timeout_s=2.0)
+    except (E.DeadlineExceeded, E.Unavailable, E.Internal):
+        return None
+
+
+async def workload(c: SkaldClient, t: Tally, i: int) -> None:
+    sid = f"s{i:03d}"
+    t.messages[sid] = []
+    steps: list[tuple[str, dict[str, Any]]] = []
+    for j, role in enumerate(("user", "assistant", "user", "assistant")):
+        steps.append(("sessions.add_message", {"session_id": sid, "role": role, "id": f"{sid}-m{j}",
+                                               "parts": [{"type": "text", "text": f"{role} line {j} of {sid}"}]}))
+    steps += [("sessions.commit", {"session_id": sid}),
+              ("fs.write", {"uri": f"viking://resources/w/{sid}.md", "content": f"# W {sid}\n\nwritten {i}\n"}),
+              ("resources.add", {"content": f"# R {sid}\n\nadded {i}\n", "name": f"{sid}.md",
+                                 "target_uri": "viking://resources/r"}),
+              ("memories.write", {"category": "entities", "content": f"Entity {sid} is number {i}."})]
+    for op, body in steps:
+        r = await once(c, op, body)
+        if r is None:
+            return
+        t.acked += 1
+        if op == "sessions.add_message":
+            t.messages[sid].append(body["id"])
+        elif op == "fs.write":
+            t.files[body["uri"]] = body["content"]
+        elif op == "resources.add":
+            t.files[r["root_uri"]] = body["content"]
+        elif op == "memories.write":
+            t.memories.append(r["root_uri"])
+
+
+async def queued_subjects(js: Any, prefix: str) -> list[str]:
+    """What the work stream still holds, by subject and delivery count."""
+    name = stream_name(prefix, "work")
+    info = await js.stream_info(name)
+    out = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        try:
+            msg = await js.get_msg(name, seq)
+        except Exception:  # noqa: BLE001 - acknowledged meanwhile
+            continue
+        out.append(f"{msg.subject} (seq {seq}, {len(msg.data or b'')} bytes)")
+    return out
+
+
+async def settle(c: SkaldClient, prefix: str, t: Tally, timeout_s: float = 60.0) -> dict[str, list[dict]]:
+    """Every session's archives once none is pending and the work queue is empty (or the timeout:
+    what is still pending then is stuck)."""
+    end = time.monotonic() + timeout_s
+    archives: dict[str, list[dict]] = {}
+    js = c.nc.jetstream(timeout=5.0)
+    while True:
+        for sid in t.messages:
+            try:
+                archives[sid] = (await c.call("sessions.archives", {"session_id": sid}, timeout_s=5.0))["archives"]
+            except E.NotFound:
+                archives[sid] = []
+        pending = [f"{sid}/{a['archive_id']} {a['state']}" for sid, arcs in archives.items() for a in arcs
+                   if a["state"] not in ("completed", "failed")]
+        queued = (await js.stream_info(stream_name(prefix, "work"))).state.messages
+        if not pending and not queued:
+            return archives
+        if time.monotonic() > end:
+            t.stuck += pending + [f"still queued: {s}" for s in await queued_subjects(js, prefix)]
+            return archives
+        await asyncio.sleep(0.25)
+
+
+async def check(c: SkaldClient, data: Path, prefix: str, t: Tally) -> None:
+    archives = await settle(c, prefix, t)
+    stored: dict[str, list[str]] = {}
+    sdirs = data / "accounts/default/user/default/sessions"
+    for sid, ids in t.messages.items():
+        if not (sdirs / sid).exists():
+            t.lost += [f"{sid}/{m}" for m in ids]
+            continue
+        try:
+            await c.call("sessions.context", {"session_id": sid}, timeout_s=10.0)  # loaded, repaired by its owner
+        except E.NotFound:
+            files = sorted(p.name for p in (sdirs / sid).iterdir())
+            t.lost += [f"{sid}/{m} (session unreadable: {files})" for m in ids]
+            if not ids:
+                print(f"  note: {sid} unreadable with nothing acknowledged: {files}")
+            continue
+        got: list[str] = []
+        for a in archives.get(sid, []):
+            if a["state"] == "completed":
+                lines = (sdirs / sid / "history" / a["archive_id"] / "messages.jsonl").read_text().splitlines()
+                got += [json.loads(x)["id"] for x in lines if x.strip()]
+        live = sdirs / sid / "messages.jsonl"
+        got += [m["id"] for x in (live.read_text().splitlines() if live.exists() else [])
+                if x.strip() and (m := json.loads(x)).get("message_kind") != "checkpoint"]
+        # a failed archive's raw stays live until a later archive covers it: count each id once
+        # per place it is stored, and a stored id in two places is a duplicate
+        t.duplicated += [f"{sid}/{m} stored {got.count(m)} times" for m in set(got) if got.count(m) > 1]
+        failed = {a["archive_id"] for a in archives.get(sid, []) if a["state"] == "failed"}
+        for a in failed:
+            lines = (sdirs / sid / "history" / a / "messages.jsonl").read_text().splitlines()
+            got += [json.loads(x)["id"] for x in lines if x.strip() and json.loads(x)["id"] not in got]
+        t.lost += [f"{sid}/{m}" for m in ids if m not in got]
+        stored[sid] = sorted(set(got))
+    counts: dict[tuple[str, str], int] = {}
+    for _ in range(40):
+        counts = await journal_counts(c.nc, prefix)
+        if all(counts.get((sid, m)) for sid, ms in stored.items() for m in ms):
+            break
+        await asyncio.sleep(0.25)
+    t.duplicated += [f"{sid}/{m} in the journal {counts.get((sid, m), 0)} times"
+                     for sid, ms in stored.items() for m in ms if counts.get((sid, m)) != 1]
+    for uri, content in t.files.items():
+        try:
+            got_text = (await c.call("fs.read", {"uri": uri}, timeout_s=10.0))["content"]
+        except E.NotFound:
+            got_text = None
+        if got_text != content:
+            t.lost.append(f"{uri}: {got_text!r}")
+    for uri in t.memories:
+        try:
+            await c.call("fs.read", {"uri": uri}, timeout_s=10.0)
+        except E.NotFound:
+            t.lost.append(uri)
+    prefs = data / "accounts/default/user/default/memories/preferences"
+    keyed = [p.name for p in prefs.glob("morning-drink*.md")] if prefs.exists() else []
+    if len(keyed) > 1:
+        t.duplicated.append(f"the keyed memory as {keyed}")
+
+
+async def campaign(nats_url: str, data: Path, trials: int, seed: int, prefix: str = "camp",
+                   verbose: bool = True) -> Tally:
+    rng = random.Random(seed)
+    t = Tally()
+    stub = model()
+    procs: list[subprocess.Popen[str]] = []
+    settings = {"lease_ttl_s": "1", "work_ack_wait_s": "1", "llm_base_url": stub.url, "snapshot_interval_s": "30"}
+    try:
+        async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+            for i in range(trials):
+                area = rng.choice(sorted(AREAS))
+                point, most = rng.choice(AREAS[area])
+                fault = f"{point}@{rng.randint(1, most)}" if point else ""
+                p = processes.worker(nats_url, data, prefix, ACTORS, fault=fault, **settings)
+                procs.append(p)
+                await asyncio.to_thread(wait_ready, p, 60)
+                work = asyncio.create_task(workload(c, t, i))
+                if not point:
+                    await asyncio.sleep(rng.uniform(0.0, 0.4))
+                    p.kill()
+                await work
+                await asyncio.sleep(0.2)  # a Phase 2 or ingest point fires after the replies
+                if p.poll() is None:
+                    p.kill()  # the armed point was not reached: killed anyway, between requests
+                await asyncio.to_thread(p.wait)
+                t.trials += 1
+                t.by_area[area] += 1
+                if verbose and (i + 1) % 25 == 0:
+                    print(f"  {i + 1} trials, {t.acked} acknowledged", flush=True)
+            log = (data.parent / f"{prefix}-healthy.log").open("w")
+            healthy = processes.worker(nats_url, data, prefix, ACTORS, stderr=log, **settings)
+            procs.append(healthy)
+            await asyncio.to_thread(wait_ready, healthy, 60)
+            await check(c, data, prefix, t)
+    finally:
+        reap(procs)
+        stub.close()
+    return t

@@ -1,0 +1,130 @@
+"""Skald as separate processes: `skald worker` / `skald up` spawned with the hashed embedder,
+started when they print their ready line, killed for real (SIGKILL) by the crash tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import pytest
+from nats.js.errors import NotFoundError
+
+from skald.messages import errors as E
+from skald.runtime.bus.streams import stream_name
+from skald.runtime.client.api import SkaldClient
+
+SKALD = [sys.executable, "-m", "skald.runtime.main"]
+
+
+def spawn(args: list[str], env: dict[str, str] | None = None, *,
+          stderr: int | IO[str] = subprocess.PIPE) -> subprocess.Popen[str]:
+    """`skald ARGS` in its own process (hashed embedder unless `env` says otherwise)."""
+    full = {**os.environ, "SKALD_EMBEDDER": "hash", **(env or {})}
+    # Its own process group, so reaping also takes the nats-server a `skald up` started.
+    return subprocess.Popen([*SKALD, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=full,
+                            start_new_session=True)
+
+
+def worker(url: str, data: Path, prefix: str, actors: str, *, ready: bool = False,
+           stderr: int | IO[str] = subprocess.PIPE, env: dict[str, str] | None = None,
+           **settings: str) -> subprocess.Popen[str]:
+    """`skald worker --actors ACTORS` on `url`; each keyword is a `SKALD_<NAME>` setting
+    (`lease_ttl_s="1"` -> SKALD_LEASE_TTL_S=1), `env` any other variable. With `ready`, returns
+    once it is serving."""
+    env = {"SKALD_PREFIX": prefix, "SKALD_SNAPSHOT_INTERVAL_S": "3600", **(env or {}),
+           **{f"SKALD_{k.upper()}": v for k, v in settings.items()}}
+    p = spawn(["worker", "--nats-url", url, "--data-dir", str(data), "--actors", actors], env, stderr=stderr)
+    if ready:
+        wait_ready(p)
+    return p
+
+
+def wait_ready(p: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    """The URL from the process's `skald ready nats://...` line."""
+    assert p.stdout is not None
+    got, _, _ = select.select([p.stdout], [], [], timeout)
+    assert got, "no ready line"
+    line = p.stdout.readline().strip()
+    assert line.startswith("skald ready nats://"), line
+    return line.split()[-1]
+
+
+def reap(ps: list[subprocess.Popen[str]]) -> None:
+    """Kill each process and its group (an embedded nats-server included), then wait for it."""
+    for p in ps:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        for f in (p.stdout, p.stderr):
+            if f:
+                f.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts; every one is killed and reaped when it ends, pass or fail."""
+    ps: list[subprocess.Popen[str]] = []
+    yield ps
+    reap(ps)
+
+
+async def worker_ids(c: SkaldClient, actor: str, want: int) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for _ in range(400):
+        try:
+            h = await c.call("system.health", timeout_s=1.0)
+        except (E.DeadlineExceeded, E.Unavailable):
+            continue
+        if actor in h["actors"]:
+            seen[h["worker"]["worker_id"]] = h
+        if len(seen) >= want:
+            break
+    return seen
+
+
+async def converged_replicas(c: SkaldClient, want: int) -> dict[str, Any]:
+    """The retriever health of `want` live replicas once they agree (same content hash, no lag), or
+    after 20 s, whatever they say then."""
+    alive = await worker_ids(c, "retriever", want)
+    assert len(alive) == want
+    hashes: dict[str, Any] = {}
+    for _ in range(100):
+        hashes = {wid: (await direct_health(c, wid))["actors"]["retriever"] for wid in alive}
+        if len({h["content_hash"] for h in hashes.values()}) == 1 and all(h["lag"] == 0 for h in hashes.values()):
+            break
+        await asyncio.sleep(0.2)
+    return hashes
+
+
+async def direct_health(c: SkaldClient, worker_id: str) -> dict[str, Any]:
+    msg = await c.nc.request(f"{c.prefix}.direct.{worker_id}.system.health", b"{}", timeout=5)
+    return msgspec.json.decode(msg.data)["result"]  # type: ignore[no-any-return]
+
+
+async def journal_counts(nc: Any, prefix: str) -> dict[tuple[str, str], int]:
+    """(session id, message id) -> how many `messages_added` events carry it, read from the stream."""
+    js = nc.jetstream(timeout=5.0)
+    counts: dict[tuple[str, str], int] = {}
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(stream_name(prefix, "events"), seq=seq, subject=f"{prefix}.evt.session.>", next=True)
+        except NotFoundError:
+            return counts
+        if ".messages_added" in (msg.subject or ""):
+            for e in json.loads(msg.data or b"{}")["entries"]:
+                k = (e["session_id"], e["message"]["id"])
+                counts[k] = counts.get(k, 0) + 1
+        seq = (msg.seq or seq) + 1
