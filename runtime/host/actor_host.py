@@ -7,8 +7,9 @@ subscription's callbacks one at a time, so awaiting inside the callback would se
 worker), then a typed reply. Nothing a client sends can raise out of here. An actor's request to
 an actor of the same process (`call_local`) takes the same path minus the bus.
 
-Why one module: the bus path and the in-process path share one invocation (deadline, typed
-errors, journal); splitting them would put the rules a reply follows in two places.
+The bus path and the in-process path share one invocation (deadline, typed errors, journal), so
+the rules a reply follows are in one place; who is asking is `identity.py`, a reply's bytes are
+`encoding.py`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import dataclasses
 import errno
 import hashlib
 import logging
-import math
 import os
 import socket
 import time
@@ -39,20 +39,9 @@ from skald.messages import catalog, subjects
 from skald.messages import errors as E
 from skald.messages.envelope import (
     CONTENT_TYPE,
-    H_ACCOUNT,
-    H_AGENT,
-    H_API_KEY,
-    H_CLOCK,
-    H_DEPRECATION,
     H_INDEX_SEQ,
-    H_PEER,
-    H_ROOT,
-    H_STATUS,
     H_TIMEOUT_MS,
-    H_USER,
-    H_WORKER,
     MSGPACK,
-    ErrorBody,
     Reply,
 )
 from skald.messages.journal import JournalEntry
@@ -63,20 +52,16 @@ from skald.runtime.bus.outbox import Outbox
 from skald.runtime.bus.streams import RETRY_AFTER_MS, TRANSIENT
 from skald.runtime.client import tracing
 from skald.runtime.host.config import Config
+from skald.runtime.host.encoding import encode_reply, error_reply, json_encoder
+from skald.runtime.host.identity import authenticate, ident_key, request_clock
 from skald.runtime.host.metrics import Metrics
 from skald.runtime.host.workqueue import consume
-from skald.store.uri import Identity, check_name
+from skald.store.uri import Identity
 
 log = logging.getLogger("skald.host")
 STOP_GRACE_S = 10.0  # how long a stopping worker lets requests in flight finish
 # The caller's own mistakes (logged at INFO); every other failed reply is a WARNING.
 QUIET_CODES = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "CONFLICT", "UNAUTHENTICATED", "PERMISSION_DENIED"})
-_json = msgspec.json.Encoder()
-_mp = msgspec.msgpack.Encoder()
-
-
-def _ident_key(ident: Identity) -> bytes:
-    return f"{ident.account}/{ident.user}/{ident.agent}/{ident.peer or ''}".encode()
 
 
 def new_worker_id(cfg: Config) -> str:
@@ -93,10 +78,6 @@ class _Local:
     headers: dict[str, str]
     reply: str = "local"
     answer: tuple[bytes, dict[str, str]] | None = None
-
-
-def _error(code: str, message: str, details: dict[str, Any] | None = None) -> Reply:
-    return Reply(status="error", error=ErrorBody(code=code, message=message, details=details or {}))
 
 
 class ActorHost:
@@ -244,13 +225,13 @@ class ActorHost:
         UNAVAILABLE here)."""
         if self._in_flight >= self.cfg.max_concurrency:
             self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
-            await self._reply(msg, _error("UNAVAILABLE", "worker at capacity; retry",
+            await self._reply(msg, error_reply("UNAVAILABLE", "worker at capacity; retry",
                                           {"max_concurrency": self.cfg.max_concurrency}), [])
             return None
         running = self._op_in_flight.get(decl.op, 0)
         if decl.concurrency is not None and running >= decl.concurrency:
             self.metrics.requests.labels(decl.op, "UNAVAILABLE").inc()
-            await self._reply(msg, _error("UNAVAILABLE", f"{decl.op} at capacity on this worker; retry",
+            await self._reply(msg, error_reply("UNAVAILABLE", f"{decl.op} at capacity on this worker; retry",
                                           {"concurrency": decl.concurrency, "op": decl.op}), [])
             return None
         self._in_flight += 1
@@ -274,7 +255,7 @@ class ActorHost:
                 reply, ctx = await self._run(msg, decl, fn)
             except BaseException as e:  # noqa: BLE001 - the one place nothing may escape
                 log.exception("handler crashed on %s", msg.subject)
-                reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
+                reply = error_reply("INTERNAL", f"internal error ({type(e).__name__})")
             await self._reply(msg, reply, ctx.deprecated if ctx else [])
             code = reply.error.code if reply.error is not None else "OK"
             tracing.outcome(span, code)
@@ -290,22 +271,22 @@ class ActorHost:
         hdrs = msg.headers or {}
         data = msg.data or b""
         if len(data) > self.cfg.max_body_bytes:
-            return _error("INVALID_ARGUMENT", "request body too large",
+            return error_reply("INVALID_ARGUMENT", "request body too large",
                           {"max_bytes": self.cfg.max_body_bytes, "bytes": len(data)}), None
         try:
-            ident = self._authenticate(msg.subject, decl, hdrs)
+            ident = authenticate(self.keys, self._direct, msg.subject, decl, hdrs)
         except E.SkaldError as e:
-            return _error(e.code, e.message, e.details), None
+            return error_reply(e.code, e.message, e.details), None
         msgpack = hdrs.get(CONTENT_TYPE, "").startswith(MSGPACK)
         if not data.strip():
             data = b"\x80" if msgpack else b"{}"
         try:
             req = self._decoder(decl.request, msgpack).decode(data)
         except msgspec.ValidationError as e:
-            return _error("INVALID_ARGUMENT", str(e), {"type": decl.request.__name__}), None
+            return error_reply("INVALID_ARGUMENT", str(e), {"type": decl.request.__name__}), None
         except msgspec.DecodeError as e:
             kind = "msgpack" if msgpack else "JSON"
-            return _error("INVALID_ARGUMENT", f"body is not valid {kind}: {e}"), None
+            return error_reply("INVALID_ARGUMENT", f"body is not valid {kind}: {e}"), None
         timeout = decl.timeout_s
         if (raw := hdrs.get(H_TIMEOUT_MS)) is not None:
             with contextlib.suppress(ValueError):
@@ -315,14 +296,14 @@ class ActorHost:
             with contextlib.suppress(ValueError):
                 seq = max(0, int(raw))
         ctx = Ctx(ident, time.monotonic() + timeout, seq, forwarded=hdrs.get("Skald-Forwarded") == "1")
-        return await self._invoke(decl, fn, req, ctx, self._clock(hdrs, ident), timeout), ctx
+        return await self._invoke(decl, fn, req, ctx, request_clock(hdrs, ident), timeout), ctx
 
     async def _invoke(self, decl: Handles, fn: Callable[..., Any], req: Any, ctx: Ctx, at: float,
                       timeout: float) -> Reply:
         """The handler under its deadline, its failures as typed replies, its journal event."""
         ident = ctx.identity
         body = msgspec.json.encode(req) if decl.journal else b""
-        key = hashlib.sha1(b"|".join((decl.op.encode(), _ident_key(ident), body, repr(at).encode()))).hexdigest()
+        key = hashlib.sha1(b"|".join((decl.op.encode(), ident_key(ident), body, repr(at).encode()))).hexdigest()
         t_now, t_key = CLOCK.NOW.set(at), CLOCK.REQUEST_KEY.set(key)
         early: list[asyncio.Task[None]] = []
         if decl.journal:
@@ -335,17 +316,17 @@ class ActorHost:
                 result = await fn(req, ctx)
         except TRANSIENT as e:  # the bus or JetStream busy for a moment: worth a retry, one log line
             log.warning("%s: transient bus failure (%s: %s); answered UNAVAILABLE", decl.op, type(e).__name__, e)
-            return _error("UNAVAILABLE", f"the bus is not answering right now ({type(e).__name__}); retry",
+            return error_reply("UNAVAILABLE", f"the bus is not answering right now ({type(e).__name__}); retry",
                           {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS})
         except TimeoutError:
-            return _error("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout})
+            return error_reply("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout})
         except E.SkaldError as e:
-            return _error(e.code, e.message, e.details)
+            return error_reply(e.code, e.message, e.details)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             log.error("%s: the disk is full (%s); answered UNAVAILABLE", decl.op, e)
-            return _error("UNAVAILABLE", "the disk is full: nothing was stored; retry once space is freed",
+            return error_reply("UNAVAILABLE", "the disk is full: nothing was stored; retry once space is freed",
                           {"reason": "no_space", "retry_after_ms": RETRY_AFTER_MS})
         finally:
             CLOCK.NOW.reset(t_now)
@@ -374,7 +355,7 @@ class ActorHost:
         own concurrency cap is left to the bus."""
         decl, fn = self._local[op]
         try:
-            req = self._decoder(decl.request, False).decode(_json.encode(body))
+            req = self._decoder(decl.request, False).decode(json_encoder.encode(body))
         except msgspec.ValidationError as e:
             raise E.InvalidArgument(str(e), {"type": decl.request.__name__}) from e
         if self.keys.enabled:  # the callee sees a worker's hop, as it would over the bus
@@ -393,7 +374,7 @@ class ActorHost:
                 if isinstance(e, asyncio.CancelledError):
                     raise
                 log.exception("handler crashed on local %s", decl.op)
-                reply = _error("INTERNAL", f"internal error ({type(e).__name__})")
+                reply = error_reply("INTERNAL", f"internal error ({type(e).__name__})")
             finally:
                 self._op_in_flight[op] -= 1
             code = reply.error.code if reply.error is not None else "OK"
@@ -402,23 +383,12 @@ class ActorHost:
         if reply.error is not None:
             raise E.from_wire(reply.error.code, reply.error.message, reply.error.details)
         if into is msgspec.Raw:
-            return msgspec.Raw(_json.encode(reply.result))
+            return msgspec.Raw(json_encoder.encode(reply.result))
         if into is not None:
             if decl.fresh_result and type(reply.result) is into:
                 return reply.result  # nobody else holds it: no copy needed
             return msgspec.convert(msgspec.to_builtins(reply.result), into)
-        return msgspec.json.decode(_json.encode(reply.result))
-
-    def _clock(self, hdrs: dict[str, str], ident: Identity) -> float:
-        """The request's time: now, or on a replay the original's (`Skald-Clock`), which only
-        callers that may rewrite history send: local deployments, root keys and workers."""
-        raw = hdrs.get(H_CLOCK)
-        if raw is not None and ident.role in ("local", "root", "worker"):
-            with contextlib.suppress(ValueError):
-                at = float(raw)
-                if math.isfinite(at) and at > 0:
-                    return at
-        return time.time()
+        return msgspec.json.decode(json_encoder.encode(reply.result))
 
     async def _journal(self, op: str, ident: Identity, body: bytes, at: float, key: str, result: Any) -> None:
         """Every accepted write is an event (`<prefix>.evt.write.<op>`): the request as it was
@@ -434,69 +404,15 @@ class ActorHost:
         await self.outbox.publish(subjects.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
                                   "w-" + key)
 
-    def _authenticate(self, subject: str, decl: Handles, hdrs: dict[str, str]) -> Identity:
-        """Who is asking. Without keys configured, the identity headers say so. With keys, a public
-        subject needs a valid API key (checked before the body is even decoded, so a refused
-        caller learns nothing about the request), and an actor-to-actor hop needs the workers'
-        secret, which also vouches for the identity the first hop established."""
-        if not self.keys.enabled:
-            return self._identity(hdrs)
-        if decl.internal or subject.startswith(self._direct):
-            if not self.keys.is_worker(hdrs.get(H_WORKER)):
-                raise E.Unauthenticated("this subject is for workers")
-            root = hdrs.get(H_ROOT) == "1"
-            return self._identity(hdrs, is_root=root, role="root" if root else "worker")
-        rec = self.keys.authenticate(hdrs.get(H_API_KEY))
-        if rec is None:
-            raise E.Unauthenticated("a valid API key is required (Skald-Api-Key header)")
-        if rec.role == "root":
-            return self._identity(hdrs, is_root=True, role="root")
-        pinned = {H_ACCOUNT: rec.account} if rec.role == "admin" else {H_ACCOUNT: rec.account, H_USER: rec.user}
-        for header, value in pinned.items():
-            if hdrs.get(header) not in (None, "", value):
-                raise E.PermissionDenied(f"this key acts only as {header.split('-')[-1].lower()} {value!r}")
-        return self._identity({**hdrs, **pinned}, role=rec.role)
-
-    def _identity(self, hdrs: dict[str, str | None], is_root: bool = False, role: str = "local") -> Identity:
-        account = check_name("account", hdrs.get(H_ACCOUNT) or "default")
-        user = check_name("user", hdrs.get(H_USER) or "default")
-        agent = check_name("agent", hdrs.get(H_AGENT) or "default")
-        peer = hdrs.get(H_PEER) or None
-        if peer is not None:
-            check_name("peer", peer)
-        return Identity(account=account, user=user, agent=agent, peer=peer, is_root=is_root, role=role)
-
     async def _reply(self, msg: Msg | _Local, reply: Reply, deprecated: list[str]) -> None:
         if not msg.reply:
             return
-        body, headers = self._encode(msg, reply, deprecated)
+        body, headers = encode_reply(msg.headers, reply, deprecated, self.nc.max_payload)
         if isinstance(msg, _Local):
             msg.answer = (body, headers)
             return
         with contextlib.suppress(Exception):
             await self.nc.publish(msg.reply, body, headers=headers)
-
-    def _encode(self, msg: Msg | _Local, reply: Reply, deprecated: list[str]) -> tuple[bytes, dict[str, str]]:
-        """The reply's bytes and headers, as the bus carries them."""
-        msgpack = (msg.headers or {}).get(CONTENT_TYPE, "").startswith(MSGPACK)
-        if msgpack and isinstance(reply.result, msgspec.Raw):  # a relayed result is JSON text
-            reply = msgspec.structs.replace(reply, result=msgspec.json.decode(reply.result))
-        try:
-            body = _mp.encode(reply) if msgpack else _json.encode(reply)
-        except (TypeError, ValueError, OverflowError) as e:
-            log.exception("unencodable reply")
-            reply = _error("INTERNAL", f"reply could not be encoded ({type(e).__name__})")
-            body = _json.encode(reply)
-        if len(body) > self.nc.max_payload:
-            reply = _error("INVALID_ARGUMENT", "reply too large for one message; lower the limit",
-                           {"bytes": len(body), "max_payload": self.nc.max_payload})
-            body = _mp.encode(reply) if msgpack else _json.encode(reply)
-        headers = {H_STATUS: reply.error.code if reply.error else "OK"}
-        if msgpack:
-            headers[CONTENT_TYPE] = MSGPACK
-        if deprecated:
-            headers[H_DEPRECATION] = "true"
-        return body, headers
 
     async def request_local(self, op: str, data: bytes, headers: dict[str, str]) -> tuple[bytes, dict[str, str]] | None:
         """A request from a door of this process (the HTTP gateway `skald up --http-port` runs
@@ -512,4 +428,5 @@ class ActorHost:
             await asyncio.shield(task)  # a caller that goes away does not cut the handler short, as on the bus
         self.local_requests += 1
         # Served here, whatever happened: never None, or the caller would send the request again on the bus.
-        return msg.answer or self._encode(msg, _error("INTERNAL", "no reply was made"), [])
+        none = error_reply("INTERNAL", "no reply was made")
+        return msg.answer or encode_reply(msg.headers, none, [], self.nc.max_payload)

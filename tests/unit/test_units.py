@@ -150,10 +150,10 @@ def _rows(n: int, dim: int) -> list[tuple[IndexRow, np.ndarray]]:
 
 
 def test_index_exact_and_graph_agree_on_top_hit(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from skald.store import index as store_index
+    from skald.store.index import search as index_search
 
-    monkeypatch.setattr(store_index, "BRUTE_FORCE_MAX", 1000)  # so 3,000 rows take the graph path
-    monkeypatch.setattr(store_index, "SMALL_INDEX", 1000)
+    monkeypatch.setattr(index_search, "BRUTE_FORCE_MAX", 1000)  # so 3,000 rows take the graph path
+    monkeypatch.setattr(index_search, "SMALL_INDEX", 1000)
     emb = HashEmbedder()
     idx = VectorIndex(emb.dim, emb.name)
     rows = _rows(3000, emb.dim)

@@ -1,0 +1,45 @@
+"""Keyword (BM25) questions asked of the index's rows: the index keeps one `KeywordIndex` beside
+its vectors, labelled alike, and these wrappers translate rows and scopes into its labels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from skald.messages.index import IndexRow
+from skald.store.index.scopes import IndexScopes
+from skald.store.index.types import Hit, Query, row_key
+
+
+class IndexKeywords(IndexScopes):
+    def keyword_coverage(self, text: str, rows: list[IndexRow]) -> list[float]:
+        """`KeywordIndex.coverage` of each row (0.0 for a row no longer indexed)."""
+        with self._lock:
+            labels = [self._labels.get(row_key(r.account, r.uri, r.level), -1) for r in rows]
+        return self.keywords.coverage(text, labels)
+
+    def keyword_coverage_labels(self, text: str, labels: list[int]) -> list[float]:
+        return self.keywords.coverage(text, labels)
+
+    def words_in(self, text: str, account: str, rows: list[tuple[str, int]]) -> list[list[str]]:
+        """For each (uri, level), the words of a query its row's text holds (`KeywordIndex.words_in`)."""
+        labels = [self._labels.get(row_key(account, uri, level), -1) for uri, level in rows]
+        return self.keywords.words_in(text, labels)
+
+    def absent_share(self, text: str) -> tuple[float, int]:
+        """`KeywordIndex.absent_share` (how much of a query no indexed text mentions), and the size
+        of the vocabulary that judgement rests on."""
+        return self.keywords.absent_share(text), self.keywords.vocabulary()
+
+    def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
+        """BM25 over the rows the query allows."""
+        with self._lock:
+            labels, scores = self.keyword_arrays(text, q, k)
+            rows = self._rows
+            return [Hit(r, s, label=lab) for lab, s in zip(labels.tolist(), scores.tolist(), strict=True)
+                    if (r := rows[lab]) is not None]
+
+    def keyword_arrays(self, text: str, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`keyword_search` as (labels, BM25 scores) arrays, best first: no hit objects for rows
+        a caller only scores."""
+        with self._lock:
+            return self.keywords.search(text, k, lambda labels: self._allow_many(labels, q))

@@ -1,0 +1,350 @@
+"""The index's rows: the arrays and maps every part of the index reads (vectors, levels, times,
+the sorted scope keys, the hnswlib graph and its pending labels), and the writes that keep them in
+step (upsert, delete, the graph's catch-up, the hubness correction)."""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterable
+
+import hnswlib
+import msgspec
+import numpy as np
+
+from skald.messages.index import IndexRow
+from skald.store.bm25 import KeywordIndex
+from skald.store.index.types import (
+    CONTEXT_TYPES,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_EF_SEARCH,
+    HNSW_M,
+    row_digest,
+    row_key,
+    scope_key,
+)
+from skald.store.language import DEFAULT
+
+log = logging.getLogger("skald.store.index")
+
+
+class IndexRows:
+    """Thread-safe for one writer and many readers through a single lock (writes are short)."""
+
+    def __init__(self, dim: int, model: str = "", capacity: int = 1024) -> None:
+        self.dim = dim
+        self.model = model
+        self._lock = threading.RLock()
+        self._labels: dict[str, int] = {}
+        self._rows: list[IndexRow | None] = []
+        self._skeys: list[str] = []  # each row's `scope_key` (its scope key), "" for a free slot
+        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
+        self._level = np.zeros(capacity, dtype=np.int8)
+        self._ctype = np.zeros(capacity, dtype=np.int8)
+        self._updated = np.zeros(capacity, dtype=np.float64)
+        self._created = np.zeros(capacity, dtype=np.float64)
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._tlen = np.zeros(capacity, dtype=np.int32)  # characters of each row's text (hybrid's length margin)
+        self._mix: Counter[tuple[int, int]] = Counter()  # live rows per (level, context type code)
+        # Added to every score of a leaf row: minus its hubness (see `set_querybank`); zero without one.
+        self._adj = np.zeros(capacity, dtype=np.float32)
+        self._bank: np.ndarray | None = None
+        self._bank_beta, self._bank_k = 0.0, 5
+        self._adj_sum: dict[str, float] = {}  # per account: the sum of its leaves' _adj, and their number
+        self._adj_n: dict[str, int] = {}
+        self._sorted_keys: list[str] = []
+        self._sorted_labels: list[int] = []
+        self._free: list[int] = []
+        # Labels whose vectors wait for the graph, with a version so a row re-upserted while the
+        # builder works stays pending. The graph has its own lock: the builder inserts without
+        # holding the index lock (graph inserts are slow; upserts and exact searches go on).
+        self._pending: dict[int, int] = {}
+        self._pending_v = 0
+        self._graph_lock = threading.Lock()
+        # While a snapshot writes the graph (`save`), nothing changes it: new vectors wait in
+        # `_pending` (scored exactly), deletes wait here, and searches go on.
+        self._saving = False
+        self._save_lock = threading.Lock()  # one snapshot at a time (a stopping replica saves too)
+        self._unsaved_deletes: list[tuple[int, bool]] = []  # (label, whether the graph holds it)
+        self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
+        self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
+        self._children_mat: dict[str, np.ndarray] = {}  # their vectors, gathered once per change
+        self._by_level: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
+        self._level_arr: dict[frozenset[int], np.ndarray] = {}
+        self._level_mat: dict[frozenset[int], np.ndarray] = {}  # vectors of those rows, gathered once
+        self._live = 0
+        self._chash = 0  # XOR of every live row's digest (`row_digest`): `content_hash` without a scan
+        # Rows whose latest write came from another embedder (key -> its name): not searchable
+        # here, counted until this embedder writes or deletes them (`content.reindex`).
+        self.foreign: dict[str, str] = {}
+        self.keywords = KeywordIndex()
+        self._graph = hnswlib.Index(space="ip", dim=dim)
+        self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
+        self._graph.set_ef(HNSW_EF_SEARCH)
+        self.applied_seq = 0
+
+    # ----- writes -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._live
+
+    def _grow(self, need: int) -> None:
+        cap = self._vecs.shape[0]
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive", "_adj", "_tlen"):
+            old = getattr(self, name)
+            arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
+            arr[: old.shape[0]] = old
+            setattr(self, name, arr)
+
+    def _fit_graph(self) -> None:
+        """The graph's capacity brought up to the arrays' (under the graph lock, before an add):
+        growing it in `_grow` would wait, holding the index lock, for a snapshot writing the graph."""
+        if self._graph.get_max_elements() < self._vecs.shape[0]:
+            self._graph.resize_index(self._vecs.shape[0])
+
+    def upsert_many(self, rows: Iterable[tuple[IndexRow, np.ndarray]], defer_graph: bool = False) -> int:
+        """Insert or replace rows. With `defer_graph` (a replica catching up on a long tail) the
+        rows are searchable at once, exactly, and join the HNSW graph later (`build_graph`):
+        graph inserts cost ~1.6k/s, the rest of an upsert far less."""
+        items = list(rows)
+        if not items:
+            return 0
+        with self._lock:
+            labels: list[int] = []
+            vecs: list[np.ndarray] = []
+            forgotten: set[int] = set()
+            for row, vec in items:
+                if vec.shape != (self.dim,):
+                    raise ValueError(f"vector of dim {vec.shape} for an index of dim {self.dim}")
+                key = row_key(row.account, row.uri, row.level)
+                if self.foreign:
+                    self.foreign.pop(key, None)
+                label = self._labels.get(key)
+                if label is not None and label not in forgotten:
+                    self._forget_adj(label)  # its old contribution to the account's centre
+                    forgotten.add(label)
+                if label is None:
+                    label = self._free.pop() if self._free else len(self._rows)
+                    if label == len(self._rows):
+                        self._rows.append(None)
+                        self._skeys.append("")
+                    self._grow(label + 1)
+                    self._labels[key] = label
+                    forgotten.add(label)  # new: nothing counted yet, even if it comes again in this batch
+                    sk = scope_key(row.account, row.uri)
+                    self._skeys[label] = sk
+                    pos = bisect.bisect_right(self._sorted_keys, sk)
+                    self._sorted_keys.insert(pos, sk)
+                    self._sorted_labels.insert(pos, label)
+                    self._live += 1
+                old = self._rows[label]
+                if old is not None and old.parent_uri != row.parent_uri:
+                    self._children.get(f"{old.account}\x00{old.parent_uri}", set()).discard(label)
+                    self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
+                    self._children_mat.pop(f"{old.account}\x00{old.parent_uri}", None)
+                pkey = f"{row.account}\x00{row.parent_uri}"
+                self._children_mat.pop(pkey, None)
+                kids = self._children.setdefault(pkey, set())
+                if label not in kids:
+                    kids.add(label)
+                    self._children_arr.pop(pkey, None)
+                if row.vector:  # the vector lives in `_vecs`; a second copy per row doubles memory and snapshots
+                    row = msgspec.structs.replace(row, vector=b"")
+                if old is not None:
+                    self._chash ^= row_digest(key, old)
+                self._chash ^= row_digest(key, row)
+                self._rows[label] = row
+                if row.level != 2 or (old is not None and old.level != 2):
+                    self._level_mat.clear()
+                if old is not None and old.level != row.level:
+                    self._by_level.get(old.level, set()).discard(label)
+                if label not in self._by_level.setdefault(row.level, set()):
+                    self._by_level[row.level].add(label)
+                    self._level_arr.clear()
+                    self._level_mat.clear()
+                self.keywords.add(label, row.text or row.abstract, row.lang or DEFAULT)
+                self._vecs[label] = vec
+                self._tlen[label] = len(row.text)
+                if self._alive[label]:
+                    self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
+                self._level[label] = row.level
+                self._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
+                self._mix[(row.level, int(self._ctype[label]))] += 1
+                self._updated[label] = row.updated_at
+                self._created[label] = row.created_at
+                self._alive[label] = True
+                labels.append(label)
+                vecs.append(vec)
+            # Dedup within the batch: the last vector for a label wins.
+            last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
+            lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
+            mat = np.stack(list(last.values())).astype(np.float32, copy=False)
+            self._adj[lab] = self._hub_adjust(mat, self._level[lab])
+            for label in lab.tolist():
+                self._count_adj(label)
+            if defer_graph or self._pending or self._saving:
+                self._pending_v += 1
+                self._pending.update(dict.fromkeys(lab.tolist(), self._pending_v))
+                return len(items)
+            # hnswlib un-deletes a reused label on add (a freed label may come back).
+            with self._graph_lock:
+                self._fit_graph()
+                self._graph.add_items(mat, lab, num_threads=1)
+            return len(items)
+
+    def set_querybank(self, bank: np.ndarray | None, beta: float, k: int = 5) -> None:
+        """Hubness correction (query-bank normalisation): a leaf row close to many generic questions
+        (small talk, boilerplate) sits close to every query, unrelated ones included. Each leaf's
+        score is lowered by `beta` x its mean similarity to its `k` nearest questions of `bank`,
+        relative to the mean of that over its account's leaves (so a corpus as a whole is not
+        moved, only its hubs against its other rows). Computed once per row from its own vector:
+        the same on every replica. Summary rows are left alone."""
+        with self._lock:
+            self._bank = None if bank is None or beta == 0.0 else np.asarray(bank, dtype=np.float32)
+            self._bank_beta, self._bank_k = beta, k
+            self._adj[:] = 0.0
+            self._adj_sum.clear()
+            self._adj_n.clear()
+            alive = np.flatnonzero(self._alive[: len(self._rows)])
+            for i in range(0, alive.size, 4096):
+                part = alive[i : i + 4096]
+                self._adj[part] = self._hub_adjust(self._vecs[part], self._level[part])
+            for label in alive.tolist():
+                self._count_adj(label)
+
+    def _hub_adjust(self, mat: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        if self._bank is None or mat.shape[0] == 0:
+            return np.zeros(mat.shape[0], dtype=np.float32)
+        sims = mat @ self._bank.T
+        k = min(self._bank_k, sims.shape[1])
+        hub = np.partition(sims, sims.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
+        return np.where(levels == 2, -self._bank_beta * hub, 0.0).astype(np.float32)
+
+    def _count_adj(self, label: int) -> None:
+        row = self._rows[label]
+        if row is not None and row.level == 2 and self._bank is not None:
+            self._adj_sum[row.account] = self._adj_sum.get(row.account, 0.0) + float(self._adj[label])
+            self._adj_n[row.account] = self._adj_n.get(row.account, 0) + 1
+
+    def _forget_adj(self, label: int) -> None:
+        row = self._rows[label]
+        if row is not None and row.level == 2 and self._bank is not None and self._alive[label]:
+            self._adj_sum[row.account] = self._adj_sum.get(row.account, 0.0) - float(self._adj[label])
+            self._adj_n[row.account] = self._adj_n.get(row.account, 1) - 1
+
+    def _adjust(self, labels: np.ndarray, account: str) -> np.ndarray:
+        """What the hubness correction adds to these rows' cosines (zeros without a query bank)."""
+        if self._bank is None:
+            return self._adj[labels]
+        n = self._adj_n.get(account, 0)
+        centre = -self._adj_sum.get(account, 0.0) / n if n else 0.0
+        return self._adj[labels] + np.float32(centre) * (self._level[labels] == 2)
+
+    @property
+    def pending_graph(self) -> int:
+        return len(self._pending)
+
+    def build_graph(self, max_items: int = 4096, threads: int = 2) -> int:
+        """Move up to `max_items` deferred rows into the graph; returns how many remain. Only
+        the graph lock is held while inserting, so the index keeps taking upserts and answering
+        (exactly) meanwhile; the rows leave the pending set once they are in the graph."""
+        with self._lock:
+            if self._saving:  # the graph is being written: the snapshot's end builds what waits
+                return 0
+            take = list(self._pending.items())[:max_items]
+            alive = [lab for lab, _ in take if self._alive[lab]]
+            mat = self._vecs[alive].astype(np.float32, copy=True) if alive else None
+        if mat is not None:
+            with self._graph_lock:
+                self._fit_graph()
+                self._graph.add_items(mat, np.asarray(alive, dtype=np.int64), num_threads=threads)
+        with self._lock:
+            for lab, version in take:
+                if self._pending.get(lab) == version:
+                    del self._pending[lab]
+            return len(self._pending)
+
+    def note_foreign(self, account: str, uri: str, level: int, model: str) -> None:
+        """A row another embedder wrote: counted (`foreign`), never searched."""
+        with self._lock:
+            self.foreign[row_key(account, uri, level)] = model
+
+    def delete(self, account: str, uri: str, level: int) -> bool:
+        with self._lock:
+            key = row_key(account, uri, level)
+            if self.foreign:
+                self.foreign.pop(key, None)
+            label = self._labels.pop(key, None)
+            if label is None:
+                return False
+            sk = scope_key(account, uri)
+            lo = bisect.bisect_left(self._sorted_keys, sk)
+            hi = bisect.bisect_right(self._sorted_keys, sk)
+            for i in range(lo, hi):
+                if self._sorted_labels[i] == label:
+                    del self._sorted_keys[i]
+                    del self._sorted_labels[i]
+                    break
+            old = self._rows[label]
+            if old is not None:
+                kids = self._children.get(f"{old.account}\x00{old.parent_uri}")
+                self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
+                self._children_mat.pop(f"{old.account}\x00{old.parent_uri}", None)
+                if kids is not None:
+                    kids.discard(label)
+                    if not kids:
+                        del self._children[f"{old.account}\x00{old.parent_uri}"]
+            if old is not None:
+                self._by_level.get(old.level, set()).discard(label)
+                self._level_arr.clear()
+                self._level_mat.clear()
+            self._forget_adj(label)
+            if old is not None:
+                self._chash ^= row_digest(key, old)
+            self._rows[label] = None
+            self._skeys[label] = ""
+            self.keywords.remove(label)
+            if self._alive[label]:
+                self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
+            self._alive[label] = False
+            in_graph = self._pending.pop(label, None) is None
+            if self._saving:  # the graph is being written: marked, and the label freed, after it
+                self._unsaved_deletes.append((label, in_graph))
+            else:
+                if in_graph:
+                    with self._graph_lock, contextlib.suppress(RuntimeError):
+                        self._graph.mark_deleted(label)
+                self._free.append(label)
+            self._live -= 1
+            return True
+
+    def live_rows(self) -> list[IndexRow]:
+        with self._lock:
+            return [r for r in self._rows if r is not None]
+
+    def get(self, account: str, uri: str, level: int) -> IndexRow | None:
+        label = self._labels.get(row_key(account, uri, level))
+        return None if label is None else self._rows[label]
+
+    # ----- reads ------------------------------------------------------------------
+
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            n = len(self._rows)
+            lv = self._level[:n][self._alive[:n]]
+            return {
+                "rows": self._live,
+                "level0": int((lv == 0).sum()),
+                "level1": int((lv == 1).sum()),
+                "level2": int((lv == 2).sum()),
+                "applied_seq": self.applied_seq,
+                "dim": self.dim,
+                "graph_pending": len(self._pending),
+            }

@@ -1,0 +1,171 @@
+"""The index on disk: a snapshot written atomically beside the replica (vectors, rows, graph,
+foreign rows, each checksummed) and read back whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any, Self
+
+import hnswlib
+import msgspec
+import numpy as np
+
+from skald.messages.index import IndexRow
+from skald.store.index.rows import IndexRows
+from skald.store.index.types import CONTEXT_TYPES, HNSW_EF_SEARCH, row_digest, row_key, scope_key
+from skald.store.language import DEFAULT
+
+log = logging.getLogger("skald.store.index")
+
+SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack")  # the last: since 2026-12
+
+
+def _crc32(path: Path) -> int:
+    """CRC-32 of a snapshot file, read in pieces (a 100k-row snapshot is ~150 MB)."""
+    crc = 0
+    with open(path, "rb") as f:
+        while piece := f.read(1 << 22):
+            crc = zlib.crc32(piece, crc)
+    return crc
+
+
+class IndexSnapshot(IndexRows):
+
+    def content_hash(self) -> str:
+        """Identical for two replicas holding the same rows, whatever order they arrived in: the
+        XOR of each row's digest, kept up to date by every write. (A sorted scan of every row,
+        as this was, took ~0.5 s of the event loop per `system.health` at 50,000 rows.)"""
+        return f"{self._chash:032x}"
+
+    def save(self, directory: Path) -> int:
+        """Write a snapshot atomically (a temp directory renamed over the old one); the sequence
+        it holds. The index lock is held only to list the rows: writing them, the vectors and the
+        graph takes about a second per 30,000 rows, during which searches used to wait."""
+        with self._save_lock:
+            return self._save(Path(directory))
+
+    def _save(self, directory: Path) -> int:
+        tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        rows, vecs, meta = self._freeze()
+        try:
+            np.save(tmp / "vectors.npy", vecs)
+            del vecs
+            (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
+            (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
+            with self._graph_lock:
+                self._graph.save_index(str(tmp / "graph.bin"))
+        finally:
+            self._thaw()
+        # The files are complete: their checksums are read back without holding up searches.
+        meta["crc32"] = {name: _crc32(tmp / name) for name in SNAPSHOT_FILES}
+        (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        old = directory.parent / f".tmp-old-{uuid.uuid4().hex}"
+        if directory.exists():
+            os.rename(directory, old)
+        os.rename(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+        return int(meta["applied_seq"])
+
+    def _freeze(self) -> tuple[list[IndexRow | None], np.ndarray, dict[str, Any]]:
+        """The rows and meta of one moment with every row in the graph, and the graph held still
+        (`_saving`) until `_thaw`, so the graph written after matches them; the vectors as a view."""
+        while True:
+            while self.build_graph() > 0:
+                pass
+            with self._lock:
+                if self._pending:  # rows came meanwhile: into the graph first
+                    continue
+                self._saving = True
+                n = len(self._rows)
+                meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
+                                        "rows": n}
+                meta["foreign"] = dict(self.foreign)
+                # The vectors are not copied (1.5 GB at a million rows, under the lock): a slot
+                # written while they are saved belongs to a row written after this moment, which
+                # the snapshot's tail writes again on load; a grown array leaves this one intact.
+                return self._rows[:n], self._vecs[:n], meta
+
+    def _thaw(self) -> None:
+        """The graph moves again: the deletes that waited, then the vectors that waited."""
+        with self._lock:
+            self._saving = False
+            waited, self._unsaved_deletes = self._unsaved_deletes, []
+            with self._graph_lock:
+                for label, in_graph in waited:
+                    if in_graph:
+                        with contextlib.suppress(RuntimeError):
+                            self._graph.mark_deleted(label)
+            self._free.extend(label for label, _ in waited)
+        while self.build_graph() > 0:
+            pass
+
+    @classmethod
+    def load(cls, directory: Path, dim: int, model: str) -> Self | None:
+        """The snapshot in `directory`, or None when there is none usable for this model. A
+        snapshot that does not read back whole (a file truncated, bit-flipped or missing, its
+        checksums off) is logged and refused: the replica then rebuilds from the index stream."""
+        directory = Path(directory)
+        if not (directory / "meta.json").exists():
+            return None
+        try:
+            return cls._load(directory, dim, model)
+        except Exception as e:  # noqa: BLE001 - any way a snapshot is unreadable means the same: rebuild
+            log.warning("index snapshot %s is corrupt (%s: %s): rebuilding from the index stream",
+                        directory, type(e).__name__, e)
+            return None
+
+    @classmethod
+    def _load(cls, directory: Path, dim: int, model: str) -> Self | None:
+        meta = msgspec.json.decode((directory / "meta.json").read_bytes())
+        if meta.get("dim") != dim or meta.get("model") != model:
+            return None
+        for name, want in (meta.get("crc32") or {}).items():
+            if name not in SNAPSHOT_FILES or _crc32(directory / name) != want:
+                raise ValueError(f"{name} does not match its checksum")
+        n = int(meta["rows"])
+        idx = cls(dim, model, capacity=max(1024, n))
+        rows = msgspec.msgpack.decode((directory / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
+        vecs = np.load(directory / "vectors.npy")
+        if len(rows) != n or vecs.shape != (n, dim):
+            raise ValueError(f"{len(rows)} rows and vectors {vecs.shape} for a snapshot of {n}")
+        idx._graph = hnswlib.Index(space="ip", dim=dim)
+        idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._vecs.shape[0])
+        idx._graph.set_ef(HNSW_EF_SEARCH)
+        idx._vecs[:n] = vecs
+        idx._rows = rows
+        for label, row in enumerate(rows):
+            if row is None:
+                idx._free.append(label)
+                continue
+            key = row_key(row.account, row.uri, row.level)
+            idx._labels[key] = label
+            idx._chash ^= row_digest(key, row)
+            idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
+            idx.keywords.add(label, row.text or row.abstract, row.lang or DEFAULT)
+            idx._by_level.setdefault(row.level, set()).add(label)
+            idx._level[label] = row.level
+            idx._tlen[label] = len(row.text)
+            idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
+            idx._mix[(row.level, int(idx._ctype[label]))] += 1
+            idx._updated[label] = row.updated_at
+            idx._created[label] = row.created_at
+            idx._alive[label] = True
+            idx._live += 1
+        idx._skeys = [scope_key(r.account, r.uri) if r is not None else "" for r in rows]
+        pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
+        idx._sorted_keys = [p[0] for p in pairs]
+        idx._sorted_labels = [p[1] for p in pairs]
+        idx.applied_seq = int(meta.get("applied_seq", 0))
+        if "foreign.msgpack" in (meta.get("crc32") or {}):  # snapshots from before it have none
+            idx.foreign = msgspec.msgpack.decode((directory / "foreign.msgpack").read_bytes(), type=dict[str, str])
+        return idx

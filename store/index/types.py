@@ -1,0 +1,67 @@
+"""What the vector index is asked and answers: queries, hits, row keys, and its tuning constants."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from skald.messages.index import IndexRow
+
+BRUTE_FORCE_MAX = 8_000  # rows; below this an exact matrix product beats the graph walk
+SMALL_INDEX = 2_000  # the whole index is scored exactly while it is this small
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 64  # recall@10 ~0.998 at 100k clustered rows (NATS-NOTES.md)
+CONTEXT_TYPES = ("resource", "memory", "skill")
+
+
+def row_digest(key: str, row: IndexRow) -> int:
+    """What `content_hash` holds of one row: its key, content and time, 128 bits."""
+    h = hashlib.blake2b(f"{key}\x00{row.content_hash}\x00{row.updated_at!r}".encode(), digest_size=16)
+    return int.from_bytes(h.digest(), "big")
+
+
+def row_key(account: str, uri: str, level: int) -> str:
+    return f"{account}\x00{uri}\x00{level}"
+
+
+def scope_key(account: str, uri: str) -> str:
+    """A section (`<doc>#<anchor>`) sorts, and scopes, inside its document's subtree."""
+    return f"{account}\x00{uri.replace('#', '/')}/"
+
+
+def row_subject_token(account: str, uri: str, level: int) -> str:
+    """A NATS-safe token naming one row (its subject on the index stream)."""
+    return hashlib.sha1(row_key(account, uri, level).encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class Query:
+    """Everything a search may restrict; `None` means unrestricted."""
+
+    account: str
+    prefixes: list[str] | None = None  # canonical viking:// URIs (directories or files)
+    levels: frozenset[int] | None = None
+    context_types: frozenset[str] | None = None
+    since: float | None = None
+    until: float | None = None
+    time_field: str = "updated_at"
+    predicate: Callable[[IndexRow], bool] | None = None  # tags, metadata filter, ...
+
+
+@dataclass(slots=True)
+class Hit:
+    row: IndexRow
+    score: float
+    keep: bool = True  # passes the caller's collection filter (search_children_many with `collect`)
+    gate: float | None = None  # what a threshold compares, when not the score (hybrid: strong keyword evidence only)
+    label: int = -1  # the row's slot in this index (-1: not known), so callers need no key lookup
+    novelty: float = 0.0  # what the query's best hit must clear its threshold by to answer at all (hybrid)
+
+
+@dataclass(slots=True)
+class SearchTrace:
+    engine: str
+    scope_rows: int
+    examined: int
