@@ -86,7 +86,7 @@ def code_at(ref: str, tmp: Path) -> Path:
     pkg.mkdir(parents=True)
     for part in ("messages", "store", "actors", "runtime"):
         (pkg / part).symlink_to(tree / part, target_is_directory=True)
-    probe = ("import importlib\nfor m in ('runtime.cli', 'actors.session.handlers', 'store.sessions', "
+    probe = ("import importlib\nfor m in ('runtime', 'actors.session.handlers', 'store.sessions', "
              "'messages.sessions'):\n    print(importlib.import_module('skald.' + m).__file__)")
     found = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(tree / "path")},
                            capture_output=True, text=True, check=True).stdout.split()

@@ -41,7 +41,7 @@ from skald.actors.retriever import scoring  # noqa: E402
 from skald.store.index import Query  # noqa: E402
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
-FLOOR = 0.35  # seed 003's recall floor
+FLOOR = 0.35  # the recall floor, docs/design/context-assembly.md
 SUBJECTS = {
     "kubernetes": ["How do I drain a Kubernetes node before an upgrade", "What does a pod disruption budget limit",
                    "Why is my ingress controller returning 502", "How do I rotate etcd certificates"],

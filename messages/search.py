@@ -1,4 +1,4 @@
-"""find / search (list) / grep / glob, field for field as seed 004 documents them."""
+"""find / search (list) / grep / glob, field for field as docs/design/retrieval-api.md documents them."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ QUOTA_KEYS = ("events", "entities", "preferences", "experiences", "resources", "
 
 
 class SearchRequest(FindRequest, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """seed 004 `search()`: find's parameters plus session-aware planning, the search type and,
+    """docs/design/retrieval-api.md `search()`: find's parameters plus session-aware planning, the search type and,
     for `mode="context"` / `"bootstrap"` (served by the assembler), the L2 assembly and L3 rewrite
     parameters. Those default to UNSET so that a list-mode request carrying one is refused and a
     preset can tell "not given" from "given as the default"."""
@@ -75,12 +75,12 @@ CONTEXT_ONLY = ("max_tokens", "quotas", "purpose", "detail", "dedup_turns", "exc
 
 
 def context_fields_given(req: SearchRequest) -> list[str]:
-    """The context-only parameters a request carries (refused in list mode, seed 004)."""
+    """The context-only parameters a request carries (refused in list mode, docs/design/retrieval-api.md)."""
     return [f for f in CONTEXT_ONLY if getattr(req, f) is not UNSET]
 
 
 class RecallRequest(SearchRequest, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """The auto-recall preset (seed 000 §3.1): search's parameters, other defaults, and the
+    """The auto-recall preset (docs/design/context-assembly.md): search's parameters, other defaults, and the
     deprecated v1 names folded onto them."""
 
     max_chars: Annotated[int, Meta(ge=1, le=1_000_000)] | UnsetType = UNSET

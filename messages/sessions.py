@@ -1,4 +1,4 @@
-"""Sessions (seed 001): messages with typed parts, the session subjects, the Phase 2 job."""
+"""Sessions (docs/design/sessions.md): messages with typed parts, the session subjects, the Phase 2 job."""
 
 from __future__ import annotations
 

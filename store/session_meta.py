@@ -1,4 +1,4 @@
-"""The typed metadata of a session directory (seed 001): what `.meta.json`, `.done` and
+"""The typed metadata of a session directory (docs/design/sessions.md): what `.meta.json`, `.done` and
 `.failed.json` hold. Decoding is lenient on purpose (no forbidden fields, a default for every
 field): a directory written by an older build still reads, and what a newer one adds survives a
 read-modify-write because Phase 2 only ever adds fields.

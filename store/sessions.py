@@ -1,4 +1,4 @@
-"""The session directory on disk (seed 001 layout). Every write is atomic or an fsync'd append.
+"""The session directory on disk (docs/design/sessions.md). Every write is atomic or an fsync'd append.
 
     {session}/messages.jsonl              live (root) messages, one JSON object per line
     {session}/.meta.json                  SessionMeta: created_at, auto_commit; counters as of its last write

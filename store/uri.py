@@ -20,7 +20,7 @@ SCHEME = "viking://"
 ROOTS = ("resources", "user", "agent")
 # `viking://user/memories` has no user id: the seeds refuse it and point at `viking://~/...`.
 RESERVED_USER_SEGMENTS = frozenset({"memories", "resources", "skills", "peers", "privacy", "sessions"})
-# Only these spaces exist under a peer (seed 002 §5).
+# Only these spaces exist under a peer (docs/design/retrieval.md, results).
 PEER_SEARCHABLE = frozenset({"memories", "resources"})
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 MAX_URI = 4096
@@ -221,7 +221,7 @@ def category_of(segments: tuple[str, ...]) -> str:
 
 
 def default_roots(ident: Identity, context_type: str | None = None) -> list[str]:
-    """Where a search with no target looks (seed 004: the user's root and public resources)."""
+    """Where a search with no target looks (docs/design/retrieval-api.md: the user's root and public resources)."""
     user = ident.user_root
     if ident.peer:
         user_spaces = [f"{user}/peers/{ident.peer}/memories", f"{user}/peers/{ident.peer}/resources"]

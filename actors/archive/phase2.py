@@ -1,6 +1,6 @@
 """Phase 2 as pure functions: the one model input, its parsing, the extractive default, the
 checkpoint records. The model sees `<checkpoint_source index=...>` markers only, never ids,
-budgets or URIs; Skald maps summaries back by index (seed 001, "minimal LLM contract")."""
+budgets or URIs; Skald maps summaries back by index (docs/design/sessions.md, the model's contract)."""
 
 from __future__ import annotations
 

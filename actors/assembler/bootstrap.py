@@ -1,4 +1,4 @@
-"""`mode="bootstrap"` (seed 000 §3.6): the session-start block from a declarative manifest of
+"""`mode="bootstrap"` (docs/design/context-assembly.md): the session-start block from a declarative manifest of
 slots instead of retrieval hits; the same budget, tiers and rendering as context mode.
 
     identity      who am I talking to      profile.md, head-capped with a pointer when large

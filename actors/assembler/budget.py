@@ -1,4 +1,4 @@
-"""Tier filling under a token budget (seed 003): breadth first, then depth. No I/O, no model.
+"""Tier filling under a token budget (docs/design/context-assembly.md): breadth first, then depth. No I/O, no model.
 
 1. Floor: in score order every entry lands on the first tier of its chain (its start tier,
    then down its ladder to the bare URI) that is available, within the per-entry cap and

@@ -1,4 +1,4 @@
-"""L3 digest rewrite (seed 000 §3.2-3.3, seed 003): the assembled block pressed into bullets that
+"""L3 digest rewrite (docs/design/context-assembly.md): the assembled block pressed into bullets that
 each cite the `viking://` URIs they draw on. A bullet citing nothing, or citing a URI that was
 not served, is dropped. The exact answer NO_RELEVANT_MEMORY means nothing here is relevant."""
 

@@ -1,6 +1,6 @@
 """The assembler actor: `search(mode="context" | "bootstrap")` and the `recall` preset.
 
-The pipeline (seed 000 §4): candidates (retrieval hits by bucket, or the bootstrap manifest)
+The pipeline (docs/design/context-assembly.md): candidates (retrieval hits by bucket, or the bootstrap manifest)
 -> dedup (ledger + exclude_uris, applied by the retriever before limits are cut) -> tier
 planning (no I/O) -> reads (concurrent, bounded, only what can fit) -> fill -> render ->
 optional digest -> ledger write -> stats. The pure stages live in their own modules; this file
@@ -221,7 +221,7 @@ class Assembler:
         return context_msgs.ContextResult(entries=entries, rendered=rendered, digest=digest, stats=stats)
 
     async def _session(self, p: params_mod.Params, ctx: Ctx) -> SessionView | None:
-        """The session, created on first use (seed 004); its clock from its owner."""
+        """The session, created on first use (docs/design/retrieval-api.md); its clock from its owner."""
         if not p.session_id:
             return None
         check_name("session_id", p.session_id)
@@ -265,7 +265,7 @@ class Assembler:
                 catalog.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
                 index_seq=ctx.index_seq, into=context_msgs.CandidatesResult)
         except (E.InvalidArgument, E.PermissionDenied):
-            raise  # the request is wrong: say so, as list mode does (seed 003 bug 12)
+            raise  # the request is wrong: say so, as list mode does (docs/design/context-assembly.md, finding 12)
         except E.SkaldError as e:
             return context_msgs.CandidatesResult(buckets={}, errors={"retrieval": f"{e.code}: {e.message}"})
         return got

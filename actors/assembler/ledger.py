@@ -1,4 +1,4 @@
-"""The cross-turn dedup ledger, `{session_uri}/.recall_log.json` (seed 000 §3.2, seed 003).
+"""The cross-turn dedup ledger, `{session_uri}/.recall_log.json` (docs/design/context-assembly.md).
 
 The clock is the session's monotonic message counter. A URI served at clock `t` with a real
 tier is cooled while `0 <= clock - t < dedup_turns`; a bare-URI entry never cools (it lost to

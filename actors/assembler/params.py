@@ -1,6 +1,6 @@
 """From a `search(mode="context")` or `recall` request to one resolved parameter set.
 
-`recall` is a preset, not a second implementation (seed 000 §3.1): it has no parameter of its
+`recall` is a preset, not a second implementation (docs/design/context-assembly.md): it has no parameter of its
 own and no branch of its own; it only supplies other defaults and folds the deprecated v1
 names. Both entry points call `resolve()` and then the same pipeline, so equal explicit
 parameters give byte-identical replies.
@@ -126,7 +126,7 @@ def resolve(req: SearchRequest, preset: Preset) -> Params:
             if not _given(detail_raw):
                 detail_raw = "full" if req.render in (True, "full") else "abstract"
         if isinstance(quotas, dict) and all(k in V1_BUCKETS for k in quotas):
-            # v1 merged the caller's quotas over its bucket defaults (seed 003 bug 8).
+            # v1 merged the caller's quotas over its bucket defaults (docs/design/context-assembly.md, finding 8).
             deprecated.append("quotas(v1)")
             quotas = {**V1_QUOTAS, **quotas}
     elif req.mode == "list":

@@ -1,4 +1,4 @@
-"""Flat XML (seed 000 §3.3): one `<memory>` element per entry, metadata as attributes, the body
+"""Flat XML (docs/design/context-assembly.md): one `<memory>` element per entry, metadata as attributes, the body
 as element text. Every element carries its URI. A body can never forge a sibling entry or close
 the envelope: any `<memory` / `</memory` (and the client's `<openviking-context` envelope tag),
 in any case and with any whitespace, loses its `<`."""

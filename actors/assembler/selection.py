@@ -1,5 +1,5 @@
 """Which candidates enter assembly: quota-free (one search, pure score order, `limit`) or
-bucketed by quotas (seed 004): each bucket first takes up to its quota; places a bucket cannot
+bucketed by quotas (docs/design/retrieval-api.md): each bucket first takes up to its quota; places a bucket cannot
 fill go to the other buckets' best remaining hits; the total never exceeds the quota sum and
 the merged list is not cut by a second global limit."""
 

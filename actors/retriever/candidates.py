@@ -1,4 +1,4 @@
-"""Candidates for context assembly (seed 003 / seed 004 `search(mode="context")`).
+"""Candidates for context assembly (docs/design/context-assembly.md, `search(mode="context")`).
 
 One request carries every bucket (a memory category, resources, skills, or `all`) and every
 expanded query; the retriever answers in one round trip. Everything that must happen before a
@@ -28,7 +28,8 @@ AGENT_PRESET = frozenset({"skills", "memories", "resources", "instructions"})
 
 
 def display_category(row: IndexRow) -> str:
-    """From what the row is (its context type), never from words in its URI (seed 003 bug 6)."""
+    """From what the row is (its context type), never from words in its URI
+    (docs/design/context-assembly.md, finding 6)."""
     if row.context_type == "memory":
         return row.category if row.category in NAMED else "memories"
     return "skills" if row.context_type == "skill" else "resources"

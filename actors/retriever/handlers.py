@@ -124,7 +124,7 @@ class Retriever(TreeReads):
             prov["embed_ms"] = round((time.perf_counter() - te) * 1000, 3)
             ts = time.perf_counter()
             # Dense and keyword candidates on the cosine scale: error codes and rare names the
-            # embedder blurs still rank (seed 002's QUICK search, with BM25 beside it).
+            # embedder blurs still rank (the flat search of docs/design/retrieval.md, with BM25 beside it).
             hits = hybrid(self.index, vec, req.query, q, k + 2, words=words)
             prov.update(engine="hybrid", search_ms=round((time.perf_counter() - ts) * 1000, 3))
             cal = self.settings.calibration
@@ -161,14 +161,14 @@ class Retriever(TreeReads):
                 raise InvalidArgument(f"{', '.join(given)} only apply to mode=\"context\"",
                                       {"field": given[0], "fields": given})
             return await run_search(self.lists, req, ctx)
-        # context / bootstrap: the assembler serves it (one subject, two actors; seed 000 §3.1).
+        # context / bootstrap: the assembler serves it (one subject, two actors; docs/design/context-assembly.md).
         return await self.bus.call(catalog.ASSEMBLE_CONTEXT, req, ctx.identity, ctx.remaining(),
                                    index_seq=ctx.index_seq, into=msgspec.Raw)  # passed on as it came
 
     @handles(catalog.SEARCH_CANDIDATES, fresh_result=True)
     async def candidates(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:
         """Every bucket for every query in one trip; request errors raise, retrieval errors are
-        reported per bucket (seed 003 bug 12)."""
+        reported per bucket (docs/design/context-assembly.md, finding 12)."""
         t0 = time.perf_counter()
         probe = search_msgs.FindRequest(query=req.queries[0], context_type=req.context_type, tags=req.tags,
                                         filter=req.filter, since=req.since, until=req.until,

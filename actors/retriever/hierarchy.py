@@ -1,4 +1,4 @@
-"""Directory-recursive retrieval (seed 002), as a pure core over an index interface.
+"""Directory-recursive retrieval (docs/design/retrieval.md), as a pure core over an index interface.
 
 THINKING: a global search over directories (levels 0 and 1) finds where to start; the default
 roots join at score 0 so an empty global hit list still descends; a max-heap expands the best

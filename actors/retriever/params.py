@@ -1,4 +1,4 @@
-"""Validation and normalisation of find parameters (seed 004). Pure: no I/O, clock passed in."""
+"""Validation and normalisation of find parameters (docs/design/retrieval-api.md). Pure: no I/O, clock passed in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Turning index hits into seed-004 results: threshold, level suffixes, dedup by URI, grouping."""
+"""Turning index hits into results (docs/design/retrieval-api.md): threshold, level suffixes, dedup by
+URI, grouping."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def node_uri(uri: str) -> str:
 
 
 def passes(score: float, threshold: float | None, gte: bool = False) -> bool:
-    """Strict `>` by default (seed 002), `>=` when asked."""
+    """Strict `>` by default (docs/design/retrieval.md), `>=` when asked."""
     if threshold is None:
         return True
     return score >= threshold if gte else score > threshold

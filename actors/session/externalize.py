@@ -1,4 +1,4 @@
-"""Tool-output externalisation over a whole logical Turn (seed 001). Pure: decides, does not write.
+"""Tool-output externalisation over a whole logical Turn (docs/design/sessions.md). Pure: decides, does not write.
 
 A single output over 20,000 characters always goes out; then, while the Turn's outputs still total
 100,000 characters or more, the largest remaining ones go out. Ten steps of 10,000 characters

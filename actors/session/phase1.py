@@ -1,4 +1,4 @@
-"""Commit Phase 1 (seed 001): durable and fast; Phase 2 runs later on the archive work queue.
+"""Commit Phase 1 (docs/design/sessions.md): durable and fast; Phase 2 runs later on the archive work queue.
 
 Order (each step durable before the next): tool outputs to `tool-results/` -> archive directory
 (raw messages + retention plan, built aside and renamed in) -> Phase 2 job on the work queue

@@ -1,4 +1,4 @@
-"""User Turns and Assistant Steps, and the retention planner (seed 001, change one). Pure.
+"""User Turns and Assistant Steps, and the retention planner (docs/design/sessions.md, retention). Pure.
 
 A Turn starts at a real user query and runs to the next one; a tool-only user message is
 transport, not a new Turn. A Step is one assistant message with the tool results that answer

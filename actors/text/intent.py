@@ -1,4 +1,4 @@
-"""Intent analysis (seed 002 §3): session context + query -> a plan of typed queries.
+"""Intent analysis (docs/design/retrieval.md): session context + query -> a plan of typed queries.
 
 Bounded on every side: the archive overview is cut at 30,000 characters, only the last five
 messages with text are shown, at most three queries are used (the original first), the model

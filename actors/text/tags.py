@@ -1,4 +1,4 @@
-"""Retrieval tags: strict `k=v` strings (seed 004), shared by writers and readers."""
+"""Retrieval tags: strict `k=v` strings (docs/design/retrieval-api.md), shared by writers and readers."""
 
 from __future__ import annotations
 

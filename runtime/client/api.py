@@ -65,7 +65,8 @@ _mdec = msgspec.msgpack.Decoder(Response)
 
 UPLOAD_PIECE_BYTES = 256 * 1024  # base64 in JSON stays well under NATS's 1 MB payload
 ATTEMPT_FLOOR_S = 2.0  # a retried request's attempt waits at least this long for its reply
-REWRITE_DEADLINE_S = 65.0  # outlasts the server's 30 s rewrite fuse plus retrieval (seed 003 bug 13)
+# Outlasts the server's 30 s rewrite fuse plus retrieval (docs/design/context-assembly.md, finding 13).
+REWRITE_DEADLINE_S = 65.0
 
 
 def deadline_for(op: str, body: Any, default_s: float) -> float:

@@ -2,7 +2,8 @@
 through the Python client. Tool descriptions are written for the model that reads them.
 
 Only arguments the model actually gave are sent: the recall tool must resolve to exactly the
-profile `search.recall` has (seed 003 bug 9), so it never forwards its own signature defaults.
+profile `search.recall` has (docs/design/context-assembly.md, finding 9), so it never forwards its
+own signature defaults.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_recall_v1_quotas_overlay_the_v1_buckets() -> None:
 
 
 def test_recall_has_no_parameter_of_its_own() -> None:
-    """Every recall field except the deprecated v1 aliases is a search field (seed 000 §3.1)."""
+    """Every recall field except the deprecated v1 aliases is a search field (docs/design/context-assembly.md)."""
     extra = set(RecallRequest.__struct_fields__) - set(SearchRequest.__struct_fields__)
     assert extra == {"max_chars", "min_score", "render"}
 
@@ -309,7 +309,8 @@ def test_shape_collapses_skills_drops_scope_dirs_and_profile_and_penalises_peers
                        "viking://user/u/memories/events/2026/.overview.md"}
     skill = by["viking://agent/skills/pdf/SKILL.md"]
     assert (skill.score, skill.abstract, skill.category) == (0.9, "pdf: read PDFs", "skills")
-    assert by["viking://resources/backup/memories/events/log.md"].category == "resources"  # seed 003 bug 6
+    # docs/design/context-assembly.md, finding 6
+    assert by["viking://resources/backup/memories/events/log.md"].category == "resources"
     peer = by["viking://user/u/peers/bob/memories/preferences/p.md"]
     assert (peer.origin, peer.score) == ("peer", 0.35)
     assert by["viking://user/u/memories/events/2026/.overview.md"].is_dir
@@ -382,7 +383,7 @@ def test_coverage_lists_what_the_budget_cut() -> None:
 
 
 def test_client_deadline_outlasts_the_rewrite_fuse() -> None:
-    """seed 003 bug 13: a digest request must not be abandoned inside the server's fuse."""
+    """docs/design/context-assembly.md, finding 13: a digest request must not be abandoned inside the server's fuse."""
     from skald.runtime.client.api import REWRITE_DEADLINE_S, deadline_for
     assert deadline_for("search.search", {"mode": "context", "rewrite": True}, 30.0) == REWRITE_DEADLINE_S
     assert deadline_for("search.recall", {"rewrite": "auto"}, 30.0) == REWRITE_DEADLINE_S

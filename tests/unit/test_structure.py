@@ -6,6 +6,7 @@ in the runtime, and no module past 450 lines."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,3 +179,17 @@ def test_every_actor_is_a_folder_with_a_thin_handler_module() -> None:
     for d in actors:
         assert (d / "handlers.py").exists(), d
         assert len(list(d.glob("*.py"))) >= 3, f"{d.name}: pure modules beside the handlers"
+
+
+def test_the_code_cites_only_documents_the_repository_holds() -> None:
+    """A comment that points at a document points at one in the repository (`docs/design/`): never
+    at the specifications or notes a clone does not carry."""
+    outside = re.compile("|".join((r"seed[ -]?00\d", "NATS" + "-NOTES", r"shared/(?:PROTOCOL|ARCHITECTURE|seeds)")))
+    cited = re.compile(r"docs/design/([a-z0-9-]+\.md)")
+    bad = []
+    for m, p in modules().items():
+        text = p.read_text()
+        bad += [f"{m}: {hit.group(0)}" for hit in outside.finditer(text)]
+        bad += [f"{m}: docs/design/{name} is missing" for name in cited.findall(text)
+                if not (ROOT / "docs" / "design" / name).exists()]
+    assert bad == []

@@ -137,7 +137,7 @@ def test_tags_strict() -> None:
 
 
 def _rows(n: int, dim: int) -> list[tuple[IndexRow, np.ndarray]]:
-    """Clustered vectors (random Gaussians make a useless graph benchmark, NATS-NOTES.md)."""
+    """Clustered vectors (random Gaussians make a useless graph benchmark, docs/design/vectors.md)."""
     rng = np.random.default_rng(7)
     centers = rng.normal(size=(7, dim)).astype(np.float32)
     out = []

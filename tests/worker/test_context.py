@@ -77,7 +77,7 @@ async def test_tight_budget_degrades_instead_of_truncating(client: SkaldClient) 
     {"query": "x", "mode": "context", "target_uri": "viking://resources"},
     {"query": "x", "mode": "context", "read_content": True},
     {"query": "x", "mode": "context", "quotas": {"events": 1, "memes": 2}},
-    {"mode": "context"},  # no query: a request error, not an empty block (seed 003 bug 12)
+    {"mode": "context"},  # no query: a request error, not an empty block (docs/design/context-assembly.md, finding 12)
     {"query": "x", "mode": "context", "max_tokens": 10},
     {"query": "x", "mode": "context", "max_tokens": 40_000},
     {"query": "x", "mode": "context", "exclude_uris": ["viking://resources/x"] * 201},

@@ -1,4 +1,4 @@
-"""search.find: every seed-004 parameter and its validation."""
+"""search.find: every parameter of docs/design/retrieval-api.md and its validation."""
 
 from __future__ import annotations
 

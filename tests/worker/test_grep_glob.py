@@ -1,4 +1,4 @@
-"""search.grep and search.glob with their seed-004 parameters."""
+"""search.grep and search.glob with their parameters (docs/design/retrieval-api.md)."""
 
 from __future__ import annotations
 
