@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.bus.streams import stream_name
 from skald.runtime.client.api import SkaldClient
 from support import processes
@@ -97,7 +97,7 @@ async def once(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
     """One attempt; None when the worker died under it (applied or not, the caller cannot know)."""
     try:
         return await c.call(op, body, timeout_s=2.0)
-    except (E.DeadlineExceeded, E.Unavailable, E.Internal):
+    except (errors.DeadlineExceeded, errors.Unavailable, errors.Internal):
         return None
 
 
@@ -152,7 +152,7 @@ async def settle(c: SkaldClient, prefix: str, t: Tally, timeout_s: float = 60.0)
         for sid in t.messages:
             try:
                 archives[sid] = (await c.call("sessions.archives", {"session_id": sid}, timeout_s=5.0))["archives"]
-            except E.NotFound:
+            except errors.NotFound:
                 archives[sid] = []
         pending = [f"{sid}/{a['archive_id']} {a['state']}" for sid, arcs in archives.items() for a in arcs
                    if a["state"] not in ("completed", "failed")]
@@ -175,7 +175,7 @@ async def check(c: SkaldClient, data: Path, prefix: str, t: Tally) -> None:
             continue
         try:
             await c.call("sessions.context", {"session_id": sid}, timeout_s=10.0)  # loaded, repaired by its owner
-        except E.NotFound:
+        except errors.NotFound:
             files = sorted(p.name for p in (sdirs / sid).iterdir())
             t.lost += [f"{sid}/{m} (session unreadable: {files})" for m in ids]
             if not ids:
@@ -209,14 +209,14 @@ async def check(c: SkaldClient, data: Path, prefix: str, t: Tally) -> None:
     for uri, content in t.files.items():
         try:
             got_text = (await c.call("fs.read", {"uri": uri}, timeout_s=10.0))["content"]
-        except E.NotFound:
+        except errors.NotFound:
             got_text = None
         if got_text != content:
             t.lost.append(f"{uri}: {got_text!r}")
     for uri in t.memories:
         try:
             await c.call("fs.read", {"uri": uri}, timeout_s=10.0)
-        except E.NotFound:
+        except errors.NotFound:
             t.lost.append(uri)
     prefs = data / "accounts/default/user/default/memories/preferences"
     keyed = [p.name for p in prefs.glob("morning-drink*.md")] if prefs.exists() else []

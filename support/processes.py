@@ -19,7 +19,7 @@ import msgspec
 import pytest
 from nats.js.errors import NotFoundError
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.bus.streams import stream_name
 from skald.runtime.client.api import SkaldClient
 
@@ -85,7 +85,7 @@ async def worker_ids(c: SkaldClient, actor: str, want: int) -> dict[str, Any]:
     for _ in range(400):
         try:
             h = await c.call("system.health", timeout_s=1.0)
-        except (E.DeadlineExceeded, E.Unavailable):
+        except (errors.DeadlineExceeded, errors.Unavailable):
             continue
         if actor in h["actors"]:
             seen[h["worker"]["worker_id"]] = h

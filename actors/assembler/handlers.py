@@ -19,18 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skald.actors.assembler import bootstrap, budget, ledger, passages, reads, render, textcache, tiers
+from skald.actors.assembler import bootstrap, budget, ledger, passages, reads, render, selection, textcache, tiers
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
-from skald.actors.assembler import selection as Sel
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import LLM, Bus
 from skald.actors.kit.request import Ctx
 from skald.actors.text import intent
-from skald.messages import catalog
+from skald.messages import catalog, errors
 from skald.messages import context as context_msgs
-from skald.messages import errors as E
 from skald.messages import search as search_msgs
 from skald.messages.sessions import CreateRequest, SessionRef
 from skald.store import faults
@@ -152,7 +150,7 @@ class Assembler:
                 return passages.turn_beside(c, lines, step) if lines else None
             grouped = {k: passages.group_turns(v, room, p.max_tokens, beside=beside)
                        for k, v in retrieval.buckets.items()}
-            chosen = Sel.select(grouped, p.quotas, p.limit)
+            chosen = selection.select(grouped, p.quotas, p.limit)
             chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
             timing["group_ms"] = (time.perf_counter() - ts) * 1000
             ts = time.perf_counter()
@@ -229,8 +227,8 @@ class Assembler:
         timeout = max(0.5, min(5.0, ctx.remaining() / 4))
         try:
             info = await self.bus.call(catalog.SESSIONS_GET, SessionRef(session_id=p.session_id), ctx.identity, timeout)
-        except E.NotFound:
-            with contextlib.suppress(E.Conflict):
+        except errors.NotFound:
+            with contextlib.suppress(errors.Conflict):
                 await self.bus.call(catalog.SESSIONS_CREATE, CreateRequest(session_id=p.session_id), ctx.identity,
                                     timeout)
             info = {"total_message_count": 0}
@@ -257,16 +255,16 @@ class Assembler:
                           cooled: list[str]) -> context_msgs.CandidatesResult:
         cooled_prefixes = [u[: -len("/SKILL.md")] for u in cooled if u.endswith("/SKILL.md")]
         req = context_msgs.CandidatesRequest(
-            queries=queries, buckets=Sel.buckets(p.quotas, p.limit), score_threshold=p.score_threshold,
+            queries=queries, buckets=selection.buckets(p.quotas, p.limit), score_threshold=p.score_threshold,
             score_gte=p.score_gte, exclude_uris=p.exclude_uris, cooled_uris=cooled, cooled_prefixes=cooled_prefixes,
             peer_scope=p.peer_scope, other_peer_penalty=p.other_peer_penalty, **p.filters)  # type: ignore[arg-type]
         try:
             got: context_msgs.CandidatesResult = await self.bus.call(
                 catalog.SEARCH_CANDIDATES, req, ctx.identity, max(0.5, ctx.remaining() * 0.6),
                 index_seq=ctx.index_seq, into=context_msgs.CandidatesResult)
-        except (E.InvalidArgument, E.PermissionDenied):
+        except (errors.InvalidArgument, errors.PermissionDenied):
             raise  # the request is wrong: say so, as list mode does (docs/design/context-assembly.md, finding 12)
-        except E.SkaldError as e:
+        except errors.SkaldError as e:
             return context_msgs.CandidatesResult(buckets={}, errors={"retrieval": f"{e.code}: {e.message}"})
         return got
 

@@ -7,7 +7,7 @@ import os
 
 from skald.actors.assembler import passages, textcache
 from skald.actors.text import sections
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.messages.context import Candidate
 from skald.store.uri import Identity, Namespace
 
@@ -42,7 +42,7 @@ def cached(ns: Namespace, cache: textcache.TextCache, uri: str,
     try:
         path = ns.fspath(uri, ident)
         st = os.stat(path)
-    except (OSError, E.SkaldError):
+    except (OSError, errors.SkaldError):
         return None
     return path, st, cache.get(path, st.st_mtime_ns, st.st_size)
 

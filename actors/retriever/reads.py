@@ -21,7 +21,7 @@ from skald.actors.text.tags import check_tags
 from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
-from skald.messages.errors import InvalidArgument, NotFound
+from skald.messages.errors import InvalidArgument, NotFound, SkaldError
 from skald.store import documents, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
 
@@ -54,11 +54,12 @@ def section_text(path: Path, anchor: str) -> str:
 
 
 async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: Identity) -> None:
-    """`read_content`: each hit's full text beside it (a section's own text; a hit removed
-    meanwhile keeps none)."""
+    """`read_content`: each hit's full text beside it (a section's own text). A hit that cannot be
+    read now keeps none: removed or moved meanwhile, a directory, or no longer convertible (a
+    typed error or the file system's); anything else is a bug and propagates."""
     for m in (*result.memories, *result.resources, *result.skills):
         file_uri, _, anchor = m.uri.partition("#")
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(SkaldError, OSError):
             path = ns.resolve(file_uri, ident).path
             m.content = await asyncio.to_thread(section_text, path, anchor) if anchor else \
                 (await asyncio.to_thread(document_text, path))[0]

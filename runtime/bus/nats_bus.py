@@ -25,9 +25,8 @@ from nats.js.errors import (
     NotFoundError,
 )
 
-from skald.actors.kit import clock as CLOCK
-from skald.messages import errors as E
-from skald.messages import subjects
+from skald.actors.kit import clock as clock_mod
+from skald.messages import errors, subjects
 from skald.messages.catalog import Op, Queue
 from skald.messages.envelope import (
     H_ACCOUNT,
@@ -199,7 +198,7 @@ class NatsBus:
                    H_TIMEOUT_MS: str(max(1, int(timeout_s * 1000))), **extra}
         if identity.peer:
             headers[H_PEER] = identity.peer
-        if (at := CLOCK.NOW.get()) is not None:
+        if (at := clock_mod.NOW.get()) is not None:
             headers[H_CLOCK] = repr(at)  # the owner stamps with the same clock as the first hop
         if token := self.worker_token():
             headers[H_WORKER] = token
@@ -209,14 +208,14 @@ class NatsBus:
         try:
             msg = await self._replies.request(subject, msgspec.json.encode(body), timeout_s + 0.25, headers)
         except NoRespondersError as e:
-            raise E.Unavailable("no worker serves this", where) from e
+            raise errors.Unavailable("no worker serves this", where) from e
         except NatsTimeout as e:
-            raise E.DeadlineExceeded("no answer in time", where) from e
+            raise errors.DeadlineExceeded("no answer in time", where) from e
         env = _reply.decode(msg.data)
         if env.status == "ok":
             return env.result
         err = env.error or {}
-        raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
+        raise errors.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
 
     async def _through_election(self, op: Callable[[], Awaitable[Any]], what: str) -> Any:
         """One JetStream operation, retried with backoff for up to PUBLISH_RETRY_S while the stream
@@ -371,6 +370,6 @@ class NatsBus:
 def _unavailable(what: str) -> Callable[[Exception], Exception]:
     """A transient JetStream failure that outlasted its retries, as callers are told it: worth a retry."""
     def make(e: Exception) -> Exception:
-        return E.Unavailable(f"{what} (JetStream leader election?); retry",
+        return errors.Unavailable(f"{what} (JetStream leader election?); retry",
                              {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS})
     return make

@@ -29,9 +29,8 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from skald.messages import catalog, folders
+from skald.messages import catalog, errors, folders
 from skald.messages import context as context_msgs
-from skald.messages import errors as E
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages import search as search_msgs
@@ -113,11 +112,11 @@ class SkaldClient:
                 servers=urls, connect_timeout=min(2.0, limit), allow_reconnect=True, max_reconnect_attempts=5,
                 reconnect_time_wait=0.5, error_cb=on_error, **(client_login(key) if key else {})), limit)
         except TimeoutError as e:
-            raise E.Unavailable(f"{hint} (no connection within {limit:g}s)") from e
+            raise errors.Unavailable(f"{hint} (no connection within {limit:g}s)") from e
         except (nats.errors.Error, OSError) as e:
             if any("authorization violation" in m.lower() for m in (*seen, str(e))):
-                raise E.Unauthenticated("the bus refused this connection: a valid API key is required") from e
-            raise E.Unavailable(hint) from e
+                raise errors.Unauthenticated("the bus refused this connection: a valid API key is required") from e
+            raise errors.Unavailable(hint) from e
         # A first connection gives up soon (a CLI call to a server that is not there fails fast);
         # once connected, a client rides out any outage: a restarted nats-server is found again,
         # and calls made meanwhile fail with their own deadline, not a connection closed for good.
@@ -156,9 +155,9 @@ class SkaldClient:
         try:
             msg = await self._replies.request(f"{self.prefix}.v1.{op}", body, t + 0.5, hdrs)
         except NoRespondersError as e:
-            raise E.Unavailable(f"no worker serves {op}") from e
+            raise errors.Unavailable(f"no worker serves {op}") from e
         except NatsTimeout as e:
-            raise E.DeadlineExceeded(f"no reply to {op} within {t}s") from e
+            raise errors.DeadlineExceeded(f"no reply to {op} within {t}s") from e
         rh = msg.headers or {}
         resp = (_mdec if rh.get(CONTENT_TYPE, "").startswith(MSGPACK) else _dec).decode(msg.data)
         return resp, rh
@@ -191,7 +190,7 @@ class SkaldClient:
                 # A digest request's long deadline is the server's fuse plus margin: never cut it.
                 attempt_s = left if timeout_s > self.timeout_s else min(left, max(ATTEMPT_FLOOR_S, left / 3))
                 return self._result(await self.raw(op, data, extra, attempt_s))
-            except (E.Unavailable, E.DeadlineExceeded) as e:
+            except (errors.Unavailable, errors.DeadlineExceeded) as e:
                 if (e.details or {}).get("reason") == "no_space":
                     raise  # a full disk is not freed in the next few seconds: the caller decides
                 hint = (e.details or {}).get("retry_after_ms")
@@ -206,7 +205,7 @@ class SkaldClient:
         resp = reply[0]
         if resp.status != "ok":
             err = resp.error or {}
-            raise E.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
+            raise errors.from_wire(str(err.get("code", "INTERNAL")), str(err.get("message", "")), err.get("details"))
         res = resp.result
         if isinstance(res, dict) and isinstance(res.get("index_seq"), int):
             self.index_seq = max(self.index_seq, res["index_seq"])
@@ -291,10 +290,10 @@ class SkaldClient:
         """Send a local file or folder piece by piece; returns the upload id `resources.add` takes."""
         root = Path(path)
         if not root.exists():
-            raise E.NotFound("no such local path", {"path": str(path)})
+            raise errors.NotFound("no such local path", {"path": str(path)})
         rels = await asyncio.to_thread(folders.select, root, include, exclude)
         if not rels:
-            raise E.InvalidArgument("nothing to upload (every file is ignored or excluded)", {"path": str(path)})
+            raise errors.InvalidArgument("nothing to upload (every file is ignored or excluded)", {"path": str(path)})
         uid: str | None = None
         for rel in rels:
             data = await asyncio.to_thread((root if root.is_file() else root / rel).read_bytes)

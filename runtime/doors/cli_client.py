@@ -20,7 +20,7 @@ import click
 import msgspec
 from nats.errors import NoServersError
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 
 EXIT = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 4, "PERMISSION_DENIED": 5, "UNAUTHENTICATED": 5,
@@ -53,7 +53,7 @@ def connection(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
 
         try:
             asyncio.run(run())
-        except E.SkaldError as e:
+        except errors.SkaldError as e:
             if output == "json":
                 click.echo(json.dumps({"error": {"code": e.code, "message": e.message, "details": e.details}}))
             else:

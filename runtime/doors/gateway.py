@@ -25,8 +25,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
-from skald.messages import catalog
-from skald.messages import errors as E
+from skald.messages import catalog, errors
 from skald.messages import ingest as ingest_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
@@ -233,7 +232,7 @@ class Gateway:
                 bus = await self._bus(headers.get(H_API_KEY))
                 resp_msg = await replies.of(bus.nc).request(f"{self.client.prefix}.v1.{op}", body, timeout_s + 0.5,
                                                             headers=hdrs)  # the connection's one reply inbox
-            except E.SkaldError as e:
+            except errors.SkaldError as e:
                 return error_response(e.code, e.message)
             except NoRespondersError:
                 return error_response("UNAVAILABLE", f"no worker serves {op}")
@@ -317,7 +316,7 @@ class Gateway:
                 try:
                     r = await bus.request(catalog.RESOURCES_UPLOAD, ingest_msgs.UploadRequest(
                         path=name, data=bytes(piece), upload_id=uid, offset=offset))
-                except E.SkaldError as e:
+                except errors.SkaldError as e:
                     return error_response(e.code, e.message, e.details)
                 uid, offset = r.upload_id, offset + len(piece)
                 if len(piece) < UPLOAD_PIECE_BYTES:

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 
 # Typed parameters: the schema the model reads names the allowed values and bounds, so a model's
@@ -45,7 +45,7 @@ TOOL_NAMES = (('search(mode="context") or recall', "the search_context or recall
               ("memories.write (remember)", "the remember tool"))
 
 
-def hint(e: E.SkaldError) -> str:
+def hint(e: errors.SkaldError) -> str:
     """What the model can do about an error, in terms of its tools."""
     if e.code == "NOT_FOUND":
         return " Check the URI with the ls or find tool."
@@ -88,7 +88,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
     async def guarded(coro: Any) -> str:
         try:
             return await coro  # type: ignore[no-any-return]
-        except E.SkaldError as e:
+        except errors.SkaldError as e:
             raise ToolError(f"{e.code}: {e.message.rstrip('.')}.{hint(e)}") from None
 
     @server.tool()

@@ -32,11 +32,10 @@ from nats import micro
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from skald.actors.kit import clock as CLOCK
+from skald.actors.kit import clock as clock_mod
 from skald.actors.kit.decl import Consumes, Handles, declarations
 from skald.actors.kit.request import Ctx
-from skald.messages import catalog, subjects
-from skald.messages import errors as E
+from skald.messages import catalog, errors, subjects
 from skald.messages.envelope import (
     CONTENT_TYPE,
     H_INDEX_SEQ,
@@ -275,7 +274,7 @@ class ActorHost:
                           {"max_bytes": self.cfg.max_body_bytes, "bytes": len(data)}), None
         try:
             ident = authenticate(self.keys, self._direct, msg.subject, decl, hdrs)
-        except E.SkaldError as e:
+        except errors.SkaldError as e:
             return error_reply(e.code, e.message, e.details), None
         msgpack = hdrs.get(CONTENT_TYPE, "").startswith(MSGPACK)
         if not data.strip():
@@ -304,7 +303,7 @@ class ActorHost:
         ident = ctx.identity
         body = msgspec.json.encode(req) if decl.journal else b""
         key = hashlib.sha1(b"|".join((decl.op.encode(), ident_key(ident), body, repr(at).encode()))).hexdigest()
-        t_now, t_key = CLOCK.NOW.set(at), CLOCK.REQUEST_KEY.set(key)
+        t_now, t_key = clock_mod.NOW.set(at), clock_mod.REQUEST_KEY.set(key)
         early: list[asyncio.Task[None]] = []
         if decl.journal:
             def decided() -> None:
@@ -320,7 +319,7 @@ class ActorHost:
                           {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS})
         except TimeoutError:
             return error_reply("DEADLINE_EXCEEDED", f"no answer within {timeout:.3f}s", {"timeout_s": timeout})
-        except E.SkaldError as e:
+        except errors.SkaldError as e:
             return error_reply(e.code, e.message, e.details)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -329,8 +328,8 @@ class ActorHost:
             return error_reply("UNAVAILABLE", "the disk is full: nothing was stored; retry once space is freed",
                           {"reason": "no_space", "retry_after_ms": RETRY_AFTER_MS})
         finally:
-            CLOCK.NOW.reset(t_now)
-            CLOCK.REQUEST_KEY.reset(t_key)
+            clock_mod.NOW.reset(t_now)
+            clock_mod.REQUEST_KEY.reset(t_key)
             if early:  # decided: journaled whatever the handler did after, before any reply
                 await early[0]
         if decl.journal and not ctx.relayed and not early:
@@ -357,12 +356,12 @@ class ActorHost:
         try:
             req = self._decoder(decl.request, False).decode(json_encoder.encode(body))
         except msgspec.ValidationError as e:
-            raise E.InvalidArgument(str(e), {"type": decl.request.__name__}) from e
+            raise errors.InvalidArgument(str(e), {"type": decl.request.__name__}) from e
         if self.keys.enabled:  # the callee sees a worker's hop, as it would over the bus
             identity = dataclasses.replace(identity, role="root" if identity.is_root else "worker")
         timeout = max(0.001, min(decl.timeout_s, timeout_s))
         ctx = Ctx(identity, time.monotonic() + timeout, index_seq)
-        at = CLOCK.NOW.get() or time.time()
+        at = clock_mod.NOW.get() or time.time()
         t0 = time.perf_counter()
         self._op_in_flight[op] = self._op_in_flight.get(op, 0) + 1
         hdrs: dict[str, str] = {}
@@ -381,7 +380,7 @@ class ActorHost:
             tracing.outcome(span, code)
         self.metrics.answered(decl.op, code, time.perf_counter() - t0)
         if reply.error is not None:
-            raise E.from_wire(reply.error.code, reply.error.message, reply.error.details)
+            raise errors.from_wire(reply.error.code, reply.error.message, reply.error.details)
         if into is msgspec.Raw:
             return msgspec.Raw(json_encoder.encode(reply.result))
         if into is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -112,13 +113,11 @@ class Config:
         return cfg
 
     def validate(self) -> None:
-        if self.score_calibration not in ("auto", "fit", "off"):
-            try:
-                lo, hi = (float(x) for x in self.score_calibration.split(","))
-                assert 0.0 <= lo < hi <= 1.0
-            except (ValueError, AssertionError):
-                raise ConfigError(f"SKALD_SCORE_CALIBRATION={self.score_calibration!r}: must be auto, fit, off, or "
-                                  "lo,hi with 0 <= lo < hi <= 1") from None
+        """Every setting against what it allows, with plain checks (never `assert`, which `python -O`
+        removes): the first one out of bounds is a `ConfigError`."""
+        if self.score_calibration not in ("auto", "fit", "off") and not _calibration_pair(self.score_calibration):
+            raise ConfigError(f"SKALD_SCORE_CALIBRATION={self.score_calibration!r}: must be auto, fit, off, or "
+                              "lo,hi with 0 <= lo < hi <= 1")
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             values = value if isinstance(value, tuple) else (value,)
@@ -205,13 +204,32 @@ def _parse(name: str, current: object, raw: str) -> object:
     try:
         return _coerce(current, raw)
     except ValueError:
-        kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(type(current), "a value")
+        kinds = {bool: "one of true/false, yes/no, on/off, 1/0", int: "a whole number", float: "a number"}
+        kind = kinds.get(type(current), "a value")
         raise ConfigError(f"{name}={raw!r}: must be {kind}") from None
 
 
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def _calibration_pair(raw: str) -> bool:
+    """Whether `raw` is `lo,hi` with 0 <= lo < hi <= 1."""
+    parts = raw.split(",")
+    try:
+        lo, hi = (float(x) for x in parts) if len(parts) == 2 else (math.nan, math.nan)
+    except ValueError:
+        return False
+    return 0.0 <= lo < hi <= 1.0
+
+
 def _coerce(current: object, raw: str) -> object:
+    """A setting's text as the type of its default; ValueError when it is not one."""
     if isinstance(current, bool):
-        return raw.lower() in ("1", "true", "yes", "on")
+        word = raw.strip().lower()
+        if word not in TRUE_WORDS | FALSE_WORDS:
+            raise ValueError(raw)  # a typo of "true" must not quietly turn a feature off
+        return word in TRUE_WORDS
     if isinstance(current, int):
         return int(raw)
     if isinstance(current, float):

@@ -8,7 +8,7 @@ import math
 import time
 
 from skald.actors.kit.decl import Handles
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_ROOT, H_USER, H_WORKER
 from skald.runtime.bus.keys import KeyStore
 from skald.store.uri import Identity, check_name
@@ -51,16 +51,16 @@ def authenticate(keys: KeyStore, direct_prefix: str, subject: str, decl: Handles
         return identity(hdrs)
     if decl.internal or subject.startswith(direct_prefix):
         if not keys.is_worker(hdrs.get(H_WORKER)):
-            raise E.Unauthenticated("this subject is for workers")
+            raise errors.Unauthenticated("this subject is for workers")
         root = hdrs.get(H_ROOT) == "1"
         return identity(hdrs, is_root=root, role="root" if root else "worker")
     rec = keys.authenticate(hdrs.get(H_API_KEY))
     if rec is None:
-        raise E.Unauthenticated("a valid API key is required (Skald-Api-Key header)")
+        raise errors.Unauthenticated("a valid API key is required (Skald-Api-Key header)")
     if rec.role == "root":
         return identity(hdrs, is_root=True, role="root")
     pinned = {H_ACCOUNT: rec.account} if rec.role == "admin" else {H_ACCOUNT: rec.account, H_USER: rec.user}
     for header, value in pinned.items():
         if hdrs.get(header) not in (None, "", value):
-            raise E.PermissionDenied(f"this key acts only as {header.split('-')[-1].lower()} {value!r}")
+            raise errors.PermissionDenied(f"this key acts only as {header.split('-')[-1].lower()} {value!r}")
     return identity({**hdrs, **pinned}, role=rec.role)

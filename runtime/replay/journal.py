@@ -25,8 +25,7 @@ import msgspec
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
-from skald.messages import catalog
-from skald.messages import errors as E
+from skald.messages import catalog, errors
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_CLOCK, H_PEER, H_TIMEOUT_MS, H_USER
 from skald.messages.journal import JournalEntry, ModelOutput
 from skald.messages.sessions import MessagesAdded
@@ -128,8 +127,8 @@ async def apply(nc: NATS, prefix: str, entries: list[JournalEntry], *, api_key: 
         env: dict[str, Any] = json.loads(msg.data)
         if env.get("status") != "ok":
             err = env.get("error") or {}
-            raise E.from_wire(str(err.get("code", "INTERNAL")), f"replay stopped at entry {i} ({e.op}): "
-                              f"{err.get('message', '')}", err.get("details"))
+            raise errors.from_wire(str(err.get("code", "INTERNAL")), f"replay stopped at entry {i} ({e.op}): "
+                                   f"{err.get('message', '')}", err.get("details"))
         if progress:
             progress(i + 1)
     return writes

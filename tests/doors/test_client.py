@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from skald.messages import context as context_msgs
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
 from skald.messages import sessions as session_msgs
@@ -74,34 +74,34 @@ def test_the_catalog_covers_every_public_subject() -> None:
 
 
 async def test_error_classes(client: SkaldClient) -> None:
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.find("x", limit=0)
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.read("viking://resources/nope.md")
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await client.read("viking://user/someone-else/memories/x.md")
-    with pytest.raises(E.Conflict):
+    with pytest.raises(errors.Conflict):
         await client.write("viking://resources/dup.md", "a", mode="create")
         await client.write("viking://resources/dup.md", "b", mode="create")
     async def ignore(msg: Any) -> None:  # a responder that never replies
         return None
 
     silent = await client.nc.subscribe("silent.v1.search.find", cb=ignore)
-    with pytest.raises(E.DeadlineExceeded):
+    with pytest.raises(errors.DeadlineExceeded):
 
         await SkaldClient(client.nc, "silent", timeout_s=0.2).find("x")
     await silent.unsubscribe()
     lost = SkaldClient(client.nc, "no-such-prefix", retries=False)
-    with pytest.raises(E.Unavailable):
+    with pytest.raises(errors.Unavailable):
         await lost.health()
     assert lost.retried == 0
     patient = SkaldClient(client.nc, "no-such-prefix", timeout_s=1.0)  # retries inside its deadline, then says so
-    with pytest.raises(E.Unavailable):
+    with pytest.raises(errors.Unavailable):
         await patient.health()
     assert patient.retried >= 1
-    for code, cls in (("UNAUTHENTICATED", E.Unauthenticated), ("INTERNAL", E.Internal),
-                      ("SOMETHING_NEW", E.SkaldError)):
-        err = E.from_wire(code, "m", {"k": 1})
+    for code, cls in (("UNAUTHENTICATED", errors.Unauthenticated), ("INTERNAL", errors.Internal),
+                      ("SOMETHING_NEW", errors.SkaldError)):
+        err = errors.from_wire(code, "m", {"k": 1})
         assert isinstance(err, cls) and err.details == {"k": 1}
 
 

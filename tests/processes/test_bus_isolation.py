@@ -13,8 +13,7 @@ from typing import Any
 import nats
 import pytest
 
-from skald.messages import errors as E
-from skald.messages import subjects
+from skald.messages import errors, subjects
 from skald.runtime.bus import auth as busauth
 from skald.runtime.bus import keys as key_store
 from skald.runtime.bus.auth import WORKER_USER
@@ -128,7 +127,7 @@ async def test_spies_receive_nothing_and_keys_follow_the_file(deployment: Deploy
     # No key: the bus refuses the connection itself (there is no anonymous user).
     with pytest.raises(Exception):  # noqa: B017 - nats-py's refusal
         await nats.connect(d.urls, allow_reconnect=False, connect_timeout=2)
-    with pytest.raises(E.Unauthenticated):
+    with pytest.raises(errors.Unauthenticated):
         await SkaldClient.connect(d.urls, prefix=d.prefix)
 
     # bob, a valid key of another account, subscribes to what he may and tries everything else.
@@ -180,5 +179,5 @@ async def test_spies_receive_nothing_and_keys_follow_the_file(deployment: Deploy
     await alice.close()  # closed, although it cannot drain while it tries to reconnect
     assert alice.nc.is_closed
     await spy.nc.close()
-    with pytest.raises(E.Unauthenticated):
+    with pytest.raises(errors.Unauthenticated):
         await SkaldClient.connect(d.urls, prefix=d.prefix, api_key=d.keys["alice"])

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.bus.natsserver import EmbeddedNats
 from skald.runtime.bus.streams import stream_name
 from skald.runtime.client.api import SkaldClient
@@ -62,9 +62,9 @@ class Load:
         for _ in range(200):
             try:
                 r = await self.c.call(op, body, timeout_s=3.0)
-            except E.Internal:
+            except errors.Internal:
                 self.internal += 1
-            except (E.Unavailable, E.DeadlineExceeded):
+            except (errors.Unavailable, errors.DeadlineExceeded):
                 self.retried += 1
             else:
                 self.answered += 1

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from support import processes
 from support.figures import FIGURES
@@ -38,7 +38,7 @@ async def attempt(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
     """One try; None when the worker died under it (the client cannot know whether it applied)."""
     try:
         return await c.call(op, body, timeout_s=3.0)
-    except (E.DeadlineExceeded, E.Unavailable):
+    except (errors.DeadlineExceeded, errors.Unavailable):
         return None
 
 
@@ -119,7 +119,7 @@ async def test_memory_write_killed_at_each_step(nats_url: str, tmp_path: Path, f
             assert (await c.call("fs.read", {"uri": uri}))["content"] == body["content"]
         try:
             await c.call("memories.write", body)  # the retry
-        except E.Conflict:
+        except errors.Conflict:
             pass
         files = [e["name"] for e in (await c.call("fs.ls", {"uri": "viking://user/default/memories/preferences"}))[
             "entries"]]

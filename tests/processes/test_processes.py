@@ -6,7 +6,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from support.processes import spawn, wait_ready
 
@@ -118,6 +118,6 @@ async def test_two_retriever_workers_share_the_load_and_survive_a_kill(tmp_path:
                     assert r["resources"][0]["uri"] == "viking://resources/load.md"
                     ok += 1
                     break
-                except (E.DeadlineExceeded, E.Unavailable):
+                except (errors.DeadlineExceeded, errors.Unavailable):
                     await asyncio.sleep(0.1)
         assert ok == 40

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from support import processes
 from support.processes import converged_replicas, reap, wait_ready
 
 KINDS = {"retriever": 3, "session": 2, "archive": 2, "assembler": 1, "indexer": 1}
-RETRYABLE = (E.DeadlineExceeded, E.Unavailable, E.Internal)
+RETRYABLE = (errors.DeadlineExceeded, errors.Unavailable, errors.Internal)
 
 
 def start(url: str, data: Path, prefix: str, actor: str) -> subprocess.Popen[str]:

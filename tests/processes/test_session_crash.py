@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from skald.actors.archive.phase2 import without_source
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from support import processes
 from support.processes import reap, wait_ready
@@ -28,7 +28,7 @@ async def call(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
     """One attempt; None when the worker died under it."""
     try:
         return await c.call(op, body, timeout_s=1.0)
-    except (E.DeadlineExceeded, E.Unavailable, E.Internal):
+    except (errors.DeadlineExceeded, errors.Unavailable, errors.Internal):
         return None
 
 
@@ -38,7 +38,7 @@ async def settle(c: SkaldClient, sid: str, timeout: float = 40.0) -> list[dict]:
     for _ in range(int(timeout / 0.2)):
         try:
             archives = (await c.call("sessions.archives", {"session_id": sid}, timeout_s=3.0))["archives"]
-        except (E.DeadlineExceeded, E.Unavailable, E.NotFound):
+        except (errors.DeadlineExceeded, errors.Unavailable, errors.NotFound):
             await asyncio.sleep(0.2)
             continue
         if all(a["state"] in ("completed", "failed") for a in archives):

@@ -27,9 +27,8 @@ import re
 import msgspec
 import pytest
 
-from skald.actors.assembler import budget, digest, ledger, params, tiers
+from skald.actors.assembler import budget, digest, ledger, params, selection, tiers
 from skald.actors.assembler import render as render_mod
-from skald.actors.assembler import selection as Sel
 from skald.actors.retriever import candidates
 from skald.messages.context import Candidate
 from skald.messages.errors import InvalidArgument
@@ -219,16 +218,16 @@ def cand(uri: str, cat: str, score: float) -> Candidate:
 
 def test_quota_free_is_pure_score_order_with_limit() -> None:
     found = {"all": [cand(f"viking://x{i}", "resources", i / 10) for i in range(8)]}
-    assert [c.score for c in Sel.select(found, None, 3)] == [0.7, 0.6, 0.5]
+    assert [c.score for c in selection.select(found, None, 3)] == [0.7, 0.6, 0.5]
 
 
 def test_unused_quota_goes_to_other_buckets_best_remaining() -> None:
     quotas = {"events": 2, "entities": 1, "preferences": 1, "experiences": 0, "resources": 0, "skills": 0}
     found = {"events": [cand(f"viking://e{i}", "events", 0.9 - i / 10) for i in range(5)],
              "entities": [], "preferences": [cand("viking://p0", "preferences", 0.1)]}
-    out = Sel.select(found, quotas, 99)
+    out = selection.select(found, quotas, 99)
     assert [c.uri for c in out] == ["viking://e0", "viking://e1", "viking://e2", "viking://p0"]
-    assert [b.name for b in Sel.buckets(quotas, 10)] == ["events", "entities", "preferences"]
+    assert [b.name for b in selection.buckets(quotas, 10)] == ["events", "entities", "preferences"]
 
 
 # ----- ledger ----------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import json
 import msgspec
 import pytest
 
-from skald.actors.archive import phase2 as P
+from skald.actors.archive import phase2
 from skald.actors.session import externalize, frontier
 from skald.actors.session import turns as turns_mod
 from skald.actors.text import dates
-from skald.actors.text import sections as S
+from skald.actors.text import sections as sections_mod
 from skald.actors.text.doc import Doc
 from skald.messages.sessions import Message, TextPart, ToolPart
 from skald.store import archive_state
@@ -164,29 +164,29 @@ def test_stable_dedup_and_checkpoint_after_live_anchor() -> None:
 
 def test_phase2_input_marks_sources_without_ids() -> None:
     msgs = [asst("a1", "checked peers", tool="t1", out="[]"), asst("a2", "peers empty")]
-    req = [P.Request(index=0, turn_anchor_message_id="u1", source_message_ids=["a1"], budget_tokens=50,
+    req = [phase2.Request(index=0, turn_anchor_message_id="u1", source_message_ids=["a1"], budget_tokens=50,
                      archive_id="archive_001")]
-    text = P.format_input(msgs, req)
+    text = phase2.format_input(msgs, req)
     assert '<checkpoint_source index="0">' in text and text.index("</checkpoint_source>") < text.index("peers empty")
     assert "a1" not in text and "u1" not in text and "archive_001" not in text
     good = json.dumps({"overview": "# WM", "checkpoint_summaries": ["checked peers: empty"],
                        "memories": [{"category": "events", "content": "# Summary\n\nx"}, {"category": "bogus",
                                                                                             "content": "y"}]})
-    out = P.parse_output(f"```json\n{good}\n```", 1)
+    out = phase2.parse_output(f"```json\n{good}\n```", 1)
     assert out.checkpoint_summaries == ["checked peers: empty"] and len(out.memories) == 1
     for bad in ('{"overview": "x", "checkpoint_summaries": []}', '{"checkpoint_summaries": ["a"]}', "nope",
                 '{"overview": "x", "checkpoint_summaries": [""]}'):
         with pytest.raises(ValueError):
-            P.parse_output(bad, 1)
-    rec = P.checkpoint_records(req, ["word " * 500])
+            phase2.parse_output(bad, 1)
+    rec = phase2.checkpoint_records(req, ["word " * 500])
     assert rec[0].estimated_tokens <= 50 and rec[0].source_message_ids == ["a1"]
 
 
 def test_extractive_phase2_is_real() -> None:
     msgs = [user("u1", "Deploy the billing service to staging."), asst("a1", "Deployed; tests pass.")]
-    req = [P.Request(index=0, turn_anchor_message_id="u1", source_message_ids=["a1"], budget_tokens=100,
+    req = [phase2.Request(index=0, turn_anchor_message_id="u1", source_message_ids=["a1"], budget_tokens=100,
                      archive_id="archive_001")]
-    out = P.extractive(msgs, req)
+    out = phase2.extractive(msgs, req)
     assert "Deploy the billing service" in out.overview and out.checkpoint_summaries == ["Deployed; tests pass."]
     assert out.memories == []  # the archive's memories are its exchanges, written for every path
 
@@ -205,7 +205,7 @@ def test_transcript_keeps_what_both_sides_said_with_dates_and_sources() -> None:
         day = 86_400 if i >= 20 else 0  # the last ten exchanges happen the next day
         msgs += [msgspec.structs.replace(m, created_at=MAY_8_2023 + 60 * i + day),
                  msgspec.structs.replace(r, created_at=MAY_8_2023 + 60 * i + 30 + day)]
-    mem = P.transcript_memory("s1", msgs)
+    mem = phase2.transcript_memory("s1", msgs)
     assert mem is not None and mem["category"] == "events" and mem["name"] == "conversation_s1_m00.md"
     text = mem["content"]
     for i in range(30):
@@ -214,12 +214,12 @@ def test_transcript_keeps_what_both_sides_said_with_dates_and_sources() -> None:
     assert lines[0] == "# Conversation on 8 May 2023" and lines[1] == "Session s1, messages m00 to m59."
     assert "yesterday [7 May 2023]" in lines[3] and lines[3].startswith("user: Question 0")
     assert "## Conversation on 9 May 2023" in lines and "yesterday [8 May 2023]" in text
-    secs = S.turns(Doc(text=text, format="markdown"))
+    secs = sections_mod.turns(Doc(text=text, format="markdown"))
     assert len(secs) == 60 and all(s.start == s.end for s in secs)
     assert secs[0].context == "" and secs[1].context == secs[0].text
     assert secs[0].title == "Conversation on 8 May 2023" and secs[-1].title == "Conversation on 9 May 2023"
     assert secs[40].context == ""  # a new day starts a new context
-    assert P.transcript_memory("s1", []) is None
+    assert phase2.transcript_memory("s1", []) is None
 
 
 def test_working_memory_accumulates_over_ten_archives() -> None:
@@ -229,11 +229,11 @@ def test_working_memory_accumulates_over_ten_archives() -> None:
     for n in range(10):
         m = msgspec.structs.replace(user(f"u{n}", f"Commit {n}: the caddy port is {1930 + n}."),
                                     created_at=MAY_8_2023 + 86400 * n)
-        overview = P.extractive([m, asst(f"a{n}", "noted")], [], overview).overview
+        overview = phase2.extractive([m, asst(f"a{n}", "noted")], [], overview).overview
     assert "Commit 0: the caddy port is 1930." in overview and "Commit 9:" in overview
-    assert len(P.timeline(overview)) == 10
+    assert len(phase2.timeline(overview)) == 10
     long = "## Timeline\n" + "\n".join(f"- line {i}" for i in range(500))
-    assert len(P.timeline(P.extractive([user("x", "new")], [], long).overview)) == P.TIMELINE_MAX
+    assert len(phase2.timeline(phase2.extractive([user("x", "new")], [], long).overview)) == phase2.TIMELINE_MAX
 
 
 def test_relative_dates_resolve_against_the_day_said() -> None:
@@ -285,11 +285,11 @@ def test_roll_forward_input_is_bounded_newest_first() -> None:
     for a in big:
         a.messages = [user(m.id, "word " * 50) for m in a.messages]
     states = archive_state.scan(big)
-    one = sum(P.estimate_tokens(P.message_line(m)) for m in big[0].messages)
-    rolled, left = P.bound_roll_forward(states, 2 * one + 10)
+    one = sum(phase2.estimate_tokens(phase2.message_line(m)) for m in big[0].messages)
+    rolled, left = phase2.bound_roll_forward(states, 2 * one + 10)
     assert [s.listing.index for s in rolled] == [4, 5] and [s.listing.index for s in left] == [1, 2, 3]
-    assert P.bound_roll_forward(states, one - 1) == ([], states)
-    assert P.bound_roll_forward(states, 10 ** 9)[0] == states
+    assert phase2.bound_roll_forward(states, one - 1) == ([], states)
+    assert phase2.bound_roll_forward(states, 10 ** 9)[0] == states
 
 
 def test_fit_to_budget_keeps_the_newest_whole_steps() -> None:

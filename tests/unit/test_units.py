@@ -13,7 +13,7 @@ from skald.actors.indexer import rows as rows_mod
 from skald.actors.retriever import params, results
 from skald.actors.retriever.grep_glob import glob_regex
 from skald.actors.text import extract
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.messages.index import IndexRow
 from skald.runtime.models.embedders import HashEmbedder
 from skald.store.index import Query, VectorIndex
@@ -43,10 +43,10 @@ def test_overview_by_source_type() -> None:
 
 
 @pytest.mark.parametrize("uri,err", [
-    ("viking://resources/../x", E.InvalidArgument), ("viking://resources/%2e%2e/x", E.InvalidArgument),
-    ("viking://resources/%252e%252e/x", E.InvalidArgument), ("viking://user/memories", E.InvalidArgument),
-    ("viking://user/mallory/x", E.PermissionDenied), ("viking://other/x", E.InvalidArgument),
-    ("http://resources/x", E.InvalidArgument), ("viking:///abs", E.InvalidArgument),
+    ("viking://resources/../x", errors.InvalidArgument), ("viking://resources/%2e%2e/x", errors.InvalidArgument),
+    ("viking://resources/%252e%252e/x", errors.InvalidArgument), ("viking://user/memories", errors.InvalidArgument),
+    ("viking://user/mallory/x", errors.PermissionDenied), ("viking://other/x", errors.InvalidArgument),
+    ("http://resources/x", errors.InvalidArgument), ("viking:///abs", errors.InvalidArgument),
 ])
 def test_uri_refusals(uri: str, err: type) -> None:
     with pytest.raises(err):
@@ -91,7 +91,7 @@ def test_filter_forms() -> None:
     assert params.compile_filter({"level": [1, 2], "updated_at": {"gte": 5}})(row)  # type: ignore[misc]
     assert not params.compile_filter({"or": [{"level": 0}, {"context_type": "memory"}]})(row)  # type: ignore[misc]
     assert params.compile_filter({"op": "must_not", "field": "tags", "conds": ["x=y"]})(row)  # type: ignore[misc]
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         params.compile_filter({"op": "fuzzy", "field": "level"})
 
 
@@ -132,7 +132,7 @@ def test_match_reasons_name_the_query_words_held_and_a_planned_query() -> None:
 def test_tags_strict() -> None:
     assert rows_mod.check_tags(["a=b", "a=b"]) == ("a=b",)
     for bad in (["a"], ["=b"], ["a=b=c"], ["a= b"]):
-        with pytest.raises(E.InvalidArgument):
+        with pytest.raises(errors.InvalidArgument):
             rows_mod.check_tags(bad)
 
 
@@ -236,6 +236,9 @@ def test_a_corrupt_index_snapshot_is_refused_and_logged_never_half_loaded(tmp_pa
     ({"SKALD_LEASE_TTL_S": "fast"}, "SKALD_LEASE_TTL_S='fast': must be a number"),
     ({"SKALD_TRACING": "jaeger"}, "SKALD_TRACING='jaeger': must be one of off, otlp, global"),
     ({"SKALD_TRACE_SAMPLE": "1.5"}, "SKALD_TRACE_SAMPLE=1.5: must be between 0.0 and 1.0"),
+    ({"SKALD_SCORE_CALIBRATION": "0.9,0.2"}, "SKALD_SCORE_CALIBRATION='0.9,0.2': must be auto, fit, off, or lo,hi"),
+    ({"SKALD_SCORE_CALIBRATION": "0.1,0.2,0.3"}, "SKALD_SCORE_CALIBRATION='0.1,0.2,0.3'"),
+    ({"SKALD_ENABLE_INTENT": "ture"}, "SKALD_ENABLE_INTENT='ture': must be one of true/false"),
 ])
 def test_every_configuration_error_names_its_setting(env: dict[str, str], needle: str) -> None:
     from skald.runtime.host.config import Config, ConfigError
@@ -243,6 +246,27 @@ def test_every_configuration_error_names_its_setting(env: dict[str, str], needle
     with pytest.raises(ConfigError) as e:
         Config.from_env(env=env)
     assert needle in str(e.value.code)
+
+
+@pytest.mark.parametrize("raw,want", [("true", True), ("Yes", True), ("on", True), ("1", True),
+                                      ("false", False), ("NO", False), ("off", False), ("0", False)])
+def test_a_boolean_setting_takes_the_usual_words(raw: str, want: bool) -> None:
+    from skald.runtime.host.config import Config
+
+    assert Config.from_env(env={"SKALD_ENABLE_INTENT": raw}).enable_intent is want
+
+
+def test_configuration_is_checked_the_same_under_python_O() -> None:
+    """Validation never rests on `assert`, which `python -O` strips."""
+    import subprocess
+    import sys
+
+    probe = ("from skald.runtime.host.config import Config, ConfigError\n"
+             "for env in ({'SKALD_SCORE_CALIBRATION': '0.9,0.2'}, {'SKALD_ENABLE_INTENT': 'maybe'}):\n"
+             "    try:\n        Config.from_env(env=env)\n        print('accepted')\n"
+             "    except ConfigError as e:\n        print(e.code)\n")
+    out = subprocess.run([sys.executable, "-O", "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "accepted" not in out and out.count("invalid configuration") == 2
 
 
 def test_a_config_file_sits_under_the_environment_and_flags(tmp_path: Path) -> None:

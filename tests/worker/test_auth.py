@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.messages.catalog import OPS
 from skald.runtime.bus import keys as key_store
 from skald.runtime.client.api import SkaldClient
@@ -67,11 +67,11 @@ async def test_user_key_is_pinned_to_its_account_and_user(secured: dict[str, Any
     assert r.root_uri.startswith("viking://user/alice/memories/")
     assert (await alice.find("green tea")).total >= 1
     for ident in ({"user": "bob"}, {"account": "other"}, {"user": "bob", "account": "acme"}):
-        with pytest.raises(E.PermissionDenied):
+        with pytest.raises(errors.PermissionDenied):
             await secured["as"](secured["alice"], **ident).find("green tea")
     assert (await secured["as"](secured["alice"], user="alice", account="acme").find("green tea")).total >= 1
     bob = secured["as"](secured["bob"])
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await bob.read(r.root_uri)
     assert (await bob.find("green tea")).total == 0
     ctx = await bob.context("green tea", score_threshold=0.0)  # through the relay and the internal hop
@@ -83,7 +83,7 @@ async def test_admin_acts_in_its_account_and_root_anywhere(secured: dict[str, An
     r = await alice.remember("entities", "Vega is the proxy host.")
     admin_as_alice = secured["as"](secured["admin"], user="alice")
     assert (await admin_as_alice.read(r.root_uri)).content.startswith("Vega")
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await secured["as"](secured["admin"], account="other", user="alice").find("x")
     root = secured["as"](secured["root"], account="acme", user="carol")
     assert (await root.remember("entities", "Carol's note.")).root_uri.startswith("viking://user/carol/")
@@ -95,7 +95,7 @@ async def test_revoked_key_stops_working(secured: dict[str, Any]) -> None:
     await alice.health()
     assert key_store.revoke(secured["path"], secured["alice_id"])
     await asyncio.sleep(1.2)  # the key store re-reads the file at most once a second
-    with pytest.raises(E.Unauthenticated):
+    with pytest.raises(errors.Unauthenticated):
         await alice.health()
 
 
@@ -131,9 +131,9 @@ async def test_server_paths_are_imported_by_root_or_admin_only(secured: dict[str
     src = tmp_path / "handbook"
     src.mkdir()
     (src / "a.md").write_text("# Handbook\n\nOn call rules.\n")
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await secured["as"](secured["alice"]).add_resource(path=str(src), wait=True)
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await secured["as"](secured["alice"]).add_resource(path="/etc", wait=True)
     r = await secured["as"](secured["admin"], user="alice").add_resource(path=str(src), wait=True)
     assert r.status == "done" and r.files == 1
@@ -148,11 +148,11 @@ async def test_a_user_key_uploads_what_it_may_not_name_as_a_server_path(secured:
     r = await alice.add_resource(upload=src, target_uri="viking://user/alice/resources", wait=True)
     assert r.status == "done" and r.files == 1 and r.root_uri == "viking://user/alice/resources/handbook"
     uid = await alice.upload(src)
-    with pytest.raises(E.PermissionDenied):  # an upload is its sender's
+    with pytest.raises(errors.PermissionDenied):  # an upload is its sender's
         await bob.add_resource(upload_id=uid, target_uri="viking://user/bob/resources", wait=True)
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await bob.call("resources.upload", {"path": "x.md", "data": "eA==", "upload_id": uid})
-    with pytest.raises(E.PermissionDenied):  # the server fetches URLs only for root and admin keys
+    with pytest.raises(errors.PermissionDenied):  # the server fetches URLs only for root and admin keys
         await alice.add_resource(url="http://127.0.0.1:9/x", wait=True)
 
 
@@ -166,9 +166,9 @@ async def test_import_roots_bound_server_paths(deploy: Callable[..., Any], tmp_p
     _, c = await deploy(import_roots=(str(allowed),))
     assert (await c.add_resource(path=str(allowed / "docs"), wait=True)).files == 1
     for path in (tmp_path / "elsewhere", allowed / "docs" / ".." / ".." / "elsewhere"):
-        with pytest.raises(E.PermissionDenied):
+        with pytest.raises(errors.PermissionDenied):
             await c.add_resource(path=str(path), wait=True)
-    with pytest.raises((E.PermissionDenied, E.InvalidArgument)):
+    with pytest.raises((errors.PermissionDenied, errors.InvalidArgument)):
         await c.add_resource(path=str(allowed / "sneaky"), wait=True)
 
 
@@ -192,10 +192,10 @@ async def embedded_with_keys(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, s
 async def test_embedded_bus_locks_clients_out_of_worker_subjects(embedded_with_keys: Any, tmp_path: Path) -> None:
     w, path, root = embedded_with_keys
     cfg = w.cfg
-    errors: list[str] = []
+    seen_errors: list[str] = []
 
     async def on_error(e: Exception) -> None:
-        errors.append(str(e))
+        seen_errors.append(str(e))
 
     import nats as natsio
     with pytest.raises(Exception):  # noqa: B017 - no credentials: the bus refuses the connection
@@ -244,7 +244,7 @@ async def test_a_user_key_reindexes_its_own_space_not_every_users(secured: dict[
     alice = secured["as"](secured["alice"])
     await alice.call("memories.write", {"category": "preferences", "content": "Alice drinks oolong"})
     for uri in ("viking://", "viking://user"):
-        with pytest.raises(E.PermissionDenied):
+        with pytest.raises(errors.PermissionDenied):
             await alice.reindex(uri)
     assert (await alice.reindex("viking://~")).indexed
     assert (await secured["as"](secured["admin"], user="alice").reindex("viking://user")).indexed

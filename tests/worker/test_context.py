@@ -13,8 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from skald.messages import catalog, subjects
-from skald.messages import errors as E
+from skald.messages import catalog, errors, subjects
 from skald.runtime.client.api import SkaldClient
 from skald.store.tokens import estimate_tokens
 from support.corpus import remember
@@ -89,7 +88,7 @@ async def test_tight_budget_degrades_instead_of_truncating(client: SkaldClient) 
     {"query": "x", "mode": "context", "session_id": "../../etc"},
 ])
 async def test_context_validation(client: SkaldClient, body: dict[str, Any]) -> None:
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("search.search", body)
 
 
@@ -98,7 +97,7 @@ async def test_garbage_on_context_subjects(client: SkaldClient) -> None:
         for raw in (b"{nope", b"[1,2]", b'{"query": 5, "mode": "context"}', b'{"query":"x","mode":"context","zzz":1}'):
             resp, hdrs = await client.raw(op, raw)
             assert resp.status == "error" and resp.error["code"] == "INVALID_ARGUMENT", (op, raw)
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("search.recall", {"query": "x", "mode": "bootstrap"})
     assert (await client.call("search.recall", {"query": "still alive"}))["entries"] == []
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 
 SIZE = "3m"
 
@@ -55,18 +55,18 @@ async def test_a_full_disk_is_a_typed_refusal_and_recovers_when_space_is_freed(d
     await c.call("sessions.add_message", {"session_id": "s1", "role": "user", "id": "m0",
                                           "parts": [{"type": "text", "text": "before the disk filled"}]})
     chunk = "x" * 200_000
-    refused: E.SkaldError | None = None
+    refused: errors.SkaldError | None = None
     written = []
     for i in range(60):  # 60 x 200 KB cannot fit in 3 MB
         try:
             await c.call("fs.write", {"uri": f"viking://resources/fill/f{i}.md", "content": chunk})
             written.append(i)
-        except E.Unavailable as e:
+        except errors.Unavailable as e:
             refused = e
             break
     assert refused is not None and refused.details.get("reason") == "no_space", refused
     failed_uri = f"viking://resources/fill/f{len(written)}.md"
-    with pytest.raises(E.NotFound):  # the refused write left nothing to serve
+    with pytest.raises(errors.NotFound):  # the refused write left nothing to serve
         await c.call("fs.read", {"uri": failed_uri})
     # a message add on the full disk: refused whole, or stored whole
     ids = ["m0"]
@@ -75,7 +75,7 @@ async def test_a_full_disk_is_a_typed_refusal_and_recovers_when_space_is_freed(d
             await c.call("sessions.add_message", {"session_id": "s1", "role": "user", "id": f"m{i}",
                                                   "parts": [{"type": "text", "text": "y" * 20_000}]})
             ids.append(f"m{i}")
-        except E.Unavailable as e:
+        except errors.Unavailable as e:
             assert e.details.get("reason") == "no_space", e
             break
     else:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.bus.streams import stream_name
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.host.worker import Worker
@@ -136,7 +136,7 @@ async def test_provenance_read_content_and_filter_only(corpus: SkaldClient) -> N
     {"query": "x", "target_uri": "viking://user/memories"},
 ])
 async def test_find_validation(corpus: SkaldClient, body: dict) -> None:
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await corpus.call("search.find", body)
 
 

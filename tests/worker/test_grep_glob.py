@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from support.corpus import remember, write_files
 
@@ -49,7 +49,7 @@ async def test_grep_tags(tree: SkaldClient) -> None:
     assert r["count"] == 1 and "team=home" in r["matches"][0]["tags"]
     r = await tree.call("search.grep", {"uri": "viking://resources", "pattern": "TODO", "include_tags": True})
     assert all(m["tags"] == [] for m in r["matches"])
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await tree.call("search.grep", {"uri": "viking://resources", "pattern": "(unclosed"})
 
 
@@ -68,5 +68,5 @@ async def test_glob_patterns_limits_fields_tags(tree: SkaldClient) -> None:
     r = await tree.call("search.glob", {"pattern": "**/*.md", "uri": "viking://", "tags": ["team=home"]})
     assert [m["uri"] for m in r["matches"]] == [x["uri"] for x in r["matches"]] and r["count"] == 1
     assert r["matches"][0]["tags"] == ["team=home", "memory_type=events"]
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await tree.call("search.glob", {"pattern": "*", "extra_fields": ["owner_password"]})

@@ -11,7 +11,7 @@ import pytest
 
 from skald.actors.kit.decl import handles
 from skald.actors.kit.request import Ctx
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.messages.catalog import Op
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.host.actor_host import ActorHost
@@ -48,7 +48,7 @@ class Sleeper:
 
     async def _nap(self, req: Nap, ctx: Ctx) -> dict:
         if req.fail == "typed":
-            raise E.Conflict("typed failure", {"why": "asked"})
+            raise errors.Conflict("typed failure", {"why": "asked"})
         if req.fail == "crash":
             raise RuntimeError("boom")
         if req.fail == "deprecated":
@@ -83,7 +83,7 @@ async def test_requests_run_concurrently(host: tuple[ActorHost, SkaldClient]) ->
 
 async def test_deadline_exceeded_is_a_typed_reply(host: tuple[ActorHost, SkaldClient]) -> None:
     _, c = host
-    with pytest.raises(E.DeadlineExceeded):
+    with pytest.raises(errors.DeadlineExceeded):
         await c.call("test.nap", {"seconds": 2.0}, timeout_s=0.2)
 
 
@@ -92,7 +92,7 @@ async def test_capacity_answers_unavailable(host: tuple[ActorHost, SkaldClient])
     _, c = host
     results = await asyncio.gather(*(c.call("test.nap", {"seconds": 0.5}) for _ in range(8)),
                                    return_exceptions=True)
-    unavailable = [r for r in results if isinstance(r, E.Unavailable)]
+    unavailable = [r for r in results if isinstance(r, errors.Unavailable)]
     assert len(unavailable) == 4 and sum(isinstance(r, dict) for r in results) == 4
 
 
@@ -102,17 +102,17 @@ async def test_handler_concurrency_is_part_of_its_declaration(host: tuple[ActorH
     _, c = host
     results = await asyncio.gather(*(c.call("test.solo", {"seconds": 0.4}) for _ in range(3)),
                                    c.call("test.nap", {"seconds": 0.1}), return_exceptions=True)
-    assert sum(isinstance(r, E.Unavailable) for r in results[:3]) == 2
+    assert sum(isinstance(r, errors.Unavailable) for r in results[:3]) == 2
     assert isinstance(results[3], dict)
     assert (await c.call("test.solo", {}))["slept"] == 0.0  # the slot is free again
 
 
 async def test_typed_errors_crashes_and_deprecation(host: tuple[ActorHost, SkaldClient]) -> None:
     h, c = host
-    with pytest.raises(E.Conflict) as ei:
+    with pytest.raises(errors.Conflict) as ei:
         await c.call("test.nap", {"fail": "typed"})
     assert ei.value.details == {"why": "asked"}
-    with pytest.raises(E.Internal):
+    with pytest.raises(errors.Internal):
         await c.call("test.nap", {"fail": "crash"})
     resp, hdrs = await c.raw("test.nap", b'{"fail": "deprecated"}')
     assert resp.status == "ok" and hdrs.get("Deprecation") == "true"

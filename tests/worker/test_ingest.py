@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from skald.actors.indexer import wide
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 
 
@@ -42,11 +42,11 @@ async def test_add_text_resource_and_queue_without_wait(client: SkaldClient) -> 
     r2 = await client.call("resources.add", {"content": "# Tea\n\nGreen tea brews at 80 degrees.",
                                              "name": "tea2.md", "wait": True})
     assert r2["status"] == "done" and r2["index_seq"] > 0
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("resources.add", {"content": "x", "path": "/tmp"})
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.call("resources.add", {"path": "/no/such/dir"})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("resources.add", {"content": "x", "target_uri": "viking://~/memories"})
 
 
@@ -66,7 +66,7 @@ async def test_skill_package_needs_name_and_description(client: SkaldClient, tmp
     assert "Extract tables" in ab["content"]
     for bad in ("no frontmatter", "---\nname: x\n---\n", "---\ndescription: d\n---\n", "---\nname: ../x\n"
                 "description: d\n---\n", "---\n: [\n---\n"):
-        with pytest.raises(E.InvalidArgument):
+        with pytest.raises(errors.InvalidArgument):
             await client.call("skills.add", {"content": bad})
     mine = await client.call("skills.add", {"content": "---\nname: mine\ndescription: Personal helper.\n---\n",
                                             "scope": "user", "wait": True})
@@ -85,9 +85,9 @@ async def test_memory_is_indexed_with_category_and_whole_body(client: SkaldClien
     assert "memory_type=events" in m["tags"] and "project=move" in m["tags"]
     tagged = await client.call("search.find", {"query": "Alice", "tags": ["memory_type=events", "project=move"]})
     assert [x["uri"] for x in tagged["memories"]] == [r["root_uri"]]
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("memories.write", {"category": "Bad Category", "content": "x"})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("memories.write", {"category": "events", "content": "x", "tags": ["nokey"]})
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skald.messages import errors as E
+from skald.messages import errors
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -26,7 +26,7 @@ async def test_metrics_count_the_workload(deploy: Callable[..., Any]) -> None:
         await c.call("fs.write", {"uri": f"viking://resources/m/{i}.md", "content": f"metric doc {i}"})
     for _ in range(2):
         await c.call("search.find", {"query": "metric doc"})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("search.find", {"query": "x", "limit": 0})
     async with httpx.AsyncClient() as http:
         text = (await http.get(w.metrics.url)).text
@@ -46,7 +46,7 @@ async def test_metrics_count_the_workload(deploy: Callable[..., Any]) -> None:
 async def test_a_failed_request_is_one_log_line_with_its_fields(deploy: Callable[..., Any],
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     w, c = await deploy()
-    with caplog.at_level("INFO", logger="skald.host"), pytest.raises(E.NotFound):
+    with caplog.at_level("INFO", logger="skald.host"), pytest.raises(errors.NotFound):
         await c.call("fs.read", {"uri": "viking://resources/missing.md"})
     recs = [r for r in caplog.records if getattr(r, "op", None) == "fs.read"]
     assert len(recs) == 1 and recs[0].code == "NOT_FOUND" and recs[0].worker == w.host.worker_id

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.models.embedders import HashEmbedder
 from support.stubs import ModelStub
 
@@ -68,6 +68,6 @@ async def test_reindex_brings_back_what_another_embedder_wrote(deploy: Callable[
     ({"uri": 7}, "INVALID_ARGUMENT"),
 ])
 async def test_reindex_refuses_what_it_cannot_do(client, body: dict[str, Any], code: str) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(E.SkaldError) as err:
+    with pytest.raises(errors.SkaldError) as err:
         await client.call("content.reindex", body)
     assert err.value.code == code

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.host.worker import Worker
 from skald.store.uri import Identity
@@ -189,7 +189,7 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
     high = await c.call("search.search", {"query": "ERR_AUTH_42", "search_type": "hybrid", "level": 2,
                                           "score_threshold": top})
     assert all(m["score"] > top for m in hits(high))
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("search.search", {"query": " ", "search_type": "keywords"})
     # words beyond ASCII are terms too (they were dropped): a Russian error text is found by them
     await c.call("fs.write", {"uri": "viking://resources/logs/ru.log",
@@ -202,7 +202,7 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
     # context mode is the assembler's: a deployment without one says so
     _, bare = await deploy(actors=("indexer", "retriever"))
     bare.retries = False  # the client would otherwise retry UNAVAILABLE until its deadline
-    with pytest.raises(E.Unavailable):
+    with pytest.raises(errors.Unavailable):
         await bare.call("search.search", {"query": "x", "mode": "context"})
 
 
@@ -213,7 +213,7 @@ async def test_peer_rules_in_search(deploy: Callable[..., Any]) -> None:
     await p1.call("memories.write", {"category": "events", "content": "p1 signed the lease"})
     r = await p1.call("search.search", {"query": "signed the lease", "context_type": "memory", "level": 2})
     assert r["memories"][0]["uri"].startswith("viking://user/dan/peers/p1/")
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await p1.call("search.search", {"query": "x", "target_uri": "viking://~/peers/p2/memories"})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await p1.call("search.search", {"query": "x", "target_uri": "viking://~/peers/p1/sessions"})

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from support.sessions import Model, add, ids, states, turn
 from support.stubs import ModelStub, chat
 
@@ -80,7 +80,7 @@ async def test_an_archive_that_keeps_failing_is_quarantined_and_can_be_retried(d
     assert archives[3]["coverage"]["covered_failed_archives"] == ["archive_002", "archive_003"]
     ctx = await c.call("sessions.context", {"session_id": "s"})
     assert ids(ctx) == [] and "POISON" not in json.dumps(ctx)  # bounded: the poison left the context
-    with pytest.raises(E.Conflict):
+    with pytest.raises(errors.Conflict):
         await c.call("sessions.retry_archive", {"session_id": "s", "archive_id": "archive_004"})
     model.mode = "ok"
     r = await c.call("sessions.retry_archive", {"session_id": "s", "archive_id": "archive_001"})
@@ -177,7 +177,7 @@ async def test_memories_update_forget_and_history(deploy: Callable[..., Any]) ->
     assert hist["current"] is None
     assert [v["reason"] for v in hist["versions"]] == ["merge", "update", "delete"]
     assert hist["versions"][-1]["content"] == "Vega moved to rack 7."
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("memories.delete", {"uri": "viking://resources/not-a-memory.md"})
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await c.call("memories.update", {"uri": "viking://~/memories/entities/nope.md", "content": "x"})

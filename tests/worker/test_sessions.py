@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.bus.streams import ensure_streams, stream_name
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.replay import journal as replay
@@ -24,17 +24,17 @@ async def test_lifecycle_validation_and_idempotent_add(deploy: Callable[..., Any
     r1 = await add(c, "s1", "user", "hello", id="client-1")
     r2 = await add(c, "s1", "user", "hello again", id="client-1")
     assert not r1["duplicate"] and r2["duplicate"] and r2["total_message_count"] == 1
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("sessions.commit", {"session_id": "s1", "keep_recent_turn_count": 2})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("sessions.add_message", {"session_id": "s1", "role": "system", "parts": [{"type": "text",
                                                                                             "text": "x"}]})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("sessions.add_message", {"session_id": "s1", "role": "user", "parts": []})
     for op in ("sessions.get", "sessions.context", "sessions.archives", "sessions.delete"):
-        with pytest.raises(E.NotFound):
+        with pytest.raises(errors.NotFound):
             await c.call(op, {"session_id": "nope"})
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await c.call("sessions.commit", {"session_id": "nope"})
     listed = await c.call("sessions.list")
     assert [s["session_id"] for s in listed["sessions"]] == ["s1"]
@@ -266,7 +266,7 @@ async def test_adds_survive_an_events_outage_once_each_and_commit_waits_for_the_
     assert [r.duplicate for r in results] == [False] * 5
     assert [r.message_id for r in results] == [f"msg_{i:08d}" for i in range(2, 7)]
     c.retries = False
-    with pytest.raises(E.Unavailable) as err:
+    with pytest.raises(errors.Unavailable) as err:
         await c.commit("out")
     assert err.value.details["backlog"] >= 1
     health = (await c.health()).actors["session"]
@@ -292,7 +292,7 @@ async def test_a_retried_add_with_the_same_request_id_is_stored_once(deploy: Cal
     assert not other.duplicate and other.message_id != first.message_id
     ctx = await c.session_context("idem")
     assert [m.id for m in ctx.messages] == [first.message_id, other.message_id]
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("sessions.add_message", {"session_id": "idem", "role": "user", "request_id": "bad key!",
                                               "parts": [{"type": "text", "text": "x"}]})
 
@@ -344,9 +344,9 @@ async def test_a_session_that_opts_in_commits_by_itself(deploy: Callable[..., An
     the session has been quiet for its time; the policy is kept in the session's meta, bad
     policies are refused, and a session without one never commits by itself."""
     _, c = await deploy()
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("sessions.create", {"session_id": "bad", "auto_commit": {"pending_messages": 0}})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await c.call("sessions.create", {"session_id": "bad", "auto_commit": {"every": 3}})
     info = await c.call("sessions.create", {"session_id": "a", "auto_commit": {"pending_messages": 4}})
     assert info["auto_commit"] == {"pending_messages": 4}
@@ -391,7 +391,7 @@ async def test_a_session_file_that_cannot_be_written_refuses_only_its_own_adds(d
     (root / "bad/messages.jsonl").mkdir()
     outcomes = await asyncio.gather(*(add(c, sid, "user", f"second of {sid}") for sid in (*good, "bad")),
                                     return_exceptions=True)
-    assert isinstance(outcomes[-1], E.SkaldError)
+    assert isinstance(outcomes[-1], errors.SkaldError)
     assert all(isinstance(o, dict) and o["total_message_count"] == 2 for o in outcomes[:-1]), outcomes
     for sid in good:
         lines = (root / sid / "messages.jsonl").read_text().splitlines()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.host.worker import Worker
 
@@ -19,13 +19,13 @@ async def test_one_user_cannot_find_or_read_anothers_memories(client: SkaldClien
     bob.index_seq = alice.index_seq
     found = await bob.call("search.find", {"query": "PIN hint heron"})
     assert all(not h["uri"].startswith("viking://user/alice") for h in found["memories"] + found["resources"])
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await bob.call("fs.read", {"uri": r["root_uri"]})
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await bob.call("search.find", {"query": "PIN", "target_uri": "viking://user/alice"})
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await bob.call("search.grep", {"uri": "viking://user/alice", "pattern": "PIN"})
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await bob.call("fs.write", {"uri": "viking://user/alice/memories/events/x.md", "content": "forged"})
     g = await bob.call("search.grep", {"uri": "viking://", "pattern": "heron"})
     assert g["count"] == 0
@@ -44,16 +44,16 @@ async def test_accounts_are_isolated(client: SkaldClient) -> None:
     b.index_seq = a.index_seq
     found = await b.call("search.find", {"query": "merger plan osprey"})
     assert found["total"] == 0
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await b.call("fs.read", {"uri": "viking://resources/plan.md"})
 
 
 async def test_peer_narrowing(client: SkaldClient) -> None:
     p1 = client.as_identity(user="carol", peer="p1")
     await p1.call("memories.write", {"category": "events", "content": "p1 met the client"})
-    with pytest.raises(E.PermissionDenied):
+    with pytest.raises(errors.PermissionDenied):
         await p1.call("fs.ls", {"uri": "viking://~/peers/p2"})
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await p1.call("search.find", {"query": "x", "target_uri": "viking://~/peers/p1/skills"})
     r = await p1.call("search.find", {"query": "met the client", "context_type": "memory", "level": 2})
     assert r["memories"][0]["uri"].startswith("viking://user/carol/peers/p1/memories/events/")
@@ -65,7 +65,7 @@ async def test_traversal_writes_nothing_outside(client: SkaldClient, skald: Work
     for bad in ("viking://resources/../../escape.md", "viking://resources/%2e%2e/%2e%2e/escape.md",
                 "viking://resources/..%2f..%2fescape.md", "viking://resources/%252e%252e/escape.md",
                 "viking:///tmp/escape.md", "viking://resources/a/./b.md", "viking://~/../alice/x.md"):
-        with pytest.raises((E.InvalidArgument, E.PermissionDenied)):
+        with pytest.raises((errors.InvalidArgument, errors.PermissionDenied)):
             await client.call("fs.write", {"uri": bad, "content": "escaped"})
     after = set(tmp_path.rglob("*"))
     assert not {p for p in after - before if not str(p).startswith(str(data))}
@@ -84,7 +84,7 @@ async def test_planted_symlinks_are_not_followed(client: SkaldClient, skald: Wor
                      ("fs.read", {"uri": "viking://resources/file-link.txt"}),
                      ("fs.ls", {"uri": "viking://resources/link"}),
                      ("fs.write", {"uri": "viking://resources/link/new.txt", "content": "x"})):
-        with pytest.raises(E.PermissionDenied):
+        with pytest.raises(errors.PermissionDenied):
             await client.call(op, body)
     g = await client.call("search.grep", {"uri": "viking://resources", "pattern": "secret"})
     assert g["count"] == 0

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client import tracing
 from skald.runtime.client.api import SkaldClient
 from support.corpus import remember
@@ -92,7 +92,7 @@ async def test_a_jobs_span_joins_the_trace_that_enqueued_it(client: SkaldClient,
 
 
 async def test_a_failed_reply_marks_its_spans(client: SkaldClient, spans: InMemorySpanExporter) -> None:
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("search.find", {"query": "x", "limit": -3})
     server = next(s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER)
     assert server.attributes["skald.code"] == "INVALID_ARGUMENT" and server.status.status_code == StatusCode.ERROR

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 
 
@@ -41,7 +41,7 @@ async def test_write_modes(client: SkaldClient) -> None:
     """create refuses an existing file; append appends; replace replaces."""
     u = "viking://resources/notes/a.md"
     await client.call("fs.write", {"uri": u, "content": "one", "mode": "create"})
-    with pytest.raises(E.Conflict):
+    with pytest.raises(errors.Conflict):
         await client.call("fs.write", {"uri": u, "content": "two", "mode": "create"})
     await client.call("fs.write", {"uri": u, "content": " two", "mode": "append"})
     assert (await client.call("fs.read", {"uri": u}))["content"] == "one two"
@@ -71,13 +71,13 @@ async def test_rm_and_mv_keep_index_in_sync(client: SkaldClient) -> None:
     assert "viking://resources/a/x.md" in await uris(client, "zebra migration")
     await client.call("fs.rm", {"uri": "viking://resources/a/x.md"})
     assert "viking://resources/a/x.md" not in await uris(client, "zebra migration")
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.call("fs.read", {"uri": "viking://resources/a/x.md"})
     await client.call("fs.mv", {"from_uri": "viking://resources/a", "to_uri": "viking://resources/b"})
     found = await uris(client, "penguin colonies")
     assert "viking://resources/b/y.md" in found
     assert not any(u.startswith("viking://resources/a/") for u in found)
-    with pytest.raises(E.Conflict):
+    with pytest.raises(errors.Conflict):
         await client.call("fs.rm", {"uri": "viking://resources/b"})
     await client.call("fs.rm", {"uri": "viking://resources/b", "recursive": True})
     assert not any(u.startswith("viking://resources/b") for u in await uris(client, "penguin colonies"))
@@ -87,17 +87,17 @@ async def test_mkdir(client: SkaldClient) -> None:
     await client.call("fs.mkdir", {"uri": "viking://resources/empty/inner"})
     st = await client.call("fs.stat", {"uri": "viking://resources/empty/inner"})
     assert st["is_dir"]
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.call("fs.mkdir", {"uri": "viking://resources/none/x", "parents": False})
 
 
 async def test_reads_of_unknown_uris_are_not_found(client: SkaldClient) -> None:
     for op in ("fs.read", "fs.stat", "fs.ls", "fs.tree", "fs.abstract", "fs.overview"):
-        with pytest.raises(E.NotFound):
+        with pytest.raises(errors.NotFound):
             await client.call(op, {"uri": "viking://resources/does/not/exist"})
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.call("search.grep", {"uri": "viking://resources/nope", "pattern": "x"})
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.call("fs.rm", {"uri": "viking://resources/nope"})
 
 
@@ -106,7 +106,7 @@ async def test_a_fresh_deployment_lists_its_roots_and_checks_arguments_first(cli
     INVALID_ARGUMENT even under a root that does not exist."""
     r = await client.call("fs.ls", {"uri": "viking://"})
     assert {e["uri"] for e in r["entries"]} == {"viking://resources", "viking://agent", "viking://user/default"}
-    with pytest.raises(E.InvalidArgument):
+    with pytest.raises(errors.InvalidArgument):
         await client.call("search.grep", {"uri": "viking://resources/nowhere", "pattern": "(unclosed"})
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.call("search.grep", {"uri": "viking://resources/nowhere", "pattern": "fine"})

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors as E
+from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 
 
@@ -60,7 +60,7 @@ async def test_sessions_used_counts_each_node_once_per_request(client: SkaldClie
     assert await uses_of(client, "caddy port", m.root_uri, 2) == 2
     await asyncio.sleep(0.3)
     assert await uses_of(client, "caddy port", m.root_uri, 3, timeout_s=0.3) == 2  # r1 was not counted twice
-    with pytest.raises(E.NotFound):
+    with pytest.raises(errors.NotFound):
         await client.used("no-such-session", [m.root_uri])
 
 
