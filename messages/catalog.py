@@ -10,6 +10,7 @@ Public operations answer on `<prefix>.v1.<name>`; internal ones (actor to actor)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from skald.messages import context as context_msgs
 from skald.messages import fs as fs_msgs
@@ -18,12 +19,16 @@ from skald.messages import search as search_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages import system as system_msgs
 
+R = TypeVar("R")
+
 
 @dataclass(frozen=True, slots=True)
-class Op:
+class Op(Generic[R]):
+    """One operation of the API: its name, request Struct, result Struct, and who may call it."""
+
     name: str
     request: type
-    result: type | None  # None: the shape depends on the request (search: list or context)
+    result: type[R] | None  # None: the shape depends on the request (search: list or context)
     summary: str
     internal: bool = False  # actor to actor, on `<prefix>.internal.<name>`; not part of the public API
 
@@ -67,7 +72,7 @@ MEMORIES_HISTORY = Op("memories.history", ingest_msgs.MemoryRef, ingest_msgs.Mem
                       "A memory's text now and every earlier version.")
 SEARCH_FIND = Op("search.find", search_msgs.FindRequest, search_msgs.FindResult,
                  "Semantic find: one vector search, ranked hits.")
-SEARCH_SEARCH = Op("search.search", search_msgs.SearchRequest, None,
+SEARCH_SEARCH: Op[Any] = Op("search.search", search_msgs.SearchRequest, None,
                    "Search: a ranked list, or an assembled context block.")
 SEARCH_RECALL = Op("search.recall", search_msgs.RecallRequest, context_msgs.ContextResult,
                    "The auto-recall preset of context assembly.")

@@ -15,7 +15,7 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
     pass
 
 
-class ReadRequest(_Req):
+class ReadRequest(_Req, frozen=True):
     """A file, or a section of a long document (`<uri>#<anchor>`). `offset` and `limit` count
     lines, as OpenViking's clients send them: the window starts at line `offset` (0-based) and
     holds `limit` lines (-1: to the end). A PDF or Office document reads as its converted text;
@@ -38,7 +38,7 @@ class ReadResult(msgspec.Struct, kw_only=True):
     encoding: Literal["text", "base64"] = "text"
 
 
-class LsRequest(_Req):
+class LsRequest(_Req, frozen=True):
     uri: Uri
     recursive: bool = False
     show_hidden: bool = False
@@ -61,7 +61,7 @@ class LsResult(msgspec.Struct, kw_only=True):
     truncated: bool = False
 
 
-class TreeRequest(_Req):
+class TreeRequest(_Req, frozen=True):
     uri: Uri
     level_limit: Annotated[int, Meta(ge=1, le=64)] = 3
     node_limit: NodeLimit = 1000
@@ -82,7 +82,7 @@ class TreeResult(msgspec.Struct, kw_only=True):
     truncated: bool = False
 
 
-class StatRequest(_Req):
+class StatRequest(_Req, frozen=True):
     uri: Uri
 
 
@@ -94,7 +94,7 @@ class StatResult(msgspec.Struct, kw_only=True):
     updated_at: float
 
 
-class AbstractRequest(_Req):
+class AbstractRequest(_Req, frozen=True):
     uri: Uri
 
 
@@ -103,7 +103,7 @@ class TextResult(msgspec.Struct, kw_only=True):
     content: str
 
 
-class WriteRequest(_Req):
+class WriteRequest(_Req, frozen=True):
     uri: Uri
     content: str
     mode: Literal["replace", "append", "create"] = "replace"
@@ -119,18 +119,18 @@ class WriteResult(msgspec.Struct, kw_only=True):
     index_seq: int = 0
 
 
-class MkdirRequest(_Req):
+class MkdirRequest(_Req, frozen=True):
     uri: Uri
     parents: bool = True
 
 
-class RmRequest(_Req):
+class RmRequest(_Req, frozen=True):
     uri: Uri
     recursive: bool = False
     wait: bool = True
 
 
-class MvRequest(_Req):
+class MvRequest(_Req, frozen=True):
     from_uri: Uri
     to_uri: Uri
     wait: bool = True

@@ -17,7 +17,7 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
     pass
 
 
-class AddResourceRequest(_Req):
+class AddResourceRequest(_Req, frozen=True):
     """Exactly one source: `path` (a file, folder or local repository the server can read),
     `content` (+ `name`), `url` (an http(s) page or file, or a git repository), or `upload_id`
     (files the caller sent with `resources.upload`). A folder is taken as git sees it (its
@@ -38,7 +38,7 @@ class AddResourceRequest(_Req):
     wait: bool = False
 
 
-class UploadRequest(_Req):
+class UploadRequest(_Req, frozen=True):
     """One file (or the next piece of one) of an upload; the first call leaves `upload_id` out
     and gets one. `offset` is where the piece goes: 0 starts the file, the file's current size
     appends."""
@@ -55,7 +55,7 @@ class UploadResult(msgspec.Struct, kw_only=True):
     size: int  # the file's size after this piece
 
 
-class AddSkillRequest(_Req):
+class AddSkillRequest(_Req, frozen=True):
     """A skill package: a directory holding `SKILL.md`, the text of a `SKILL.md`, or an upload of
     either (a directory arrives zipped). `dry_run` checks the package and answers with where it
     would go (status `checked`), writing nothing."""
@@ -69,7 +69,7 @@ class AddSkillRequest(_Req):
     wait: bool = False
 
 
-class SetTagsRequest(_Req):
+class SetTagsRequest(_Req, frozen=True):
     """Tags of one file (a resource, skill or memory): `replace` its tags, `add` to them, or
     `remove` some. Keys are case-insensitive (stored lower-case); values are kept as given."""
 
@@ -79,7 +79,7 @@ class SetTagsRequest(_Req):
     wait: bool = True
 
 
-class ReindexRequest(_Req):
+class ReindexRequest(_Req, frozen=True):
     """Embed a file or a subtree again with the embedder the workers now use, and regenerate its
     directories' summaries (files whose text did not change keep theirs). For rows another
     embedder wrote (a replica's health counts them as `rows_other_model`), which no search can
@@ -111,7 +111,7 @@ class SetTagsResult(msgspec.Struct, kw_only=True):
     index_seq: int = 0
 
 
-class WriteMemoryRequest(_Req):
+class WriteMemoryRequest(_Req, frozen=True):
     category: Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
     content: Annotated[str, Meta(min_length=1)]
     name: Name | None = None
@@ -119,7 +119,7 @@ class WriteMemoryRequest(_Req):
     wait: bool = True
 
 
-class UpdateMemoryRequest(_Req):
+class UpdateMemoryRequest(_Req, frozen=True):
     """Replace a memory's text; the text it had is kept as a version (`memories.history`)."""
 
     uri: URI
@@ -127,7 +127,7 @@ class UpdateMemoryRequest(_Req):
     wait: bool = True
 
 
-class MemoryRef(_Req):
+class MemoryRef(_Req, frozen=True):
     uri: URI
     wait: bool = True
 

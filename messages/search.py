@@ -17,7 +17,7 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
     pass
 
 
-class FindRequest(_Req):
+class FindRequest(_Req, frozen=True):
     query: Annotated[str, Meta(max_length=20_000)] = ""
     image_url: str | list[str] | None = None
     target_uri: str | list[str] = ""
@@ -116,7 +116,7 @@ class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     telemetry: dict[str, Any] | None = None
 
 
-class GrepRequest(_Req):
+class GrepRequest(_Req, frozen=True):
     uri: Uri
     pattern: Annotated[str, Meta(min_length=1, max_length=4096)]
     case_insensitive: bool = False
@@ -149,7 +149,7 @@ class GrepResult(msgspec.Struct, kw_only=True):
     truncated: bool = False
 
 
-class GlobRequest(_Req):
+class GlobRequest(_Req, frozen=True):
     pattern: Annotated[str, Meta(min_length=1, max_length=4096)]
     uri: Uri = "viking://"
     node_limit: NodeLimit = 256

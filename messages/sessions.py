@@ -62,26 +62,26 @@ class AutoCommit(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froze
     idle_s: Annotated[float, Meta(ge=1.0, le=30 * 86_400.0)] | None = None  # since the last message
 
 
-class CreateRequest(_Req):
+class CreateRequest(_Req, frozen=True):
     session_id: SessionId | None = None
     # Set (or replace, on an existing session) the session's auto-commit policy.
     auto_commit: AutoCommit | None = None
 
 
-class SessionRef(_Req):
+class SessionRef(_Req, frozen=True):
     session_id: SessionId
 
 
-class RetryArchiveRequest(_Req):
+class RetryArchiveRequest(_Req, frozen=True):
     session_id: SessionId
     archive_id: Annotated[str, Meta(pattern=r"^archive_\d{3,9}$")]
 
 
-class ListRequest(_Req):
+class ListRequest(_Req, frozen=True):
     limit: Annotated[int, Meta(ge=1, le=10_000)] = 100
 
 
-class AddMessageRequest(_Req):
+class AddMessageRequest(_Req, frozen=True):
     session_id: SessionId
     role: Literal["user", "assistant"]
     parts: Annotated[list[Part], Meta(min_length=1, max_length=MAX_PARTS)]
@@ -94,7 +94,7 @@ class AddMessageRequest(_Req):
     request_id: Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
 
 
-class CommitRequest(_Req):
+class CommitRequest(_Req, frozen=True):
     session_id: SessionId
     keep_recent_count: Annotated[int, Meta(ge=0, le=100_000)] | None = None
     retention_mode: Literal["turn_budget"] | None = None
@@ -104,7 +104,7 @@ class CommitRequest(_Req):
     wait: bool = False
 
 
-class UsedRequest(_Req):
+class UsedRequest(_Req, frozen=True):
     """What the agent used of what it was given (OpenViking's `session.used`): each node's use
     count (`active_count`, which hotness ranks by) goes up by one."""
 
@@ -119,7 +119,7 @@ class UsedResult(msgspec.Struct, kw_only=True):
     counted: list[str]  # the nodes counted, canonical (a level suffix or `~` resolved)
 
 
-class ContextRequest(_Req):
+class ContextRequest(_Req, frozen=True):
     session_id: SessionId
     # Fit the live messages (after the overview) to this many tokens, newest first, never splitting
     # an assistant step from its tool results; None: every live message.

@@ -124,7 +124,7 @@ def assemble(states: Sequence[ArchiveState], root: Sequence[Message],
     inserted = 0
     for m in live:
         out.append(m)
-        for cp in anchors.get(m.id, []):
-            out.append(cp)
+        for checkpoint in anchors.get(m.id, []):
+            out.append(checkpoint)
             inserted += 1
     return overview, out, inserted

@@ -243,11 +243,11 @@ class KeywordIndex:
             owner = np.repeat(np.arange(len(labels)), [a.size for a in have])
             if qids.size == len(groups):  # one term a word: each (row, word) pair is met once at most
                 gained = np.where(qids[at] == ids, weights[qword[at]], 0.0)
-                return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()  # type: ignore[no-any-return]
+                return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()
             hit = qids[at] == ids
             pairs = np.unique(owner[hit] * len(groups) + qword[at[hit]])  # a word held in two stems counts once
             held = np.bincount(pairs // len(groups), weights=weights[pairs % len(groups)], minlength=len(labels))
-            return (held / total).tolist()  # type: ignore[no-any-return]
+            return (held / total).tolist()
 
     def words_in(self, query: str, labels: list[int]) -> list[list[str]]:
         """For each label, the query's words (`query_words`) whose term the row's text holds; every

@@ -17,10 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,7 +28,8 @@ from skald.messages.sessions import Message
 from skald.store import groupsync
 from skald.store.archive_state import ArchiveListing
 from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, QuarantineMarker, SessionMeta
-from skald.store.tree import write_atomic_sync, write_new_files
+from skald.store.tree import write_atomic_sync
+from skald.store.treeport import Tree, join
 from skald.store.uri import Identity, Namespace, VikingPath
 
 log = logging.getLogger("skald.store.sessions")
@@ -53,9 +51,17 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 @dataclass(frozen=True, slots=True)
 class SessionDir:
-    """Where one session lives: its resolved path and URI, and every file of the layout."""
+    """Where one session lives: its resolved URI, its key in the tree (the Tree port every archive
+    and marker goes through), and every file of the layout. `path` and its kin name the same files
+    on a local tree, for what is not on the port yet (the live log's grouped appends)."""
 
     vp: VikingPath
+    tree: Tree
+    key: str
+
+    def akey(self, archive_id: str, name: str = "") -> str:
+        """The key of an archive's directory, or of a file in it."""
+        return join(self.key, HISTORY, archive_id, name)
 
     @property
     def path(self) -> Path:
@@ -103,7 +109,12 @@ class SessionDir:
 
 def session_dir(ns: Namespace, ident: Identity, session_id: str) -> SessionDir:
     """The caller's session `session_id` (resolved, tenancy-checked, no symlink on the way)."""
-    return SessionDir(ns.resolve(f"{SESSIONS_URI}/{session_id}", ident))
+    return session_at(ns, ns.resolve(f"{SESSIONS_URI}/{session_id}", ident))
+
+
+def session_at(ns: Namespace, vp: VikingPath) -> SessionDir:
+    """The session directory at a resolved path."""
+    return SessionDir(vp, ns.tree, ns.key(vp))
 
 
 def sessions_root(ns: Namespace, ident: Identity) -> VikingPath:
@@ -122,11 +133,11 @@ def archive_name(index: int) -> str:
 # ----- typed metadata -------------------------------------------------------------------
 
 
-def load(path: Path, typ: type[S]) -> tuple[S | None, str]:
+def load(tree: Tree, key: str, typ: type[S]) -> tuple[S | None, str]:
     """A metadata file as its Struct: (value, "ok"), (None, "missing") or (None, "corrupt").
     Corrupt is reported, never silently read as empty: each caller chooses its recovery."""
     try:
-        data = path.read_bytes()
+        data = tree.read(key)
     except (FileNotFoundError, NotADirectoryError):
         return None, "missing"
     try:
@@ -135,61 +146,57 @@ def load(path: Path, typ: type[S]) -> tuple[S | None, str]:
         return None, "corrupt"
 
 
-def save(path: Path, value: msgspec.Struct, durable: bool = True) -> None:
-    write_atomic_sync(path, msgspec.json.encode(value), durable=durable)
+def save(tree: Tree, key: str, value: msgspec.Struct, durable: bool = True) -> None:
+    tree.write(key, msgspec.json.encode(value), durable=durable)
 
 
 def read_session_meta(session: SessionDir) -> tuple[SessionMeta | None, str]:
-    return load(session.meta, SessionMeta)
+    return load(session.tree, join(session.key, META), SessionMeta)
+
+
+def save_session_meta(session: SessionDir, meta: SessionMeta, durable: bool = True) -> None:
+    save(session.tree, join(session.key, META), meta, durable)
 
 
 def read_archive_meta(session: SessionDir, archive_id: str) -> ArchiveMeta:
     """An archive's meta; a corrupt one is logged and read as defaults (no checkpoints, no stamp):
     Phase 2 still summarises the archive's messages, which are in their own file."""
-    meta, status = load(session.archive(archive_id) / META, ArchiveMeta)
+    meta, status = load(session.tree, session.akey(archive_id, META), ArchiveMeta)
     if status == "corrupt":
-        log.warning("corrupt archive meta %s: read as empty", session.archive(archive_id) / META)
+        log.warning("corrupt archive meta %s: read as empty", session.akey(archive_id, META))
     return meta or ArchiveMeta()
 
 
 def update_archive_meta(session: SessionDir, archive_id: str, **changes: Any) -> ArchiveMeta:
     """Read-modify-write: Phase 2 adds fields, never drops Phase 1's."""
     meta = msgspec.structs.replace(read_archive_meta(session, archive_id), **changes)
-    save(session.archive(archive_id) / META, meta)
+    save(session.tree, session.akey(archive_id, META), meta)
     return meta
 
 
 def write_failed(session: SessionDir, archive_id: str, marker: FailedMarker) -> None:
-    save(session.archive(archive_id) / FAILED, marker)
+    save(session.tree, session.akey(archive_id, FAILED), marker)
 
 
 def read_failed(session: SessionDir, archive_id: str) -> FailedMarker | None:
-    marker, status = load(session.archive(archive_id) / FAILED, FailedMarker)
+    marker, status = load(session.tree, session.akey(archive_id, FAILED), FailedMarker)
     return FailedMarker(stage="unknown", error="unreadable .failed.json") if status == "corrupt" else marker
 
 
 def write_quarantined(session: SessionDir, archive_id: str, marker: QuarantineMarker) -> None:
-    save(session.archive(archive_id) / QUARANTINED, marker)
+    save(session.tree, session.akey(archive_id, QUARANTINED), marker)
 
 
 def clear_failure(session: SessionDir, archive_id: str) -> None:
     """A retry: the quarantine goes first, then the failure (a crash between leaves it failed,
     which the next roll-forward or retry handles); the archive is pending again."""
     for name in (QUARANTINED, FAILED):
-        try:
-            os.unlink(session.archive(archive_id) / name)
-        except FileNotFoundError:
-            pass
-    fd = os.open(session.archive(archive_id), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        session.tree.remove(session.akey(archive_id, name))
 
 
 def write_done(session: SessionDir, archive_id: str, marker: DoneMarker) -> None:
     """Written last: from here on the archive is completed and covers what it lists."""
-    save(session.archive(archive_id) / DONE, marker)
+    save(session.tree, session.akey(archive_id, DONE), marker)
 
 
 # ----- messages -------------------------------------------------------------------------
@@ -201,6 +208,18 @@ def read_messages(path: Path) -> list[Message]:
         data = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return []
+    return decode_lines(data)
+
+
+def read_messages_at(tree: Tree, key: str) -> list[Message]:
+    """`read_messages` through the Tree port."""
+    try:
+        return decode_lines(tree.read(key))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def decode_lines(data: bytes) -> list[Message]:
     out = []
     for line in data.split(b"\n"):
         if not line.strip():
@@ -261,76 +280,66 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 def archive_indexes(session: SessionDir) -> list[int]:
     try:
-        names = os.listdir(session.history)
+        names = [e.name for e in session.tree.list(join(session.key, HISTORY))]
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(int(m.group(1)) for n in names if (m := ARCHIVE_RE.match(n)))
 
 
-def read_archive(session: SessionDir, index: int) -> ArchiveListing:
-    d = session.archive(archive_name(index))
-    done, done_status = load(d / DONE, DoneMarker)
-    overview = None
+def _text(tree: Tree, key: str) -> str | None:
+    """A UTF-8 file's text, None when missing or not text."""
     try:
-        text = (d / OVERVIEW).read_text("utf-8")
-        overview = text if text.strip() else None
-    except (FileNotFoundError, UnicodeDecodeError):
-        overview = None
-    failed = read_failed(session, archive_name(index))
-    quarantine, q_status = load(d / QUARANTINED, QuarantineMarker)
+        return tree.read(key).decode("utf-8")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, UnicodeDecodeError):
+        return None
+
+
+def read_archive(session: SessionDir, index: int) -> ArchiveListing:
+    aid = archive_name(index)
+    done, done_status = load(session.tree, session.akey(aid, DONE), DoneMarker)
+    text = _text(session.tree, session.akey(aid, OVERVIEW))
+    overview = text if text and text.strip() else None
+    failed = read_failed(session, aid)
+    quarantine, q_status = load(session.tree, session.akey(aid, QUARANTINED), QuarantineMarker)
     if q_status == "corrupt":  # the marker exists: the archive is quarantined, whatever it says
         quarantine = QuarantineMarker(reason="unreadable .quarantined.json")
     meta = read_archive_meta(session, archive_name(index))
     return ArchiveListing(archive_id=archive_name(index), index=index, done=done,
                           done_unreadable=done_status == "corrupt", overview=overview, failed=failed,
                           quarantined=quarantine,
-                          messages=read_messages(d / MESSAGES), checkpoints=list(meta.checkpoints))
+                          messages=read_messages_at(session.tree, session.akey(aid, MESSAGES)),
+                          checkpoints=list(meta.checkpoints))
 
 
 def marker_state(session: SessionDir, index: int) -> str:
     """An archive's state from its markers alone, without reading its messages:
     completed | invalid | quarantined | failed | pending | missing."""
-    d = session.archive(archive_name(index))
-    if (d / DONE).exists():
-        _, status = load(d / DONE, DoneMarker)
-        try:
-            ok = status == "ok" and bool((d / OVERVIEW).read_text("utf-8").strip())
-        except (FileNotFoundError, UnicodeDecodeError):
-            ok = False
+    aid = archive_name(index)
+    tree = session.tree
+    if tree.stat(session.akey(aid, DONE)) is not None:
+        _, status = load(tree, session.akey(aid, DONE), DoneMarker)
+        ok = status == "ok" and bool((_text(tree, session.akey(aid, OVERVIEW)) or "").strip())
         return "completed" if ok else "invalid"
-    if (d / QUARANTINED).exists():
+    if tree.stat(session.akey(aid, QUARANTINED)) is not None:
         return "quarantined"
-    if (d / FAILED).exists():
+    if tree.stat(session.akey(aid, FAILED)) is not None:
         return "failed"
-    return "pending" if d.is_dir() else "missing"
+    d = tree.stat(session.akey(aid))
+    return "pending" if d is not None and d.is_dir else "missing"
 
 
 def create_archive(session: SessionDir, index: int, messages: list[Message], meta: ArchiveMeta) -> Path:
-    """All or nothing: the archive is built in a temp directory and renamed into place."""
-    hist = session.history
-    hist.mkdir(parents=True, exist_ok=True)
-    tmp = hist / f".tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    try:
-        write_new_files({tmp / MESSAGES: encode_lines(messages), tmp / META: msgspec.json.encode(meta)}, (tmp,))
-        final = hist / archive_name(index)
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    fd = os.open(hist, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return final
+    """All or nothing: the archive appears whole (its messages and meta) or not at all."""
+    aid = archive_name(index)
+    session.tree.write_dir(session.akey(aid), {MESSAGES: encode_lines(messages), META: msgspec.json.encode(meta)})
+    return session.archive(aid)
 
 
 def latest_completed(session: SessionDir) -> tuple[str, str] | None:
     """(archive id, overview) of the newest completed archive (state from markers only)."""
     for i in reversed(archive_indexes(session)):
         if marker_state(session, i) == "completed":
-            return archive_name(i), read_text(session.archive(archive_name(i)) / OVERVIEW)
+            return archive_name(i), _text(session.tree, session.akey(archive_name(i), OVERVIEW)) or ""
     return None
 
 
@@ -346,5 +355,6 @@ def message_text(m: Message) -> str:
 
 def recent_messages(session: SessionDir, n: int) -> list[tuple[str, str]]:
     """The last `n` live messages that carry text, as (role, text)."""
-    out = [(m.role, t) for m in read_messages(session.messages) if (t := message_text(m)).strip()]
+    out: list[tuple[str, str]] = [(m.role, t) for m in read_messages(session.messages)
+                                  if (t := message_text(m)).strip()]
     return out[-n:]

@@ -15,6 +15,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from skald.messages.errors import InvalidArgument, PermissionDenied
+from skald.store.local_tree import LocalTree
+from skald.store.treeport import Tree
 
 SCHEME = "viking://"
 ROOTS = ("resources", "user", "agent")
@@ -127,9 +129,11 @@ def canonical(uri: str, ident: Identity) -> tuple[str, ...]:
 class Namespace:
     """Maps canonical segments of one account onto `{data}/accounts/{account}/...`."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, tree: Tree | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.accounts = self.data_dir / "accounts"
+        # Where the files live, by key (the Tree port): this directory unless a backend is given.
+        self.tree: Tree = tree if tree is not None else LocalTree(self.data_dir)
         self._safe_dirs: set[str] = set()
         self._roots: dict[str, Path] = {}
 
@@ -138,6 +142,10 @@ class Namespace:
         if root is None:
             root = self._roots[account] = self.accounts / check_name("account", account)
         return root
+
+    def key(self, vp: VikingPath) -> str:
+        """A resolved path's key in the tree (relative to the data directory)."""
+        return vp.path.relative_to(self.data_dir).as_posix()
 
     def resolve(self, uri: str, ident: Identity) -> VikingPath:
         segs = canonical(uri, ident)

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -23,7 +23,7 @@ from skald.actors.kit import clock
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import RetryLater, consumes
 from skald.actors.kit.lease import Leases
-from skald.actors.kit.ports import LLM, Bus
+from skald.actors.kit.ports import LLM, Events, WorkQueue
 from skald.actors.kit.request import Attempt
 from skald.actors.text import facts
 from skald.messages import catalog
@@ -45,8 +45,12 @@ PREDECESSOR_WAIT_S = 0.5
 ROLL_FORWARD_MAX_TOKENS = 16_000
 
 
+class ArchiveBus(Events, WorkQueue, Protocol):
+    """The bus ports the archive actor uses: its events, and re-queued jobs."""
+
+
 class Archiver:
-    def __init__(self, ns: Namespace, llm: LLM, bus: Bus, clock: Callable[[], float] = clock_now,
+    def __init__(self, ns: Namespace, llm: LLM, bus: ArchiveBus, clock: Callable[[], float] = clock_now,
                  llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0,
                  quarantine_after: int = 3) -> None:
         self.quarantine_after = max(1, quarantine_after)  # failed Phase 2 runs before an archive is set aside

@@ -17,14 +17,14 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from skald.actors.assembler import bootstrap, budget, ledger, passages, reads, render, selection, textcache, tiers
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import handles
-from skald.actors.kit.ports import LLM, Bus
+from skald.actors.kit.ports import LLM, Calls, UsageLog
 from skald.actors.kit.request import Ctx
 from skald.actors.text import intent
 from skald.messages import catalog, errors
@@ -42,6 +42,10 @@ USES_FLUSH_S = 0.25  # served memories' use counts wait this long to be publishe
 USES_ATTEMPTS = 3  # a flush the stream did not take in time is sent again (a busy or electing JetStream)
 
 
+class AssemblerBus(Calls, UsageLog, Protocol):
+    """The bus ports the assembler uses: calls to the retriever and session actors, use counts."""
+
+
 @dataclass(slots=True)
 class SessionView:
     sdir: SessionDir
@@ -51,7 +55,7 @@ class SessionView:
 
 
 class Assembler:
-    def __init__(self, ns: Namespace, bus: Bus, llm: LLM, *, intent_timeout_s: float = 5.0,
+    def __init__(self, ns: Namespace, bus: AssemblerBus, llm: LLM, *, intent_timeout_s: float = 5.0,
                  rewrite_timeout_s: float = 30.0, clock: Callable[[], float] = clock_now) -> None:
         self.ns = ns
         self.bus = bus

@@ -12,6 +12,7 @@ import asyncio
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
@@ -22,7 +23,7 @@ from skald.actors.indexer.pipeline import IngestPipeline
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
-from skald.actors.kit.ports import Bus, Embedder, Summarizer
+from skald.actors.kit.ports import Embedder, Events, IndexLog, Summarizer, WorkQueue
 from skald.actors.kit.request import Attempt, Ctx
 from skald.messages import catalog, folders, subjects
 from skald.messages import fs as fs_msgs
@@ -33,8 +34,12 @@ from skald.store import faults, importing, memory_history, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
+class IndexerBus(Events, WorkQueue, IndexLog, Protocol):
+    """The bus ports the indexer uses."""
+
+
 class Indexer(Imports):
-    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus,
+    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: IndexerBus,
                  clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None) -> None:
         self.ns = ns
         self.import_roots = [p.resolve() for p in import_roots or []]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from skald.actors.indexer import documents
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.wide import WideDirs
-from skald.actors.kit.ports import Bus, Embedder, Summarizer
+from skald.actors.kit.ports import Embedder, Events, IndexLog, Summarizer
 from skald.actors.text import extract, formats
 from skald.actors.text.doc import Unconvertible
 from skald.messages import ingest as ingest_msgs
@@ -40,6 +41,10 @@ EMBED_BATCH = 32
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
+class PipelineBus(Events, IndexLog, Protocol):
+    """The bus ports the ingest pipeline uses: progress notes and the index log."""
+
+
 @dataclass(slots=True)
 class FileRows:
     changes: list[tuple[str, IndexChange]]
@@ -49,7 +54,7 @@ class FileRows:
 
 
 class IngestPipeline:
-    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: Bus) -> None:
+    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: PipelineBus) -> None:
         self.ns = ns
         self.embedder = embedder
         self.summarizer = summarizer

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import LeaseStore
 from skald.messages.errors import Unavailable
 
 SAFETY = 0.5  # of the TTL: writes stop this long before a lease could expire
@@ -28,7 +28,7 @@ class Held:
 
 
 class Leases:
-    def __init__(self, bus: Bus, worker_id: str, ttl_s: float, idle_s: float = 30.0,
+    def __init__(self, bus: LeaseStore, worker_id: str, ttl_s: float, idle_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic, on_lost: Callable[[str], None] | None = None) -> None:
         self.bus = bus
         self.worker_id = worker_id

@@ -70,63 +70,113 @@ class Summarizer(Protocol):
 
 
 class Waiter(Protocol):
-    async def wait(self, timeout_s: float) -> bytes | None: ...
+    async def wait(self, timeout_s: float) -> bytes | None:
+        """The first event's payload after the waiter was opened, or None after `timeout_s`."""
+        ...
 
 
-class Bus(Protocol):
-    """Everything an actor may do on the bus beyond answering its requests; `runtime.bus.NatsBus`
-    implements it over NATS."""
+# The bus, by what its callers use. Each actor takes the union of the ports it needs; `Bus` is all of
+# them, as the runtime's NATS implementation (`skald.runtime.bus.nats_bus.NatsBus`) and the in-memory
+# one (`skald.actors.kit.memory_bus.MemoryBus`) provide. See docs/design/storage.md.
 
-    async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None: ...
 
-    async def last_event(self, name: str) -> bytes | None: ...
+class Events(Protocol):
+    """Events of record (stored, replayable) and notes (not stored), and waiting for one."""
 
-    async def enqueue(self, queue: Queue, payload: msgspec.Struct, msg_id: str) -> None: ...
+    async def publish_event(self, name: str, payload: msgspec.Struct, msg_id: str) -> None:
+        """Store an event on `<prefix>.evt.<name>`; a repeated `msg_id` stores nothing again."""
+        ...
 
-    async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int: ...
+    async def last_event(self, name: str) -> bytes | None:
+        """The newest stored event of that name (None when there is none)."""
+        ...
 
-    async def notify(self, name: str, payload: msgspec.Struct) -> None: ...
+    async def notify(self, name: str, payload: msgspec.Struct) -> None:
+        """A note nobody needs to replay (progress): delivered to whoever listens now, not stored."""
+        ...
 
-    def waiter(self, event_name: str) -> AbstractAsyncContextManager[Waiter]: ...
+    def waiter(self, event_name: str) -> AbstractAsyncContextManager[Waiter]:
+        """A waiter for the next event of that name, opened before the step that causes it."""
+        ...
 
-    async def index_last_seq(self) -> int: ...
 
-    def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]: ...
+class WorkQueue(Protocol):
+    """Background jobs, each run once by one worker (redelivered until it succeeds or gives up)."""
 
-    async def info(self) -> dict[str, Any]: ...
+    async def enqueue(self, queue: Queue, payload: msgspec.Struct, msg_id: str) -> None:
+        """Queue a job; a repeated `msg_id` queues nothing again."""
+        ...
+
+
+class IndexLog(Protocol):
+    """The index's change log: one entry per row (its latest change), replayed by every replica."""
+
+    async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
+        """Publish row changes (row token, change); the highest sequence acknowledged."""
+        ...
+
+    async def index_last_seq(self) -> int:
+        """The log's last sequence (0 when empty)."""
+        ...
+
+    def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
+        """Batches of (sequence, change) from `start_seq` on, for as long as the caller iterates."""
+        ...
+
+
+class UsageLog(Protocol):
+    """Use counters of nodes (their `active_count`)."""
 
     async def count_usage(self, account: str, uris: list[str], msg_id: str) -> None:
-        """One more use of each node (its `active_count`); a repeated `msg_id` counts nothing again."""
+        """One more use of each node; a repeated `msg_id` counts nothing again."""
         ...
 
     async def add_usage(self, account: str, counts: dict[str, int], msg_id: str) -> None:
-        """`counts[uri]` more uses of each node, one message per node; a repeated `msg_id` counts
-        nothing again."""
+        """`counts[uri]` more uses of each node; a repeated `msg_id` counts nothing again."""
         ...
 
     def follow_usage(self) -> AsyncIterator[list[tuple[str, str, int]]]:
         """Batches of (account, uri, total uses): every node's total first, then each change."""
         ...
 
+
+class Calls(Protocol):
+    """Requests to other actors (actors never import each other) and to one worker by name."""
+
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
                    index_seq: int = 0, into: type | None = None) -> Any:
-        """Another actor's result (decoded JSON, or converted `into` a message type) or its typed
-        error; actors never import each other."""
+        """Another actor's result (decoded JSON, converted `into` a message type, or `msgspec.Raw`
+        JSON text), or its typed error raised."""
         ...
 
     async def forward(self, worker_id: str, op: str, body: msgspec.Struct, identity: Any, timeout_s: float) -> Any:
         """Send a request to one worker (the owner of what it touches); its result or its typed error."""
         ...
 
-    # Leases: one writer per key across workers (a KV entry per key, compare-and-set by revision).
+    async def info(self) -> dict[str, Any]:
+        """Depths and last sequences of the bus's streams, for `system.stats`."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """One writer per key across workers: compare-and-set by revision, expiring unless renewed."""
+
     async def lease_create(self, key: str, owner: str) -> int | None:
         """The new revision, or None when someone holds the key."""
         ...
 
-    async def lease_get(self, key: str) -> tuple[str, int] | None: ...
+    async def lease_get(self, key: str) -> tuple[str, int] | None:
+        """(owner, revision) of a held key, None when free."""
+        ...
 
     async def lease_renew(self, key: str, owner: str, rev: int) -> int | None:
         """The new revision, or None when the lease was lost (expired or taken)."""
         ...
 
-    async def lease_release(self, key: str, rev: int) -> None: ...
+    async def lease_release(self, key: str, rev: int) -> None:
+        """Free the key if it is still at `rev`."""
+        ...
+
+
+class Bus(Events, WorkQueue, IndexLog, UsageLog, Calls, LeaseStore, Protocol):
+    """Every bus port: what a host hands its actors."""

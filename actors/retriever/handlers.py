@@ -13,14 +13,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
 
 from skald.actors.kit.decl import handles
 from skald.actors.kit.overlap import overlapped
-from skald.actors.kit.ports import LLM, Bus, Embedder, Reranker
+from skald.actors.kit.ports import LLM, Calls, Embedder, IndexLog, Reranker, UsageLog
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
@@ -50,8 +50,12 @@ from skald.store.uri import Namespace, join_uri
 log = logging.getLogger("skald.retriever")
 
 
+class RetrieverBus(Calls, IndexLog, UsageLog, Protocol):
+    """The bus ports the retriever uses: its index replica follows the log, the use counters feed hotness."""
+
+
 class Retriever(TreeReads):
-    def __init__(self, ns: Namespace, embedder: Embedder, bus: Bus, state_dir: Path, llm: LLM,
+    def __init__(self, ns: Namespace, embedder: Embedder, bus: RetrieverBus, state_dir: Path, llm: LLM,
                  reranker: Reranker | None = None, settings: SearchSettings | None = None,
                  clock: Callable[[], float] = time.time, snapshot_interval_s: float = 30.0) -> None:
         self.ns = ns

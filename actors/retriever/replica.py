@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import IndexLog
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates
 from skald.messages.errors import Unavailable
@@ -40,7 +40,7 @@ RYW_WAIT_S = 3.0  # longest wait for a caller's own write before answering UNAVA
 
 
 class IndexReplica:
-    def __init__(self, model: str, dim: int, bus: Bus, state_dir: Path, snapshot_interval_s: float = 30.0) -> None:
+    def __init__(self, model: str, dim: int, bus: IndexLog, state_dir: Path, snapshot_interval_s: float = 30.0) -> None:
         self.model = model
         self.dim = dim
         self.bus = bus

@@ -10,14 +10,14 @@ import contextlib
 import logging
 from typing import Any
 
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import UsageLog
 
 log = logging.getLogger("skald.retriever")
 RESUBSCRIBE_S = 1.0  # after the bus lost the follower (a restart, a leader change)
 
 
 class UsageCounts:
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: UsageLog) -> None:
         self.bus = bus
         self._counts: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import Events
 from skald.messages.sessions import AddedEntry, Message, MessagesAdded
 from skald.store import faults, groupsync
 from skald.store import sessions as session_store
@@ -106,7 +106,7 @@ def _release(futs: list[asyncio.Future[None]]) -> None:
 
 
 class AppendBatcher:
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Events) -> None:
         self.bus = bus
         self._queue: list[_Entry] = []
         self._task: asyncio.Task[None] | None = None

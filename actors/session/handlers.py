@@ -14,14 +14,14 @@ import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import Calls, Events, LeaseStore, UsageLog, WorkQueue
 from skald.actors.kit.request import Ctx
 from skald.actors.session import frontier, state, turns
 from skald.actors.session.batcher import AppendBatcher
@@ -37,7 +37,7 @@ from skald.store import archive_state, groupsync
 from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing, ArchiveState
 from skald.store.session_meta import SessionMeta
-from skald.store.sessions import SessionDir, lease_key, session_dir
+from skald.store.sessions import SessionDir, lease_key, session_at, session_dir
 from skald.store.uri import Identity, Namespace, node_of
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,12 @@ AUTO_COMMIT_TIMEOUT_S = 120.0
 IDLE_SWEEP_S = 1.0
 
 
+class SessionBus(Events, WorkQueue, UsageLog, Calls, LeaseStore, Protocol):
+    """The bus ports the session actor uses."""
+
+
 class Sessions:
-    def __init__(self, ns: Namespace, bus: Bus, worker_id: str, lease_ttl_s: float = 6.0,
+    def __init__(self, ns: Namespace, bus: SessionBus, worker_id: str, lease_ttl_s: float = 6.0,
                  clock: Callable[[], float] = clock_now) -> None:
         self.ns = ns
         self.bus = bus
@@ -155,7 +159,7 @@ class Sessions:
                 raise NotFound("no such session", {"session_id": sdir.session_id})
             self.owners.fence(key)
             meta = SessionMeta(session_id=sdir.session_id, created_at=self.clock())
-            await asyncio.to_thread(session_store.save, sdir.meta, meta, not lazy)
+            await asyncio.to_thread(session_store.save_session_meta, sdir, meta, not lazy)
         await self.appends.quiet(key)  # a line still being written must be on disk before it is read
         st = await asyncio.to_thread(state.load, sdir, lambda: self.owners.fence(key))
         self._states[key] = st
@@ -187,7 +191,7 @@ class Sessions:
             if req.auto_commit is not None and req.auto_commit != st.auto_commit:
                 st.auto_commit = req.auto_commit
                 self.owners.fence(key)
-                await asyncio.to_thread(session_store.save, st.sdir.meta, state.meta_of(st))
+                await asyncio.to_thread(session_store.save_session_meta, st.sdir, state.meta_of(st))
             return self._info(st)
 
         return await self._on_session(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(
@@ -211,7 +215,7 @@ class Sessions:
             except FileNotFoundError:
                 return []
             for n in names[: req.limit]:
-                sdir = SessionDir(self.ns.child(base, n))
+                sdir = session_at(self.ns, self.ns.child(base, n))
                 st = self._states.get(lease_key(ctx.identity.account, ctx.identity.user, n))
                 if st is not None:  # loaded here: its live counters
                     out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=st.created_at,

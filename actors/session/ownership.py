@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
 from skald.actors.kit.lease import Leases
-from skald.actors.kit.ports import Bus
+from skald.actors.kit.ports import Calls, LeaseStore
 from skald.actors.kit.request import Ctx
 from skald.messages.catalog import Op
 from skald.messages.errors import Unavailable
@@ -19,8 +19,12 @@ T = TypeVar("T")
 FORWARD_RETRY_S = 0.2  # a dead owner's lease expires within the TTL; until then, ask again this often
 
 
+class OwnerBus(Calls, LeaseStore, Protocol):
+    """The bus ports a session's ownership uses: a lease per session, and forwarding to its owner."""
+
+
 class Ownership:
-    def __init__(self, bus: Bus, worker_id: str, lease_ttl_s: float, on_lost: Callable[[str], None]) -> None:
+    def __init__(self, bus: OwnerBus, worker_id: str, lease_ttl_s: float, on_lost: Callable[[str], None]) -> None:
         self.bus = bus
         self.leases = Leases(bus, worker_id, lease_ttl_s, on_lost=on_lost)
         self._locks: dict[str, asyncio.Lock] = {}

@@ -19,11 +19,11 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
-from skald.actors.kit.ports import Bus, Waiter
+from skald.actors.kit.ports import Events, Waiter, WorkQueue
 from skald.actors.kit.request import Ctx
 from skald.actors.session import externalize, turns
 from skald.actors.session.state import State
@@ -59,8 +59,12 @@ def plan(root: list[session_msgs.Message], req: session_msgs.CommitRequest) -> t
     return turns.plan_keep_recent(root, req.keep_recent_count or 0)
 
 
+class Phase1Bus(Events, WorkQueue, Protocol):
+    """The bus ports commit Phase 1 uses: its event, and the Phase 2 job."""
+
+
 class Phase1:
-    def __init__(self, bus: Bus, fence: Callable[[str], None], clock: Callable[[], float]) -> None:
+    def __init__(self, bus: Phase1Bus, fence: Callable[[str], None], clock: Callable[[], float]) -> None:
         self.bus = bus
         self.fence = fence
         self.clock = clock

@@ -84,7 +84,7 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
         log.warning("%s %s: counters rebuilt from disk (total_message_count=%d, commit_count=%d)",
                     status, sdir.meta, meta.total_message_count, meta.commit_count)
         fence()
-        session_store.save(sdir.meta, meta)
+        session_store.save_session_meta(sdir, meta)
         repaired = True
     meta = meta or SessionMeta(session_id=sdir.session_id)
     return State(sdir=sdir, root=root, ids=ids, total=max(meta.total_message_count, len(ids)),

@@ -7,6 +7,8 @@
 It depends on the wire contract (`skald.messages`) and on nats-py only, never on the server's code.
 """
 
-from skald.runtime.client.api import Response, SkaldClient, SyncSkaldClient, deadline_for
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.client.sync import SyncSkaldClient
+from skald.runtime.client.transport import Response, deadline_for
 
 __all__ = ["Response", "SkaldClient", "SyncSkaldClient", "deadline_for"]

@@ -159,7 +159,7 @@ _api: Any = None
 def _relay(base: type) -> type:
     """The span processor Skald's provider holds for good; it hands each span to the current one."""
 
-    class Relay(base):  # type: ignore[misc, valid-type]
+    class Relay(base):
         def on_end(self, span: Any) -> None:
             if (p := _processor) is not None:
                 p.on_end(span)

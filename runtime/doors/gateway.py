@@ -32,8 +32,9 @@ from skald.messages.catalog import OPS
 from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
 from skald.runtime import __version__
 from skald.runtime.client import replies, tracing
-from skald.runtime.client.api import UPLOAD_PIECE_BYTES, SkaldClient, deadline_for
+from skald.runtime.client.api import SkaldClient
 from skald.runtime.client.login import key_digest
+from skald.runtime.client.transport import UPLOAD_PIECE_BYTES, deadline_for
 from skald.runtime.doors.gateway_compat import (
     HTTP_STATUS,
     ISO_TIMES,

@@ -187,11 +187,11 @@ class IndexSearch(IndexScopes):
             keep_all = self._mask(labels, collect) if collect is not None else None
             out: list[list[Hit]] = []
             start = 0
-            for g in groups:
-                if g is None:
+            for grp in groups:
+                if grp is None:
                     out.append([])
                     continue
-                end = start + g.size
+                end = start + grp.size
                 lab, sc, ok = labels[start:end], scores_all[start:end], ok_all[start:end]
                 keep = keep_all[start:end] if keep_all is not None else None
                 start = end
@@ -241,7 +241,7 @@ class IndexSearch(IndexScopes):
         """Cosine (with the hubness correction) of `vec` with these rows of one account."""
         with self._lock:
             lab = np.asarray(labels, dtype=np.int64)
-            return (self._vecs[lab] @ vec + self._adjust(lab, account)).tolist()  # type: ignore[no-any-return]
+            return (self._vecs[lab] @ vec + self._adjust(lab, account)).tolist()
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool:
         """Whether one row passes every restriction of a query (for candidates found elsewhere);

@@ -15,7 +15,8 @@ from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
-from skald.runtime.client.api import SkaldClient, SyncSkaldClient
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.client.sync import SyncSkaldClient
 
 
 async def test_every_typed_method_returns_its_struct(deploy: Callable[..., Any], nats_url: str) -> None:

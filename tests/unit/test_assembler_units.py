@@ -383,7 +383,7 @@ def test_coverage_lists_what_the_budget_cut() -> None:
 
 def test_client_deadline_outlasts_the_rewrite_fuse() -> None:
     """docs/design/context-assembly.md, finding 13: a digest request must not be abandoned inside the server's fuse."""
-    from skald.runtime.client.api import REWRITE_DEADLINE_S, deadline_for
+    from skald.runtime.client.transport import REWRITE_DEADLINE_S, deadline_for
     assert deadline_for("search.search", {"mode": "context", "rewrite": True}, 30.0) == REWRITE_DEADLINE_S
     assert deadline_for("search.recall", {"rewrite": "auto"}, 30.0) == REWRITE_DEADLINE_S
     assert deadline_for("search.search", {"mode": "context"}, 30.0) == 30.0

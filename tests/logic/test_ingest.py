@@ -9,10 +9,10 @@ import pytest
 
 from skald.actors.indexer import wide
 from skald.messages import errors
-from skald.runtime.client.api import SkaldClient
+from support.memory_deploy import MemoryDeployment
 
 
-async def test_add_directory_resource(client: SkaldClient, tmp_path: Path) -> None:
+async def test_add_directory_resource(client: MemoryDeployment, tmp_path: Path) -> None:
     """A local folder is copied under viking://resources, summarised bottom-up and indexed."""
     src = tmp_path / "handbook"
     (src / "ops").mkdir(parents=True)
@@ -36,7 +36,7 @@ async def test_add_directory_resource(client: SkaldClient, tmp_path: Path) -> No
     assert len(hits["resources"][0]["abstract"]) <= 256
 
 
-async def test_add_text_resource_and_queue_without_wait(client: SkaldClient) -> None:
+async def test_add_text_resource_and_queue_without_wait(client: MemoryDeployment) -> None:
     r = await client.call("resources.add", {"content": "# Tea\n\nGreen tea brews at 80 degrees.", "name": "tea.md"})
     assert r["status"] == "queued" and r["root_uri"] == "viking://resources/tea.md"
     r2 = await client.call("resources.add", {"content": "# Tea\n\nGreen tea brews at 80 degrees.",
@@ -50,7 +50,7 @@ async def test_add_text_resource_and_queue_without_wait(client: SkaldClient) -> 
         await client.call("resources.add", {"content": "x", "target_uri": "viking://~/memories"})
 
 
-async def test_skill_package_needs_name_and_description(client: SkaldClient, tmp_path: Path) -> None:
+async def test_skill_package_needs_name_and_description(client: MemoryDeployment, tmp_path: Path) -> None:
     pkg = tmp_path / "pdf-tools"
     pkg.mkdir()
     (pkg / "SKILL.md").write_text("---\nname: pdf-tools\ndescription: Extract tables and text from PDF files.\n"
@@ -73,7 +73,7 @@ async def test_skill_package_needs_name_and_description(client: SkaldClient, tmp
     assert mine["root_uri"] == "viking://user/default/skills/mine"
 
 
-async def test_memory_is_indexed_with_category_and_whole_body(client: SkaldClient) -> None:
+async def test_memory_is_indexed_with_category_and_whole_body(client: MemoryDeployment) -> None:
     body = "# Summary\n\nAlice moved to Lisbon in March.\n\n# Details\n\nShe works remotely for a bakery chain."
     r = await client.call("memories.write", {"category": "events", "content": body, "tags": ["project=move"]})
     assert r["status"] == "done" and r["root_uri"].startswith("viking://user/default/memories/events/mem_")
@@ -92,12 +92,12 @@ async def test_memory_is_indexed_with_category_and_whole_body(client: SkaldClien
 
 
 async def test_a_wide_directory_is_refreshed_once_per_interval_and_catches_up(
-        client: SkaldClient, skald, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        client: MemoryDeployment, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past WIDE_ENTRIES entries, jobs leave a directory's summary to one refresh per interval;
     that refresh takes in every entry added meanwhile, and so do the rows in the index."""
     monkeypatch.setattr(wide, "WIDE_ENTRIES", 3)
     monkeypatch.setattr(wide, "REFRESH_S", 0.5)
-    pipeline = skald.host.actors["indexer"].pipeline
+    pipeline = client.indexer.pipeline
     for i in range(8):
         r = await client.call("resources.add", {"content": f"# Runbook {i}\n\nHost {i} restarts nightly.",
                                                 "name": f"runbook{i}.md", "target_uri": f"viking://resources/pile/r{i}",
@@ -105,7 +105,7 @@ async def test_a_wide_directory_is_refreshed_once_per_interval_and_catches_up(
         assert r["status"] == "done"
     assert "viking://resources/pile" in pipeline.wide.entries  # wide: refreshed on its own schedule
     assert pipeline.wide.deferred > 0
-    index = skald.host.actors["retriever"].index
+    index = client.retriever.index
     for _ in range(100):
         ov = (await client.call("fs.overview", {"uri": "viking://resources/pile"}))["content"]
         row = index.get("default", "viking://resources/pile", 1)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from skald.messages import errors
-from skald.runtime.client.api import SkaldClient
 from support.corpus import remember, write_files
+from support.memory_deploy import MemoryDeployment
 
 
 @pytest.fixture
-async def tree(client: SkaldClient) -> SkaldClient:
+async def tree(client: MemoryDeployment) -> MemoryDeployment:
     files = {
         "viking://resources/docs/auth.md": "## Authentication\nUser authentication is handled by tokens.\n"
                                            "Configure an API key first.\nERR_AUTH_42 means expired.",
@@ -23,7 +23,7 @@ async def tree(client: SkaldClient) -> SkaldClient:
     return client
 
 
-async def test_grep_lines_context_case_and_limits(tree: SkaldClient) -> None:
+async def test_grep_lines_context_case_and_limits(tree: MemoryDeployment) -> None:
     r = await tree.call("search.grep", {"uri": "viking://resources", "pattern": "authentication"})
     assert {(m["uri"], m["line"]) for m in r["matches"]} == {
         ("viking://resources/docs/auth.md", 2), ("viking://resources/docs/api/guide.md", 3)}
@@ -44,7 +44,7 @@ async def test_grep_lines_context_case_and_limits(tree: SkaldClient) -> None:
     assert r["matches"][0]["content"] == "ERR_AUTH_42 means expired." and "tags" not in r["matches"][0]
 
 
-async def test_grep_tags(tree: SkaldClient) -> None:
+async def test_grep_tags(tree: MemoryDeployment) -> None:
     r = await tree.call("search.grep", {"uri": "viking://~", "pattern": "TODO", "tags": ["team=home"]})
     assert r["count"] == 1 and "team=home" in r["matches"][0]["tags"]
     r = await tree.call("search.grep", {"uri": "viking://resources", "pattern": "TODO", "include_tags": True})
@@ -53,7 +53,7 @@ async def test_grep_tags(tree: SkaldClient) -> None:
         await tree.call("search.grep", {"uri": "viking://resources", "pattern": "(unclosed"})
 
 
-async def test_glob_patterns_limits_fields_tags(tree: SkaldClient) -> None:
+async def test_glob_patterns_limits_fields_tags(tree: MemoryDeployment) -> None:
     r = await tree.call("search.glob", {"pattern": "**/*.md", "uri": "viking://resources"})
     assert r["matches"] == ["viking://resources/docs/api/guide.md", "viking://resources/docs/auth.md"]
     r = await tree.call("search.glob", {"pattern": "*/*.md", "uri": "viking://resources"})

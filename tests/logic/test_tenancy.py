@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from skald.messages import errors
-from skald.runtime.client.api import SkaldClient
-from skald.runtime.host.worker import Worker
+from support.memory_deploy import MemoryDeployment
 
 
-async def test_one_user_cannot_find_or_read_anothers_memories(client: SkaldClient) -> None:
+async def test_one_user_cannot_find_or_read_anothers_memories(client: MemoryDeployment) -> None:
     alice = client.as_identity(user="alice")
     bob = client.as_identity(user="bob")
     r = await alice.call("memories.write", {"category": "preferences", "content": "Alice's PIN hint is heron"})
@@ -37,7 +36,7 @@ async def test_one_user_cannot_find_or_read_anothers_memories(client: SkaldClien
     assert "heron" in home["content"]
 
 
-async def test_accounts_are_isolated(client: SkaldClient) -> None:
+async def test_accounts_are_isolated(client: MemoryDeployment) -> None:
     a = client.as_identity(account="acme")
     b = client.as_identity(account="globex")
     await a.call("fs.write", {"uri": "viking://resources/plan.md", "content": "acme merger plan codename osprey"})
@@ -48,7 +47,7 @@ async def test_accounts_are_isolated(client: SkaldClient) -> None:
         await b.call("fs.read", {"uri": "viking://resources/plan.md"})
 
 
-async def test_peer_narrowing(client: SkaldClient) -> None:
+async def test_peer_narrowing(client: MemoryDeployment) -> None:
     p1 = client.as_identity(user="carol", peer="p1")
     await p1.call("memories.write", {"category": "events", "content": "p1 met the client"})
     with pytest.raises(errors.PermissionDenied):
@@ -59,8 +58,8 @@ async def test_peer_narrowing(client: SkaldClient) -> None:
     assert r["memories"][0]["uri"].startswith("viking://user/carol/peers/p1/memories/events/")
 
 
-async def test_traversal_writes_nothing_outside(client: SkaldClient, skald: Worker, tmp_path: Path) -> None:
-    data = skald.cfg.data_dir
+async def test_traversal_writes_nothing_outside(client: MemoryDeployment, tmp_path: Path) -> None:
+    data = client.data_dir
     before = set(tmp_path.rglob("*"))
     for bad in ("viking://resources/../../escape.md", "viking://resources/%2e%2e/%2e%2e/escape.md",
                 "viking://resources/..%2f..%2fescape.md", "viking://resources/%252e%252e/escape.md",
@@ -72,11 +71,11 @@ async def test_traversal_writes_nothing_outside(client: SkaldClient, skald: Work
     assert not any(p.name == "escape.md" for p in after)
 
 
-async def test_planted_symlinks_are_not_followed(client: SkaldClient, skald: Worker, tmp_path: Path) -> None:
+async def test_planted_symlinks_are_not_followed(client: MemoryDeployment, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("top secret")
-    res = skald.cfg.data_dir / "accounts" / "default" / "resources"
+    res = client.data_dir / "accounts" / "default" / "resources"
     res.mkdir(parents=True, exist_ok=True)
     os.symlink(outside, res / "link")
     os.symlink(outside / "secret.txt", res / "file-link.txt")

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from skald.messages import errors
-from skald.runtime.client.api import SkaldClient
+from support.memory_deploy import MemoryDeployment
 
 
-async def uris(client: SkaldClient, query: str, **kw: object) -> list[str]:
+async def uris(client: MemoryDeployment, query: str, **kw: object) -> list[str]:
     r = await client.call("search.find", {"query": query, **kw})
     return [m["uri"] for m in r["memories"] + r["resources"] + r["skills"]]
 
 
-async def test_write_then_read_stat_ls_tree(client: SkaldClient) -> None:
+async def test_write_then_read_stat_ls_tree(client: MemoryDeployment) -> None:
     """What fs.write accepts, fs.read/stat/ls/tree show at once."""
     w = await client.call("fs.write", {"uri": "viking://resources/proj/guide.md",
                                        "content": "# Guide\n\nInstall with pip. Run the server."})
@@ -37,7 +37,7 @@ async def test_write_then_read_stat_ls_tree(client: SkaldClient) -> None:
     assert tree["tree"]["children"][0]["children"][0]["uri"] == "viking://resources/proj/guide.md"
 
 
-async def test_write_modes(client: SkaldClient) -> None:
+async def test_write_modes(client: MemoryDeployment) -> None:
     """create refuses an existing file; append appends; replace replaces."""
     u = "viking://resources/notes/a.md"
     await client.call("fs.write", {"uri": u, "content": "one", "mode": "create"})
@@ -49,7 +49,7 @@ async def test_write_modes(client: SkaldClient) -> None:
     assert (await client.call("fs.read", {"uri": u}))["content"] == "three"
 
 
-async def test_directory_summaries_generated_bottom_up(client: SkaldClient) -> None:
+async def test_directory_summaries_generated_bottom_up(client: MemoryDeployment) -> None:
     """Each directory gets .abstract.md (L0) and .overview.md (L1), parents from children."""
     await client.call("fs.write", {"uri": "viking://resources/kb/net/dns.md",
                                    "content": "# DNS\n\nName resolution turns host names into addresses."})
@@ -64,7 +64,7 @@ async def test_directory_summaries_generated_bottom_up(client: SkaldClient) -> N
     assert "viking://resources/kb/net/.abstract.md" in got or "viking://resources/kb/net/.overview.md" in got
 
 
-async def test_rm_and_mv_keep_index_in_sync(client: SkaldClient) -> None:
+async def test_rm_and_mv_keep_index_in_sync(client: MemoryDeployment) -> None:
     """A removed file is no longer found; a moved file is found at its new URI only."""
     await client.call("fs.write", {"uri": "viking://resources/a/x.md", "content": "zebra migration patterns"})
     await client.call("fs.write", {"uri": "viking://resources/a/y.md", "content": "penguin colonies in winter"})
@@ -83,7 +83,7 @@ async def test_rm_and_mv_keep_index_in_sync(client: SkaldClient) -> None:
     assert not any(u.startswith("viking://resources/b") for u in await uris(client, "penguin colonies"))
 
 
-async def test_mkdir(client: SkaldClient) -> None:
+async def test_mkdir(client: MemoryDeployment) -> None:
     await client.call("fs.mkdir", {"uri": "viking://resources/empty/inner"})
     st = await client.call("fs.stat", {"uri": "viking://resources/empty/inner"})
     assert st["is_dir"]
@@ -91,7 +91,7 @@ async def test_mkdir(client: SkaldClient) -> None:
         await client.call("fs.mkdir", {"uri": "viking://resources/none/x", "parents": False})
 
 
-async def test_reads_of_unknown_uris_are_not_found(client: SkaldClient) -> None:
+async def test_reads_of_unknown_uris_are_not_found(client: MemoryDeployment) -> None:
     for op in ("fs.read", "fs.stat", "fs.ls", "fs.tree", "fs.abstract", "fs.overview"):
         with pytest.raises(errors.NotFound):
             await client.call(op, {"uri": "viking://resources/does/not/exist"})
@@ -101,7 +101,7 @@ async def test_reads_of_unknown_uris_are_not_found(client: SkaldClient) -> None:
         await client.call("fs.rm", {"uri": "viking://resources/nope"})
 
 
-async def test_a_fresh_deployment_lists_its_roots_and_checks_arguments_first(client: SkaldClient) -> None:
+async def test_a_fresh_deployment_lists_its_roots_and_checks_arguments_first(client: MemoryDeployment) -> None:
     """`ls viking://` answers the roots before anything is written; a bad grep pattern is
     INVALID_ARGUMENT even under a root that does not exist."""
     r = await client.call("fs.ls", {"uri": "viking://"})

@@ -1,0 +1,136 @@
+"""The Tree port on one host's disk: the data directory as it always was. Writes are temp file +
+fsync + rename (`store/tree.py`), an archive directory is built under a temp name and renamed into
+place, and a marker is created with a hard link (the kernel's create-if-absent)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from skald.messages.errors import Conflict, InvalidArgument
+from skald.store import groupsync, tree
+from skald.store.treeport import Entry, check_key
+
+
+@contextlib.contextmanager
+def _os_errors(key: str) -> Iterator[None]:
+    """`tree.write_atomic_sync`'s typed refusals in the port's vocabulary."""
+    try:
+        yield
+    except Conflict as e:
+        if e.message == "already exists":
+            raise FileExistsError(key) from e
+        raise FileNotFoundError(key) from e  # the directory was removed meanwhile
+    except InvalidArgument as e:
+        raise (NotADirectoryError if e.message == "a file is in the way" else IsADirectoryError)(key) from e
+
+
+class LocalTree:
+    """`Tree` over a directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        """Where a key lives on this disk (for the code not yet on the port: its caches, its appends)."""
+        return self.root / check_key(key)
+
+    def read(self, key: str) -> bytes:
+        return self.path(key).read_bytes()
+
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
+        with _os_errors(key):
+            tree.write_atomic_sync(self.path(key), data, durable=durable)
+
+    def create(self, key: str, data: bytes) -> bool:
+        try:
+            with _os_errors(key):
+                tree.write_atomic_sync(self.path(key), data, exclusive=True)
+        except FileExistsError:
+            return False
+        return True
+
+    def append(self, key: str, data: bytes) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = groupsync.Appended()
+        out.write(path, data)
+        failed = out.flush()
+        if failed:
+            raise failed[path]
+
+    def write_dir(self, key: str, files: dict[str, bytes]) -> None:
+        final = self.path(key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            raise FileExistsError(key)
+        tmp = final.parent / f"{tree.TMP_PREFIX}{uuid.uuid4().hex}"
+        tmp.mkdir()
+        try:
+            tree.write_new_files({tmp / name: data for name, data in files.items()}, (tmp,))
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self._sync_dir(final.parent)
+
+    def stat(self, key: str) -> Entry | None:
+        path = self.path(key)
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        is_dir = path.is_dir()
+        return Entry(path.name, is_dir, 0 if is_dir else st.st_size, st.st_mtime)
+
+    def list(self, key: str) -> list[Entry]:
+        out = []
+        with os.scandir(self.path(key)) as it:  # FileNotFoundError / NotADirectoryError, as the port says
+            found = sorted((e for e in it if not e.name.startswith(tree.TMP_PREFIX) and not e.is_symlink()),
+                           key=lambda e: e.name)
+        for e in found:
+            try:
+                st = e.stat()
+            except FileNotFoundError:  # removed while listing
+                continue
+            is_dir = e.is_dir()
+            out.append(Entry(e.name, is_dir, 0 if is_dir else st.st_size, st.st_mtime))
+        return out
+
+    def remove(self, key: str, *, recursive: bool = False) -> bool:
+        path = self.path(key)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                if not recursive:
+                    raise IsADirectoryError(key)
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            return False
+        self._sync_dir(path.parent)
+        return True
+
+    def move(self, src: str, dst: str) -> None:
+        target = self.path(dst)
+        if target.exists():
+            raise FileExistsError(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(self.path(src), target)
+        self._sync_dir(target.parent)
+
+    @staticmethod
+    def _sync_dir(path: Path) -> None:
+        """A directory's entries made durable (a rename or unlink survives a power cut)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,126 @@
+"""The Tree port in a dict, for logic tests and as the contract's plainest statement: directories
+exist where files are under them (or where one was made by `write_dir` or `move`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from skald.store.treeport import Entry, check_key, parent
+
+
+class MemoryTree:
+    """`Tree` in memory, safe to call from several threads."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[bytes, float]] = {}
+        self.dirs: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _add_dirs(self, key: str) -> None:
+        p = parent(key)
+        while p:
+            self.dirs.add(p)
+            p = parent(p)
+
+    def _is_dir(self, key: str) -> bool:
+        return key in self.dirs or any(k.startswith(key + "/") for k in self.files)
+
+    def read(self, key: str) -> bytes:
+        with self._lock:
+            if check_key(key) not in self.files:
+                raise IsADirectoryError(key) if self._is_dir(key) else FileNotFoundError(key)
+            return self.files[key][0]
+
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
+        with self._lock:
+            self._put(check_key(key), data)
+
+    def _put(self, key: str, data: bytes) -> None:
+        if self._is_dir(key):
+            raise IsADirectoryError(key)
+        p = parent(key)
+        while p:
+            if p in self.files:
+                raise NotADirectoryError(p)
+            p = parent(p)
+        self.files[key] = (bytes(data), time.time())
+        self._add_dirs(key)
+
+    def create(self, key: str, data: bytes) -> bool:
+        with self._lock:
+            if check_key(key) in self.files:
+                return False
+            self._put(key, data)
+            return True
+
+    def append(self, key: str, data: bytes) -> None:
+        with self._lock:
+            old = self.files.get(check_key(key), (b"", 0.0))[0]
+            self._put(key, old + data)
+
+    def write_dir(self, key: str, files: dict[str, bytes]) -> None:
+        with self._lock:
+            if check_key(key) in self.files or self._is_dir(key):
+                raise FileExistsError(key)
+            for name, data in files.items():
+                self._put(f"{key}/{check_key(name)}", data)
+            self.dirs.add(key)
+            self._add_dirs(key)
+
+    def stat(self, key: str) -> Entry | None:
+        with self._lock:
+            name = check_key(key).rpartition("/")[2]
+            if key in self.files:
+                data, mtime = self.files[key]
+                return Entry(name, False, len(data), mtime)
+            return Entry(name, True) if self._is_dir(key) else None
+
+    def list(self, key: str) -> list[Entry]:
+        with self._lock:
+            if check_key(key) in self.files:
+                raise NotADirectoryError(key)
+            if not self._is_dir(key):
+                raise FileNotFoundError(key)
+            out: dict[str, Entry] = {}
+            prefix = key + "/"
+            for k, (data, mtime) in self.files.items():
+                if k.startswith(prefix):
+                    head, _, rest = k[len(prefix):].partition("/")
+                    out[head] = Entry(head, True) if rest else Entry(head, False, len(data), mtime)
+            for d in self.dirs:
+                if d.startswith(prefix) and "/" not in d[len(prefix):]:
+                    out.setdefault(d[len(prefix):], Entry(d[len(prefix):], True))
+            return [out[n] for n in sorted(out)]
+
+    def remove(self, key: str, *, recursive: bool = False) -> bool:
+        with self._lock:
+            if check_key(key) in self.files:
+                del self.files[key]
+                return True
+            if not self._is_dir(key):
+                return False
+            if not recursive:
+                raise IsADirectoryError(key)
+            prefix = key + "/"
+            for k in [k for k in self.files if k.startswith(prefix)]:
+                del self.files[k]
+            self.dirs = {d for d in self.dirs if d != key and not d.startswith(prefix)}
+            return True
+
+    def move(self, src: str, dst: str) -> None:
+        with self._lock:
+            if check_key(dst) in self.files or self._is_dir(dst):
+                raise FileExistsError(dst)
+            if check_key(src) in self.files:
+                data = self.files.pop(src)[0]
+                self._put(dst, data)
+                return
+            if not self._is_dir(src):
+                raise FileNotFoundError(src)
+            prefix = src + "/"
+            for k in [k for k in self.files if k.startswith(prefix)]:
+                self._put(dst + "/" + k[len(prefix):], self.files.pop(k)[0])
+            moved = {d for d in self.dirs if d == src or d.startswith(prefix)}
+            self.dirs = (self.dirs - moved) | {dst + d[len(src):] for d in moved}
+            self._add_dirs(dst)

@@ -1,0 +1,148 @@
+"""Each actor's logic on the in-memory bus (`skald.actors.kit.memory_bus.MemoryBus`): real files in
+a temporary data directory, real index and models of the offline defaults, and no nats-server. The
+bus's own behaviour (delivery, redelivery, several workers, crashes) is tested on a real server
+under `tests/worker/` and `tests/processes/`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from skald.actors.archive.handlers import Archiver
+from skald.actors.assembler.handlers import Assembler
+from skald.actors.indexer.handlers import Indexer
+from skald.actors.kit.memory_bus import MemoryBus
+from skald.actors.retriever.handlers import Retriever
+from skald.actors.retriever.list_search import SearchSettings
+from skald.actors.session.handlers import Sessions
+from skald.messages import catalog, errors
+from skald.messages.index import IndexChange
+from skald.runtime.models.embedders import HashEmbedder
+from skald.runtime.models.llm import ExtractiveLLM, ExtractiveSummarizer
+from skald.store.uri import Identity, Namespace
+
+ME = Identity()
+GUIDE = ("# Backup runbook\n\nHow the nightly backups of the vega cluster are verified.\n\n"
+         "## Verification\nEvery morning the restore drill restores last night's snapshot into a scratch "
+         "database and compares row counts with the primary.\n")
+
+
+@pytest.fixture
+async def bus() -> MemoryBus:
+    return MemoryBus(worker_id="w1")
+
+
+async def call(bus: MemoryBus, op: catalog.Op, body: dict[str, Any], timeout_s: float = 10.0) -> Any:
+    return await bus.call(op, msgspec.convert(body, op.request), ME, timeout_s)
+
+
+def message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "text": text}]}
+
+
+async def test_session_commit_archives_messages_and_queues_phase2(tmp_path: Path, bus: MemoryBus) -> None:
+    """The session actor alone: messages are stored once by request id, a commit moves them into an
+    archive before queueing one Phase 2 job, and the live context still holds every message."""
+    sessions = Sessions(Namespace(tmp_path), bus, "w1")
+    bus.serve(sessions)
+    await sessions.start()
+    try:
+        sid = (await call(bus, catalog.SESSIONS_CREATE, {}))["session_id"]
+        for i in range(3):
+            await call(bus, catalog.SESSIONS_ADD_MESSAGE,
+                       {"session_id": sid, **message("user", f"question {i}"), "request_id": f"q{i}"})
+            await call(bus, catalog.SESSIONS_ADD_MESSAGE, {"session_id": sid, **message("assistant", f"answer {i}")})
+        again = await call(bus, catalog.SESSIONS_ADD_MESSAGE,
+                           {"session_id": sid, **message("user", "question 0"), "request_id": "q0"})
+        info = await call(bus, catalog.SESSIONS_GET, {"session_id": sid})
+        assert info["message_count"] == 6 and again["message_id"]  # the retried add stored nothing new
+
+        done = await call(bus, catalog.SESSIONS_COMMIT, {"session_id": sid})
+        assert done["status"] == "accepted" and done["archived_messages"] + done.get("retained_messages", 0) == 6
+        archive = Namespace(tmp_path).resolve(done["archive_uri"], ME).path
+        assert (archive / "messages.jsonl").read_text().count("\n") == done["archived_messages"] > 0
+        assert list(bus.jobs) == ["archive"] and len(bus.jobs["archive"]) == 1
+        ctx = await call(bus, catalog.SESSIONS_CONTEXT, {"session_id": sid})
+        texts = [p["text"] for m in ctx["messages"] for p in m["parts"] if p["type"] == "text"]
+        assert all(f"question {i}" in " ".join(texts) for i in range(3))
+        with pytest.raises(errors.NotFound):
+            await call(bus, catalog.SESSIONS_GET, {"session_id": "no-such-session"})
+    finally:
+        await sessions.stop()
+
+
+async def test_archive_phase2_completes_from_the_queued_job(tmp_path: Path, bus: MemoryBus) -> None:
+    """The archive actor consumes the job the session queued: `.done` is written, the archive reads
+    completed, and the offline model's overview is what the context serves."""
+    ns = Namespace(tmp_path)
+    sessions = Sessions(ns, bus, "w1")
+    archiver = Archiver(ns, ExtractiveLLM(), bus, worker_id="w1")
+    bus.serve(sessions, archiver)
+    await sessions.start()
+    await archiver.start()
+    try:
+        sid = (await call(bus, catalog.SESSIONS_CREATE, {}))["session_id"]
+        await call(bus, catalog.SESSIONS_ADD_MESSAGE,
+                   {"session_id": sid, **message("user", "I always drink oat milk flat whites.")})
+        await call(bus, catalog.SESSIONS_ADD_MESSAGE, {"session_id": sid, **message("assistant", "Noted.")})
+        await call(bus, catalog.SESSIONS_COMMIT, {"session_id": sid})
+        assert await bus.run_jobs() >= 1
+        states = [a["state"] for a in (await call(bus, catalog.SESSIONS_ARCHIVES, {"session_id": sid}))["archives"]]
+        assert states == ["completed"]
+        assert list(tmp_path.rglob("archive_*/.done"))
+        assert any(name.startswith("session.") or "archive" in name for name, _ in bus.events)
+    finally:
+        await archiver.stop()
+        await sessions.stop()
+
+
+async def test_indexer_publishes_rows_and_the_retriever_finds_the_passage(tmp_path: Path, bus: MemoryBus) -> None:
+    """Indexer to retriever through the index log: a document added is split, embedded and
+    published; the retriever's replica follows the log and `find` returns it, and the assembler
+    serves it in a context block (a short resource at its abstract tier)."""
+    ns = Namespace(tmp_path)
+    embedder, llm = HashEmbedder(), ExtractiveLLM()
+    indexer = Indexer(ns, embedder, ExtractiveSummarizer(), bus)
+    retriever = Retriever(ns, embedder, bus, tmp_path / ".skald", llm, None, SearchSettings(enable_intent=False))
+    assembler = Assembler(ns, bus, llm)
+    bus.serve(indexer, retriever, assembler)
+    await retriever.start()
+    try:
+        added = await call(bus, catalog.RESOURCES_ADD, {"content": GUIDE, "name": "backups.md"})
+        await bus.run_jobs()
+        assert bus.index and all(isinstance(c, IndexChange) for _, _, c in bus.index)
+        rows = {c.upsert.uri for _, _, c in bus.index if c.upsert is not None}
+        assert any(u.startswith(added["root_uri"]) for u in rows)
+
+        seq = await bus.index_last_seq()
+        found = await bus.call(catalog.SEARCH_FIND, msgspec.convert(
+            {"query": "how is the restore drill verified", "score_threshold": 0.0}, catalog.SEARCH_FIND.request),
+            ME, 10.0, index_seq=seq)
+        uris = [r["uri"] for r in found["resources"]]
+        assert uris and uris[0].startswith(added["root_uri"])
+
+        block = await bus.call(catalog.SEARCH_SEARCH, msgspec.convert(
+            {"query": "restore drill row counts", "mode": "context", "score_threshold": 0.0, "max_tokens": 400},
+            catalog.SEARCH_SEARCH.request), ME, 10.0, index_seq=seq)
+        assert block["entries"][0]["uri"] == uris[0] and "vega cluster" in block["rendered"]
+        assert re.findall(r'<memory uri="([^"]+)"', block["rendered"]) == [e["uri"] for e in block["entries"]]
+    finally:
+        await retriever.stop()
+        await indexer.stop()
+        await assembler.stop()
+
+
+async def test_garbage_reaches_no_handler(tmp_path: Path, bus: MemoryBus) -> None:
+    """A body the request Struct refuses is INVALID_ARGUMENT before any actor code runs; an
+    operation nobody serves is UNAVAILABLE."""
+    sessions = Sessions(Namespace(tmp_path), bus, "w1")
+    bus.serve(sessions)
+    with pytest.raises(errors.InvalidArgument):
+        await bus.call(catalog.SESSIONS_ADD_MESSAGE, {"session_id": 7, "role": "user"}, ME, 5.0)  # type: ignore[arg-type]
+    with pytest.raises(errors.Unavailable):
+        await call(bus, catalog.SEARCH_FIND, {"query": "x"})
+    assert not any(tmp_path.iterdir())  # nothing was written

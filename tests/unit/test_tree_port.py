@@ -1,0 +1,122 @@
+"""The Tree port's contract, stated by example and checked against every implementation: the local
+directory and the in-memory tree (the JetStream one joins this list)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from skald.store.local_tree import LocalTree
+from skald.store.memory_tree import MemoryTree
+from skald.store.treeport import Tree, check_key, join
+
+Make = Callable[[Path], Tree]
+IMPLEMENTATIONS: dict[str, Make] = {"local": lambda tmp: LocalTree(tmp / "data"), "memory": lambda tmp: MemoryTree()}
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def t(request: pytest.FixtureRequest, tmp_path: Path) -> Tree:
+    return IMPLEMENTATIONS[request.param](tmp_path)
+
+
+def test_write_read_replace_and_stat(t: Tree) -> None:
+    t.write("a/b/c.txt", b"one")
+    assert t.read("a/b/c.txt") == b"one"
+    t.write("a/b/c.txt", b"two!", durable=False)
+    assert t.read("a/b/c.txt") == b"two!"
+    st = t.stat("a/b/c.txt")
+    assert st is not None and (st.name, st.is_dir, st.size) == ("c.txt", False, 4)
+    d = t.stat("a/b")
+    assert d is not None and d.is_dir and t.stat("a/none") is None
+    with pytest.raises(FileNotFoundError):
+        t.read("a/none")
+    with pytest.raises(IsADirectoryError):
+        t.read("a/b")
+    with pytest.raises(IsADirectoryError):
+        t.write("a/b", b"x")  # a directory is never replaced by a file
+    with pytest.raises(NotADirectoryError):
+        t.write("a/b/c.txt/d", b"x")  # nor is a file used as a directory
+
+
+def test_create_is_won_once(t: Tree) -> None:
+    assert t.create("m/.done", b"first") is True
+    assert t.create("m/.done", b"second") is False
+    assert t.read("m/.done") == b"first"
+
+
+def test_create_raced_by_threads_has_one_winner(t: Tree) -> None:
+    wins: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def race(i: int) -> None:
+        barrier.wait()
+        if t.create("race/.marker", str(i).encode()):
+            wins.append(i)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(wins) == 1 and t.read("race/.marker") == str(wins[0]).encode()
+
+
+def test_append_creates_then_extends(t: Tree) -> None:
+    t.append("s/messages.jsonl", b"1\n")
+    t.append("s/messages.jsonl", b"2\n")
+    assert t.read("s/messages.jsonl") == b"1\n2\n"
+
+
+def test_write_dir_is_all_or_nothing_and_never_over_an_existing_one(t: Tree) -> None:
+    t.write_dir("h/archive_001", {"messages.jsonl": b"m\n", ".meta.json": b"{}"})
+    assert [e.name for e in t.list("h/archive_001")] == [".meta.json", "messages.jsonl"]
+    with pytest.raises(FileExistsError):
+        t.write_dir("h/archive_001", {"messages.jsonl": b"other\n"})
+    assert t.read("h/archive_001/messages.jsonl") == b"m\n"
+
+
+def test_list_is_sorted_with_kinds_and_refuses_what_is_not_a_directory(t: Tree) -> None:
+    t.write("d/b.txt", b"bb")
+    t.write("d/a/x.txt", b"x")
+    t.write("d/.hidden", b"")
+    entries = t.list("d")
+    assert [(e.name, e.is_dir) for e in entries] == [(".hidden", False), ("a", True), ("b.txt", False)]
+    assert [e.size for e in entries if not e.is_dir] == [0, 2]
+    with pytest.raises(FileNotFoundError):
+        t.list("nowhere")
+    with pytest.raises(NotADirectoryError):
+        t.list("d/b.txt")
+
+
+def test_remove_files_and_trees(t: Tree) -> None:
+    t.write("r/f.txt", b"f")
+    t.write("r/sub/g.txt", b"g")
+    assert t.remove("r/f.txt") is True and t.remove("r/f.txt") is False
+    with pytest.raises(IsADirectoryError):
+        t.remove("r/sub")
+    assert t.remove("r/sub", recursive=True) is True
+    assert t.stat("r/sub") is None and t.stat("r/sub/g.txt") is None
+
+
+def test_move_files_and_directories_never_over_something(t: Tree) -> None:
+    t.write("src/one.txt", b"1")
+    t.write("src/deep/two.txt", b"2")
+    t.move("src/one.txt", "dst/uno.txt")
+    assert t.read("dst/uno.txt") == b"1" and t.stat("src/one.txt") is None
+    t.move("src", "moved")
+    assert t.read("moved/deep/two.txt") == b"2" and t.stat("src") is None
+    t.write("taken.txt", b"t")
+    with pytest.raises(FileExistsError):
+        t.move("dst/uno.txt", "taken.txt")
+    with pytest.raises(FileNotFoundError):
+        t.move("no/such", "elsewhere")
+
+
+@pytest.mark.parametrize("bad", ["", "/abs", "a/../b", "a//b", "./a", "a\x00b"])
+def test_keys_are_relative_and_normalised(bad: str) -> None:
+    with pytest.raises(ValueError):
+        check_key(bad)
+    assert join("a/", "", "/b", "c") == "a/b/c"
