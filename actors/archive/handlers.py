@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from skald.actors.archive import phase2
+from skald.actors.archive import phase2, recovery
 from skald.actors.kit import clock
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import RetryLater, consumes
@@ -31,7 +31,7 @@ from skald.messages.ingest import IngestJob, memories_job_id
 from skald.messages.sessions import Phase2Job
 from skald.store import archive_state, faults, memory_history
 from skald.store import sessions as session_store
-from skald.store.session_meta import DoneMarker, FailedMarker, QuarantineMarker
+from skald.store.session_meta import DoneMarker, FailedMarker
 from skald.store.sessions import SessionDir, lease_key, session_dir
 from skald.store.tree import write_atomic_sync
 from skald.store.uri import Identity, Namespace
@@ -74,33 +74,13 @@ class Archiver:
     async def _start_sweep(self) -> None:
         """Pending archives whose Phase 2 job was lost (a crash between archive and enqueue) get one
         again; duplicates are dropped by the stream's dedup window and by `.done` checks."""
-        self._sweep = asyncio.create_task(self._requeue_pending())
+        self._sweep = asyncio.create_task(recovery.requeue_pending(self.ns, self.bus))
 
     async def stop(self) -> None:
         task = getattr(self, "_sweep", None)
         if task is not None:
             task.cancel()
         await self.claims.stop()
-
-    async def _requeue_pending(self) -> None:
-        found = await asyncio.to_thread(self._pending_archives)
-        for account, user, sid, name in found:
-            uri = session_dir(self.ns, Identity(account=account, user=user), sid).archive_uri(name)
-            try:
-                await self.bus.enqueue(catalog.ARCHIVE, Phase2Job(account=account, user=user, session_id=sid,
-                                                            archive_id=name), uri)
-            except Exception:  # noqa: BLE001 - best effort; the session owner re-enqueues on load too
-                log.warning("could not re-enqueue %s", uri, exc_info=True)
-
-    def _pending_archives(self) -> list[tuple[str, str, str, str]]:
-        out = []
-        for hist in self.ns.accounts.glob(f"*/user/*/sessions/*/{session_store.HISTORY}"):
-            account, user, sid = hist.parts[-6], hist.parts[-4], hist.parts[-2]
-            sdir = session_dir(self.ns, Identity(account=account, user=user), sid)
-            for i in session_store.archive_indexes(sdir):
-                if session_store.marker_state(sdir, i) == "pending":
-                    out.append((account, user, sid, session_store.archive_name(i)))
-        return out
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "model": self.llm.name, "model_calls": self.model_calls,
@@ -191,19 +171,8 @@ class Archiver:
 
     async def _failed_again(self, sdir: SessionDir, s: archive_state.ArchiveState, error: str) -> None:
         """One more failed attempt at covering `s`; past `quarantine_after`, it is set aside."""
-        if s.state != "failed":
-            return
-        aid = s.listing.archive_id
-        prev = s.listing.failed or FailedMarker()
-        marker = msgspec.structs.replace(prev, attempts=prev.attempts + 1, time=self.clock())
-        await asyncio.to_thread(session_store.write_failed, sdir, aid, marker)
-        faults.point("archive.after_attempt")  # the attempt counted, the quarantine not yet written
-        if marker.attempts >= self.quarantine_after:
-            reason = f"failed {marker.attempts} times; last: {error}"[:2000]
-            await asyncio.to_thread(session_store.write_quarantined, sdir, aid, QuarantineMarker(
-                reason=reason, attempts=marker.attempts, time=self.clock()))
+        if await asyncio.to_thread(recovery.count_failure, sdir, s, error, self.quarantine_after, self.clock()):
             self.quarantined += 1
-            log.warning("archive %s quarantined: %s", sdir.archive_uri(aid), reason)
 
     async def _finished(self, key: str, job: Phase2Job, state: str, memory_job: str = "") -> None:
         await self.bus.publish_event(f"archive.finished.{key}.{job.archive_id}",

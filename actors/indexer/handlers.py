@@ -16,7 +16,7 @@ from typing import Protocol
 
 import msgspec
 
-from skald.actors.indexer import documents, memories
+from skald.actors.indexer import file_rows, memories
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.imports import Imports
 from skald.actors.indexer.pipeline import IngestPipeline
@@ -29,8 +29,7 @@ from skald.messages import catalog, folders, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from skald.store import documents as docs_store
-from skald.store import faults, importing, memory_history, sidecar, tree
+from skald.store import document_records, faults, importing, memory_history, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
@@ -130,12 +129,12 @@ class Indexer(Imports):
     def _row_keys(self, vp: VikingPath) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
         if vp.path.is_file():
-            return sorted(documents.row_keys(vp.uri, docs_store.load(vp.path)))
+            return sorted(file_rows.row_keys(vp.uri, document_records.load(vp.path)))
         for d in tree.walk_dirs_bottom_up(vp.path):
             dv = self.ns.from_path(vp.account, d)
             out += [(dv.uri, 0), (dv.uri, 1)]
         for f, _ in tree.walk_files(vp.path):
-            out += sorted(documents.row_keys(self.ns.from_path(vp.account, f).uri, docs_store.load(f)))
+            out += sorted(file_rows.row_keys(self.ns.from_path(vp.account, f).uri, document_records.load(f)))
         return out
 
     @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
@@ -152,7 +151,7 @@ class Indexer(Imports):
         was_file = vp.path.is_file()
         await asyncio.to_thread(tree.remove_sync, vp.path, recursive)
         if was_file:
-            await asyncio.to_thread(docs_store.remove, vp.path)
+            await asyncio.to_thread(document_records.remove, vp.path)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=tuple(keys),
                                     refresh_dirs=(vp.parent_uri,))
         done = await self._submit(job, wait, ctx)
@@ -171,7 +170,7 @@ class Indexer(Imports):
         was_file = src.path.is_file()
         await asyncio.to_thread(tree.move_sync, src.path, dst.path)
         if was_file:
-            await asyncio.to_thread(docs_store.remove, src.path)
+            await asyncio.to_thread(document_records.remove, src.path)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=src.account, remove_rows=tuple(keys),
                           index_roots=(dst.uri,), refresh_dirs=(src.parent_uri,))
         done = await self._submit(job, req.wait, ctx)

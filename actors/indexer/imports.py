@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from skald.actors.indexer import documents, sources
+from skald.actors.indexer import file_rows, sources
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
@@ -23,8 +23,7 @@ from skald.actors.text import formats
 from skald.messages import catalog, folders
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound, PermissionDenied
-from skald.store import documents as docs_store
-from skald.store import importing, tree
+from skald.store import document_records, importing, tree
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
@@ -158,9 +157,9 @@ class Imports:
                 out.vanished = sorted(set(importing.existing_files(target.path)) - set(rels))
         for rel in out.vanished:
             vp = self.ns.from_path(target.account, target.path / rel)
-            out.remove_rows += sorted(documents.row_keys(vp.uri, docs_store.load(vp.path)))
+            out.remove_rows += sorted(file_rows.row_keys(vp.uri, document_records.load(vp.path)))
             tree.remove_sync(vp.path, False)
-            docs_store.remove(vp.path)
+            document_records.remove(vp.path)
         importing.copy_selected(src, rels, target.path)
         return out
 

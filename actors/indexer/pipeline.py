@@ -20,18 +20,17 @@ from typing import Protocol
 import msgspec
 import numpy as np
 
-from skald.actors.indexer import documents
+from skald.actors.indexer import file_rows
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.wide import WideDirs
 from skald.actors.kit.ports import Embedder, Events, IndexLog, Summarizer
 from skald.actors.text import extract, formats
-from skald.actors.text.doc import Unconvertible
+from skald.actors.text.textfile import Unconvertible
 from skald.messages import ingest as ingest_msgs
 from skald.messages import subjects
 from skald.messages.errors import InvalidArgument, NotFound
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
-from skald.store import documents as docs_store
-from skald.store import faults, sidecar, tree
+from skald.store import document_records, faults, sidecar, tree
 from skald.store.index import row_subject_token
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 
@@ -120,7 +119,7 @@ class IngestPipeline:
         by_dir: dict[Path, dict[str, sidecar.FileFacts]] = {}
         for i in range(0, len(files), EMBED_BATCH):
             batch = files[i : i + EMBED_BATCH]
-            plans: list[tuple[VikingPath, os.stat_result, tuple[str, ...], documents.FilePlan]] = []
+            plans: list[tuple[VikingPath, os.stat_result, tuple[str, ...], file_rows.FilePlan]] = []
             batch_skipped: list[ingest_msgs.Skipped] = []
             for vp in batch:
                 try:
@@ -145,10 +144,10 @@ class IngestPipeline:
                 tags = rows_mod.check_tags((*(old.tags if old else ()), *job.tags)) if (old or job.tags) else ()
                 facts[vp.name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=sha,
                                                    abstract=summary, tags=tags, summarizer=self.summarizer.name)
-                old_rec = await asyncio.to_thread(docs_store.load, vp.path)
-                plans.append((vp, st, tags, documents.plan(vp.segments, doc, sha, summary, self.embedder.name,
+                old_rec = await asyncio.to_thread(document_records.load, vp.path)
+                plans.append((vp, st, tags, file_rows.plan(vp.segments, doc, sha, summary, self.embedder.name,
                                                            old_rec)))
-            embedded += await documents.embed_missing([r for *_, p in plans for r in p.rows],
+            embedded += await file_rows.embed_missing([r for *_, p in plans for r in p.rows],
                                                       self.embedder.embed_passages)
             for vp, st, tags, p in plans:
                 out += self._deletes(vp, p.deletes)
@@ -162,11 +161,11 @@ class IngestPipeline:
                                             start_line=r.start_line, end_line=r.end_line, page=r.page)
                     out.append((row_subject_token(vp.account, r.uri, r.level), IndexChange(upsert=row)))
                 n_sections += p.sections
-                documents.remember_vectors(p)
+                file_rows.remember_vectors(p)
                 if p.record is not None:
-                    await asyncio.to_thread(docs_store.save, vp.path, p.record)
+                    await asyncio.to_thread(document_records.save, vp.path, p.record)
                 else:
-                    await asyncio.to_thread(docs_store.remove, vp.path)
+                    await asyncio.to_thread(document_records.remove, vp.path)
             skipped += batch_skipped
             await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
                 job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files",

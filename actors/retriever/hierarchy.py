@@ -90,7 +90,7 @@ async def _scores(rerank: Rerank | None, query: str, hits: list[Hit], out: Outco
     return list(got)
 
 
-async def thinking(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, collect: Query,
+async def descend(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, collect: Query,
                    roots: list[str], p: Params, rerank: Rerank | None = None) -> Outcome:
     """Descend from the best directories; `scope` bounds where to look, `collect` what to keep."""
     out = Outcome(hits=[])

@@ -125,7 +125,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
             hits, trace = index.search(vec, collect, k)
             return [(h.row, h.score) for h in hits], {"query": tq.query, "engine": trace.engine, "mode": "quick"}
         walk = Query(account=ctx.identity.account, prefixes=scope_prefixes, context_types=qtypes)
-        out = await hierarchy.thinking(index, vec, tq.query, walk, collect, scope_prefixes,
+        out = await hierarchy.descend(index, vec, tq.query, walk, collect, scope_prefixes,
                                hierarchy.Params(limit=k, threshold=s.calibration.raw(req.score_threshold),
                                                 score_gte=req.score_gte,
                                         alpha=s.alpha, hotness_alpha=s.hotness_alpha, now=now,

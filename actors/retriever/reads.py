@@ -16,13 +16,13 @@ from skald.actors.kit.request import Ctx
 from skald.actors.retriever import grep_glob
 from skald.actors.retriever.replica import IndexReplica
 from skald.actors.text import extract, formats
-from skald.actors.text.doc import Unconvertible
 from skald.actors.text.tags import check_tags
+from skald.actors.text.textfile import Unconvertible
 from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
 from skald.messages.errors import InvalidArgument, NotFound, SkaldError
-from skald.store import documents, sidecar, tree
+from skald.store import document_records, sidecar, tree
 from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
 
 
@@ -30,7 +30,7 @@ def document_text(path: Path) -> tuple[str, str]:
     """(text, converted-from format) of a file: a document's converted text (from its record
     when the bytes have not changed since it was indexed), or the file's own text."""
     data = tree.read_bytes_sync(path)
-    rec = documents.load(path)
+    rec = document_records.load(path)
     if rec is not None and rec.text and rec.sha == hashlib.sha256(data).hexdigest():
         return rec.text, rec.format
     try:
@@ -41,8 +41,8 @@ def document_text(path: Path) -> tuple[str, str]:
     return doc.text, doc.format if doc.derived else ""
 
 
-def find_section(path: Path, anchor: str) -> documents.SectionRecord | None:
-    rec = documents.load(path)
+def find_section(path: Path, anchor: str) -> document_records.SectionRecord | None:
+    rec = document_records.load(path)
     return next((s for s in rec.sections if s.anchor == anchor), None) if rec is not None else None
 
 

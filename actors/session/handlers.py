@@ -1,6 +1,6 @@
 """The session actor: live messages, commit Phase 1, a session's context and archives.
 
-Thin: ownership and forwarding are in `ownership.py`, loading and crash recovery in `state.py`,
+Thin: ownership and forwarding are in `ownership.py`, loading and crash recovery in `recovery.py`,
 Phase 1 in `phase1.py`, the context frontier in `frontier.py` (pure), and turns and retention
 planning in `turns.py` (pure).
 """
@@ -23,7 +23,8 @@ from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import Calls, Events, LeaseStore, UsageLog, WorkQueue
 from skald.actors.kit.request import Ctx
-from skald.actors.session import frontier, state, turns
+from skald.actors.session import frontier, recovery, state, turns
+from skald.actors.session.admission import Admission
 from skald.actors.session.batcher import AppendBatcher
 from skald.actors.session.ownership import Ownership
 from skald.actors.session.phase1 import Phase1, check_request
@@ -59,7 +60,8 @@ class Sessions:
         self.clock = clock
         self._states: dict[str, State] = {}
         self.owners = Ownership(bus, worker_id, lease_ttl_s, on_lost=self._forget)
-        self.phase1 = Phase1(bus, self.owners.fence, clock)
+        self.admission = Admission(self.owners.fence)
+        self.phase1 = Phase1(bus, self.owners.fence, clock, self.admission)
         self.appends = AppendBatcher(bus)
         self.added = 0
         self.commits = 0
@@ -140,7 +142,7 @@ class Sessions:
             await self.tails.settle(key)
             st = self._states.get(key) or await self._state(key, sdir or session_dir(
                 self.ns, ctx.identity, session_id), create, lazy=op is catalog.SESSIONS_ADD_MESSAGE)
-            await self._requeue(st, ctx.identity)
+            await recovery.requeue_pending(self.bus, st, ctx.identity)
             if st.journal_unchecked:  # first use after a load: finish what a crash left unpublished
                 await self.appends.recover(key, st.sdir.session_id, st.root, ctx.identity)
                 st.journal_unchecked = False
@@ -150,7 +152,7 @@ class Sessions:
 
     async def _state(self, key: str, sdir: SessionDir, create: bool, lazy: bool = False) -> State:
         """Loaded (and recovered) on first use. `lazy`: its first message's group commit follows, so
-        `.meta.json` goes without fsync (a lost one is rebuilt: `state.load`; fsyncs capped ~900/s)."""
+        `.meta.json` goes without fsync (a lost one is rebuilt: `recovery.load`; fsyncs capped ~900/s)."""
         st = self._states.get(key)
         if st is not None:
             return st
@@ -161,18 +163,9 @@ class Sessions:
             meta = SessionMeta(session_id=sdir.session_id, created_at=self.clock())
             await asyncio.to_thread(session_store.save_session_meta, sdir, meta, not lazy)
         await self.appends.quiet(key)  # a line still being written must be on disk before it is read
-        st = await asyncio.to_thread(state.load, sdir, lambda: self.owners.fence(key))
+        st = await asyncio.to_thread(recovery.load, sdir, lambda: self.owners.fence(key))
         self._states[key] = st
         return st
-
-    async def _requeue(self, st: State, ident: Identity) -> None:
-        """Pending archives found on load get their Phase 2 job again (deduplicated, idempotent)."""
-        for i in st.pending_recovery:
-            name = session_store.archive_name(i)
-            await self.bus.enqueue(catalog.ARCHIVE, session_msgs.Phase2Job(
-                account=ident.account, user=ident.user, session_id=st.sdir.session_id, archive_id=name),
-                st.sdir.archive_uri(name))
-        st.pending_recovery = []
 
     def _info(self, st: State) -> session_msgs.SessionInfo:
         return session_msgs.SessionInfo(session_id=st.sdir.session_id, uri=st.sdir.uri, created_at=st.created_at,
@@ -261,7 +254,7 @@ class Sessions:
             msg = session_msgs.Message(id=mid, role=req.role, parts=list(req.parts), created_at=self.clock(),
                                        turn_id=req.turn_id, message_kind=req.message_kind,
                                        source_message_ids=req.source_message_ids, request_id=req.request_id)
-            msg = await self.phase1.admit(key, st, msg)  # oversized tool outputs to files first
+            msg = await self.admission.admit(key, st, msg)  # oversized tool outputs to files first
             self.owners.fence(key)
             await self.appends.append(key, req.session_id, st.sdir.messages, msg, ctx.identity,
                                       lambda: self.owners.fence(key))

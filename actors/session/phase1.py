@@ -4,7 +4,7 @@ Order (each step durable before the next): tool outputs to `tool-results/` -> ar
 (raw messages + retention plan, built aside and renamed in) -> Phase 2 job on the work queue
 (`Nats-Msg-Id` = archive URI) -> reply -> root rewritten without the archived messages ->
 `session.committed` event. A crash between any two steps leaves every message in at least one
-place; the next owner to load the session finishes the step (`state.load`).
+place; the next owner to load the session finishes the step (`recovery.load`).
 
 Once the archive is durable the commit is decided: root's rewrite only tidies the disk (a root
 still holding archived ids is cut back on load), so it runs after the reply (`tails.Tails`),
@@ -25,7 +25,8 @@ import msgspec
 
 from skald.actors.kit.ports import Events, Waiter, WorkQueue
 from skald.actors.kit.request import Ctx
-from skald.actors.session import externalize, turns
+from skald.actors.session import turns
+from skald.actors.session.admission import Admission
 from skald.actors.session.state import State
 from skald.actors.session.tails import Work
 from skald.messages import catalog, subjects
@@ -64,10 +65,14 @@ class Phase1Bus(Events, WorkQueue, Protocol):
 
 
 class Phase1:
-    def __init__(self, bus: Phase1Bus, fence: Callable[[str], None], clock: Callable[[], float]) -> None:
+    """Commit Phase 1: archive what the retention plan lets go, durably, then queue Phase 2."""
+
+    def __init__(self, bus: Phase1Bus, fence: Callable[[str], None], clock: Callable[[], float],
+                 admission: Admission) -> None:
         self.bus = bus
         self.fence = fence
         self.clock = clock
+        self.admission = admission
         self._later: set[asyncio.Task[None]] = set()  # Phase 2 jobs JetStream could not take at commit time
 
     async def commit(self, key: str, st: State, req: session_msgs.CommitRequest,
@@ -78,9 +83,9 @@ class Phase1:
         if not st.root:
             return session_msgs.CommitResult(session_id=sdir.session_id, status="skipped",
                                              reason="no live messages"), None
-        root = await self.externalize(key, st)
+        root = await self.admission.externalize(key, st)
         if root is not st.root:  # externalised outputs are kept whatever the plan decides
-            await self.replace_root(key, st, root)
+            await self.admission.replace_root(key, st, root)
         retention = plan(root, req)
         if not retention.archive_messages:
             return session_msgs.CommitResult(session_id=sdir.session_id, status="skipped",
@@ -141,7 +146,7 @@ class Phase1:
                     event: session_msgs.CommitResult) -> None:
         """Root without the archived messages, then the `session.committed` notification. The
         session's meta is not rewritten: its counters are read back from the archives and the
-        messages at load (state.load), which saves a durable rename per commit."""
+        messages at load (recovery.load), which saves a durable rename per commit."""
         faults.point("commit.before_root")  # answered (or on its way), root still holding the archived
         self.fence(key)
         await asyncio.to_thread(session_store.write_atomic_lines, st.sdir.messages, retained)
@@ -160,56 +165,6 @@ class Phase1:
                 return
             except Unavailable:
                 pause = min(pause * 2, 30.0)
-
-    async def replace_root(self, key: str, st: State, root: list[session_msgs.Message]) -> None:
-        """Rewrite the live messages (same ids, outputs moved to files), atomically."""
-        self.fence(key)
-        await asyncio.to_thread(session_store.write_atomic_lines, st.sdir.messages, root)
-        st.root = root
-
-    async def admit(self, key: str, st: State, msg: session_msgs.Message) -> session_msgs.Message:
-        """A new message under the Turn rule before it is stored: its own oversized outputs go to
-        files, and so do earlier outputs of its Turn once the Turn's total is over the limit."""
-        if not externalize.has_outputs(msg):
-            return msg  # no output to weigh: no Turn's total changes
-        start = turns.turn_start(st.root)  # earlier Turns were weighed when their messages came
-        candidate = [*st.root[start:], msg]
-        out = await self.externalize(key, st, candidate)
-        if out is candidate:
-            return msg
-        if out[:-1] != st.root[start:]:
-            await self.replace_root(key, st, [*st.root[:start], *out[:-1]])
-        return out[-1]
-
-    async def externalize(self, key: str, st: State,
-                          messages: list[session_msgs.Message] | None = None) -> list[session_msgs.Message]:
-        """Move oversized tool outputs of each Turn (of `messages`, by default the live root) to
-        `tool-results/`, durably; the same list back when nothing moved."""
-        messages = st.root if messages is None else messages
-        chosen = externalize.plan_externalization(messages)
-        if not chosen:
-            return messages
-        by_msg: dict[str, dict[int, externalize.Externalize]] = {}
-        for e in chosen:
-            by_msg.setdefault(e.message_id, {})[e.part_index] = e
-        out = []
-        for m in messages:
-            todo = by_msg.get(m.id)
-            if not todo:
-                out.append(m)
-                continue
-            parts = list(m.parts)
-            for i, e in todo.items():
-                p = parts[i]
-                assert isinstance(p, session_msgs.ToolPart)
-                self.fence(key)
-                await asyncio.to_thread(session_store.write_bytes, st.sdir.tool_result(e.filename),
-                                        p.tool_output.encode())
-                parts[i] = msgspec.structs.replace(p, tool_output=externalize.preview(p.tool_output),
-                                                   tool_output_uri=st.sdir.tool_result_uri(e.filename),
-                                                   tool_output_chars=len(p.tool_output), tool_output_truncated=True)
-            out.append(msgspec.structs.replace(m, parts=parts))
-        return out
 
 
 async def _phase2_outcome(finished: Waiter, indexed: Waiter, ctx: Ctx) -> dict[str, Any]:

@@ -1,21 +1,14 @@
-"""The owner's view of one session, loaded from disk, and the crash recovery done on load.
-
-Loading finishes whatever a crash interrupted: a Phase 1 that died after its archive was durable
-but before root was rewritten has the archived ids dropped from root; archives without a marker
-are listed for their Phase 2 job to be queued again; a corrupt `.meta.json` is rebuilt from the
-messages and archives on disk (logged), never read as zero counters.
-"""
+"""The owner's view of one session: what it holds in memory between requests (loading it from
+disk, and repairing what a crash left, is `recovery.py`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skald.actors.session.frontier import Frontier
 from skald.actors.session.turns import message_tokens
 from skald.messages.sessions import AutoCommit, Message
-from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir
@@ -45,53 +38,6 @@ class State:
     last_add: float = 0.0  # monotonic time of the last message, for the idle policy
     auto_running: bool = False  # an auto-commit is in flight
     ident: Identity | None = None  # who last wrote: an idle auto-commit runs as them
-
-
-def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMeta:
-    """Counters from what is on disk: every message id accepted is in root or an archive, and
-    every commit made one archive."""
-    try:
-        created = sdir.path.stat().st_mtime
-    except OSError:
-        created = 0.0
-    return SessionMeta(session_id=sdir.session_id, created_at=created, total_message_count=len(ids),
-                       commit_count=archives)
-
-
-def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
-    """Read one session (in a worker thread); `fence` is called before any repair is written."""
-    meta, status = session_store.read_session_meta(sdir)
-    root = session_store.read_messages(sdir.messages)
-    archived: set[str] = set()
-    requests: dict[str, str] = {}
-    pending: list[int] = []
-    indexes = session_store.archive_indexes(sdir)
-    for i in indexes:
-        listing = session_store.read_archive(sdir, i)
-        archived.update(m.id for m in listing.messages)
-        requests.update((m.request_id, m.id) for m in listing.messages if m.request_id)
-        if listing.done is None and listing.failed is None:
-            pending.append(i)
-    if any(m.id in archived for m in root):
-        # Phase 1 died after the archive was durable but before root was rewritten: finish it.
-        fence()
-        root = [m for m in root if m.id not in archived]
-        session_store.write_atomic_lines(sdir.messages, root)
-    ids = archived | {m.id for m in root}
-    repaired = False
-    if status == "corrupt" or (status == "missing" and ids):  # torn, or lost (written without fsync)
-        meta = recovered_meta(sdir, ids, len(indexes))
-        log.warning("%s %s: counters rebuilt from disk (total_message_count=%d, commit_count=%d)",
-                    status, sdir.meta, meta.total_message_count, meta.commit_count)
-        fence()
-        session_store.save_session_meta(sdir, meta)
-        repaired = True
-    meta = meta or SessionMeta(session_id=sdir.session_id)
-    return State(sdir=sdir, root=root, ids=ids, total=max(meta.total_message_count, len(ids)),
-                 commit_count=max(meta.commit_count, len(indexes)), created_at=meta.created_at,
-                 max_index=max(indexes, default=0),
-                 pending_recovery=pending, recovered_meta=repaired, auto_commit=meta.auto_commit,
-                 requests=requests | {m.request_id: m.id for m in root if m.request_id})
 
 
 def meta_of(st: State) -> SessionMeta:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Any
 
-from skald.actors.text.doc import Doc, Symbol
+from skald.actors.text.textfile import Doc, Symbol
 
 LANGUAGES: dict[str, str] = {
     ".py": "python", ".pyi": "python",

@@ -1,5 +1,5 @@
 """Bytes become a document in one seam: the type is read from the bytes (magic numbers, then the
-text encoding), and each type converts through the library made for it (`documents.py`,
+text encoding), and each type converts through the library made for it (`converters.py`,
 `code.py`). Shared by the indexer (what is indexed) and the retriever (what `fs.read` serves).
 
 A file that cannot be converted raises `Unconvertible` with a reason code the ingest reply
@@ -15,8 +15,8 @@ from pathlib import PurePosixPath
 import charset_normalizer
 import filetype
 
-from skald.actors.text import code, documents
-from skald.actors.text.doc import Doc, Unconvertible, markdown_headings
+from skald.actors.text import code, converters
+from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
 
 PREFERRED = ("cp1252", "utf_16", "cp1251", "cp932", "gb18030", "big5")
 SNIFF_BYTES = 8192  # how much of a file the text/binary decision looks at
@@ -82,11 +82,11 @@ def convert(name: str, data: bytes) -> Doc:
         raise Unconvertible("unsupported_type", fmt.removeprefix("binary:"))
     try:
         if fmt in ("pdf", "docx", "pptx", "xlsx"):
-            doc = documents.CONVERTERS[fmt](data)
+            doc = converters.CONVERTERS[fmt](data)
         else:
             text = decode_text(data)
             if fmt == "html":
-                doc = documents.html(text)
+                doc = converters.html(text)
             elif fmt.startswith("code:"):
                 doc = code.parse(fmt.removeprefix("code:"), text)
             else:

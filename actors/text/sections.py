@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from skald.actors.text import extract
-from skald.actors.text.doc import Doc, Symbol
+from skald.actors.text.textfile import Doc, Symbol
 from skald.store.tokens import estimate_tokens
 
 SECTION_DOC_TOKENS = 1_000  # a document longer than this becomes a node with sections

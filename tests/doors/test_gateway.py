@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from skald.runtime.bus import keys as key_store
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.doors.gateway import ROUTES, serve
-from support import documents as D
+from support import documents as sample_docs
 
 
 async def test_openviking_sdk_works_unchanged(gateway: str) -> None:
@@ -73,7 +73,7 @@ async def test_openviking_sdk_adds_local_files_and_folders_through_temp_upload(g
     (tmp_path / "guide" / "deploy.md").write_text("# Deploy\n\nCaddy listens on port 1935 behind the load balancer.\n")
     (tmp_path / "guide" / "ops").mkdir()
     (tmp_path / "guide" / "ops" / "backups.md").write_text("# Backups\n\nNightly at 02:00 UTC.\n")
-    (tmp_path / "handbook.pdf").write_bytes(D.handbook_pdf())
+    (tmp_path / "handbook.pdf").write_bytes(sample_docs.handbook_pdf())
     sdk = ov.AsyncHTTPClient(url=gateway, api_key="any", user="default", timeout=60)
     await sdk.initialize()
     try:
@@ -331,7 +331,7 @@ async def test_download_gives_a_files_own_bytes_and_scope_roots_always_list(gate
         empty = await http.get("/api/v1/fs/ls", params={"uri": "viking://resources"})
         assert empty.status_code == 200 and empty.json()["result"]["entries"] == []
         assert (await http.get("/api/v1/skills")).json()["result"]["skills"] == []
-        pdf = D.handbook_pdf()
+        pdf = sample_docs.handbook_pdf()
         r = await http.post("/api/v1/resources/temp_upload", files={"file": ("h.pdf", pdf)})
         uid = r.json()["result"]["temp_file_id"]
         r = await http.post("/api/v1/resources", json={"temp_file_id": uid, "to": "viking://resources/h.pdf",

@@ -8,20 +8,20 @@ from skald.actors.assembler import passages
 from skald.actors.text import code, formats, sections
 from skald.messages.context import Candidate
 from skald.store.tokens import estimate_tokens
-from support import documents as D
+from support import documents as sample_docs
 
 
 @pytest.mark.parametrize("name,data,fmt", [
-    ("handbook.md", D.handbook_md().encode(), "markdown"),
-    ("page.html", D.handbook_html().encode(), "html"),
-    ("page", D.handbook_html().encode(), "html"),  # no extension: the bytes say HTML
-    ("handbook.pdf", D.handbook_pdf(), "pdf"),
-    ("renamed.bin", D.handbook_pdf(), "pdf"),  # the bytes decide, not the name
-    ("report.docx", D.report_docx(), "docx"),
-    ("deck.pptx", D.deck_pptx(), "pptx"),
-    ("budget.xlsx", D.budget_xlsx(), "xlsx"),
-    ("ratelimit.py", D.PY_MODULE.encode(), "code:python"),
-    ("session.ts", D.TS_MODULE.encode(), "code:typescript"),
+    ("handbook.md", sample_docs.handbook_md().encode(), "markdown"),
+    ("page.html", sample_docs.handbook_html().encode(), "html"),
+    ("page", sample_docs.handbook_html().encode(), "html"),  # no extension: the bytes say HTML
+    ("handbook.pdf", sample_docs.handbook_pdf(), "pdf"),
+    ("renamed.bin", sample_docs.handbook_pdf(), "pdf"),  # the bytes decide, not the name
+    ("report.docx", sample_docs.report_docx(), "docx"),
+    ("deck.pptx", sample_docs.deck_pptx(), "pptx"),
+    ("budget.xlsx", sample_docs.budget_xlsx(), "xlsx"),
+    ("ratelimit.py", sample_docs.PY_MODULE.encode(), "code:python"),
+    ("session.ts", sample_docs.TS_MODULE.encode(), "code:typescript"),
     ("notes.txt", b"plain words", "text"),
 ])
 def test_types_come_from_the_bytes(name: str, data: bytes, fmt: str) -> None:
@@ -31,10 +31,10 @@ def test_types_come_from_the_bytes(name: str, data: bytes, fmt: str) -> None:
 
 
 @pytest.mark.parametrize("name,data,reason", [
-    ("logo.png", D.PNG, "unsupported_type"),
-    ("notes.md", D.PNG, "unsupported_type"),  # a PNG named .md is still a PNG
-    ("blob.bin", D.BLOB, "unsupported_type"),
-    ("locked.pdf", D.handbook_pdf(16, encrypt="secret"), "encrypted"),
+    ("logo.png", sample_docs.PNG, "unsupported_type"),
+    ("notes.md", sample_docs.PNG, "unsupported_type"),  # a PNG named .md is still a PNG
+    ("blob.bin", sample_docs.BLOB, "unsupported_type"),
+    ("locked.pdf", sample_docs.handbook_pdf(16, encrypt="secret"), "encrypted"),
     ("broken.pdf", b"%PDF-1.4\n" + b"garbage " * 40, "decode_error"),
     ("empty.md", b"   \n\n", "empty"),
 ])
@@ -52,7 +52,7 @@ def test_text_in_other_encodings_is_decoded_not_replaced() -> None:
 
 
 def test_html_keeps_the_main_content_and_its_headings() -> None:
-    doc = formats.convert("page.html", D.handbook_html().encode())
+    doc = formats.convert("page.html", sample_docs.handbook_html().encode())
     assert doc.title == "Operations handbook" and doc.derived
     for boilerplate in ("Pricing plans", "analytics boilerplate", "Cookie preferences", "color:#333"):
         assert boilerplate not in doc.text
@@ -62,7 +62,7 @@ def test_html_keeps_the_main_content_and_its_headings() -> None:
 
 
 def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
-    doc = formats.convert("handbook.pdf", D.handbook_pdf())
+    doc = formats.convert("handbook.pdf", sample_docs.handbook_pdf())
     levels = {t: lvl for _, lvl, t in doc.headings}
     assert levels["Operations handbook"] == 1 and levels["Recovery objectives"] == 2
     assert len(doc.pages) > 3 and doc.pages[0] == 0
@@ -70,24 +70,24 @@ def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
 
 
 def test_office_documents_keep_headings_tables_slides_and_sheets() -> None:
-    report = formats.convert("report.docx", D.report_docx())
+    report = formats.convert("report.docx", sample_docs.report_docx())
     assert [t for _, _, t in report.headings] == ["Quarterly report", "Costs", "Hiring"]
     assert "| EMEA | 9% |" in report.text and "- Two site reliability engineers" in report.text
-    deck = formats.convert("deck.pptx", D.deck_pptx())
+    deck = formats.convert("deck.pptx", sample_docs.deck_pptx())
     assert [t for _, _, t in deck.headings] == ["Slide 1: Roadmap", "Slide 2: Risks"]
     assert deck.text.count("Roadmap") == 1  # the title is the heading, not repeated as a bullet
-    sheet = formats.convert("budget.xlsx", D.budget_xlsx())
+    sheet = formats.convert("budget.xlsx", sample_docs.budget_xlsx())
     assert "## Sheet: Budget" in sheet.text and "| Platform | 125000 |" in sheet.text
 
 
 def test_python_and_typescript_symbols_have_ranges_signatures_and_docs() -> None:
-    py = formats.convert("ratelimit.py", D.PY_MODULE.encode())
+    py = formats.convert("ratelimit.py", sample_docs.PY_MODULE.encode())
     bucket, retry = py.symbols
     assert (bucket.kind, bucket.name, bucket.start, bucket.end) == ("class", "TokenBucket", 6, 15)
     assert bucket.doc == "A bucket that refills at a fixed rate."
     assert [m.name for m in bucket.children] == ["__init__", "take"]
     assert retry.signature == "def retry_after(bucket: TokenBucket) -> float"
-    ts = formats.convert("session.ts", D.TS_MODULE.encode())
+    ts = formats.convert("session.ts", sample_docs.TS_MODULE.encode())
     names = [(s.kind, s.name) for s in ts.symbols]
     assert names == [("function", "bearerToken"), ("interface", "Session"), ("class", "SessionStore")]
     store = ts.symbols[2]
@@ -98,7 +98,7 @@ def test_python_and_typescript_symbols_have_ranges_signatures_and_docs() -> None
 
 
 def test_a_forty_section_handbook_becomes_addressable_sections_that_fit_the_window() -> None:
-    doc = formats.convert("handbook.md", D.handbook_md().encode())
+    doc = formats.convert("handbook.md", sample_docs.handbook_md().encode())
     assert sections.needs_sections(doc)
     secs = sections.split(doc, "handbook.md")
     lines = doc.text.splitlines()
@@ -117,8 +117,8 @@ def test_a_forty_section_handbook_becomes_addressable_sections_that_fit_the_wind
 
 
 def test_editing_one_section_leaves_the_other_anchors_alone() -> None:
-    before = sections.split(formats.convert("h.md", D.handbook_md().encode()), "h.md")
-    text = D.handbook_md().replace("thirty-five days", "forty days")
+    before = sections.split(formats.convert("h.md", sample_docs.handbook_md().encode()), "h.md")
+    text = sample_docs.handbook_md().replace("thirty-five days", "forty days")
     after = sections.split(formats.convert("h.md", text.encode()), "h.md")
     assert [s.anchor for s in before] == [s.anchor for s in after]
     changed = [a.anchor for a, b in zip(before, after, strict=True) if a.text != b.text]
@@ -134,7 +134,7 @@ def test_headless_text_is_still_cut_into_passages() -> None:
 
 
 def test_pdf_sections_know_their_pages() -> None:
-    doc = formats.convert("handbook.pdf", D.handbook_pdf())
+    doc = formats.convert("handbook.pdf", sample_docs.handbook_pdf())
     secs = sections.split(doc, "handbook.pdf")
     rec = next(s for s in secs if "Recovery objectives" in s.title)
     assert rec.page > 1 and rec.location.startswith(f"page {rec.page}, lines ")

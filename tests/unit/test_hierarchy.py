@@ -51,7 +51,7 @@ def small_tree() -> Tree:
 async def run(t: Tree, **kw: object) -> hierarchy.Outcome:
     scope = Query(account="a", prefixes=["viking://resources"])
     collect = Query(account="a", prefixes=["viking://resources"], levels=frozenset({2}))
-    return await hierarchy.thinking(t.index, Q, "q", scope, collect, ["viking://resources"], hierarchy.Params(**kw))  # type: ignore[arg-type]
+    return await hierarchy.descend(t.index, Q, "q", scope, collect, ["viking://resources"], hierarchy.Params(**kw))  # type: ignore[arg-type]
 
 
 def scores(o: hierarchy.Outcome) -> dict[str, float]:
@@ -125,7 +125,7 @@ async def test_rerank_replaces_scores_and_falls_back() -> None:
     async def flip(query: str, docs: list[str]) -> list[float]:
         return [1.0 - i * 0.1 for i in range(len(docs))][::-1]
 
-    o = await hierarchy.thinking(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
+    o = await hierarchy.descend(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
                          Query(account="a",
                                levels=frozenset({2})), ["viking://resources"], hierarchy.Params(limit=3), flip)
     assert o.rerank_used and not o.rerank_fallback
@@ -133,7 +133,7 @@ async def test_rerank_replaces_scores_and_falls_back() -> None:
     async def broken(query: str, docs: list[str]) -> list[float] | None:
         return None
 
-    o2 = await hierarchy.thinking(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
+    o2 = await hierarchy.descend(small_tree().index, Q, "q", Query(account="a", prefixes=["viking://resources"]),
                           Query(account="a",
                                 levels=frozenset({2})), ["viking://resources"], hierarchy.Params(limit=3), broken)
     assert o2.rerank_fallback and scores(o2) == {"deep.md": 0.75, "y.md": 0.5, "x.md": 0.25}

@@ -12,7 +12,7 @@ from skald.actors.session import externalize, frontier
 from skald.actors.session import turns as turns_mod
 from skald.actors.text import dates
 from skald.actors.text import sections as sections_mod
-from skald.actors.text.doc import Doc
+from skald.actors.text.textfile import Doc
 from skald.messages.sessions import Message, TextPart, ToolPart
 from skald.store import archive_state
 from skald.store.session_meta import Checkpoint, DoneMarker, FailedMarker

@@ -14,14 +14,14 @@ from aiohttp import web
 
 from skald.messages.errors import Conflict, InvalidArgument, NotFound
 from skald.runtime.client.api import SkaldClient
-from support import documents as D
+from support import documents as sample_docs
 
 BASE = "viking://resources/docs"
 
 
 @pytest.fixture
 async def docs(client: SkaldClient, tmp_path: Path) -> dict[str, bytes]:
-    files = D.write_folder(tmp_path / "docs")
+    files = sample_docs.write_folder(tmp_path / "docs")
     r = await client.add_resource(path=str(tmp_path / "docs"), wait=True)
     assert r.status == "done"
     assert {(s.uri.rsplit("/", 1)[-1], s.reason) for s in r.skipped} == {("logo.png", "unsupported_type"),
@@ -81,7 +81,7 @@ async def test_code_files_are_found_by_their_symbols(client: SkaldClient, docs: 
 
 async def test_reingest_embeds_only_changed_sections_and_removal_drops_every_section(
         client: SkaldClient, docs: dict[str, bytes]) -> None:
-    text = D.handbook_md().replace("thirty-five days", "forty days")
+    text = sample_docs.handbook_md().replace("thirty-five days", "forty days")
     r = await client.write(f"{BASE}/handbook.md", text, wait=True)
     assert r.indexed
     job = await client.add_resource(content=text, name="handbook.md", target_uri=BASE, wait=True)
@@ -106,16 +106,16 @@ def git(cwd: Path, *args: str) -> None:
 def project(root: Path) -> None:
     """A small repository: code, docs, a .gitignore'd build, node_modules, a virtualenv, a binary."""
     (root / "src").mkdir(parents=True)
-    (root / "src" / "ratelimit.py").write_text(D.PY_MODULE)
-    (root / "src" / "session.ts").write_text(D.TS_MODULE)
+    (root / "src" / "ratelimit.py").write_text(sample_docs.PY_MODULE)
+    (root / "src" / "session.ts").write_text(sample_docs.TS_MODULE)
     (root / "docs").mkdir()
-    (root / "docs" / "handbook.md").write_text(D.handbook_md())
+    (root / "docs" / "handbook.md").write_text(sample_docs.handbook_md())
     (root / "docs" / "notes.log").write_text("debug output\n")
     (root / ".gitignore").write_text("*.log\ngenerated/\n")
     for junk in ("node_modules/left-pad", ".venv/lib", "generated"):
         (root / junk).mkdir(parents=True)
         (root / junk / "index.js").write_text("module.exports = 1;\n")
-    (root / "logo.png").write_bytes(D.PNG)
+    (root / "logo.png").write_bytes(sample_docs.PNG)
 
 
 async def test_an_upload_imports_a_folder_as_git_sees_it_and_readding_drops_vanished_files(
@@ -127,7 +127,7 @@ async def test_an_upload_imports_a_folder_as_git_sees_it_and_readding_drops_vani
                    (await client.glob("**", uri="viking://resources/proj")).matches if "." in u.rsplit("/", 1)[-1])
     assert names == ["docs/handbook.md", "src/ratelimit.py", "src/session.ts"], names
     assert [(s.uri, s.reason) for s in r.skipped] == [("viking://resources/proj/logo.png", "unsupported_type")]
-    assert (await client.read("viking://resources/proj/src/ratelimit.py")).content == D.PY_MODULE
+    assert (await client.read("viking://resources/proj/src/ratelimit.py")).content == sample_docs.PY_MODULE
     (tmp_path / "proj" / "src" / "session.ts").unlink()
     again = await client.add_resource(upload=tmp_path / "proj", wait=True, exclude=["docs/"])
     assert again.removed == 2  # session.ts vanished; docs/ is excluded this time
@@ -135,16 +135,16 @@ async def test_an_upload_imports_a_folder_as_git_sees_it_and_readding_drops_vani
     assert not [m.uri for m in found.resources if "session.ts" in m.uri]
     with pytest.raises(NotFound):
         await client.stat("viking://resources/proj/src/session.ts")
-    (tmp_path / "proj" / "src" / "session.ts").write_text(D.TS_MODULE)
+    (tmp_path / "proj" / "src" / "session.ts").write_text(sample_docs.TS_MODULE)
     (tmp_path / "proj" / "src" / "ratelimit.py").unlink()
     kept = await client.add_resource(upload=tmp_path / "proj", wait=True, keep_missing=True)
     assert kept.removed == 0
-    assert (await client.stat("viking://resources/proj/src/ratelimit.py")).size == len(D.PY_MODULE)
+    assert (await client.stat("viking://resources/proj/src/ratelimit.py")).size == len(sample_docs.PY_MODULE)
 
 
 async def test_uploads_are_pieced_and_owned(client: SkaldClient, tmp_path: Path) -> None:
     big = tmp_path / "big.md"
-    big.write_text(D.handbook_md(640))  # several upload pieces
+    big.write_text(sample_docs.handbook_md(640))  # several upload pieces
     assert big.stat().st_size > 2 * 256 * 1024
     r = await client.add_resource(upload=big, wait=True)
     assert r.root_uri == "viking://resources/big.md" and r.sections > 100
@@ -174,8 +174,8 @@ async def test_a_git_repository_is_cloned_and_taken_as_git_sees_it(client: Skald
 
 
 async def test_a_url_is_fetched_and_parsed_by_its_content_type(client: SkaldClient) -> None:
-    pages = {"/handbook": ("text/html; charset=utf-8", D.handbook_html().encode()),
-             "/files/handbook": ("application/pdf", D.handbook_pdf())}
+    pages = {"/handbook": ("text/html; charset=utf-8", sample_docs.handbook_html().encode()),
+             "/files/handbook": ("application/pdf", sample_docs.handbook_pdf())}
 
     async def serve(request: web.Request) -> web.Response:
         if request.path not in pages:
@@ -204,7 +204,7 @@ async def test_a_url_is_fetched_and_parsed_by_its_content_type(client: SkaldClie
 
 
 async def test_tags_on_add_and_set_tags_reach_every_row_of_a_file(client: SkaldClient, tmp_path: Path) -> None:
-    r = await client.add_resource(content=D.handbook_md(), name="handbook.md", target_uri=BASE,
+    r = await client.add_resource(content=sample_docs.handbook_md(), name="handbook.md", target_uri=BASE,
                                   tags=["Team=platform"], wait=True)
     assert r.sections >= 30
     found = await client.find("recovery point objective", tags=["team=platform"], limit=3)

@@ -16,8 +16,8 @@ import numpy as np
 
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.text import sections as sections_mod
-from skald.actors.text.doc import Doc
-from skald.store import documents as docs_store
+from skald.actors.text.textfile import Doc
+from skald.store import document_records
 from skald.store.uri import context_type_of, join_uri
 
 SECTION_EMBED_CHARS = 2_000  # a section is cut to fit the window; this only bounds a pathological line
@@ -46,7 +46,7 @@ class RowSpec:
 class FilePlan:
     rows: list[RowSpec]
     deletes: list[tuple[str, int]]
-    record: docs_store.DocRecord | None  # None: the file needs no record (and an old one goes)
+    record: document_records.DocRecord | None  # None: the file needs no record (and an old one goes)
     sections: int = 0
     summary: str = ""
 
@@ -59,7 +59,7 @@ def sectioned(segments: tuple[str, ...], doc: Doc) -> bool:
     return context_type_of(segments) == "resource" and sections_mod.needs_sections(doc)
 
 
-def row_keys(uri: str, old: docs_store.DocRecord | None) -> set[tuple[str, int]]:
+def row_keys(uri: str, old: document_records.DocRecord | None) -> set[tuple[str, int]]:
     """Every row key a file has in the index, from its record (none: one level-2 row)."""
     if old is None or not old.sections:
         return {(uri, 2)}
@@ -67,7 +67,7 @@ def row_keys(uri: str, old: docs_store.DocRecord | None) -> set[tuple[str, int]]
 
 
 def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str,
-               old: docs_store.DocRecord | None) -> FilePlan:
+               old: document_records.DocRecord | None) -> FilePlan:
     """The rows of one converted file, reusing the vectors of unchanged sections."""
     uri = join_uri(segments)
     name = segments[-1]
@@ -76,7 +76,8 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
         abstract, embed = rows_mod.file_texts(segments, doc.text, summary)
         row = RowSpec(uri=uri, level=2, parent_uri=join_uri(segments[:-1]), abstract=abstract,
                       text=f"{name}\n{doc.text}", embed=embed, content_hash=sha)
-        rec = docs_store.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec) if doc.derived else None
+        rec = (document_records.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec)
+               if doc.derived else None)
         return FilePlan([row], sorted(row_keys(uri, old) - {(uri, 2)}), rec, summary=summary)
     transcript = sections_mod.is_transcript(segments)
     secs = sections_mod.turns(doc) if transcript else sections_mod.split(doc, name)
@@ -92,7 +93,7 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
                 embed=toc[: rows_mod.EMBED_CHARS], content_hash=rows_mod.sha256(toc.encode()), kind="document",
                 title=title),
     ]
-    records: list[docs_store.SectionRecord] = []
+    records: list[document_records.SectionRecord] = []
     for s in secs:
         body = f"{s.title}\n{s.text}"
         embed = f"{s.context}\n{s.text}" if transcript else f"{title}\n{body}"
@@ -102,11 +103,11 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
         specs.append(RowSpec(uri=f"{uri}#{s.anchor}", level=2, parent_uri=uri, abstract=s.abstract, text=body,
                              embed=embed[:SECTION_EMBED_CHARS], content_hash=ssha, vector=vec,
                              kind="section", title=s.title, start_line=s.start, end_line=s.end, page=s.page))
-        records.append(docs_store.SectionRecord(anchor=s.anchor, title=s.title, start=s.start, end=s.end,
+        records.append(document_records.SectionRecord(anchor=s.anchor, title=s.title, start=s.start, end=s.end,
                                                 page=s.page, sha=ssha, model=model,
                                                 vector=hit.vector if hit is not None else b""))
     new_keys = {(r.uri, r.level) for r in specs}
-    rec = docs_store.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec, sections=records)
+    rec = document_records.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec, sections=records)
     return FilePlan(specs, sorted(row_keys(uri, old) - new_keys), rec, sections=len(secs), summary=summary)
 
 

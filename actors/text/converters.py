@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from skald.actors.text.doc import Doc, Unconvertible, markdown_headings
+from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
 
 HEADING_SIZE_RATIO = 1.12  # a line this much larger than the body's font is a heading
 HEADING_MAX_CHARS = 150

@@ -1,0 +1,71 @@
+"""The archive side of crash recovery (the session side is `actors/session/recovery.py`; the rules
+are docs/design/sessions.md): archives a crash left without a Phase 2 job get one again, and an
+archive whose Phase 2 keeps failing is counted, then set aside (quarantined) so it stops blocking
+the archives after it. State is read from markers only; every step here is safe to repeat."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+import msgspec
+
+from skald.actors.kit.ports import WorkQueue
+from skald.messages import catalog
+from skald.messages.sessions import Phase2Job
+from skald.store import archive_state, faults
+from skald.store import sessions as session_store
+from skald.store.session_meta import FailedMarker, QuarantineMarker
+from skald.store.sessions import SessionDir, session_dir
+from skald.store.uri import Identity, Namespace
+
+log = logging.getLogger("skald.archive")
+
+
+class _Queue(WorkQueue, Protocol):
+    """The one bus port re-queueing needs."""
+
+
+def pending_archives(ns: Namespace) -> list[tuple[str, str, str, str]]:
+    """(account, user, session id, archive id) of every archive whose markers say pending."""
+    out = []
+    for hist in ns.accounts.glob(f"*/user/*/sessions/*/{session_store.HISTORY}"):
+        account, user, sid = hist.parts[-6], hist.parts[-4], hist.parts[-2]
+        sdir = session_dir(ns, Identity(account=account, user=user), sid)
+        for i in session_store.archive_indexes(sdir):
+            if session_store.marker_state(sdir, i) == "pending":
+                out.append((account, user, sid, session_store.archive_name(i)))
+    return out
+
+
+async def requeue_pending(ns: Namespace, bus: _Queue) -> None:
+    """Pending archives whose Phase 2 job was lost (a crash between archive and enqueue) get one
+    again; duplicates are dropped by the stream's dedup window and by `.done` checks."""
+    found = await asyncio.to_thread(pending_archives, ns)
+    for account, user, sid, name in found:
+        uri = session_dir(ns, Identity(account=account, user=user), sid).archive_uri(name)
+        try:
+            await bus.enqueue(catalog.ARCHIVE, Phase2Job(account=account, user=user, session_id=sid,
+                                                        archive_id=name), uri)
+        except Exception:  # noqa: BLE001 - best effort; the session owner re-enqueues on load too
+            log.warning("could not re-enqueue %s", uri, exc_info=True)
+
+
+def count_failure(sdir: SessionDir, s: archive_state.ArchiveState, error: str, quarantine_after: int,
+                  now: float) -> bool:
+    """One more failed attempt at covering a failed archive, in its `.failed.json`; past
+    `quarantine_after` attempts it is quarantined. True when this call quarantined it."""
+    if s.state != "failed":
+        return False
+    aid = s.listing.archive_id
+    prev = s.listing.failed or FailedMarker()
+    marker = msgspec.structs.replace(prev, attempts=prev.attempts + 1, time=now)
+    session_store.write_failed(sdir, aid, marker)
+    faults.point("archive.after_attempt")  # the attempt counted, the quarantine not yet written
+    if marker.attempts < quarantine_after:
+        return False
+    reason = f"failed {marker.attempts} times; last: {error}"[:2000]
+    session_store.write_quarantined(sdir, aid, QuarantineMarker(reason=reason, attempts=marker.attempts, time=now))
+    log.warning("archive %s quarantined: %s", sdir.archive_uri(aid), reason)
+    return True
