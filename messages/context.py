@@ -81,8 +81,47 @@ class ContextEntry(msgspec.Struct, kw_only=True):
     location: str = ""  # a section's place in its document
 
 
+class FillStats(msgspec.Struct, kw_only=True):
+    """How the budget was filled: the floor every entry got, then the upgrades leftover tokens bought."""
+
+    floor_tokens: int
+    overview_upgrades: int
+    full_upgrades: int
+    spare_upgrades: int
+
+
+class ContextStats(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a context block cost and why it holds what it holds. Every field without a default is
+    always there; the others appear only when they apply."""
+
+    candidates: int  # entries the budget was asked to place
+    returned: int
+    dropped: int  # left out by the budget
+    deduped: int  # left out as a near-copy of an entry already placed
+    max_tokens: int
+    used_tokens: int
+    per_entry_cap: int
+    detail: Any  # the detail the request asked for, as it asked
+    tier_counts: dict[str, int]
+    fill: FillStats
+    query_expansion: str  # off | ok | timeout | failed | ...
+    rewrite: str  # off | ok | no_relevant | timeout | failed | ...
+    rewrite_usage: dict[str, Any] | None  # the digest model's token usage, when known
+    excluded: int  # distinct URIs dropped by exclude_uris
+    dedup: dict[str, Any]  # the cross-turn ledger: status, turns, the turn it is at, cooled, malformed
+    coverage: list[dict[str, Any]]  # what the budget cost: entries dropped or served below their tier
+    planned_queries: list[str] | None = None  # the queries retrieval ran (not in bootstrap mode)
+    uses_counted: int | None = None  # memories whose use count this block raised
+    instructions_hash: str | None = None  # bootstrap: the version of the instructions served
+    quotas: dict[str, int] | None = None
+    retrieval_errors: dict[str, str] | None = None  # bucket -> why its retrieval failed
+    ignored: list[str] | None = None  # parameters this mode does not use
+    deprecated: list[str] | None = None  # v1 aliases the request used
+    telemetry: dict[str, float] | None = None  # milliseconds by stage, when asked for
+
+
 class ContextResult(msgspec.Struct, kw_only=True):
     entries: list[ContextEntry]
     rendered: str
     digest: str
-    stats: dict[str, Any]
+    stats: ContextStats

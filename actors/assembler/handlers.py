@@ -19,7 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from skald.actors.assembler import bootstrap, budget, ledger, passages, reads, render, selection, textcache, tiers
+from skald.actors.assembler import (
+    bootstrap,
+    budget,
+    ledger,
+    pipeline,
+    reads,
+    selection,
+    textcache,
+    tiers,
+)
 from skald.actors.assembler import digest as digest_mod
 from skald.actors.assembler import params as params_mod
 from skald.actors.kit.clock import now as clock_now
@@ -120,7 +129,10 @@ class Assembler:
     # ----- pipeline ---------------------------------------------------------------------
 
     async def assemble(self, p: params_mod.Params, ctx: Ctx, telemetry: bool = False) -> context_msgs.ContextResult:
-        t0 = time.perf_counter()
+        """The pipeline's I/O around its pure steps (`pipeline.py`): the session and its ledger,
+        candidates (or the bootstrap manifest), transcripts and file texts, the digest, the ledger
+        written back."""
+        t0 = ts = time.perf_counter()
         timing: dict[str, float] = {}
         session = await self._session(p, ctx)
         records: dict[str, ledger.Record] = {}
@@ -130,62 +142,34 @@ class Assembler:
             records, bad = ledger.parse(raw)
             dedup.update(status="ok", turn=session.clock, malformed=bad)
         cooled = sorted(ledger.cooled(records, session.clock, p.dedup_turns)) if session is not None else []
-        stats: dict[str, Any] = {}
+        queries: list[str] | None = None
         if p.mode == "bootstrap":
             slots, retrieval = await self._bootstrap(p, ctx, session, set(cooled))
-            stats["query_expansion"] = "off"
+            expansion, ts = "off", time.perf_counter()
         else:
             queries, expansion = await self._expand(p, session)
-            stats["query_expansion"] = expansion
-            stats["planned_queries"] = queries
             ts = time.perf_counter()
             retrieval = await self._candidates(p, ctx, queries, cooled)
-            timing["retrieve_ms"] = (time.perf_counter() - ts) * 1000
-            timing["embed_ms"] = retrieval.embed_ms
-            timing["search_ms"], timing["shape_ms"] = retrieval.search_ms, retrieval.shape_ms
-            ts = time.perf_counter()
-            room = p.limit if p.quotas is None else sum(p.quotas.values())
+            ts = pipeline.timed(timing, "retrieve_ms", ts, time.perf_counter)
+            timing.update(embed_ms=retrieval.embed_ms, search_ms=retrieval.search_ms, shape_ms=retrieval.shape_ms)
             docs = reads.turn_documents(retrieval.buckets)
             scripts = (await asyncio.to_thread(reads.transcripts, self.ns, self.texts, docs, ctx.identity)
                        if docs else {})
-
-            def beside(c: context_msgs.Candidate, step: int) -> context_msgs.Candidate | None:
-                lines = scripts.get(passages.document_of(c))
-                return passages.turn_beside(c, lines, step) if lines else None
-            grouped = {k: passages.group_turns(v, room, p.max_tokens, beside=beside)
-                       for k, v in retrieval.buckets.items()}
-            chosen = selection.select(grouped, p.quotas, p.limit)
-            chosen = passages.merge_neighbours(chosen, passages.MERGED_MAX_TOKENS)
-            timing["group_ms"] = (time.perf_counter() - ts) * 1000
-            ts = time.perf_counter()
+            chosen = pipeline.choose(retrieval.buckets, scripts, p)
+            ts = pipeline.timed(timing, "group_ms", ts, time.perf_counter)
             slots = await self._slots(chosen, p, ctx.identity)
-            timing["read_ms"] = (time.perf_counter() - ts) * 1000
-        ts = time.perf_counter()
-        candidates = len(slots)
-        slots, deduped = budget.dedup_bodies(
-            slots, lambda s: budget.body_key(s.texts.get("full") or s.texts.get("abstract", "")))
-        plan = budget.fill(slots, p.max_tokens)
-        entries: list[context_msgs.ContextEntry] = []
-        elements: list[str] = []
-        for s, tier in zip(slots, plan.tiers, strict=True):
-            if tier is None:
-                continue
-            text = s.texts.get(tier, "") if tier != "uri" else ""
-            entries.append(context_msgs.ContextEntry(uri=s.uri, category=s.category, score=round(s.score, 4),
-                                                     detail=tier,  # type: ignore[arg-type]
-                                          text=text, origin=s.origin, location=s.location))
-            elements.append(render.element_after(s.head(), tier, text))
-        rendered = render.join(elements)
-        timing["fill_ms"] = (time.perf_counter() - ts) * 1000
-        ts = time.perf_counter()
-        digest, rewrite, usage = await self._rewrite(p, entries, rendered, session)
-        timing["rewrite_ms"] = (time.perf_counter() - ts) * 1000
+            ts = pipeline.timed(timing, "read_ms", ts, time.perf_counter)
+        block = pipeline.fill(slots, p.max_tokens)
+        ts = pipeline.timed(timing, "fill_ms", ts, time.perf_counter)
+        digest, rewrite, usage = await self._rewrite(p, block.entries, block.rendered, session)
+        pipeline.timed(timing, "rewrite_ms", ts, time.perf_counter)
+        rendered, uses = block.rendered, None
         if rewrite == "no_relevant":
             rendered = ""
         else:
-            stats["uses_counted"] = self._count_served(entries, ctx.identity)
+            uses = self._count_served(block.entries, ctx.identity)
         if rewrite != "no_relevant" and p.dedup_turns and session is not None:
-            new = ledger.update(records, [(e.uri, e.detail) for e in entries], session.clock, p.dedup_turns,
+            new = ledger.update(records, [(e.uri, e.detail) for e in block.entries], session.clock, p.dedup_turns,
                                 self.clock())
             try:
                 faults.point("ledger.before_write")
@@ -193,34 +177,15 @@ class Assembler:
             except OSError as e:
                 dedup["status"] = "write_failed"
                 log.warning("dedup ledger write failed: %s", e)
-        dedup["cooled"] = retrieval.cooled
-        stats["coverage"] = budget.coverage(slots, plan)
-        if p.mode == "bootstrap":
-            stats["instructions_hash"] = bootstrap.INSTRUCTIONS_HASH
-        tier_counts: dict[str, int] = {}
-        for e in entries:
-            tier_counts[e.detail] = tier_counts.get(e.detail, 0) + 1
-        stats = {
-            "candidates": candidates, "returned": len(entries), "dropped": candidates - deduped - len(entries),
-            "deduped": deduped, "max_tokens": p.max_tokens, "used_tokens": plan.used_tokens,
-            "per_entry_cap": plan.per_entry_cap, "detail": p.detail_echo, "tier_counts": tier_counts,
-            "fill": {"floor_tokens": plan.floor_tokens, "overview_upgrades": plan.overview_upgrades,
-                     "full_upgrades": plan.full_upgrades, "spare_upgrades": plan.spare_upgrades},
-            **stats, "rewrite": rewrite, "rewrite_usage": usage, "excluded": retrieval.excluded, "dedup": dedup,
-        }
-        if p.quotas is not None:
-            stats["quotas"] = p.quotas
-        if retrieval.errors:
-            stats["retrieval_errors"] = retrieval.errors
-        if p.ignored:
-            stats["ignored"] = p.ignored
-        if p.deprecated:
-            stats["deprecated"] = p.deprecated
         if telemetry:
             timing["total_ms"] = (time.perf_counter() - t0) * 1000
             timing["own_ms"] = timing["total_ms"] - timing.get("embed_ms", 0.0) - timing.get("rewrite_ms", 0.0)
-            stats["telemetry"] = {k: round(v, 3) for k, v in timing.items()}
-        return context_msgs.ContextResult(entries=entries, rendered=rendered, digest=digest, stats=stats)
+        stats = pipeline.stats_of(
+            block, p, retrieval, query_expansion=expansion, planned_queries=queries, rewrite=rewrite,
+            rewrite_usage=usage, dedup=dedup, uses_counted=uses,
+            instructions_hash=bootstrap.INSTRUCTIONS_HASH if p.mode == "bootstrap" else None,
+            telemetry={k: round(v, 3) for k, v in timing.items()} if telemetry else None)
+        return context_msgs.ContextResult(entries=block.entries, rendered=rendered, digest=digest, stats=stats)
 
     async def _session(self, p: params_mod.Params, ctx: Ctx) -> SessionView | None:
         """The session, created on first use (docs/design/retrieval-api.md); its clock from its owner."""

@@ -1,0 +1,134 @@
+"""Candidates for context assembly, every bucket for every query in one trip: each bucket's scope
+planned from the request, keyword hits gathered while the queries are embedded, then per bucket the
+hybrid search, the calibrated (and, for events, time-decayed) scores, and the shaping into
+candidates (collapse, exclusions, cooled URIs, the cut). A bucket that fails is reported and the
+others still answer (docs/design/context-assembly.md, finding 12)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from skald.actors.kit.overlap import overlapped
+from skald.actors.kit.ports import Embedder
+from skald.actors.retriever import candidates, params, results
+from skald.actors.retriever.calibration import Calibration
+from skald.actors.retriever.scoring import (
+    Words,
+    answered,
+    decayed_score,
+    hybrid,
+    keyword_hits,
+)
+from skald.actors.text import sections
+from skald.messages import context as context_msgs
+from skald.store.index import Hit, Query, VectorIndex
+from skald.store.uri import Identity, join_uri
+
+log = logging.getLogger("skald.retriever")
+
+
+async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: context_msgs.CandidatesRequest,
+                 c: params.Common, identity: Identity) -> context_msgs.CandidatesResult:
+    """Every requested bucket's candidates (the request already validated, the replica caught up)."""
+    excluded = candidates.excluder(req.exclude_uris, req.exclude_uris)
+    cooled = candidates.excluder(req.cooled_uris, req.cooled_prefixes)
+    account = identity.account
+
+    def package_abstract(pkg: tuple[str, ...]) -> str:
+        row = index.get(account, join_uri(pkg), 0)
+        return row.abstract if row else ""
+
+    out = context_msgs.CandidatesResult(buckets={})
+    plans: dict[str, tuple[Query, int, int] | None] = {}
+    for b in req.buckets:
+        prefixes, ctypes, category = candidates.bucket_scope(b.name, identity, req.peer_scope)
+        if c.context_types is not None:
+            ctypes = ctypes & c.context_types
+        if not ctypes:
+            plans[b.name] = None
+            continue
+        base = c.predicate
+        pred = base if category is None else (
+            (lambda r, cat=category: r.category == cat) if base is None else
+            (lambda r, cat=category, p=base: r.category == cat and p(r)))
+        # Room for what shaping removes before the cut: collapsed skill files, directory
+        # levels, scope directories, exclusions and cooled URIs. The turns of one transcript
+        # count as one entry: when the first page holds turns, the index is asked again for
+        # up to TURNS_PER_ENTRY per entry (`k_turns`).
+        room = max(10, b.limit // 2) + len(req.exclude_uris) + len(req.cooled_uris)
+        over = params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1
+        plans[b.name] = (Query(account=account, prefixes=prefixes, context_types=ctypes, since=c.since,
+                               until=c.until, time_field=req.time_field, predicate=pred),
+                         (b.limit + room) * over, (b.limit * candidates.TURNS_PER_ENTRY + room) * over)
+    errors: dict[str, str] = {}
+
+    def keyword_half() -> dict[str, list[Words]]:
+        """Every bucket's keyword hits for every query, while the embeddings are on their way."""
+        got: dict[str, list[Words]] = {}
+        for name, plan in plans.items():
+            if plan is None:
+                continue
+            try:
+                got[name] = [keyword_hits(index, text, plan[0], plan[1]) for text in req.queries]
+            except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
+                log.exception("candidates: bucket %s failed", name)
+                errors[name] = f"{type(e).__name__}: {e}"[:300]
+        return got
+
+    te = time.perf_counter()
+    vecs, words = await overlapped(asyncio.gather(*(embedder.embed_query(q) for q in req.queries)),
+                                   keyword_half)
+    embed_ms = (time.perf_counter() - te) * 1000
+    n_excluded: set[str] = set()
+    n_cooled: set[str] = set()
+    search_s = shape_s = 0.0
+    # Per hit below: looked up once (an event-free request skips the decay altogether).
+    to_scale, decay, now, thr, gte = cal.score, c.decay, c.now, req.score_threshold, req.score_gte
+    for b in req.buckets:
+        plan = plans[b.name]
+        if plan is None or b.name in errors:
+            out.buckets[b.name] = []
+            continue
+        q, k, k_turns = plan
+
+        def passes(h: Hit, margin: float) -> bool:
+            s = to_scale((h.score if h.gate is None else h.gate) - margin)
+            return results.passes(s if decay is None else decayed_score(h.row, s, decay, now), thr, gte)
+
+        def ranked(k: int, kws: list[Words], q: Query = q) -> tuple[list[Hit], bool]:
+            """Every query's passing hits, and whether a full page held transcript turns."""
+            out: list[Hit] = []
+            more = False
+            for text, vec, kw in zip(req.queries, vecs, kws, strict=True):
+                found = hybrid(index, vec, text, q, k, keywords_only=req.keywords_only, words=kw)
+                more |= len(found) >= k and any(sections.is_turn(h.row.uri) for h in found)
+                out += answered(found, passes)
+            return out, more
+
+        try:
+            ts = time.perf_counter()
+            hits, more = ranked(k, words[b.name])
+            if more and k_turns > k:  # turns group into entries: a page of k rows is fewer entries
+                hits, _ = ranked(k_turns, [keyword_hits(index, text, q, k_turns) for text in req.queries])
+            tm = time.perf_counter()
+            search_s += tm - ts
+            scored = ([candidates.Scored(h.row, to_scale(h.score), h.score) for h in hits] if decay is None else
+                      [candidates.Scored(h.row, decayed_score(h.row, to_scale(h.score), decay, now),
+                                         decayed_score(h.row, h.score, decay, now)) for h in hits])
+            shaped = candidates.shape(scored, identity, excluded, cooled, package_abstract,
+                                      req.other_peer_penalty)
+            n_excluded |= shaped.excluded
+            n_cooled |= shaped.cooled
+            out.buckets[b.name] = candidates.cut([m for m in shaped.candidates if results.passes(
+                m.score, req.score_threshold, req.score_gte)], b.limit)
+            shape_s += time.perf_counter() - tm
+        except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
+            log.exception("candidates: bucket %s failed", b.name)
+            out.buckets[b.name] = []
+            errors[b.name] = f"{type(e).__name__}: {e}"[:300]
+    out.errors.update(errors)
+    out.excluded, out.cooled, out.embed_ms = len(n_excluded), len(n_cooled), round(embed_ms, 3)
+    out.search_ms, out.shape_ms = round(search_s * 1000, 3), round(shape_s * 1000, 3)
+    return out
