@@ -45,6 +45,8 @@ class CandidatesRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
 
 class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One candidate entry for context assembly: what it is, its score, where it came from and its location."""
+
     uri: str  # served URI: a file, `<dir>/.overview.md`, or `<skill package>/SKILL.md`
     category: Category
     score: float
@@ -62,6 +64,8 @@ class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class CandidatesResult(msgspec.Struct, kw_only=True):
+    """The reply of `search.candidates`."""
+
     buckets: dict[str, list[Candidate]]
     excluded: int = 0  # distinct served URIs dropped by exclude_uris
     cooled: int = 0  # ... by the dedup ledger
@@ -72,6 +76,8 @@ class CandidatesResult(msgspec.Struct, kw_only=True):
 
 
 class ContextEntry(msgspec.Struct, kw_only=True):
+    """One entry of a context block: the URI, its category, the tier it is served at and the text."""
+
     uri: str
     category: str
     score: float
@@ -121,6 +127,8 @@ class ContextStats(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ContextResult(msgspec.Struct, kw_only=True):
+    """The reply of `search.recall`, `sessions.context`, `assemble.context`."""
+
     entries: list[ContextEntry]
     rendered: str
     digest: str

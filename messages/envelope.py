@@ -27,6 +27,8 @@ MSGPACK = "application/msgpack"
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
+    """A typed error as the wire carries it: code, message, details."""
+
     code: str
     message: str
     details: dict[str, Any] = {}

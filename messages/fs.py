@@ -28,6 +28,8 @@ class ReadRequest(_Req, frozen=True):
 
 
 class ReadResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.read`."""
+
     uri: str
     content: str
     size: int  # characters of the whole text (of the section, for a section)
@@ -39,6 +41,8 @@ class ReadResult(msgspec.Struct, kw_only=True):
 
 
 class LsRequest(_Req, frozen=True):
+    """The request of `fs.ls`: list a directory."""
+
     uri: Uri
     recursive: bool = False
     show_hidden: bool = False
@@ -46,6 +50,8 @@ class LsRequest(_Req, frozen=True):
 
 
 class Entry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One entry of a directory listing."""
+
     uri: str
     name: str
     is_dir: bool
@@ -56,12 +62,16 @@ class Entry(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class LsResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.ls`."""
+
     uri: str
     entries: list[Entry]
     truncated: bool = False
 
 
 class TreeRequest(_Req, frozen=True):
+    """The request of `fs.tree`: a directory tree."""
+
     uri: Uri
     level_limit: Annotated[int, Meta(ge=1, le=64)] = 3
     node_limit: NodeLimit = 1000
@@ -69,6 +79,8 @@ class TreeRequest(_Req, frozen=True):
 
 
 class TreeNode(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One node of a directory tree, with its children."""
+
     uri: str
     name: str
     is_dir: bool
@@ -76,6 +88,8 @@ class TreeNode(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class TreeResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.tree`."""
+
     uri: str
     tree: TreeNode
     count: int
@@ -83,10 +97,14 @@ class TreeResult(msgspec.Struct, kw_only=True):
 
 
 class StatRequest(_Req, frozen=True):
+    """The request of `fs.stat`: size and times of a node."""
+
     uri: Uri
 
 
 class StatResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.stat`."""
+
     uri: str
     is_dir: bool
     size: int
@@ -95,15 +113,21 @@ class StatResult(msgspec.Struct, kw_only=True):
 
 
 class AbstractRequest(_Req, frozen=True):
+    """The request of `fs.abstract`, `fs.overview`: a node's L0 abstract."""
+
     uri: Uri
 
 
 class TextResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.abstract`, `fs.overview`."""
+
     uri: str
     content: str
 
 
 class WriteRequest(_Req, frozen=True):
+    """The request of `fs.write`: write a file (replace, append or create) and index it."""
+
     uri: Uri
     content: str
     mode: Literal["replace", "append", "create"] = "replace"
@@ -111,6 +135,8 @@ class WriteRequest(_Req, frozen=True):
 
 
 class WriteResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.write`."""
+
     uri: str
     size: int
     created: bool
@@ -120,23 +146,31 @@ class WriteResult(msgspec.Struct, kw_only=True):
 
 
 class MkdirRequest(_Req, frozen=True):
+    """The request of `fs.mkdir`: create a directory."""
+
     uri: Uri
     parents: bool = True
 
 
 class RmRequest(_Req, frozen=True):
+    """The request of `fs.rm`: remove a file or directory."""
+
     uri: Uri
     recursive: bool = False
     wait: bool = True
 
 
 class MvRequest(_Req, frozen=True):
+    """The request of `fs.mv`: move a file or directory."""
+
     from_uri: Uri
     to_uri: Uri
     wait: bool = True
 
 
 class ChangeResult(msgspec.Struct, kw_only=True):
+    """The reply of `fs.mkdir`, `fs.rm`, `fs.mv`, `memories.delete`."""
+
     uri: str
     index_job: str | None = None
     indexed: bool = False

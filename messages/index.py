@@ -42,6 +42,8 @@ class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class IndexDelete(msgspec.Struct, kw_only=True, frozen=True):
+    """The removal of one index row."""
+
     account: str
     uri: str
     level: int

@@ -50,6 +50,8 @@ class UploadRequest(_Req, frozen=True):
 
 
 class UploadResult(msgspec.Struct, kw_only=True):
+    """A piece of an upload stored: the upload's id and how many bytes it holds."""
+
     upload_id: str
     path: str
     size: int  # the file's size after this piece
@@ -96,6 +98,8 @@ class ReindexRequest(_Req, frozen=True):
 
 
 class ReindexResult(msgspec.Struct, kw_only=True):
+    """The reply of `content.reindex`."""
+
     uri: str
     index_job: str
     indexed: bool  # false when the caller did not wait, or the deadline came first: the job goes on
@@ -104,6 +108,8 @@ class ReindexResult(msgspec.Struct, kw_only=True):
 
 
 class SetTagsResult(msgspec.Struct, kw_only=True):
+    """The reply of `content.set_tags`."""
+
     uri: str
     tags: list[str]
     index_job: str = ""
@@ -112,6 +118,8 @@ class SetTagsResult(msgspec.Struct, kw_only=True):
 
 
 class WriteMemoryRequest(_Req, frozen=True):
+    """The request of `memories.write`: write an explicit memory."""
+
     category: Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
     content: Annotated[str, Meta(min_length=1)]
     name: Name | None = None
@@ -128,11 +136,16 @@ class UpdateMemoryRequest(_Req, frozen=True):
 
 
 class MemoryRef(_Req, frozen=True):
+    """The request of `memories.delete`, `memories.history`: forget a memory (its versions are kept for
+    memories.history)."""
+
     uri: URI
     wait: bool = True
 
 
 class MemoryVersion(msgspec.Struct, kw_only=True):
+    """One earlier version of a memory."""
+
     version: int
     at: float
     reason: str  # update | delete | merge
@@ -140,6 +153,8 @@ class MemoryVersion(msgspec.Struct, kw_only=True):
 
 
 class MemoryHistory(msgspec.Struct, kw_only=True):
+    """The reply of `memories.history`."""
+
     uri: str
     current: str | None  # None: the memory was forgotten (its versions remain)
     versions: list[MemoryVersion]
@@ -191,6 +206,8 @@ def memories_job_id(account: str, user: str, session_id: str, archive_id: str) -
 
 
 class IngestProgress(msgspec.Struct, kw_only=True):
+    """Progress of an ingest job, sent as a note (not stored)."""
+
     job_id: str
     done: int
     total: int

@@ -9,6 +9,8 @@ import msgspec
 
 
 class JournalEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One accepted write as the journal keeps it: the request as applied, who made it and when."""
+
     op: str
     account: str
     user: str

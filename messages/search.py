@@ -18,6 +18,8 @@ class _Req(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
 
 
 class FindRequest(_Req, frozen=True):
+    """The request of `search.find`: semantic find: one vector search, ranked hits."""
+
     query: Annotated[str, Meta(max_length=20_000)] = ""
     image_url: str | list[str] | None = None
     target_uri: str | list[str] = ""
@@ -89,6 +91,8 @@ class RecallRequest(SearchRequest, kw_only=True, forbid_unknown_fields=True, fro
 
 
 class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One hit of find or search: the node, its score, level and abstract, and why it matched."""
+
     context_type: str
     uri: str
     level: int
@@ -107,6 +111,8 @@ class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The reply of `search.find`."""
+
     memories: list[MatchedContext]
     resources: list[MatchedContext]
     skills: list[MatchedContext]
@@ -117,6 +123,8 @@ class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class GrepRequest(_Req, frozen=True):
+    """The request of `search.grep`: regular-expression search over file contents."""
+
     uri: Uri
     pattern: Annotated[str, Meta(min_length=1, max_length=4096)]
     case_insensitive: bool = False
@@ -130,11 +138,15 @@ class GrepRequest(_Req, frozen=True):
 
 
 class ContextLine(msgspec.Struct, kw_only=True):
+    """A line around a grep match."""
+
     line: int
     content: str
 
 
 class GrepMatch(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line that matched, with its file, line number and context lines."""
+
     uri: str
     line: int
     content: str
@@ -144,12 +156,16 @@ class GrepMatch(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class GrepResult(msgspec.Struct, kw_only=True):
+    """The reply of `search.grep`."""
+
     matches: list[GrepMatch]
     count: int
     truncated: bool = False
 
 
 class GlobRequest(_Req, frozen=True):
+    """The request of `search.glob`: match paths against a glob pattern."""
+
     pattern: Annotated[str, Meta(min_length=1, max_length=4096)]
     uri: Uri = "viking://"
     node_limit: NodeLimit = 256
@@ -159,6 +175,8 @@ class GlobRequest(_Req, frozen=True):
 
 
 class GlobResult(msgspec.Struct, kw_only=True):
+    """The reply of `search.glob`."""
+
     matches: list[Any]  # URI strings, or objects with `uri` when extra fields or tags are asked for
     count: int
     truncated: bool = False

@@ -14,16 +14,23 @@ MAX_PARTS = 256
 
 
 class TextPart(msgspec.Struct, tag="text", kw_only=True, forbid_unknown_fields=True):
+    """A message part of plain text."""
+
     text: str
 
 
 class ContextPart(msgspec.Struct, tag="context", kw_only=True, forbid_unknown_fields=True):
+    """A message part that points at context the agent was given (a URI and what it held)."""
+
     uri: str = ""
     abstract: str = ""
     context_type: str = "memory"
 
 
 class ToolPart(msgspec.Struct, tag="tool", kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A tool call with its input, and its output once it came (large outputs move to a file, leaving a preview and its
+    URI)."""
+
     tool_id: str = ""
     tool_name: str = ""
     tool_input: Any = None
@@ -39,6 +46,8 @@ Part = TextPart | ContextPart | ToolPart
 
 
 class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One message of a session: its id, role, parts and the turn it belongs to."""
+
     id: str
     role: Literal["user", "assistant"]
     parts: list[Part]
@@ -63,25 +72,35 @@ class AutoCommit(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froze
 
 
 class CreateRequest(_Req, frozen=True):
+    """The request of `sessions.create`: create a session."""
+
     session_id: SessionId | None = None
     # Set (or replace, on an existing session) the session's auto-commit policy.
     auto_commit: AutoCommit | None = None
 
 
 class SessionRef(_Req, frozen=True):
+    """The request of `sessions.get`, `sessions.delete`, `sessions.archives`: a session's counters."""
+
     session_id: SessionId
 
 
 class RetryArchiveRequest(_Req, frozen=True):
+    """The request of `sessions.retry_archive`: run Phase 2 of a failed or quarantined archive again."""
+
     session_id: SessionId
     archive_id: Annotated[str, Meta(pattern=r"^archive_\d{3,9}$")]
 
 
 class ListRequest(_Req, frozen=True):
+    """The request of `sessions.list`: list sessions."""
+
     limit: Annotated[int, Meta(ge=1, le=10_000)] = 100
 
 
 class AddMessageRequest(_Req, frozen=True):
+    """The request of `sessions.add_message`: append a message to a session."""
+
     session_id: SessionId
     role: Literal["user", "assistant"]
     parts: Annotated[list[Part], Meta(min_length=1, max_length=MAX_PARTS)]
@@ -95,6 +114,8 @@ class AddMessageRequest(_Req, frozen=True):
 
 
 class CommitRequest(_Req, frozen=True):
+    """The request of `sessions.commit`: commit a session (archive, summarise)."""
+
     session_id: SessionId
     keep_recent_count: Annotated[int, Meta(ge=0, le=100_000)] | None = None
     retention_mode: Literal["turn_budget"] | None = None
@@ -115,11 +136,15 @@ class UsedRequest(_Req, frozen=True):
 
 
 class UsedResult(msgspec.Struct, kw_only=True):
+    """The reply of `sessions.used`."""
+
     session_id: str
     counted: list[str]  # the nodes counted, canonical (a level suffix or `~` resolved)
 
 
 class ContextRequest(_Req, frozen=True):
+    """The request of `sessions.context`: a session's context: overview + live messages."""
+
     session_id: SessionId
     # Fit the live messages (after the overview) to this many tokens, newest first, never splitting
     # an assistant step from its tool results; None: every live message.
@@ -127,6 +152,8 @@ class ContextRequest(_Req, frozen=True):
 
 
 class SessionInfo(msgspec.Struct, kw_only=True):
+    """The reply of `sessions.create`, `sessions.get`."""
+
     session_id: str
     uri: str
     created_at: float = 0.0
@@ -138,10 +165,14 @@ class SessionInfo(msgspec.Struct, kw_only=True):
 
 
 class SessionList(msgspec.Struct, kw_only=True):
+    """The reply of `sessions.list`."""
+
     sessions: list[SessionInfo]
 
 
 class AddMessageResult(msgspec.Struct, kw_only=True):
+    """The reply of `sessions.add_message`."""
+
     session_id: str
     message_id: str
     message_count: int
@@ -150,6 +181,8 @@ class AddMessageResult(msgspec.Struct, kw_only=True):
 
 
 class CommitResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The reply of `sessions.commit`."""
+
     session_id: str
     status: Literal["accepted", "skipped"]
     archive_uri: str | None = None
@@ -166,6 +199,8 @@ class CommitResult(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ContextStats(msgspec.Struct, kw_only=True):
+    """What the session context served: messages trimmed to the budget, archives by state, tokens."""
+
     archives: int = 0
     completed: int = 0
     pending: int = 0
@@ -179,6 +214,8 @@ class ContextStats(msgspec.Struct, kw_only=True):
 
 
 class ContextResult(msgspec.Struct, kw_only=True):
+    """The reply of `search.recall`, `sessions.context`, `assemble.context`."""
+
     session_id: str
     latest_archive_overview: str
     messages: list[Message]
@@ -186,6 +223,8 @@ class ContextResult(msgspec.Struct, kw_only=True):
 
 
 class ArchiveInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The reply of `sessions.retry_archive`."""
+
     archive_id: str
     uri: str
     state: Literal["pending", "completed", "failed", "invalid", "quarantined"]
@@ -196,6 +235,8 @@ class ArchiveInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ArchivesResult(msgspec.Struct, kw_only=True):
+    """The reply of `sessions.archives`."""
+
     session_id: str
     archives: list[ArchiveInfo]
 
@@ -210,6 +251,8 @@ class Phase2Job(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class AddedEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A stored message's journal line: the message and where it was added."""
+
     session_key: str
     session_id: str
     message: Message
@@ -227,5 +270,7 @@ class MessagesAdded(msgspec.Struct, kw_only=True):
 
 
 class DeleteResult(msgspec.Struct, kw_only=True):
+    """The reply of `sessions.delete`."""
+
     session_id: str
     deleted: bool

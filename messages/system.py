@@ -8,10 +8,12 @@ import msgspec
 
 
 class Empty(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    pass
+    """A request without fields."""
 
 
 class WorkerInfo(msgspec.Struct, kw_only=True):
+    """One worker: its id, host, actors and load."""
+
     worker_id: str
     actors: list[str]
     in_flight: int
@@ -20,6 +22,8 @@ class WorkerInfo(msgspec.Struct, kw_only=True):
 
 
 class HealthResult(msgspec.Struct, kw_only=True):
+    """The reply of `system.health`."""
+
     status: str
     version: str
     actors: dict[str, Any]
@@ -61,6 +65,8 @@ class RetrievalStats(msgspec.Struct, kw_only=True):
 
 
 class StatsResult(msgspec.Struct, kw_only=True):
+    """The reply of `system.stats`."""
+
     retrieval: RetrievalStats
     index: dict[str, Any]
     queues: dict[str, Any] = {}

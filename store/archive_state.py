@@ -36,6 +36,8 @@ class ArchiveListing:
 
 @dataclass(slots=True)
 class ArchiveState:
+    """One archive's state as its markers say, and whether a completed overview covers its messages."""
+
     listing: ArchiveListing
     state: str  # pending | completed | failed | invalid | quarantined
     covered: bool = False  # raw summarised by a completed archive (itself or a later roll-forward)

@@ -19,6 +19,9 @@ DOCS_DIR = ".docs"
 
 
 class SectionRecord(msgspec.Struct, kw_only=True, array_like=True):
+    """One section of a document as indexed: anchor, title path, line range, page and the digest its vector was
+    made from."""
+
     anchor: str
     title: str
     start: int
@@ -30,6 +33,9 @@ class SectionRecord(msgspec.Struct, kw_only=True, array_like=True):
 
 
 class DocRecord(msgspec.Struct, kw_only=True):
+    """What the indexer made of one document: the digest of its bytes, its format and title, its converted text
+    (when that is not the file's own) and its sections."""
+
     sha: str  # of the file's bytes
     format: str
     title: str = ""

@@ -23,6 +23,8 @@ _VERSION = re.compile(r"^(\d{4,})\.json$")
 
 
 class Version(msgspec.Struct, kw_only=True):
+    """One earlier text of a memory: which version it was, when and why it was replaced, and the text."""
+
     version: int
     at: float
     reason: str  # update | delete | merge

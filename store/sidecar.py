@@ -16,6 +16,9 @@ SIDECAR = ".index.json"
 
 
 class FileFacts(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the indexer knew of a file when it last indexed it (size, mtime, digest, abstract): a changed file is
+    told from an unchanged one without reading it."""
+
     mtime_ns: int
     size: int
     sha: str

@@ -23,6 +23,9 @@ def key(model: str, text: str) -> bytes:
 
 
 class VectorCache:
+    """Passage vectors by model and text digest in SQLite, so a re-ingest or another worker does not embed the same
+    text again."""
+
     def __init__(self, path: Path, max_rows: int = 200_000) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.max_rows = max_rows

@@ -50,6 +50,9 @@ class ArchiveBus(Events, WorkQueue, Protocol):
 
 
 class Archiver:
+    """The archive actor: Phase 2 of each archive (overview, checkpoints, memories), failures rolled forward, .done
+    last."""
+
     def __init__(self, ns: Namespace, llm: LLM, bus: ArchiveBus, clock: Callable[[], float] = clock_now,
                  llm_timeout_s: float = 120.0, worker_id: str = "", lease_ttl_s: float = 6.0,
                  quarantine_after: int = 3) -> None:

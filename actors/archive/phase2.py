@@ -54,6 +54,8 @@ class Request:
 
 @dataclass(slots=True)
 class Output:
+    """Phase 2's model answer as parsed: the overview, the checkpoint summaries, the memories."""
+
     overview: str
     checkpoint_summaries: list[str]
     memories: list[dict[str, str]]

@@ -41,6 +41,8 @@ INSTRUCTIONS_HASH = hashlib.sha256(INSTRUCTIONS.encode()).hexdigest()[:12]
 
 @dataclass(slots=True)
 class Item:
+    """One entry of the bootstrap manifest: its slot, its URI, the tier it starts at and the deepest it may reach."""
+
     slot: str
     uri: str
     start: str

@@ -28,6 +28,8 @@ _SEP = estimate_units(render.SEPARATOR)
 
 @dataclass(slots=True)
 class Slot:
+    """A candidate with the texts of each tier it can be served at, and their token costs."""
+
     uri: str
     category: str
     score: float
@@ -66,6 +68,8 @@ class Slot:
 
 @dataclass(slots=True)
 class Fill:
+    """The budget's decision: the tier of each slot (or none), and what the block costs."""
+
     tiers: list[str | None]  # per slot: the tier served, or None when dropped
     per_entry_cap: int
     floor_tokens: int

@@ -57,6 +57,8 @@ class AssemblerBus(Calls, UsageLog, Protocol):
 
 @dataclass(slots=True)
 class SessionView:
+    """What assembly reads of a session: its directory, its turn clock, its overview and recent messages."""
+
     sdir: SessionDir
     clock: int
     overview: str
@@ -64,6 +66,9 @@ class SessionView:
 
 
 class Assembler:
+    """The assembler actor: search in context and bootstrap modes and the recall preset, one ready-to-inject block
+    per call."""
+
     def __init__(self, ns: Namespace, bus: AssemblerBus, llm: LLM, *, intent_timeout_s: float = 5.0,
                  rewrite_timeout_s: float = 30.0, clock: Callable[[], float] = clock_now) -> None:
         self.ns = ns

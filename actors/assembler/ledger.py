@@ -20,6 +20,8 @@ TIERS = frozenset({"abstract", "overview", "full"})
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """One ledger entry: the turn a URI was served at, at which tier, and when."""
+
     turn: int
     detail: str
     ts: float

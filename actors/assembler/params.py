@@ -33,6 +33,8 @@ OTHER_PEER_PENALTY = {"events": 0.2, "entities": 0.1, "preferences": 0.3, "exper
 
 @dataclass(frozen=True, slots=True)
 class Preset:
+    """The defaults a context preset (search context, recall) supplies."""
+
     purpose: str | None
     dedup_turns: int  # applies only with a session
     score_threshold: float
@@ -45,6 +47,8 @@ RECALL = Preset(purpose="coding", dedup_turns=5, score_threshold=0.35, max_token
 
 @dataclass(slots=True)
 class Params:
+    """The knobs of one descent: limit, threshold, propagation and hotness weights, fan-out and convergence."""
+
     mode: str  # context | bootstrap
     query: str
     session_id: str | None

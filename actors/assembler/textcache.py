@@ -17,11 +17,15 @@ DEFAULT_MAX_CHARS = 32 * 1024 * 1024  # ~32 MB of text: a large working set of m
 
 
 class Body(NamedTuple):
+    """A file's text as cached, and whether it is the whole text or only its head."""
+
     text: str
     whole: bool  # the file's entire text (else only its head, enough for an overview)
 
 
 class TextCache:
+    """File texts by path and mtime, bounded in characters, so repeated blocks do not read the same files again."""
+
     def __init__(self, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         self.max_chars = max_chars
         self._items: OrderedDict[str, tuple[int, int, Body]] = OrderedDict()

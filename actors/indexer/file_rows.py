@@ -44,6 +44,8 @@ class RowSpec:
 
 @dataclass(slots=True)
 class FilePlan:
+    """The rows one file becomes, the rows of it that go, and the document record to keep beside it."""
+
     rows: list[RowSpec]
     deletes: list[tuple[str, int]]
     record: document_records.DocRecord | None  # None: the file needs no record (and an old one goes)

@@ -38,6 +38,9 @@ class IndexerBus(Events, WorkQueue, IndexLog, Protocol):
 
 
 class Indexer(Imports):
+    """The indexer actor: resources, skills and memories taken in (converted, split, summarised, embedded) and
+    published as index rows; the tree's writes (fs.write, mkdir, rm, mv, tags)."""
+
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: IndexerBus,
                  clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None) -> None:
         self.ns = ns

@@ -29,6 +29,9 @@ from skald.store.uri import Identity, Namespace, VikingPath
 
 @dataclass(slots=True)
 class Imported:
+    """What an import of a folder, repository or upload did: files skipped and why, files gone from the source,
+    rows to remove."""
+
     skipped: list[ingest_msgs.Skipped] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)  # relative paths removed from the target
     remove_rows: list[tuple[str, int]] = field(default_factory=list)

@@ -46,6 +46,8 @@ class PipelineBus(Events, IndexLog, Protocol):
 
 @dataclass(slots=True)
 class FileRows:
+    """One file's index changes as published, and what it took: sections, skipped parts, passages embedded."""
+
     changes: list[tuple[str, IndexChange]]
     sections: int
     skipped: list[ingest_msgs.Skipped]
@@ -53,6 +55,9 @@ class FileRows:
 
 
 class IngestPipeline:
+    """Files into index rows: conversion, sections, abstracts and overviews, embedding, publishing, and the
+    directories above them refreshed."""
+
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: PipelineBus) -> None:
         self.ns = ns
         self.embedder = embedder

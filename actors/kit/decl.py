@@ -36,6 +36,8 @@ class RetryLater(Exception):  # noqa: N818 - a signal, not an error
 
 @dataclass(frozen=True, slots=True)
 class Handles:
+    """A handler's declaration: the operation it serves and how the host runs it (deadline, concurrency, journal)."""
+
     op: str
     request: type
     timeout_s: float = 30.0
@@ -51,6 +53,8 @@ class Handles:
 
 @dataclass(frozen=True, slots=True)
 class Consumes:
+    """A work-queue consumer's declaration: the queue, its job type and its delivery rules."""
+
     queue: str
     job: type
     ack_wait_s: float = 60.0

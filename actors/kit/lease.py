@@ -22,12 +22,16 @@ SAFETY = 0.5  # of the TTL: writes stop this long before a lease could expire
 
 @dataclass(slots=True)
 class Held:
+    """A lease this worker holds: its revision and when it was last renewed and used."""
+
     rev: int
     renewed_at: float
     used_at: float
 
 
 class Leases:
+    """One writer per key across workers: leases taken, renewed in the background while in use, released when idle."""
+
     def __init__(self, bus: LeaseStore, worker_id: str, ttl_s: float, idle_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic, on_lost: Callable[[str], None] | None = None) -> None:
         self.bus = bus

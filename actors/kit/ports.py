@@ -18,6 +18,8 @@ from skald.messages.index import IndexChange
 
 
 class Embedder(Protocol):
+    """A text embedding model: query and passage vectors (an index is valid only for the model that built it)."""
+
     name: str  # model identity; an index is only valid for the model that built it
     dim: int
 
@@ -27,12 +29,16 @@ class Embedder(Protocol):
 
 
 class Usage(msgspec.Struct, kw_only=True):
+    """Token counts a model call reported."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
 
 
 class Completion(msgspec.Struct, kw_only=True):
+    """A chat model's answer, with its usage and the model that gave it."""
+
     text: str
     usage: Usage
     model: str
@@ -70,6 +76,8 @@ class Summarizer(Protocol):
 
 
 class Waiter(Protocol):
+    """The first event of one name after it was opened, or None after a timeout."""
+
     async def wait(self, timeout_s: float) -> bytes | None:
         """The first event's payload after the waiter was opened, or None after `timeout_s`."""
         ...

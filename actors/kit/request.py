@@ -11,6 +11,8 @@ from skald.store.uri import Identity
 
 @dataclass(slots=True)
 class Ctx:
+    """What a handler knows of its request beyond the body: who asks, by when, what they have seen written."""
+
     identity: Identity
     deadline: float  # time.monotonic() by which the reply must leave
     index_seq: int = 0  # read-your-writes: the index sequence the caller has seen acknowledged

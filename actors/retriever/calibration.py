@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
+    """A model's similarity mapped onto one scale, so one threshold means the same on every embedder."""
+
     name: str = "identity"
     lo: float = 0.0
     hi: float = 1.0

@@ -118,6 +118,8 @@ def excluder(uris: list[str], prefixes: list[str]) -> Callable[[str], bool]:
 
 @dataclass(slots=True)
 class Scored:
+    """A hit's row with its calibrated score, and the raw similarity that orders ties."""
+
     row: IndexRow
     score: float
     raw: float = 0.0  # the similarity before calibration: orders hits the clipped scale ties
@@ -125,6 +127,8 @@ class Scored:
 
 @dataclass(slots=True)
 class Shaped:
+    """Candidates after shaping, and the URIs exclusions and the ledger removed."""
+
     candidates: list[Candidate]
     excluded: set[str]
     cooled: set[str]

@@ -54,6 +54,9 @@ class RetrieverBus(Calls, IndexLog, UsageLog, Protocol):
 
 
 class Retriever(TreeReads):
+    """The retriever actor: find, search (list), candidates for context assembly, grep, glob and fs reads, over its
+    replica of the index."""
+
     def __init__(self, ns: Namespace, embedder: Embedder, bus: RetrieverBus, state_dir: Path, llm: LLM,
                  reranker: Reranker | None = None, settings: SearchSettings | None = None,
                  clock: Callable[[], float] = time.time, snapshot_interval_s: float = 30.0) -> None:

@@ -32,6 +32,8 @@ Rerank = Callable[[str, list[str]], Awaitable[list[float] | None]]
 
 
 class TreeIndex(Protocol):
+    """What the descent needs of the index: a global search, children of many parents, and a row filter."""
+
     def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], Any]: ...
 
     def search_children_many(self, vec: np.ndarray, account: str, parents: list[str], q: Query,
@@ -60,6 +62,8 @@ def passes(score: float, threshold: float, gte: bool) -> bool:
 
 @dataclass(slots=True)
 class Params:
+    """The knobs of one descent: limit, threshold, propagation and hotness weights, fan-out and convergence."""
+
     limit: int = 10
     threshold: float | None = None
     score_gte: bool = False
@@ -72,6 +76,8 @@ class Params:
 
 @dataclass(slots=True)
 class Outcome:
+    """What a descent found, with its trajectory and whether rerank was used or fell back."""
+
     hits: list[tuple[IndexRow, float]]
     trace: dict[str, Any] = field(default_factory=dict)
     rerank_used: bool = False

@@ -37,6 +37,9 @@ RerankFn = Callable[[str, list[str]], Awaitable[list[float] | None]]
 
 @dataclass(slots=True)
 class SearchSettings:
+    """How list search runs in this deployment: default mode, propagation and hotness weights, intent, rerank,
+    calibration."""
+
     default_mode: str = "thinking"  # thinking | fast
     alpha: float = 1.0
     hotness_alpha: float = 0.0
@@ -48,6 +51,8 @@ class SearchSettings:
 
 @dataclass(slots=True)
 class Counters:
+    """What one list search used: whether rerank ran and whether it fell back."""
+
     rerank_used: bool = False
     rerank_fallback: bool = False
 

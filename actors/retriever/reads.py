@@ -66,6 +66,8 @@ async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: I
 
 
 class TreeReads:
+    """The retriever's reads of the tree: fs.read, ls, tree, stat, abstract and overview, grep and glob."""
+
     ns: Namespace
     replica: IndexReplica
 

@@ -40,6 +40,9 @@ RYW_WAIT_S = 3.0  # longest wait for a caller's own write before answering UNAVA
 
 
 class IndexReplica:
+    """This worker's copy of the index: restored from its snapshot, following the index log, snapshotted now and
+    then."""
+
     def __init__(self, model: str, dim: int, bus: IndexLog, state_dir: Path, snapshot_interval_s: float = 30.0) -> None:
         self.model = model
         self.dim = dim

@@ -96,6 +96,8 @@ def group(items: Iterable[MatchedContext], limit: int, ranked_input: bool = Fals
 
 
 class Uses(Protocol):
+    """Where hit use counts are read from (the retriever's usage counters)."""
+
     def get(self, account: str, uri: str) -> int: ...
 
 

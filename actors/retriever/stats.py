@@ -10,6 +10,8 @@ from skald.messages.system import RetrievalStats
 
 @dataclass(slots=True)
 class StatsCollector:
+    """Retrieval counters by path and signal for system.stats: queries, empty answers, result counts, score ranges."""
+
     queries: int = 0
     zero: int = 0
     results: int = 0

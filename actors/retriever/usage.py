@@ -17,6 +17,8 @@ RESUBSCRIBE_S = 1.0  # after the bus lost the follower (a restart, a leader chan
 
 
 class UsageCounts:
+    """Every node's use count, followed from the use-counter stream, for hotness and reporting."""
+
     def __init__(self, bus: UsageLog) -> None:
         self.bus = bus
         self._counts: dict[str, int] = {}

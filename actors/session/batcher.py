@@ -106,6 +106,8 @@ def _release(futs: list[asyncio.Future[None]]) -> None:
 
 
 class AppendBatcher:
+    """add_message's journal events published in batches, each acknowledged before its message's reply."""
+
     def __init__(self, bus: Events) -> None:
         self.bus = bus
         self._queue: list[_Entry] = []

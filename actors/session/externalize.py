@@ -20,6 +20,8 @@ PREVIEW_CHARS = 1_000
 
 @dataclass(frozen=True, slots=True)
 class Externalize:
+    """One tool output chosen to move to a file: which message and part, and its size."""
+
     message_id: str
     part_index: int
     tool_id: str

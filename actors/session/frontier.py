@@ -24,6 +24,9 @@ FRONTIER_ID = "frontier"  # the synthetic archive standing for everything folded
 
 @dataclass(frozen=True, slots=True)
 class Frontier:
+    """How far a session's archives are final and folded into its context: the newest completed overview and its
+    checkpoints."""
+
     index: int = 0  # every archive <= index is final and folded
     overview: str = ""  # overview of the newest completed archive folded
     checkpoints: tuple[Checkpoint, ...] = field(default=())

@@ -53,6 +53,8 @@ class SessionBus(Events, WorkQueue, UsageLog, Calls, LeaseStore, Protocol):
 
 
 class Sessions:
+    """The session actor: live messages of each session, commit Phase 1, session context, one writer per session."""
+
     def __init__(self, ns: Namespace, bus: SessionBus, worker_id: str, lease_ttl_s: float = 6.0,
                  clock: Callable[[], float] = clock_now) -> None:
         self.ns = ns

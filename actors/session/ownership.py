@@ -24,6 +24,8 @@ class OwnerBus(Calls, LeaseStore, Protocol):
 
 
 class Ownership:
+    """Which worker writes each session: a lease per session, and requests forwarded to the owner."""
+
     def __init__(self, bus: OwnerBus, worker_id: str, lease_ttl_s: float, on_lost: Callable[[str], None]) -> None:
         self.bus = bus
         self.leases = Leases(bus, worker_id, lease_ttl_s, on_lost=on_lost)

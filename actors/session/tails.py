@@ -16,6 +16,9 @@ Work = Callable[[], Awaitable[None]]  # what a request does after its reply
 
 
 class Tails:
+    """The background step a request leaves behind (Phase 2 waiting, a root rewrite), one per session, run before
+    its next request."""
+
     def __init__(self, on_failure: Callable[[str], None]) -> None:
         self.on_failure = on_failure
         self._running: dict[str, asyncio.Task[None]] = {}

@@ -53,6 +53,8 @@ def is_transport(m: Message) -> bool:
 
 @dataclass(slots=True)
 class Step:
+    """An assistant message with the tool results that answer it: never split by retention."""
+
     messages: list[Message] = field(default_factory=list)
 
     @property
@@ -66,6 +68,8 @@ class Step:
 
 @dataclass(slots=True)
 class Turn:
+    """A user query and the steps that answer it, up to the next query."""
+
     anchor: Message | None  # the user query; None for messages before the first one
     steps: list[Step] = field(default_factory=list)
 
@@ -156,6 +160,8 @@ def _ids_after(steps: list[Step], j: int) -> set[str]:
 
 
 class RetentionPlan(msgspec.Struct, kw_only=True):
+    """Which live messages a commit archives and which it keeps, and the checkpoint an oversized turn gets."""
+
     archive_messages: list[str]
     retained_messages: list[str]
     turn_anchor: str | None = None

@@ -69,6 +69,8 @@ class Said:
 
 @dataclass(frozen=True, slots=True)
 class Fact:
+    """A preference or entity stated in a conversation turn, found offline, with the line that cites it."""
+
     category: str  # "preferences" | "entities"
     key: str
     line: str  # "- 8 May 2023: user: I love hiking. (message m-12)"

@@ -29,6 +29,8 @@ Give 0 queries for greetings or chit-chat, at most 5 otherwise."""
 
 
 class TypedQuery(msgspec.Struct, kw_only=True):
+    """One query of a plan: its text, the context type it searches, and why it was planned."""
+
     query: str
     context_type: str | None = None  # None: every type (the original query)
     intent: str = ""
@@ -36,6 +38,8 @@ class TypedQuery(msgspec.Struct, kw_only=True):
 
 
 class QueryPlan(msgspec.Struct, kw_only=True):
+    """What intent analysis made of a query in its session: up to three typed queries, and how the plan came about."""
+
     queries: list[TypedQuery]
     reasoning: str = ""
     status: str = "original"  # original | planned | failed | timeout | off

@@ -27,6 +27,8 @@ _SLUG = re.compile(r"[^0-9a-z\u00c0-\uffff]+")
 
 @dataclass(frozen=True, slots=True)
 class Section:
+    """A part of a long file under one heading: its anchor, title path and line range."""
+
     anchor: str
     title: str  # heading path, outermost first
     start: int  # first line, 1-based

@@ -21,6 +21,8 @@ from skald.runtime.client import replies
 
 
 class PubAck(msgspec.Struct):
+    """JetStream's acknowledgement of a publish."""
+
     stream: str = ""
     seq: int = 0
     duplicate: bool = False

@@ -39,6 +39,8 @@ PREFIX = "sk_"
 
 @dataclass(frozen=True, slots=True)
 class KeyRecord:
+    """One API key in the keys file: its id, the digest of the key, its role and what it is pinned to."""
+
     id: str
     hash: str
     role: str

@@ -67,6 +67,8 @@ _reply = msgspec.json.Decoder(_Reply)
 
 
 class Waiter:
+    """The first event of one name after it was opened, or None after a timeout."""
+
     def __init__(self) -> None:
         self.fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 

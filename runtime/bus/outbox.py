@@ -28,6 +28,8 @@ DRAIN_EVERY_S = 2.0
 
 
 class Pending(msgspec.Struct, frozen=True):
+    """A journal event parked in the outbox until JetStream takes it."""
+
     subject: str
     msg_id: str
     data: bytes
@@ -35,6 +37,8 @@ class Pending(msgspec.Struct, frozen=True):
 
 
 class Outbox:
+    """Journal events JetStream could not take in time, kept in files and published in order once it can."""
+
     def __init__(self, nc: Any, directory: Path) -> None:
         self.pub = AckedPublisher(nc, 5.0)
         self.dir = Path(directory)

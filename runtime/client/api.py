@@ -243,12 +243,15 @@ class SkaldClient(Transport):
 
 
     async def stat(self, uri: str) -> fs_msgs.StatResult:
+        """Size, times and kind of a node."""
         return await self.request(catalog.FS_STAT, fs_msgs.StatRequest(uri=uri))
 
     async def abstract(self, uri: str) -> fs_msgs.TextResult:
+        """A node's L0 abstract (a directory's `.abstract.md`, a file's summary)."""
         return await self.request(catalog.FS_ABSTRACT, fs_msgs.AbstractRequest(uri=uri))
 
     async def overview(self, uri: str) -> fs_msgs.TextResult:
+        """A node's L1 overview (a directory's `.overview.md`, a document's table of contents)."""
         return await self.request(catalog.FS_OVERVIEW, fs_msgs.AbstractRequest(uri=uri))
 
     async def upload(self, path: str | Path, *, include: list[str] | None = None,
@@ -276,6 +279,7 @@ class SkaldClient(Transport):
         return uid
 
     async def memory_history(self, uri: str) -> ingest_msgs.MemoryHistory:
+        """Every earlier version of a memory, oldest first."""
         return await self.request(catalog.MEMORIES_HISTORY, ingest_msgs.MemoryRef(uri=uri))
 
     async def session_create(self, session_id: str | None = None,
@@ -285,12 +289,15 @@ class SkaldClient(Transport):
             session_id=session_id, auto_commit=auto_commit))
 
     async def session_get(self, session_id: str) -> session_msgs.SessionInfo:
+        """A session's counters (live messages, total, commits)."""
         return await self.request(catalog.SESSIONS_GET, session_msgs.SessionRef(session_id=session_id))
 
     async def session_list(self, limit: int = 100) -> session_msgs.SessionList:
+        """The caller's sessions."""
         return await self.request(catalog.SESSIONS_LIST, session_msgs.ListRequest(limit=limit))
 
     async def session_delete(self, session_id: str) -> session_msgs.DeleteResult:
+        """Delete a session with its archives."""
         return await self.request(catalog.SESSIONS_DELETE, session_msgs.SessionRef(session_id=session_id))
 
     async def add_message(self, session_id: str, role: str, text: str | None = None, *,
@@ -321,12 +328,15 @@ class SkaldClient(Transport):
             session_id=session_id, uris=uris, request_id=request_id or uuid.uuid4().hex))
 
     async def archives(self, session_id: str) -> session_msgs.ArchivesResult:
+        """Each archive of a session with its state (pending, completed, failed, quarantined)."""
         return await self.request(catalog.SESSIONS_ARCHIVES, session_msgs.SessionRef(session_id=session_id))
 
     async def health(self) -> system_msgs.HealthResult:
+        """The answering worker's identity, actors and their health."""
         return await self.request(catalog.SYSTEM_HEALTH, system_msgs.Empty())
 
     async def stats(self) -> system_msgs.StatsResult:
+        """Index size, replica lag, retrieval counters and stream depths."""
         return await self.request(catalog.SYSTEM_STATS, system_msgs.Empty())
 
     async def whoami(self) -> system_msgs.WhoAmIResult:

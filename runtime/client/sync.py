@@ -34,6 +34,7 @@ class SyncSkaldClient:
         return call
 
     def close(self) -> None:
+        """Close the connection and stop the client's event loop thread."""
         self._run(self._client.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

@@ -35,6 +35,8 @@ from skald.runtime.client.login import client_login
 
 
 class Response(msgspec.Struct, kw_only=True):
+    """A reply envelope as the client reads it: status, result, error."""
+
     status: str
     result: Any = None
     error: dict[str, Any] | None = None
@@ -123,6 +125,7 @@ class Transport:
         await self.close()
 
     async def close(self) -> None:
+        """Drain and close the connection this client opened (a client sharing another's does nothing)."""
         if not self._owns or self.nc.is_closed:
             return
         with contextlib.suppress(Exception):  # reconnecting (a revoked key, a server gone): no drain

@@ -55,6 +55,8 @@ _enc = msgspec.json.Encoder()
 
 @dataclass(frozen=True, slots=True)
 class Route:
+    """One HTTP route of the gateway and the operation it forwards to."""
+
     method: str
     path: str
     op: str

@@ -80,6 +80,8 @@ class _Local:
 
 
 class ActorHost:
+    """Binds actors' declared handlers to subjects and work queues; every request gets exactly one reply."""
+
     def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object], worker_id: str = "",
                  keys: KeyStore | None = None, metrics: Metrics | None = None) -> None:
         self.metrics = metrics or Metrics()

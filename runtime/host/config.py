@@ -22,6 +22,8 @@ def default_data_dir() -> Path:
 
 @dataclass(slots=True)
 class Config:
+    """Every setting of a worker: defaults, then SKALD_* variables, then flags, each validated."""
+
     data_dir: Path = field(default_factory=default_data_dir)
     nats_url: str = ""  # empty: start an embedded nats-server
     nats_host: str = "127.0.0.1"

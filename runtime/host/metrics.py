@@ -62,6 +62,8 @@ class HealthCollector(Collector):
 
 
 class Metrics:
+    """A worker's Prometheus metrics: requests, jobs, model calls, process figures, and each actor's health."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)  # health keys are read at scrape time
         # The process's CPU and memory, and CPython's collections by generation (see runtime/host/heap.py).

@@ -25,6 +25,8 @@ _Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (QK // 2,))])
 
 
 class Shape(msgspec.Struct, frozen=True):
+    """The dimensions of a transformer model file."""
+
     hidden: int
     layers: int
     heads: int

@@ -41,6 +41,8 @@ class AttemptTimeout(TransportError):
 
 
 class Response(msgspec.Struct, frozen=True):
+    """An HTTP response as read: status, headers and body."""
+
     status: int
     headers: dict[str, str]
     body: bytes

@@ -10,6 +10,8 @@ MAX_DOC_CHARS = 2_048
 
 
 class HttpReranker:
+    """A rerank model behind an OpenAI-compatible-style HTTP endpoint (`/rerank`)."""
+
     def __init__(self, base_url: str, model: str = "", api_key: str = "", timeout_s: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model

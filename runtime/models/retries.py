@@ -24,6 +24,8 @@ BACKOFF_MAX_S = 8.0
 
 
 class Transient(Exception):  # noqa: N818 - a signal for the retry loop, raised only inside it
+    """A model server's answer worth retrying (429, 5xx)."""
+
     def __init__(self, response: Response) -> None:
         super().__init__(f"HTTP {response.status}")
         self.response = response

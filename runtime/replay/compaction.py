@@ -36,7 +36,7 @@ SCRATCH_PREFIX = "compact"
 
 
 class CompactError(RuntimeError):
-    pass
+    """Why a compaction stopped (no settled cut, a scratch deployment that did not come up)."""
 
 
 async def settled_cut(nc: NATS, prefix: str, timeout_s: float) -> int:

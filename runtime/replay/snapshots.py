@@ -45,6 +45,8 @@ SKIPPED_TOP = (".skald", "nats")
 
 
 class SnapshotMeta(msgspec.Struct, kw_only=True):
+    """What a snapshot holds: the events-stream sequence it stands for and its contents."""
+
     format: int = FORMAT
     events_seq: int  # the snapshot holds every write up to this sequence of the events stream
     created_at: float

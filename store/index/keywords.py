@@ -11,6 +11,8 @@ from skald.store.index.types import Hit, Query, row_key
 
 
 class IndexKeywords(IndexScopes):
+    """The index's keyword (BM25) questions: rows and scopes translated into the keyword index's labels."""
+
     def keyword_coverage(self, text: str, rows: list[IndexRow]) -> list[float]:
         """`KeywordIndex.coverage` of each row (0.0 for a row no longer indexed)."""
         with self._lock:

@@ -14,6 +14,9 @@ from skald.store.index.types import CONTEXT_TYPES, Query, scope_key
 
 
 class IndexScopes(IndexRows):
+    """Which rows a query may touch: prefixes as slices of the sorted scope keys, then masks for levels, types,
+    times."""
+
     @staticmethod
     def _starts(account: str, prefixes: list[str] | None) -> tuple[str, ...]:
         """The scope keys a query's rows start with: the account, or its prefixes' subtrees."""

@@ -18,6 +18,8 @@ from skald.store.index.types import BRUTE_FORCE_MAX, HNSW_EF_SEARCH, SMALL_INDEX
 
 
 class IndexSearch(IndexScopes):
+    """Vector search over the rows a query allows: exact over a selective scope, the graph over a broad one."""
+
     def search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], SearchTrace]:
         """The k best rows by cosine similarity among those the query allows, best first."""
         with self._lock:

@@ -37,6 +37,8 @@ def _crc32(path: Path) -> int:
 
 class IndexSnapshot(IndexRows):
 
+    """The index on disk: written atomically with checksums, read back whole or refused."""
+
     def content_hash(self) -> str:
         """Identical for two replicas holding the same rows, whatever order they arrived in: the
         XOR of each row's digest, kept up to date by every write. (A sorted scan of every row,

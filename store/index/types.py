@@ -52,6 +52,8 @@ class Query:
 
 @dataclass(slots=True)
 class Hit:
+    """One row a search found, with its score and what the caller's filters made of it."""
+
     row: IndexRow
     score: float
     keep: bool = True  # passes the caller's collection filter (search_children_many with `collect`)
@@ -62,6 +64,8 @@ class Hit:
 
 @dataclass(slots=True)
 class SearchTrace:
+    """How a search was answered: by which engine, over how many rows in scope, examining how many."""
+
     engine: str
     scope_rows: int
     examined: int

@@ -37,7 +37,7 @@ async def test_memories_served_in_a_context_block_count_one_use_each(client: Ska
     for _ in range(3):
         block = await client.context("what tea does alice drink in the morning", max_tokens=400)
         assert tea in [e.uri for e in block.entries]
-        assert block.stats["uses_counted"] == len(block.entries)
+        assert block.stats.uses_counted == len(block.entries)
     assert await uses_of(client, "oolong tea", tea, 3) == 3
     await asyncio.sleep(0.3)
     assert await uses_of(client, "oolong tea", tea, 4, timeout_s=0.2) == 3  # finds counted nothing
