@@ -18,7 +18,7 @@ from skald.runtime.bus import auth as busauth
 from skald.runtime.bus import keys as key_store
 from skald.runtime.bus.auth import WORKER_USER
 from skald.runtime.client.api import SkaldClient
-from skald.runtime.client.login import client_login
+from skald.runtime.client.login import client_login, key_digest
 from skald.runtime.host.worker import Worker
 from support.cluster import Cluster
 from tests.conftest import make_config
@@ -164,7 +164,7 @@ async def test_spies_receive_nothing_and_keys_follow_the_file(deployment: Deploy
     # A key added to the file works without a restart; a revoked key's connection is closed.
     dave = key_store.add(d.keys_path, "user", account="acme", user="dave")[0]
     alice_id = next(r.id for r in key_store.KeyStore(d.keys_path).records()
-                    if r.hash == key_store.digest(d.keys["alice"]))
+                    if r.hash == key_digest(d.keys["alice"]))
     assert key_store.revoke(d.keys_path, alice_id)
     await d.reload()
     async with await SkaldClient.connect(d.urls, prefix=d.prefix, api_key=dave) as c:
