@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from skald.messages import errors
+from skald.runtime.bus import nats_bus
 from skald.runtime.bus.streams import ensure_streams, stream_name
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.replay import journal as replay
@@ -254,10 +255,11 @@ async def test_session_context_fits_a_token_budget(deploy: Callable[..., Any]) -
 
 
 async def test_adds_survive_an_events_outage_once_each_and_commit_waits_for_the_journal(
-        deploy: Callable[..., Any]) -> None:
+        deploy: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The events stream gone (a JetStream outage for that stream): adds are still accepted once their
     line is durable, a commit refuses with UNAVAILABLE instead of archiving messages the journal lacks,
     and once the stream is back the journal holds every message exactly once, in order."""
+    monkeypatch.setattr(nats_bus, "PUBLISH_RETRY_S", 1.0)  # an outage outlasts the retry window sooner
     w, c = await deploy(actors=("session", "archive", "indexer"))
     js = c.nc.jetstream(timeout=5.0)
     await c.add_message("out", "user", "before the outage")
@@ -316,11 +318,13 @@ async def test_a_message_sent_right_behind_a_commit_is_kept_on_disk(deploy: Call
     assert sorted(stored) == sorted(sent)  # each once: none lost to a rename, none archived twice
 
 
-async def test_a_commit_whose_phase2_job_cannot_be_queued_rolls_forward(deploy: Callable[..., Any]) -> None:
+async def test_a_commit_whose_phase2_job_cannot_be_queued_rolls_forward(deploy: Callable[..., Any],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The work stream gone at commit time (a leader election): the archive is durable, so the
     commit is accepted and its job queued later, root is rewritten, and the next commit archives
     only what came after (before: the commit failed after its archive was written, root kept the
     messages, and the client's retry archived them a second time)."""
+    monkeypatch.setattr(nats_bus, "PUBLISH_RETRY_S", 1.0)  # an outage outlasts the retry window sooner
     w, c = await deploy(actors=("session", "indexer"))
     js = c.nc.jetstream(timeout=5.0)
     for i in range(4):
