@@ -26,12 +26,22 @@ from skald.runtime.client.api import SkaldClient
 SKALD = [sys.executable, "-m", "skald.runtime.main"]
 
 
+def command(env: dict[str, str] | None) -> list[str]:
+    """The `skald` command of the code a process runs: this tree's, or an earlier commit's put first
+    on PYTHONPATH (`bench/deploy.py: code_at`), whose command module may predate `skald.runtime.main`
+    (it was `skald.runtime.cli` before the runtime was laid out by role)."""
+    code = Path((env or {}).get("PYTHONPATH") or "")
+    if code.parts and not (code / "skald/runtime/main.py").exists() and (code / "skald/runtime/cli.py").exists():
+        return [sys.executable, "-m", "skald.runtime.cli"]
+    return SKALD
+
+
 def spawn(args: list[str], env: dict[str, str] | None = None, *,
           stderr: int | IO[str] = subprocess.PIPE) -> subprocess.Popen[str]:
     """`skald ARGS` in its own process (hashed embedder unless `env` says otherwise)."""
     full = {**os.environ, "SKALD_EMBEDDER": "hash", **(env or {})}
     # Its own process group, so reaping also takes the nats-server a `skald up` started.
-    return subprocess.Popen([*SKALD, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=full,
+    return subprocess.Popen([*command(env), *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=full,
                             start_new_session=True)
 
 
