@@ -300,17 +300,22 @@ class SkaldClient(Transport):
         """Delete a session with its archives."""
         return await self.request(catalog.SESSIONS_DELETE, session_msgs.SessionRef(session_id=session_id))
 
-    async def add_message(self, session_id: str, role: str, text: str | None = None, *,
-                          parts: list[Any] | None = None, **kw: Any) -> session_msgs.AddMessageResult:
-        """Append a message; `text` is shorthand for one text part."""
-        if not kw.get("id") and not kw.get("request_id"):
-            kw["request_id"] = uuid.uuid4().hex  # so a retry after a lost reply cannot store it twice
-        if parts is None:
-            parts = [session_msgs.TextPart(text=text or "")]
-        else:
-            parts = [msgspec.convert(p, session_msgs.Part) if isinstance(p, dict) else p for p in parts]
-        return await self.request(catalog.SESSIONS_ADD_MESSAGE,
-                                  session_msgs.AddMessageRequest(session_id=session_id, role=role, parts=parts, **kw))  # type: ignore[arg-type]
+    async def add_message(self, session_id: str, role: Literal["user", "assistant"], text: str | None = None, *,
+                          parts: list[session_msgs.Part | dict[str, Any]] | None = None, id: str | None = None,
+                          turn_id: str | None = None, message_kind: session_msgs.MessageKind | None = None,
+                          source_message_ids: list[str] | None = None,
+                          request_id: str | None = None) -> session_msgs.AddMessageResult:
+        """Append a message; `text` is shorthand for one text part. Without an `id` or `request_id`,
+        one is made up, so a retry after a lost reply cannot store the message twice."""
+        if not id and not request_id:
+            request_id = uuid.uuid4().hex
+        typed: list[session_msgs.Part] = (
+            [session_msgs.TextPart(text=text or "")] if parts is None else
+            [msgspec.convert(p, session_msgs.Part) if isinstance(p, dict) else p for p in parts])
+        return await self.request(catalog.SESSIONS_ADD_MESSAGE, session_msgs.AddMessageRequest(
+            session_id=session_id, role=role, parts=typed, id=id, turn_id=turn_id,
+            message_kind=message_kind, source_message_ids=source_message_ids,
+            request_id=request_id))
 
     async def session_context(self, session_id: str, max_tokens: int | None = None) -> session_msgs.ContextResult:
         """Overview + live messages; with `max_tokens`, the newest whole steps that fit."""

@@ -84,10 +84,13 @@ class Transport:
                                           (H_PEER, peer), (H_API_KEY, api_key)) if v}
 
     @classmethod
-    async def connect(cls, servers: str | list[str], *, prefix: str = "skald", **kw: Any) -> Self:
-        """Connect to one NATS URL or a cluster (a list, or URLs joined by commas)."""
+    async def connect(cls, servers: str | list[str], *, prefix: str = "skald", account: str | None = None,
+                      user: str | None = None, agent: str | None = None, peer: str | None = None,
+                      api_key: str | None = None, timeout_s: float = 30.0, retries: bool = True) -> Self:
+        """Connect to one NATS URL or a cluster (a list, or URLs joined by commas), acting as the
+        identity given (with keys on, the key decides the account and user)."""
         urls = servers.split(",") if isinstance(servers, str) else servers
-        key = kw.get("api_key")
+        key = api_key
         # With a key, the connection logs in as the key's own bus user and receives its replies on
         # its private inbox prefix (a server without authorization ignores the login).
         seen: list[str] = []
@@ -95,7 +98,7 @@ class Transport:
         async def on_error(e: Exception) -> None:
             seen[:] = [*seen[-4:], str(e)]  # nats-py reports why a server refused only here
 
-        limit = float(kw.get("timeout_s") or 30.0)  # connecting counts against the caller's timeout too
+        limit = float(timeout_s or 30.0)  # connecting counts against the caller's timeout too
         hint = f"cannot reach NATS at {','.join(urls)}: is `skald up` running?"
         try:
             nc = await asyncio.wait_for(nats.connect(
@@ -111,12 +114,14 @@ class Transport:
         # once connected, a client rides out any outage: a restarted nats-server is found again,
         # and calls made meanwhile fail with their own deadline, not a connection closed for good.
         nc.options["max_reconnect_attempts"] = -1
-        return cls(nc, prefix, owns_connection=True, **kw)
+        return cls(nc, prefix, account=account, user=user, agent=agent, peer=peer, api_key=api_key,
+                   timeout_s=timeout_s, owns_connection=True, retries=retries)
 
-    def as_identity(self, **kw: Any) -> Self:
+    def as_identity(self, *, account: str | None = None, user: str | None = None, agent: str | None = None,
+                    peer: str | None = None, api_key: str | None = None) -> Self:
         """Another identity over the same connection."""
-        other = type(self)(self.nc, self.prefix, timeout_s=self.timeout_s, **kw)
-        return other
+        return type(self)(self.nc, self.prefix, account=account, user=user, agent=agent, peer=peer,
+                          api_key=api_key, timeout_s=self.timeout_s)
 
     async def __aenter__(self) -> Self:
         return self
