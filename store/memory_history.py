@@ -10,13 +10,11 @@ is not saved twice (a write redone after a crash adds nothing).
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import msgspec
 
-from skald.store.tree import write_atomic_sync
+from skald.store.treeport import Tree, join
 
 HISTORY = ".history"
 _VERSION = re.compile(r"^(\d{4,})\.json$")
@@ -31,38 +29,41 @@ class Version(msgspec.Struct, kw_only=True):
     content: str
 
 
-def history_dir(memory: Path) -> Path:
-    """memories/<category>/<name>.md -> memories/.history/<category>/<name>.md/"""
-    return memory.parent.parent / HISTORY / memory.parent.name / memory.name
+def history_dir(memory: str) -> str:
+    """The key of a memory's versions: memories/<category>/<name>.md -> memories/.history/<category>/<name>.md"""
+    category_dir, name = memory.rsplit("/", 1)
+    memories, category = category_dir.rsplit("/", 1)
+    return join(memories, HISTORY, category, name)
 
 
-def versions(memory: Path) -> list[Version]:
+def versions(tree: Tree, memory: str) -> list[Version]:
+    """Every kept version of the memory at key `memory`, oldest first."""
     d = history_dir(memory)
     try:
-        names = sorted(n for n in os.listdir(d) if _VERSION.match(n))
+        names = sorted(e.name for e in tree.list(d) if _VERSION.match(e.name))
     except (FileNotFoundError, NotADirectoryError):
         return []
     out = []
     for n in names:
         try:
-            out.append(msgspec.json.decode((d / n).read_bytes(), type=Version))
+            out.append(msgspec.json.decode(tree.read(join(d, n)), type=Version))
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             continue  # a torn version file from a crash mid-write; the next save writes it again
     return out
 
 
-def save_version(memory: Path, reason: str, at: float) -> Version | None:
+def save_version(tree: Tree, memory: str, reason: str, at: float) -> Version | None:
     """Keep the memory's current text as a new version before it changes; None if there is no
     current text or the newest version already holds it."""
     try:
-        current = memory.read_text("utf-8")
+        current = tree.read(memory).decode("utf-8")
     except FileNotFoundError:
         return None
-    old = versions(memory)
+    old = versions(tree, memory)
     if old and old[-1].content == current:
         return None
     v = Version(version=(old[-1].version if old else 0) + 1, at=at, reason=reason, content=current)
-    write_atomic_sync(history_dir(memory) / f"{v.version:04d}.json", msgspec.json.encode(v))
+    tree.write(join(history_dir(memory), f"{v.version:04d}.json"), msgspec.json.encode(v))
     return v
 
 

@@ -28,7 +28,6 @@ from skald.messages.sessions import Message
 from skald.store import groupsync
 from skald.store.archive_state import ArchiveListing
 from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, QuarantineMarker, SessionMeta
-from skald.store.tree import write_atomic_sync
 from skald.store.treeport import Tree, join
 from skald.store.uri import Identity, Namespace, VikingPath
 
@@ -62,6 +61,18 @@ class SessionDir:
     def akey(self, archive_id: str, name: str = "") -> str:
         """The key of an archive's directory, or of a file in it."""
         return join(self.key, HISTORY, archive_id, name)
+
+    def fkey(self, name: str) -> str:
+        """The key of a file at the session's top level (`messages.jsonl`, `.meta.json`, the ledger)."""
+        return join(self.key, name)
+
+    def tool_result_key(self, filename: str) -> str:
+        return join(self.key, TOOL_RESULTS, filename)
+
+    def alive(self) -> bool:
+        """Whether the session's directory exists."""
+        st = self.tree.stat(self.key)
+        return st is not None and st.is_dir
 
     @property
     def path(self) -> Path:
@@ -244,35 +255,42 @@ def append_messages(path: Path, messages: list[Message]) -> None:
         raise failed[path]
 
 
-def write_atomic_lines(path: Path, messages: list[Message]) -> None:
-    write_atomic_sync(path, encode_lines(messages))
+def write_live(session: SessionDir, messages: list[Message]) -> None:
+    """Replace the live log atomically (a commit's retained messages, outputs moved to files)."""
+    session.tree.write(session.fkey(MESSAGES), encode_lines(messages))
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    write_atomic_sync(path, data)
+def read_live(session: SessionDir) -> list[Message]:
+    """The live log's messages (a torn last line skipped)."""
+    return read_messages_at(session.tree, session.fkey(MESSAGES))
 
 
-def read_text(path: Path) -> str:
+def write_bytes(tree: Tree, key: str, data: bytes) -> None:
+    tree.write(key, data)
+
+
+def read_text(tree: Tree, key: str) -> str:
+    """A text file of a session, "" when it is missing."""
     try:
-        return path.read_text("utf-8", errors="replace")
-    except (FileNotFoundError, NotADirectoryError):
+        return tree.read(key).decode("utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return ""
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(tree: Tree, key: str) -> dict[str, Any] | None:
     """A free-form JSON file of a session (the dedup ledger, the Phase 2 journal); None when it is
     missing or unreadable. Their readers validate what they use."""
     try:
-        data = json.loads(path.read_bytes() or b"{}")
-    except (FileNotFoundError, NotADirectoryError):
+        data = json.loads(tree.read(key) or b"{}")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    write_atomic_sync(path, json.dumps(data, ensure_ascii=False, sort_keys=True).encode())
+def write_json(tree: Tree, key: str, data: dict[str, Any]) -> None:
+    tree.write(key, json.dumps(data, ensure_ascii=False, sort_keys=True).encode())
 
 
 # ----- archives -------------------------------------------------------------------------
@@ -355,6 +373,5 @@ def message_text(m: Message) -> str:
 
 def recent_messages(session: SessionDir, n: int) -> list[tuple[str, str]]:
     """The last `n` live messages that carry text, as (role, text)."""
-    out: list[tuple[str, str]] = [(m.role, t) for m in read_messages(session.messages)
-                                  if (t := message_text(m)).strip()]
+    out: list[tuple[str, str]] = [(m.role, t) for m in read_live(session) if (t := message_text(m)).strip()]
     return out[-n:]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -33,7 +32,6 @@ from skald.store import archive_state, faults, memory_history
 from skald.store import sessions as session_store
 from skald.store.session_meta import DoneMarker, FailedMarker
 from skald.store.sessions import SessionDir, lease_key, session_dir
-from skald.store.tree import write_atomic_sync
 from skald.store.uri import Identity, Namespace
 
 log = logging.getLogger("skald.archive")
@@ -144,7 +142,7 @@ class Archiver:
             listings = await asyncio.to_thread(lambda: [session_store.read_archive(sdir, j) for j in wanted])
             # Working memory accumulates: this archive's overview starts from the newest completed one.
             previous = "" if i <= 0 else await asyncio.to_thread(
-                session_store.read_text, sdir.archive(session_store.archive_name(i)) / session_store.OVERVIEW)
+                session_store.read_text, sdir.tree, sdir.akey(session_store.archive_name(i), session_store.OVERVIEW))
             states = archive_state.scan(listings)
             target = states[-1]
             before = states[:-1]
@@ -196,14 +194,14 @@ class Archiver:
                                                source_message_ids=list(r.source_message_ids),
                                                budget_tokens=r.budget_tokens,
                                           archive_id=s.listing.archive_id))
-        adir = sdir.archive(job.archive_id)
-        out = await self._model_output(adir, messages, requests, previous, ident)
+        out = await self._model_output(sdir, job.archive_id, messages, requests, previous, ident)
         if len(out.checkpoint_summaries) != len(requests):
             raise _Stage("validate", f"{len(out.checkpoint_summaries)} summaries for {len(requests)} checkpoints")
         records = phase2.checkpoint_records(requests, out.checkpoint_summaries)
         abstract = _abstract(out.overview)
-        await asyncio.to_thread(write_atomic_sync, adir / session_store.OVERVIEW, out.overview.encode())
-        await asyncio.to_thread(write_atomic_sync, adir / session_store.ABSTRACT, abstract.encode())
+        aid = job.archive_id
+        await asyncio.to_thread(sdir.tree.write, sdir.akey(aid, session_store.OVERVIEW), out.overview.encode())
+        await asyncio.to_thread(sdir.tree.write, sdir.akey(aid, session_store.ABSTRACT), abstract.encode())
         await asyncio.to_thread(session_store.update_archive_meta, sdir, job.archive_id, checkpoints=records,
                                 overview_tokens=phase2.estimate_tokens(out.overview),
                                 rolled_forward=[s.listing.archive_id for s in rolled])
@@ -221,10 +219,11 @@ class Archiver:
         self.completed += 1
         return "completed", memory_job
 
-    async def _model_output(self, adir: Any, messages: list[Any], requests: list[phase2.Request],
-                            previous: str = "", ident: Identity | None = None) -> phase2.Output:
+    async def _model_output(self, sdir: SessionDir, archive_id: str, messages: list[Any],
+                            requests: list[phase2.Request], previous: str = "",
+                            ident: Identity | None = None) -> phase2.Output:
         """One model call per archive, ever: a journaled answer is re-applied, not re-asked."""
-        journal = session_store.read_json(adir / JOURNAL)
+        journal = session_store.read_json(sdir.tree, sdir.akey(archive_id, JOURNAL))
         if journal is None:
             if self.llm.extractive:
                 out = phase2.extractive(messages, requests, previous)
@@ -241,7 +240,7 @@ class Archiver:
                 except Exception as e:
                     raise _Stage("llm", f"{type(e).__name__}: {e}") from e
                 journal = {"text": c.text, "model": c.model, "usage": msgspec.to_builtins(c.usage)}
-            await asyncio.to_thread(session_store.write_json, adir / JOURNAL, journal)
+            await asyncio.to_thread(session_store.write_json, sdir.tree, sdir.akey(archive_id, JOURNAL), journal)
             faults.point("archive.after_journal")
         try:
             return phase2.parse_output(str(journal.get("text", "")), len(requests))
@@ -256,6 +255,7 @@ class Archiver:
         uris: list[str] = []
         removed: list[tuple[str, int]] = []
         base = self.ns.resolve("viking://~/memories", ident)
+        tree, base_key = self.ns.tree, self.ns.key(base)
         src = hashlib.sha1("\x00".join(m.id for m in messages).encode()).hexdigest()[:10]
         # What was said stays findable whatever the model made of it: the verbatim transcript.
         transcript = phase2.transcript_memory(job.session_id, messages)
@@ -267,8 +267,8 @@ class Archiver:
             if not merge and (cat != "events" or mem is not transcript):
                 mem = {**mem, "content": phase2.with_source(mem["content"], job.session_id, ids)}
             if cat == "profile":
-                path, uri = base.path / "profile.md", f"{base.uri}/profile.md"
-                existing = session_store.read_text(path)
+                key, uri = f"{base_key}/profile.md", f"{base.uri}/profile.md"
+                existing = session_store.read_text(tree, key)
                 fact = phase2.without_source(mem["content"])
                 if fact in existing or any(memory_history.same_fact(phase2.without_source(p), fact)
                                            for p in existing.split("\n\n") if p.strip()):
@@ -276,12 +276,12 @@ class Archiver:
                 body = (existing.rstrip() + "\n\n" + mem["content"]).strip()
             elif cat in phase2.KEYED:
                 name = phase2.memory_name(phase2.key_of(mem))
-                path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
-                existing = session_store.read_text(path)
+                key, uri, body = f"{base_key}/{cat}/{name}", f"{base.uri}/{cat}/{name}", mem["content"]
+                existing = session_store.read_text(tree, key)
                 if mem.get("op") == "delete":
                     if existing:
-                        await asyncio.to_thread(memory_history.save_version, path, "delete", at)
-                        await asyncio.to_thread(path.unlink)
+                        await asyncio.to_thread(memory_history.save_version, tree, key, "delete", at)
+                        await asyncio.to_thread(tree.remove, key)
                         removed.append((uri, 2))
                     continue
                 if merge:  # the extractor's lines join the memory of their key
@@ -293,12 +293,12 @@ class Archiver:
                                                            phase2.without_source(body)):
                     continue  # the same fact again: one memory
                 if existing:
-                    await asyncio.to_thread(memory_history.save_version, path, "update", at)
+                    await asyncio.to_thread(memory_history.save_version, tree, key, "update", at)
                     faults.point("archive.after_history")  # old text kept, new text not yet written
             else:
                 name = mem.get("name") or f"{cat}_{job.session_id[:24]}_{src}_{i}.md"
-                path, uri, body = base.path / cat / name, f"{base.uri}/{cat}/{name}", mem["content"]
-            await asyncio.to_thread(write_atomic_sync, path, body.encode())
+                key, uri, body = f"{base_key}/{cat}/{name}", f"{base.uri}/{cat}/{name}", mem["content"]
+            await asyncio.to_thread(tree.write, key, body.encode())
             uris.append(uri)
         if not (uris or removed):
             return ""
@@ -310,15 +310,16 @@ class Archiver:
 
     def _existing_keys(self, ident: Identity) -> list[str]:
         """`category/key: first line` of the user's keyed memories, for the model to update."""
-        base = self.ns.resolve("viking://~/memories", ident).path
+        tree, base = self.ns.tree, self.ns.key(self.ns.resolve("viking://~/memories", ident))
         out = []
         for cat in phase2.KEYED:
             try:
-                names = sorted(n for n in os.listdir(base / cat) if n.endswith(".md") and not n.startswith("."))
+                names = sorted(e.name for e in tree.list(f"{base}/{cat}")
+                               if e.name.endswith(".md") and not e.name.startswith("."))
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for n in names[: phase2.EXISTING_MAX]:
-                first = session_store.read_text(base / cat / n).strip().splitlines()[:1]
+                first = session_store.read_text(tree, f"{base}/{cat}/{n}").strip().splitlines()[:1]
                 out.append(f"{cat}/{n[:-3]}: {first[0][:120] if first else ''}")
         return out[: phase2.EXISTING_MAX]
 

@@ -143,7 +143,7 @@ class Assembler:
         records: dict[str, ledger.Record] = {}
         dedup: dict[str, Any] = {"turns": p.dedup_turns, "status": "off"}
         if p.dedup_turns and session is not None:
-            raw = await asyncio.to_thread(session_store.read_json, session.sdir.file(ledger.NAME))
+            raw = await asyncio.to_thread(session_store.read_json, session.sdir.tree, session.sdir.fkey(ledger.NAME))
             records, bad = ledger.parse(raw)
             dedup.update(status="ok", turn=session.clock, malformed=bad)
         cooled = sorted(ledger.cooled(records, session.clock, p.dedup_turns)) if session is not None else []
@@ -178,7 +178,8 @@ class Assembler:
                                 self.clock())
             try:
                 faults.point("ledger.before_write")
-                await asyncio.to_thread(session_store.write_json, session.sdir.file(ledger.NAME), ledger.dump(new))
+                await asyncio.to_thread(session_store.write_json, session.sdir.tree, session.sdir.fkey(ledger.NAME),
+                                        ledger.dump(new))
             except OSError as e:
                 dedup["status"] = "write_failed"
                 log.warning("dedup ledger write failed: %s", e)

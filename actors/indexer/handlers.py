@@ -289,7 +289,8 @@ class Indexer(Imports):
             same = await asyncio.to_thread(memories.same_fact_in, vp.path.parent, req.content)
             if same is not None:
                 vp = self.ns.child(self.ns.resolve(vp.parent_uri, ident), same.name)
-                await asyncio.to_thread(memory_history.save_version, vp.path, "merge", clock_now())
+                await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "merge",
+                                        clock_now())
         await tree.write_atomic(vp.path, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,),
                           tags=(*tags, f"memory_type={req.category}"))
@@ -306,7 +307,7 @@ class Indexer(Imports):
     @handles(catalog.MEMORIES_UPDATE, timeout_s=120.0, journal=True)
     async def update_memory(self, req: ingest_msgs.UpdateMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
         vp = self._memory(req.uri, ctx.identity, existing=True)
-        await asyncio.to_thread(memory_history.save_version, vp.path, "update", clock_now())
+        await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "update", clock_now())
         await tree.write_atomic(vp.path, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
         return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
@@ -315,13 +316,13 @@ class Indexer(Imports):
     async def delete_memory(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> fs_msgs.ChangeResult:
         """Forget: the memory leaves the tree and the index; its text stays in its history."""
         vp = self._memory(req.uri, ctx.identity, existing=True)
-        await asyncio.to_thread(memory_history.save_version, vp.path, "delete", clock_now())
+        await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "delete", clock_now())
         return await self._remove(vp, [(vp.uri, 2)], False, req.wait, ctx)
 
     @handles(catalog.MEMORIES_HISTORY)
     async def memory_history(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> ingest_msgs.MemoryHistory:
         vp = self._memory(req.uri, ctx.identity)
-        versions = await asyncio.to_thread(memory_history.versions, vp.path)
+        versions = await asyncio.to_thread(memory_history.versions, self.ns.tree, self.ns.key(vp))
         current = await tree.read_text(vp.path) if vp.path.is_file() else None
         if current is None and not versions:
             raise NotFound("no such memory", {"uri": vp.uri})

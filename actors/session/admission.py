@@ -25,7 +25,7 @@ class Admission:
     async def replace_root(self, key: str, st: State, root: list[session_msgs.Message]) -> None:
         """Rewrite the live messages (same ids, outputs moved to files), atomically."""
         self.fence(key)
-        await asyncio.to_thread(session_store.write_atomic_lines, st.sdir.messages, root)
+        await asyncio.to_thread(session_store.write_live, st.sdir, root)
         st.root = root
 
     async def admit(self, key: str, st: State, msg: session_msgs.Message) -> session_msgs.Message:
@@ -64,7 +64,7 @@ class Admission:
                 p = parts[i]
                 assert isinstance(p, session_msgs.ToolPart)
                 self.fence(key)
-                await asyncio.to_thread(session_store.write_bytes, st.sdir.tool_result(e.filename),
+                await asyncio.to_thread(session_store.write_bytes, st.sdir.tree, st.sdir.tool_result_key(e.filename),
                                         p.tool_output.encode())
                 parts[i] = msgspec.structs.replace(p, tool_output=externalize.preview(p.tool_output),
                                                    tool_output_uri=st.sdir.tool_result_uri(e.filename),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -39,6 +38,7 @@ from skald.store import sessions as session_store
 from skald.store.archive_state import ArchiveListing, ArchiveState
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir, lease_key, session_at, session_dir
+from skald.store.treeport import parent
 from skald.store.uri import Identity, Namespace, node_of
 
 log = logging.getLogger(__name__)
@@ -233,12 +233,13 @@ class Sessions:
 
         async def here() -> session_msgs.DeleteResult:
             await self.tails.settle(key)
-            if not sdir.path.exists():
+            if not await asyncio.to_thread(sdir.alive):
                 raise NotFound("no such session", {"session_id": req.session_id})
             self.owners.fence(key)
-            trash = sdir.path.parent / f".tmp-del-{uuid.uuid4().hex}"
-            await asyncio.to_thread(os.rename, sdir.path, trash)
-            await asyncio.to_thread(shutil.rmtree, trash, True)
+            # Out of sight at once (a rename), then removed: a crash in between leaves only a temp name.
+            trash = f"{parent(sdir.key)}/.tmp-del-{uuid.uuid4().hex}"
+            await asyncio.to_thread(sdir.tree.move, sdir.key, trash)
+            await asyncio.to_thread(lambda: sdir.tree.remove(trash, recursive=True))
             self._states.pop(key, None)
             return session_msgs.DeleteResult(session_id=req.session_id, deleted=True)
 
@@ -303,7 +304,7 @@ class Sessions:
         sdir = st.sdir
         tail = [session_store.read_archive(sdir, i) for i in range(st.frontier.index + 1, st.max_index + 1)]
         tail = [a for a in tail if a.messages or a.done is not None or a.failed is not None
-                or sdir.archive(a.archive_id).exists()]
+                or sdir.tree.stat(sdir.akey(a.archive_id)) is not None]
         st.frontier, states = frontier.advance(st.frontier, tail, st.root, sdir.archive_uri)
         return states
 
@@ -374,7 +375,7 @@ class Sessions:
         """Counted at once on the bus (a counter per node), so hotness sees it before any commit."""
         _, sdir = self._where(ctx.identity, req.session_id)
         nodes = list(dict.fromkeys(node_of(u, ctx.identity) for u in req.uris))
-        if not await asyncio.to_thread(sdir.path.is_dir):
+        if not await asyncio.to_thread(sdir.alive):
             raise NotFound("no such session", {"session_id": req.session_id})
         await self.bus.count_usage(ctx.identity.account, nodes, req.request_id or request_id("used"))
         return session_msgs.UsedResult(session_id=req.session_id, counted=nodes)

@@ -149,7 +149,7 @@ class Phase1:
         messages at load (recovery.load), which saves a durable rename per commit."""
         faults.point("commit.before_root")  # answered (or on its way), root still holding the archived
         self.fence(key)
-        await asyncio.to_thread(session_store.write_atomic_lines, st.sdir.messages, retained)
+        await asyncio.to_thread(session_store.write_live, st.sdir, retained)
         faults.point("commit.after_root")
         try:
             await self.bus.publish_event(f"session.committed.{key}", event, event.archive_uri or "")

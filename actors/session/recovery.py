@@ -29,10 +29,8 @@ log = logging.getLogger("skald.session")
 def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMeta:
     """Counters from what is on disk: every message id accepted is in root or an archive, and
     every commit made one archive."""
-    try:
-        created = sdir.path.stat().st_mtime
-    except OSError:
-        created = 0.0
+    st = sdir.tree.stat(sdir.key)
+    created = st.mtime if st is not None else 0.0
     return SessionMeta(session_id=sdir.session_id, created_at=created, total_message_count=len(ids),
                        commit_count=archives)
 
@@ -40,7 +38,7 @@ def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMet
 def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
     """Read one session (in a worker thread); `fence` is called before any repair is written."""
     meta, status = session_store.read_session_meta(sdir)
-    root = session_store.read_messages(sdir.messages)
+    root = session_store.read_live(sdir)
     archived: set[str] = set()
     requests: dict[str, str] = {}
     pending: list[int] = []
@@ -55,13 +53,13 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
         # Phase 1 died after the archive was durable but before root was rewritten: finish it.
         fence()
         root = [m for m in root if m.id not in archived]
-        session_store.write_atomic_lines(sdir.messages, root)
+        session_store.write_live(sdir, root)
     ids = archived | {m.id for m in root}
     repaired = False
     if status == "corrupt" or (status == "missing" and ids):  # torn, or lost (written without fsync)
         meta = recovered_meta(sdir, ids, len(indexes))
         log.warning("%s %s: counters rebuilt from disk (total_message_count=%d, commit_count=%d)",
-                    status, sdir.meta, meta.total_message_count, meta.commit_count)
+                    status, sdir.fkey(session_store.META), meta.total_message_count, meta.commit_count)
         fence()
         session_store.save_session_meta(sdir, meta)
         repaired = True
