@@ -27,6 +27,7 @@ from skald.runtime.client.api import SkaldClient
 from skald.runtime.host.config import Config
 from skald.runtime.host.worker import Worker
 from support.processes import procs  # noqa: F401 - a fixture for every scope
+from support.sessions import Model
 
 _ids = itertools.count()
 
@@ -192,3 +193,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def model() -> Iterator[Model]:
+    """A scripted Phase 2 model server, closed after the test."""
+    m = Model()
+    yield m
+    m.stub.close()

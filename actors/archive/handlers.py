@@ -89,6 +89,7 @@ class Archiver:
 
     @consumes(catalog.ARCHIVE, ack_wait_s=120.0, max_deliver=1000, concurrency=2)
     async def run(self, job: Phase2Job, att: Attempt) -> None:
+        """A job of the `archive` work queue."""
         nxt: Phase2Job | None = job
         first = True
         while nxt is not None:

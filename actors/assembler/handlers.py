@@ -123,10 +123,12 @@ class Assembler:
 
     @handles(catalog.ASSEMBLE_CONTEXT, timeout_s=120.0)
     async def context(self, req: search_msgs.SearchRequest, ctx: Ctx) -> context_msgs.ContextResult:
+        """`assemble.context`: search.search in context or bootstrap mode, served by the assembler."""
         return await self.assemble(params_mod.resolve(req, params_mod.SEARCH), ctx, bool(req.telemetry))
 
     @handles(catalog.SEARCH_RECALL, timeout_s=120.0)
     async def recall(self, req: search_msgs.RecallRequest, ctx: Ctx) -> context_msgs.ContextResult:
+        """`search.recall`: The auto-recall preset of context assembly."""
         params = params_mod.resolve(req, params_mod.RECALL)
         ctx.deprecated.extend(params.deprecated)
         return await self.assemble(params, ctx, bool(req.telemetry))

@@ -94,6 +94,7 @@ class Indexer(Imports):
 
     @handles(catalog.FS_WRITE, timeout_s=120.0, journal=True)
     async def fs_write(self, req: fs_msgs.WriteRequest, ctx: Ctx) -> fs_msgs.WriteResult:
+        """`fs.write`: Write a file (replace, append or create) and index it."""
         vp = self._writable(req.uri, ctx.identity)
         if vp.path.is_dir():
             raise InvalidArgument("is a directory", {"uri": vp.uri})
@@ -113,6 +114,7 @@ class Indexer(Imports):
 
     @handles(catalog.FS_MKDIR, journal=True)
     async def fs_mkdir(self, req: fs_msgs.MkdirRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
+        """`fs.mkdir`: Create a directory."""
         vp = self._writable(req.uri, ctx.identity)
         if vp.path.exists() and not vp.path.is_dir():
             raise Conflict("a file has that name", {"uri": vp.uri})
@@ -142,6 +144,7 @@ class Indexer(Imports):
 
     @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
     async def fs_rm(self, req: fs_msgs.RmRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
+        """`fs.rm`: Remove a file or directory."""
         vp = self._writable(req.uri, ctx.identity)
         if not vp.path.exists():
             raise NotFound("no such file or directory", {"uri": vp.uri})
@@ -163,6 +166,7 @@ class Indexer(Imports):
 
     @handles(catalog.FS_MV, timeout_s=120.0, journal=True)
     async def fs_mv(self, req: fs_msgs.MvRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
+        """`fs.mv`: Move a file or directory."""
         src = self._writable(req.from_uri, ctx.identity)
         dst = self._writable(req.to_uri, ctx.identity)
         if dst.uri == src.uri or dst.uri.startswith(src.uri + "/"):
@@ -189,6 +193,7 @@ class Indexer(Imports):
 
     @handles(catalog.SKILLS_ADD, timeout_s=600.0, journal=True)
     async def add_skill(self, req: ingest_msgs.AddSkillRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
+        """`skills.add`: Add a skill (SKILL.md with name and description)."""
         if len([x for x in (req.path, req.content, req.upload_id) if x is not None]) != 1:
             raise InvalidArgument("give exactly one of path, content or upload_id")
         tags = rows_mod.check_tags(req.tags)
@@ -278,6 +283,7 @@ class Indexer(Imports):
 
     @handles(catalog.MEMORIES_WRITE, timeout_s=120.0, journal=True)
     async def write_memory(self, req: ingest_msgs.WriteMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
+        """`memories.write`: Write an explicit memory."""
         tags = rows_mod.check_tags(req.tags)
         ident = ctx.identity
         space = f"viking://~/peers/{ident.peer}/memories" if ident.peer else "viking://~/memories"
@@ -306,6 +312,7 @@ class Indexer(Imports):
 
     @handles(catalog.MEMORIES_UPDATE, timeout_s=120.0, journal=True)
     async def update_memory(self, req: ingest_msgs.UpdateMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
+        """`memories.update`: Replace a memory's text (the old text is kept as a version)."""
         vp = self._memory(req.uri, ctx.identity, existing=True)
         await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "update", clock_now())
         await tree.write_atomic(vp.path, req.content.encode())
@@ -321,6 +328,7 @@ class Indexer(Imports):
 
     @handles(catalog.MEMORIES_HISTORY)
     async def memory_history(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> ingest_msgs.MemoryHistory:
+        """`memories.history`: A memory's text now and every earlier version."""
         vp = self._memory(req.uri, ctx.identity)
         versions = await asyncio.to_thread(memory_history.versions, self.ns.tree, self.ns.key(vp))
         current = await tree.read_text(vp.path) if vp.path.is_file() else None
@@ -334,6 +342,7 @@ class Indexer(Imports):
 
     @consumes(catalog.INGEST, ack_wait_s=60.0, max_deliver=6, concurrency=2)
     async def run_job(self, job: ingest_msgs.IngestJob, att: Attempt) -> None:
+        """A job of the `ingest` work queue."""
         try:
             done = await self.pipeline.process(job)
         except Exception as e:

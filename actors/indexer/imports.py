@@ -72,6 +72,7 @@ class Imports:
 
     @handles(catalog.RESOURCES_ADD, timeout_s=600.0, journal=True)
     async def add_resource(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
+        """`resources.add`: Ingest a resource (a server path, content, a URL or git repository, or an upload)."""
         given = [x for x in (req.path, req.content, req.url, req.upload_id) if x is not None]
         if len(given) != 1:
             raise InvalidArgument("give exactly one of path, content, url or upload_id")

@@ -110,6 +110,7 @@ class Retriever(TreeReads):
 
     @handles(catalog.SEARCH_FIND)
     async def find(self, req: search_msgs.FindRequest, ctx: Ctx) -> search_msgs.FindResult:
+        """`search.find`: Semantic find: one vector search, ranked hits."""
         t0 = time.perf_counter()
         c = params.common(req, self.clock(), check_tags)
         prefixes = scope.targets(self.ns, req.target_uri, c.context_types, ctx.identity)
@@ -161,6 +162,7 @@ class Retriever(TreeReads):
 
     @handles(catalog.SEARCH_SEARCH, timeout_s=120.0)
     async def search(self, req: search_msgs.SearchRequest, ctx: Ctx) -> Any:
+        """`search.search`: Search: a ranked list, or an assembled context block."""
         if req.mode == "list":
             given = search_msgs.context_fields_given(req)
             if given:
@@ -194,5 +196,6 @@ class Retriever(TreeReads):
 
     @handles(catalog.SYSTEM_STATS)
     async def system_stats(self, req: Empty, ctx: Ctx) -> StatsResult:
+        """`system.stats`: Retrieval counters and queue depths."""
         queues = await self.bus.info()
         return StatsResult(retrieval=self.stats.snapshot(), index=self.health(), queues=queues)

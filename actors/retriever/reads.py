@@ -74,6 +74,7 @@ class TreeReads:
     @handles(catalog.SEARCH_GREP, timeout_s=60.0)
     async def grep(self, req: search_msgs.GrepRequest, ctx: Ctx) -> search_msgs.GrepResult:
         # Arguments first: a bad pattern is INVALID_ARGUMENT whether or not the root exists.
+        """`search.grep`: Regular-expression search over file contents."""
         try:
             regex = re.compile(req.pattern, re.IGNORECASE if req.case_insensitive else 0)
         except re.error as e:
@@ -90,6 +91,7 @@ class TreeReads:
 
     @handles(catalog.SEARCH_GLOB, timeout_s=60.0)
     async def glob(self, req: search_msgs.GlobRequest, ctx: Ctx) -> search_msgs.GlobResult:
+        """`search.glob`: Match paths against a glob pattern."""
         tags = check_tags(req.tags)
         pattern = grep_glob.glob_regex(req.pattern)
         vp = self._existing(req.uri, ctx.identity)
@@ -153,6 +155,7 @@ class TreeReads:
 
     @handles(catalog.FS_READ)
     async def fs_read(self, req: fs_msgs.ReadRequest, ctx: Ctx) -> fs_msgs.ReadResult:
+        """`fs.read`: Read a file's content (optionally a line range)."""
         file_uri, _, anchor = req.uri.partition("#")
         vp = self._existing(file_uri, ctx.identity)
         if vp.path.is_dir():
@@ -192,6 +195,7 @@ class TreeReads:
 
     @handles(catalog.FS_LS)
     async def fs_ls(self, req: fs_msgs.LsRequest, ctx: Ctx) -> fs_msgs.LsResult:
+        """`fs.ls`: List a directory."""
         vp = self._existing(req.uri, ctx.identity)
         if not vp.path.is_dir():
             raise InvalidArgument("not a directory", {"uri": vp.uri})
@@ -233,6 +237,7 @@ class TreeReads:
 
     @handles(catalog.FS_TREE)
     async def fs_tree(self, req: fs_msgs.TreeRequest, ctx: Ctx) -> fs_msgs.TreeResult:
+        """`fs.tree`: A directory tree."""
         vp = self._existing(req.uri, ctx.identity)
         count = 0
         cut = False
@@ -262,6 +267,7 @@ class TreeReads:
 
     @handles(catalog.FS_STAT)
     async def fs_stat(self, req: fs_msgs.StatRequest, ctx: Ctx) -> fs_msgs.StatResult:
+        """`fs.stat`: Size and times of a node."""
         vp = self._existing(req.uri, ctx.identity)
         st = vp.path.stat()
         is_dir = vp.path.is_dir()
@@ -270,6 +276,7 @@ class TreeReads:
 
     @handles(catalog.FS_ABSTRACT)
     async def fs_abstract(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
+        """`fs.abstract`: A node's L0 abstract."""
         vp = self._existing(req.uri, ctx.identity)
         text = self._abstract_of(vp.path, vp.path.is_dir())
         if not text:
@@ -281,6 +288,7 @@ class TreeReads:
 
     @handles(catalog.FS_OVERVIEW)
     async def fs_overview(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
+        """`fs.overview`: A node's L1 overview."""
         vp = self._existing(req.uri, ctx.identity)
         if vp.path.is_dir():
             text = tree.read_text_sync(vp.path / tree.OVERVIEW, "") or ""

@@ -180,6 +180,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_CREATE, journal=True)
     async def create(self, req: session_msgs.CreateRequest, ctx: Ctx) -> Any:
+        """`sessions.create`: Create a session."""
         sid = req.session_id or request_id("session")
 
         async def run(key: str, st: State) -> session_msgs.SessionInfo:
@@ -194,6 +195,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_GET)
     async def get(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
+        """`sessions.get`: A session's counters."""
         async def run(key: str, st: State) -> session_msgs.SessionInfo:
             return self._info(st)
 
@@ -201,6 +203,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_LIST)
     async def list(self, req: session_msgs.ListRequest, ctx: Ctx) -> session_msgs.SessionList:
+        """`sessions.list`: List sessions."""
         base = session_store.sessions_root(self.ns, ctx.identity)
 
         def scan() -> list[session_msgs.SessionInfo]:
@@ -229,6 +232,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_DELETE, journal=True)
     async def delete(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
+        """`sessions.delete`: Delete a session."""
         key, sdir = self._where(ctx.identity, req.session_id)
 
         async def here() -> session_msgs.DeleteResult:
@@ -247,6 +251,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_ADD_MESSAGE)  # journaled by the batch's messages_added event
     async def add_message(self, req: session_msgs.AddMessageRequest, ctx: Ctx) -> Any:
+        """`sessions.add_message`: Append a message to a session."""
         async def run(key: str, st: State) -> session_msgs.AddMessageResult:
             known = st.requests.get(req.request_id) if req.request_id and not req.id else None
             mid = req.id or known or f"msg_{st.total + 1:08d}"
@@ -276,6 +281,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_COMMIT, timeout_s=300.0, journal=True)
     async def commit(self, req: session_msgs.CommitRequest, ctx: Ctx) -> Any:
+        """`sessions.commit`: Commit a session (archive, summarise)."""
         check_request(req)
 
         async def run(key: str, st: State) -> session_msgs.CommitResult:
@@ -323,6 +329,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_CONTEXT)
     async def context(self, req: session_msgs.ContextRequest, ctx: Ctx) -> Any:
+        """`sessions.context`: A session's context: overview + live messages."""
         async def run(key: str, st: State) -> session_msgs.ContextResult:
             states = await asyncio.to_thread(self._tail_states, st)
             uris = {s.listing.archive_id: st.sdir.archive_uri(s.listing.archive_id) for s in states}
@@ -382,6 +389,7 @@ class Sessions:
 
     @handles(catalog.SESSIONS_ARCHIVES)
     async def archives(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
+        """`sessions.archives`: A session's archives and their state."""
         async def run(key: str, st: State) -> session_msgs.ArchivesResult:
             states = archive_state.scan(await asyncio.to_thread(self._listings, st))
             return session_msgs.ArchivesResult(session_id=req.session_id,

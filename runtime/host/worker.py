@@ -20,7 +20,7 @@ from nats.aio.client import Client as NATS
 from skald.actors.archive.handlers import Archiver
 from skald.actors.assembler.handlers import Assembler
 from skald.actors.indexer.handlers import Indexer
-from skald.actors.kit.ports import LLM, Embedder, Summarizer
+from skald.actors.kit.ports import LLM, Bus, Embedder, Summarizer
 from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
@@ -92,9 +92,16 @@ def make_keys(cfg: Config) -> KeyStore:
 
 async def build_actors(cfg: Config, nc: NATS, worker_id: str,
                        keys: KeyStore | None = None) -> tuple[dict[str, object], NatsBus]:
+    """The actors `cfg` asks for, on the NATS bus of `nc`."""
     keys = keys or make_keys(cfg)
     bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret,
                   replicas=cfg.stream_replicas)
+    return await actors_on(cfg, bus, worker_id), bus
+
+
+async def actors_on(cfg: Config, bus: Bus, worker_id: str) -> dict[str, object]:
+    """The actors `cfg` asks for, with their models, on any implementation of the bus ports (NATS in
+    a worker, the in-memory bus in logic tests)."""
     ns = Namespace(cfg.data_dir)
     embedder = make_embedder(cfg)
     if isinstance(embedder, OpenAIEmbedder):
@@ -136,7 +143,7 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str,
             log.warning("actor %s is not implemented in this build; skipped", name)
         else:
             raise SystemExit(f"unknown actor {name!r}")
-    return actors, bus
+    return actors
 
 
 def claim_data_dir(data_dir: Path, exclusive: bool, nats_urls: list[str] | None = None) -> Any:

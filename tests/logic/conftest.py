@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +25,19 @@ async def client(tmp_path: Path) -> AsyncIterator[MemoryDeployment]:
     """A whole deployment on the in-memory bus, called as a client would call Skald."""
     async with memory_deployment(tmp_path / "data") as d:
         yield d
+
+
+@pytest.fixture
+async def deploy(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """Start a deployment on the in-memory bus with config overrides; yields (deployment, client),
+    the same pair the worker tests' `deploy` gives (here the deployment is its own client)."""
+    started: list[MemoryDeployment] = []
+
+    async def start(**cfg: Any) -> tuple[MemoryDeployment, MemoryDeployment]:
+        d = await MemoryDeployment.start(cfg.pop("data_dir", tmp_path / f"data{len(started)}"), **cfg)
+        started.append(d)
+        return d, d
+
+    yield start
+    for d in started:
+        await d.close()

@@ -1,4 +1,4 @@
-"""search mode="list" over NATS: descent, plans, rerank and intent fuses, decay, keywords."""
+"""search mode="list" on the in-memory bus: descent, plans, rerank and intent fuses, decay, keywords."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 
 from skald.messages import errors
-from skald.runtime.client.api import SkaldClient
-from skald.runtime.host.worker import Worker
 from skald.store.uri import Identity
 from support.corpus import write_files
+from support.memory_deploy import MemoryClient, MemoryDeployment
 from support.stubs import ModelStub, chat
 
 DEEP = "viking://resources/l1/l2/l3/l4/target.md"
 
 
-async def seed_tree(c: SkaldClient) -> None:
+async def seed_tree(c: MemoryClient) -> None:
     others = {f"viking://resources/other{i}/note.md": f"# Note {i}\n\nUnrelated bakery inventory item {i}."
               for i in range(6)}
     await write_files(c, {DEEP: "# Glacier survey\n\nMeltwater channels carve moulins.", **others})
@@ -91,7 +90,7 @@ async def test_working_rerank_decides_the_order(deploy: Callable[..., Any]) -> N
         stub.close()
 
 
-def write_session(w: Worker, sid: str, msgs: list[tuple[str, str]], overview: str = "") -> None:
+def write_session(w: MemoryDeployment, sid: str, msgs: list[tuple[str, str]], overview: str = "") -> None:
     d = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / sid
     d.mkdir(parents=True, exist_ok=True)
     (d / "messages.jsonl").write_text("".join(json.dumps({"id": f"m{i}", "role": r, "parts": [
@@ -157,7 +156,7 @@ async def test_intent_fuse_and_failures(deploy: Callable[..., Any], answer: str,
 async def test_events_time_decay_orders_by_age(deploy: Callable[..., Any]) -> None:
     w, c = await deploy()
     old = await c.call("memories.write", {"category": "events", "content": "Team offsite in Porto.", "name": "a.md"})
-    path = w.host.actors["indexer"].ns.resolve(old["root_uri"], Identity()).path  # type: ignore[union-attr]
+    path = w.actors["indexer"].ns.resolve(old["root_uri"], Identity()).path  # type: ignore[union-attr]
     t = time.time() - 60 * 86400
     os.utime(path, (t, t))
     await c.call("fs.mv", {"from_uri": old["root_uri"], "to_uri": old["root_uri"].replace("a.md", "old.md")})
@@ -209,7 +208,6 @@ async def test_keywords_find_exact_tokens(deploy: Callable[..., Any]) -> None:
 async def test_peer_rules_in_search(deploy: Callable[..., Any]) -> None:
     _, c = await deploy()
     p1 = c.as_identity(user="dan", peer="p1")
-    p1.prefix = c.prefix
     await p1.call("memories.write", {"category": "events", "content": "p1 signed the lease"})
     r = await p1.call("search.search", {"query": "signed the lease", "context_type": "memory", "level": 2})
     assert r["memories"][0]["uri"].startswith("viking://user/dan/peers/p1/")

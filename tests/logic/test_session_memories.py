@@ -1,5 +1,5 @@
-"""Memories a session leaves: what its commits distil, merge, update and forget, and what recall
-finds of them later, offline (the archive's Phase 2 without a model)."""
+"""Memories a session leaves, on the in-memory bus: what its commits distil, merge, update and
+forget, and what recall finds of them later, offline (the archive's Phase 2 without a model)."""
 
 from __future__ import annotations
 
