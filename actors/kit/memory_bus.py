@@ -30,25 +30,13 @@ import msgspec
 
 from skald.actors.kit.decl import Consumes, Handles, RetryLater, declarations
 from skald.actors.kit.request import Attempt, Ctx
+from skald.actors.kit.waiter import FutureWaiter
 from skald.messages import errors
 from skald.messages.catalog import Op, Queue
 from skald.messages.index import IndexChange
 
 _json = msgspec.json.Encoder()
 log = logging.getLogger("skald.memory_bus")
-
-
-class MemoryWaiter:
-    """The first event of one name after it was opened."""
-
-    def __init__(self) -> None:
-        self.fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    async def wait(self, timeout_s: float) -> bytes | None:
-        try:
-            return await asyncio.wait_for(asyncio.shield(self.fut), timeout_s)
-        except TimeoutError:
-            return None
 
 
 class MemoryBus:
@@ -67,7 +55,7 @@ class MemoryBus:
         self.usage: dict[tuple[str, str], int] = defaultdict(int)
         self.leases: dict[str, tuple[str, int, float]] = {}  # key -> (owner, revision, expires at)
         self._seen: set[str] = set()  # message ids stored once (events, jobs, use counts)
-        self._waiters: dict[str, list[MemoryWaiter]] = defaultdict(list)
+        self._waiters: dict[str, list[FutureWaiter]] = defaultdict(list)
         self._handlers: dict[str, tuple[Handles, Callable[..., Any]]] = {}
         self._consumers: dict[str, tuple[Consumes, Callable[..., Any]]] = {}
         self._changed = asyncio.Condition()
@@ -154,8 +142,8 @@ class MemoryBus:
         self.notes.append((name, _json.encode(payload)))
 
     @contextlib.asynccontextmanager
-    async def waiter(self, event_name: str) -> AsyncIterator[MemoryWaiter]:
-        w = MemoryWaiter()
+    async def waiter(self, event_name: str) -> AsyncIterator[FutureWaiter]:
+        w = FutureWaiter()
         self._waiters[event_name].append(w)
         try:
             yield w

@@ -26,6 +26,7 @@ from nats.js.errors import (
 )
 
 from skald.actors.kit import clock as clock_mod
+from skald.actors.kit.waiter import FutureWaiter
 from skald.messages import errors, subjects
 from skald.messages.catalog import Op, Queue
 from skald.messages.envelope import (
@@ -64,19 +65,6 @@ class _Reply(msgspec.Struct):
 
 
 _reply = msgspec.json.Decoder(_Reply)
-
-
-class Waiter:
-    """The first event of one name after it was opened, or None after a timeout."""
-
-    def __init__(self) -> None:
-        self.fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    async def wait(self, timeout_s: float) -> bytes | None:
-        try:
-            return await asyncio.wait_for(asyncio.shield(self.fut), timeout_s)
-        except TimeoutError:
-            return None
 
 
 H_FORWARDED = "Skald-Forwarded"
@@ -267,8 +255,8 @@ class NatsBus:
         await self.nc.publish(subjects.note(self.prefix, name), msgspec.json.encode(payload))
 
     @contextlib.asynccontextmanager
-    async def waiter(self, event_name: str) -> AsyncIterator[Waiter]:
-        w = Waiter()
+    async def waiter(self, event_name: str) -> AsyncIterator[FutureWaiter]:
+        w = FutureWaiter()
 
         async def cb(msg: Any) -> None:
             if not w.fut.done():

@@ -89,28 +89,16 @@ class SkaldClient(Transport):
                                  timeout_s=deadline_for(catalog.SEARCH_SEARCH.name, args, self.timeout_s))
         return msgspec.convert(out, context_msgs.ContextResult)
 
-    async def bootstrap(self, *, query: str = "", image_url: str | list[str] | None = None,
-                        target_uri: str | list[str] = "", events_time_decay_protection: str | None = None,
-                        context_type: str | list[str] | None = None, tags: list[str] | None = None, limit: int = 10,
-                        node_limit: int | None = None, score_threshold: float | None = None,
-                        filter: dict[str, Any] | None = None, since: str | None = None, until: str | None = None,
-                        time_field: Literal["updated_at", "created_at"] = "updated_at",
-                        level: int | str | list[int] | None = None, include_provenance: bool = False,
-                        read_content: bool = False, telemetry: bool | dict[str, Any] = False,
-                        search_type: Literal["semantic", "keywords", "hybrid"] = "semantic",
-                        session_id: str | None = None, score_gte: bool = False,
-                        query_expansion: Literal["off", "auto"] | msgspec.UnsetType = msgspec.UNSET,
+    async def bootstrap(self, *, session_id: str | None = None,
                         max_tokens: int | msgspec.UnsetType = msgspec.UNSET,
-                        quotas: dict[str, int] | None | msgspec.UnsetType = msgspec.UNSET,
-                        purpose: Literal["chat", "coding"] | None | msgspec.UnsetType = msgspec.UNSET,
                         detail: str | dict[str, str] | None | msgspec.UnsetType = msgspec.UNSET,
                         dedup_turns: int | msgspec.UnsetType = msgspec.UNSET,
                         exclude_uris: list[str] | msgspec.UnsetType = msgspec.UNSET,
-                        peer_scope: Literal["actor", "all"] | msgspec.UnsetType = msgspec.UNSET,
-                        other_peer_penalty: float | dict[str, float] | msgspec.UnsetType = msgspec.UNSET,
                         rewrite: bool | Literal["auto"] | msgspec.UnsetType = msgspec.UNSET,
-                        rewrite_max_bullets: int | msgspec.UnsetType = msgspec.UNSET) -> context_msgs.ContextResult:
-        """`search` in bootstrap mode: the session-start block (profile, working set, continuity)."""
+                        rewrite_max_bullets: int | msgspec.UnsetType = msgspec.UNSET,
+                        telemetry: bool | dict[str, Any] = False) -> context_msgs.ContextResult:
+        """`search` in bootstrap mode: the session-start block (profile, working set, continuity,
+        instructions), with no query and no search."""
         args = _given(locals())
         out = await self.request(catalog.SEARCH_SEARCH, search_msgs.SearchRequest(mode="bootstrap", **args),
                                  timeout_s=deadline_for(catalog.SEARCH_SEARCH.name, args, self.timeout_s))
