@@ -136,7 +136,10 @@ class Transport:
         with contextlib.suppress(Exception):  # reconnecting (a revoked key, a server gone): no drain
             await self.nc.drain()
         if not self.nc.is_closed:  # a drain refused or cut short mid-reconnect leaves it open: close
-            await self.nc.close()
+            # The server may reset the socket under the close (it closed a revoked key's connection):
+            # nats-py then raises from flushing its buffer, and the connection is closed all the same.
+            with contextlib.suppress(OSError):
+                await self.nc.close()
 
     async def raw(self, op: Op | str, body: bytes, headers: dict[str, str] | None = None,
                   timeout_s: float | None = None) -> tuple[Response, dict[str, str]]:
