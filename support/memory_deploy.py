@@ -17,7 +17,8 @@ import msgspec
 
 from skald.actors.kit.memory_bus import MemoryBus
 from skald.messages import catalog
-from skald.messages.system import StatsResult
+from skald.runtime.client.api import SkaldClient
+from skald.runtime.client.transport import deadline_for
 from skald.runtime.host.config import Config
 from skald.runtime.host.worker import actors_on
 from skald.store.uri import Identity, Namespace, check_name
@@ -32,18 +33,24 @@ def memory_config(data_dir: Path, **settings: Any) -> Config:
     return cfg
 
 
-class MemoryClient:
-    """What a `SkaldClient` does for a test: calls by operation name under one identity, sending on
-    the last index sequence it saw (read-your-writes)."""
+class MemoryClient(SkaldClient):
+    """The real client's API (`call` and every typed method) with the in-memory bus as its
+    transport: calls by operation name under one identity, sending on the last index sequence seen
+    (read-your-writes)."""
 
     def __init__(self, bus: MemoryBus, identity: Identity, seen: list[int] | None = None) -> None:
+        # No connection: `call` below is the whole transport.
         self.bus = bus
         self.identity = identity
+        self.prefix = "memory"
+        self.timeout_s = 30.0
+        self.retries = False
+        self.retried = 0
         # The highest index sequence any identity of this deployment saw acknowledged: one client's
         # write is seen by the next call of another (tests switch identities mid-conversation).
         self._seen = seen if seen is not None else [0]
 
-    @property
+    @property  # type: ignore[override]
     def index_seq(self) -> int:
         return self._seen[0]
 
@@ -51,23 +58,25 @@ class MemoryClient:
     def index_seq(self, seq: int) -> None:
         self._seen[0] = max(self._seen[0], seq)
 
-    async def call(self, op: str, body: dict[str, Any] | None = None, timeout_s: float = 30.0) -> Any:
-        """An operation by its public name, as a client would call it."""
-        spec = catalog.OPS[op]
-        result = await self.bus.call(spec, body or {}, self.identity, timeout_s,  # type: ignore[arg-type]
+    async def call(self, op: catalog.Op[Any] | str, body: dict[str, Any] | msgspec.Struct | None = None, *,
+                   msgpack: bool = False, timeout_s: float | None = None) -> Any:
+        """An operation (by name or catalog entry), as `SkaldClient.call` answers it."""
+        spec = op if isinstance(op, catalog.Op) else catalog.OPS[op]
+        result = await self.bus.call(spec, body or {}, self.identity,  # type: ignore[arg-type]
+                                     timeout_s or deadline_for(spec.name, body or {}, self.timeout_s),
                                      index_seq=self.index_seq)
         if isinstance(result, dict) and isinstance(result.get("index_seq"), int):
-            self._seen[0] = max(self._seen[0], result["index_seq"])
+            self.index_seq = result["index_seq"]
         return result
 
-    async def stats(self) -> StatsResult:
-        """`system.stats`, typed, as `SkaldClient.stats`."""
-        return msgspec.convert(await self.call("system.stats"), StatsResult)
+    async def close(self) -> None:
+        """Nothing to close: the deployment owns the bus."""
 
-    def as_identity(self, **kw: str | None) -> MemoryClient:
-        """A client acting as another identity (account, user, agent, peer), as `SkaldClient.as_identity`."""
-        names = {k: check_name(k, v) for k, v in kw.items() if k in ("account", "user", "agent", "peer") and v}
-        return MemoryClient(self.bus, Identity(**names), self._seen)
+    def as_identity(self, *, account: str | None = None, user: str | None = None, agent: str | None = None,
+                    peer: str | None = None, api_key: str | None = None) -> MemoryClient:
+        """A client acting as another identity, as `SkaldClient.as_identity`."""
+        given = {"account": account, "user": user, "agent": agent, "peer": peer}
+        return MemoryClient(self.bus, Identity(**{k: check_name(k, v) for k, v in given.items() if v}), self._seen)
 
 
 class MemoryDeployment(MemoryClient):

@@ -1,6 +1,7 @@
-"""Documents end to end on a real deployment: a folder of real files added, types detected,
-long documents split into addressable sections, skipped files reported, passages served,
-originals intact, re-ingest re-embeds only what changed, removal leaves no section behind."""
+"""Documents end to end on the in-memory bus (real files, the real index, the real client API): a
+folder of real files added, types detected, long documents split into addressable sections, skipped
+files reported, passages served, originals intact, re-ingest re-embeds only what changed, removal
+leaves no section behind."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ import pytest
 from aiohttp import web
 
 from skald.messages.errors import Conflict, InvalidArgument, NotFound
-from skald.runtime.client.api import SkaldClient
 from support import documents as sample_docs
+from support.memory_deploy import MemoryClient
 
 BASE = "viking://resources/docs"
 
 
 @pytest.fixture
-async def docs(client: SkaldClient, tmp_path: Path) -> dict[str, bytes]:
+async def docs(client: MemoryClient, tmp_path: Path) -> dict[str, bytes]:
     files = sample_docs.write_folder(tmp_path / "docs")
     r = await client.add_resource(path=str(tmp_path / "docs"), wait=True)
     assert r.status == "done"
@@ -30,7 +31,7 @@ async def docs(client: SkaldClient, tmp_path: Path) -> dict[str, bytes]:
     return {n: b for n, b in files.items() if n not in ("logo.png", "blob.bin")}
 
 
-async def test_originals_are_kept_byte_for_byte_and_reads_serve_text(client: SkaldClient,
+async def test_originals_are_kept_byte_for_byte_and_reads_serve_text(client: MemoryClient,
                                                                      docs: dict[str, bytes]) -> None:
     for name, data in docs.items():
         raw = await client.read(f"{BASE}/{name}", raw=True)
@@ -45,7 +46,7 @@ async def test_originals_are_kept_byte_for_byte_and_reads_serve_text(client: Ska
         await client.read(f"{BASE}/logo.png")
 
 
-async def test_the_passage_that_answers_is_found_and_served(client: SkaldClient, docs: dict[str, bytes]) -> None:
+async def test_the_passage_that_answers_is_found_and_served(client: MemoryClient, docs: dict[str, bytes]) -> None:
     for name in ("handbook.md", "handbook.html", "handbook.pdf"):
         found = await client.find("recovery point objective tier-one service", target_uri=f"{BASE}/{name}",
                                   limit=3)
@@ -63,7 +64,7 @@ async def test_the_passage_that_answers_is_found_and_served(client: SkaldClient,
 
 
 async def test_a_document_node_lists_its_sections_and_thinking_descends_into_them(
-        client: SkaldClient, docs: dict[str, bytes]) -> None:
+        client: MemoryClient, docs: dict[str, bytes]) -> None:
     ov = await client.call("fs.overview", {"uri": f"{BASE}/handbook.md"})
     assert ov["content"].startswith("# Operations handbook") and "(#recovery-objectives) (lines " in ov["content"]
     pdf = await client.call("fs.overview", {"uri": f"{BASE}/report.docx"})
@@ -74,13 +75,13 @@ async def test_a_document_node_lists_its_sections_and_thinking_descends_into_the
     assert any(u.startswith(f"{BASE}/handbook.") and "#on-call-rotation" in u for u in uris), uris
 
 
-async def test_code_files_are_found_by_their_symbols(client: SkaldClient, docs: dict[str, bytes]) -> None:
+async def test_code_files_are_found_by_their_symbols(client: MemoryClient, docs: dict[str, bytes]) -> None:
     found = await client.find("bucket that refills at a fixed rate", target_uri=f"{BASE}/ratelimit.py", limit=3)
     assert found.resources and found.resources[0].uri == f"{BASE}/ratelimit.py"
 
 
 async def test_reingest_embeds_only_changed_sections_and_removal_drops_every_section(
-        client: SkaldClient, docs: dict[str, bytes]) -> None:
+        client: MemoryClient, docs: dict[str, bytes]) -> None:
     text = sample_docs.handbook_md().replace("thirty-five days", "forty days")
     r = await client.write(f"{BASE}/handbook.md", text, wait=True)
     assert r.indexed
@@ -119,7 +120,7 @@ def project(root: Path) -> None:
 
 
 async def test_an_upload_imports_a_folder_as_git_sees_it_and_readding_drops_vanished_files(
-        client: SkaldClient, tmp_path: Path) -> None:
+        client: MemoryClient, tmp_path: Path) -> None:
     project(tmp_path / "proj")
     r = await client.add_resource(upload=tmp_path / "proj", wait=True)
     assert r.status == "done" and r.root_uri == "viking://resources/proj"
@@ -142,7 +143,7 @@ async def test_an_upload_imports_a_folder_as_git_sees_it_and_readding_drops_vani
     assert (await client.stat("viking://resources/proj/src/ratelimit.py")).size == len(sample_docs.PY_MODULE)
 
 
-async def test_uploads_are_pieced_and_owned(client: SkaldClient, tmp_path: Path) -> None:
+async def test_uploads_are_pieced_and_owned(client: MemoryClient, tmp_path: Path) -> None:
     big = tmp_path / "big.md"
     big.write_text(sample_docs.handbook_md(640))  # several upload pieces
     assert big.stat().st_size > 2 * 256 * 1024
@@ -159,7 +160,7 @@ async def test_uploads_are_pieced_and_owned(client: SkaldClient, tmp_path: Path)
         await client.add_resource(upload_id="0" * 32, wait=True)
 
 
-async def test_a_git_repository_is_cloned_and_taken_as_git_sees_it(client: SkaldClient, tmp_path: Path) -> None:
+async def test_a_git_repository_is_cloned_and_taken_as_git_sees_it(client: MemoryClient, tmp_path: Path) -> None:
     project(tmp_path / "work")
     git(tmp_path / "work", "init", "-q")
     git(tmp_path / "work", "add", "-A")
@@ -173,7 +174,7 @@ async def test_a_git_repository_is_cloned_and_taken_as_git_sees_it(client: Skald
         await client.add_resource(url=f"file://{tmp_path / 'nothing-here'}", wait=True)
 
 
-async def test_a_url_is_fetched_and_parsed_by_its_content_type(client: SkaldClient) -> None:
+async def test_a_url_is_fetched_and_parsed_by_its_content_type(client: MemoryClient) -> None:
     pages = {"/handbook": ("text/html; charset=utf-8", sample_docs.handbook_html().encode()),
              "/files/handbook": ("application/pdf", sample_docs.handbook_pdf())}
 
@@ -203,7 +204,7 @@ async def test_a_url_is_fetched_and_parsed_by_its_content_type(client: SkaldClie
         await runner.cleanup()
 
 
-async def test_tags_on_add_and_set_tags_reach_every_row_of_a_file(client: SkaldClient, tmp_path: Path) -> None:
+async def test_tags_on_add_and_set_tags_reach_every_row_of_a_file(client: MemoryClient, tmp_path: Path) -> None:
     r = await client.add_resource(content=sample_docs.handbook_md(), name="handbook.md", target_uri=BASE,
                                   tags=["Team=platform"], wait=True)
     assert r.sections >= 30
