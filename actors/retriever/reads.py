@@ -73,8 +73,8 @@ class TreeReads:
 
     @handles(catalog.SEARCH_GREP, timeout_s=60.0)
     async def grep(self, req: search_msgs.GrepRequest, ctx: Ctx) -> search_msgs.GrepResult:
-        # Arguments first: a bad pattern is INVALID_ARGUMENT whether or not the root exists.
         """`search.grep`: Regular-expression search over file contents."""
+        # Arguments first: a bad pattern is INVALID_ARGUMENT whether or not the root exists.
         try:
             regex = re.compile(req.pattern, re.IGNORECASE if req.case_insensitive else 0)
         except re.error as e:
