@@ -1,0 +1,58 @@
+"""The Tree port's contract (`tests/unit/test_tree_port.py`) held against the JetStream tree, on a
+real nats-server; plus what only it has to get right: key escaping, and a directory whose
+`write_dir` never finished staying invisible."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from skald.runtime.bus.jetstream_tree import PENDING_MARK, JetStreamTree, kv_key, segment, token
+from skald.runtime.bus.natsserver import EmbeddedNats
+from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
+    test_append_creates_then_extends,
+    test_create_is_won_once,
+    test_create_raced_by_threads_has_one_winner,
+    test_list_is_sorted_with_kinds_and_refuses_what_is_not_a_directory,
+    test_move_files_and_directories_never_over_something,
+    test_remove_files_and_trees,
+    test_write_dir_is_all_or_nothing_and_never_over_an_existing_one,
+    test_write_read_replace_and_stat,
+)
+
+_buckets = itertools.count()
+
+
+@pytest.fixture
+def t(nats_server: EmbeddedNats) -> Iterator[JetStreamTree]:
+    tree = JetStreamTree([nats_server.url], f"tree_test_{next(_buckets)}")
+    yield tree
+    tree.close()
+
+
+@pytest.mark.parametrize("name", [".done", "a.b.c", "über café", "=", "x=2E", "日本語.md", "sp ace", "-_"])
+def test_segments_escape_to_kv_tokens_and_back(name: str) -> None:
+    tok = token(name)
+    assert set(tok) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-=")
+    assert segment(tok) == name and tok not in ("=", PENDING_MARK)
+    assert kv_key(f"a/{name}").split(".")[2] == tok
+
+
+def test_odd_names_round_trip_through_the_bucket(t: JetStreamTree) -> None:
+    names = ["über café.md", ".overview.md", "a.b", "日本語"]
+    for n in names:
+        t.write(f"docs/{n}", n.encode())
+    assert [e.name for e in t.list("docs")] == sorted(names)
+    assert all(t.read(f"docs/{n}") == n.encode() for n in names)
+
+
+def test_an_unfinished_write_dir_is_invisible_and_can_be_written_again(t: JetStreamTree) -> None:
+    t.write("h/keep.txt", b"k")
+    t._run(t._kv.put(f"{kv_key('h/archive_002')}.{PENDING_MARK}", b""))  # a writer died here
+    t._run(t._kv.put(kv_key("h/archive_002/messages.jsonl"), b"half"))
+    assert [e.name for e in t.list("h")] == ["keep.txt"] and t.stat("h/archive_002") is None
+    t.write_dir("h/archive_002", {"messages.jsonl": b"whole\n"})
+    assert [e.name for e in t.list("h")] == ["archive_002", "keep.txt"]
+    assert t.read("h/archive_002/messages.jsonl") == b"whole\n"
