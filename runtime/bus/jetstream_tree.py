@@ -8,11 +8,15 @@ the wildcard `n.<its tokens>.>`. A directory made empty on purpose (`write_dir`)
 token `=`; one being written carries `=p` until it is whole, and is invisible meanwhile (a crash
 leaves it invisible, and a later `write_dir` of the same key takes its place).
 
+Values: a file's bytes behind a one-byte tag, `F` and the bytes themselves, or, for a file past what
+one message may carry, `O` and the name of an object in the bucket's object store (chunked, with a
+SHA-256 digest, by JetStream); the object is written before the key points at it.
+
 What JetStream gives this port: `create` is KV create (exactly one of two racing writers wins),
 `append` is compare-and-set on the revision read, and every write is acknowledged by the stream
-(replicated at the bucket's replicas) before it returns. Not yet: values past the server's payload
-limit (the object store's job), and `move` of a directory is a copy then a delete, not atomic
-(the JetStream issue's next steps).
+(replicated at the bucket's replicas) before it returns. Not yet: `move` of a directory is a copy
+then a delete, not atomic, and an object a crash left unreferenced is not swept (the JetStream
+issue's next steps).
 
 The port's methods block, as the local tree's do; this one runs its own connection on its own event
 loop thread, so callers (already off their event loop) simply wait on it.
@@ -21,8 +25,10 @@ loop thread, so callers (already off their event loop) simply wait on it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
+import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -37,6 +43,8 @@ ROOT = "n"
 DIR_MARK = "="  # a directory that exists on its own (made by write_dir)
 PENDING_MARK = "=p"  # a directory write_dir has not finished
 CAS_TRIES = 50
+INLINE, OBJECT = b"F", b"O"
+HEADROOM = 4096  # bytes of a message that are not the value (subject, headers)
 
 
 def token(segment: str) -> str:
@@ -71,15 +79,42 @@ class JetStreamTree:
         self._thread = threading.Thread(target=self._loop.run_forever, name="skald-tree", daemon=True)
         self._thread.start()
         self._nc: Any = None
+        self._objects: Any = None
         self._kv: Any = self._run(self._open(servers, bucket, replicas, connect or {}))
 
     async def _open(self, servers: list[str], bucket: str, replicas: int, options: dict[str, Any]) -> Any:
         self._nc = await nats.connect(servers=servers, **options)
         js = self._nc.jetstream(timeout=self.timeout_s)
         try:
+            self._objects = await js.object_store(f"{bucket}_big")
+        except Exception:  # noqa: BLE001 - absent: create it (idempotent)
+            self._objects = await js.create_object_store(bucket=f"{bucket}_big", replicas=replicas)
+        try:
             return await js.key_value(bucket)
         except Exception:  # noqa: BLE001 - absent (or not yet visible): create it, which is idempotent
             return await js.create_key_value(bucket=bucket, history=1, replicas=replicas)
+
+    async def _value(self, data: bytes, key: str) -> bytes:
+        """What the key holds for `data`: the bytes themselves, or a pointer to an object with them."""
+        if len(data) + 1 + HEADROOM <= self._nc.max_payload:
+            return INLINE + data
+        name = f"{kv_key(key)}@{uuid.uuid4().hex}"  # a new object per version: readers see old or new
+        await self._objects.put(name, data)
+        return OBJECT + name.encode()
+
+    async def _bytes(self, stored: bytes | None) -> bytes:
+        """A file's bytes from what its key holds."""
+        raw = bytes(stored or b"")
+        if raw[:1] == OBJECT:
+            return bytes((await self._objects.get(raw[1:].decode())).data or b"")
+        return raw[1:]
+
+    async def _drop(self, stored: bytes | None) -> None:
+        """The object a replaced or removed value pointed at, if any."""
+        raw = bytes(stored or b"")
+        if raw[:1] == OBJECT:
+            with contextlib.suppress(Exception):
+                await self._objects.delete(raw[1:].decode())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s * 3)
@@ -143,7 +178,7 @@ class JetStreamTree:
         e = await self._get(key)
         if e is None:
             raise IsADirectoryError(key) if await self._is_dir(key) else FileNotFoundError(key)
-        return bytes(e.value or b"")
+        return await self._bytes(e.value)
 
     def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
         self._run(self._write(key, data))
@@ -152,7 +187,10 @@ class JetStreamTree:
         if await self._is_dir(key):
             raise IsADirectoryError(key)
         await self._check_parents(key)
-        await self._kv.put(kv_key(key), bytes(data))
+        old = await self._get(key)
+        await self._kv.put(kv_key(key), await self._value(bytes(data), key))
+        if old is not None:
+            await self._drop(old.value)
 
     def create(self, key: str, data: bytes) -> bool:
         return self._run(self._create(key, data))
@@ -161,9 +199,11 @@ class JetStreamTree:
         if await self._is_dir(key):
             raise IsADirectoryError(key)
         await self._check_parents(key)
+        value = await self._value(bytes(data), key)
         try:
-            await self._kv.create(kv_key(key), bytes(data))
+            await self._kv.create(kv_key(key), value)
         except KeyWrongLastSequenceError:
+            await self._drop(value)
             return False
         return True
 
@@ -177,7 +217,13 @@ class JetStreamTree:
                 if e is None:
                     await self._create_or_raise(key, data)
                 else:
-                    await self._kv.update(kv_key(key), bytes(e.value or b"") + data, last=e.revision)
+                    value = await self._value(await self._bytes(e.value) + data, key)
+                    try:
+                        await self._kv.update(kv_key(key), value, last=e.revision)
+                    except KeyWrongLastSequenceError:
+                        await self._drop(value)
+                        raise
+                    await self._drop(e.value)
                 return
             except KeyWrongLastSequenceError:
                 continue  # another writer came first: read again
@@ -196,7 +242,8 @@ class JetStreamTree:
         await self._check_parents(key)
         await self._kv.put(f"{kv_key(key)}.{PENDING_MARK}", b"")
         for name, data in files.items():
-            await self._kv.put(kv_key(f"{key}/{check_key(name)}"), bytes(data))
+            file_key = f"{key}/{check_key(name)}"
+            await self._kv.put(kv_key(file_key), await self._value(bytes(data), file_key))
         await self._kv.put(f"{kv_key(key)}.{DIR_MARK}", b"")  # whole from here on
         await self._kv.delete(f"{kv_key(key)}.{PENDING_MARK}")
 
@@ -207,7 +254,7 @@ class JetStreamTree:
         name = key.rpartition("/")[2]
         e = await self._get(key)
         if e is not None:
-            return Entry(name, False, len(e.value or b""), 0.0)
+            return Entry(name, False, len(await self._bytes(e.value)), 0.0)
         return Entry(name, True) if await self._is_dir(key) else None
 
     def list(self, key: str) -> list[Entry]:
@@ -231,7 +278,7 @@ class JetStreamTree:
             deeper = [r for r in rest if r]
             if files:
                 e = await self._get(f"{key}/{name}")
-                out.append(Entry(name, False, len(e.value or b"") if e is not None else 0, 0.0))
+                out.append(Entry(name, False, len(await self._bytes(e.value)) if e is not None else 0, 0.0))
             elif self._visible(deeper):
                 out.append(Entry(name, True))
         return out
@@ -240,8 +287,9 @@ class JetStreamTree:
         return self._run(self._remove(key, recursive))
 
     async def _remove(self, key: str, recursive: bool) -> bool:
-        if await self._get(key) is not None:
+        if (e := await self._get(key)) is not None:
             await self._kv.delete(kv_key(key))
+            await self._drop(e.value)
             return True
         below = await self._under(key)
         if not below:
@@ -249,7 +297,11 @@ class JetStreamTree:
         if not recursive:
             raise IsADirectoryError(key)
         for toks in below:
-            await self._kv.delete(".".join([kv_key(key), *toks]))
+            sub = ".".join([kv_key(key), *toks])
+            with contextlib.suppress(KeyNotFoundError):
+                old = await self._kv.get(sub)
+                await self._kv.delete(sub)
+                await self._drop(old.value)
         return True
 
     def move(self, src: str, dst: str) -> None:
@@ -260,7 +312,7 @@ class JetStreamTree:
             raise FileExistsError(dst)
         await self._check_parents(dst)
         e = await self._get(src)
-        if e is not None:
+        if e is not None:  # the value moves as it is (an object pointer included)
             await self._kv.put(kv_key(dst), bytes(e.value or b""))
             await self._kv.delete(kv_key(src))
             return

@@ -120,3 +120,17 @@ def test_keys_are_relative_and_normalised(bad: str) -> None:
     with pytest.raises(ValueError):
         check_key(bad)
     assert join("a/", "", "/b", "c") == "a/b/c"
+
+
+def test_a_file_larger_than_one_bus_message_round_trips(t: Tree) -> None:
+    """9 MiB: past the 8 MiB a message of the embedded nats-server may carry."""
+    big = bytes(range(256)) * (9 * 4096)
+    t.write("big/blob.bin", big)
+    assert t.read("big/blob.bin") == big
+    st = t.stat("big/blob.bin")
+    assert st is not None and st.size == len(big)
+    t.append("big/blob.bin", b"tail")
+    assert t.read("big/blob.bin")[-4:] == b"tail"
+    t.write("big/blob.bin", b"small again")
+    assert t.read("big/blob.bin") == b"small again"
+    assert t.remove("big/blob.bin") and t.stat("big/blob.bin") is None

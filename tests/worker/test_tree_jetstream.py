@@ -12,6 +12,7 @@ import pytest
 from skald.runtime.bus.jetstream_tree import PENDING_MARK, JetStreamTree, kv_key, segment, token
 from skald.runtime.bus.natsserver import EmbeddedNats
 from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
+    test_a_file_larger_than_one_bus_message_round_trips,
     test_append_creates_then_extends,
     test_create_is_won_once,
     test_create_raced_by_threads_has_one_winner,
@@ -56,3 +57,16 @@ def test_an_unfinished_write_dir_is_invisible_and_can_be_written_again(t: JetStr
     t.write_dir("h/archive_002", {"messages.jsonl": b"whole\n"})
     assert [e.name for e in t.list("h")] == ["archive_002", "keep.txt"]
     assert t.read("h/archive_002/messages.jsonl") == b"whole\n"
+
+
+def test_a_file_past_one_message_lives_in_the_object_store_and_goes_with_its_key(t: JetStreamTree) -> None:
+    big = b"x" * (9 * 1024 * 1024)
+    t.write("b/big.bin", big)
+    stored = t._run(t._kv.get(kv_key("b/big.bin"))).value
+    assert stored[:1] == b"O" and len(stored) < 1024  # a pointer, not the bytes
+    name = stored[1:].decode()
+    assert t._run(t._objects.get(name)).data == big
+    t.write("b/big.bin", b"small")  # replaced: the object goes
+    assert t._run(t._kv.get(kv_key("b/big.bin"))).value == b"Fsmall"
+    with pytest.raises(Exception):  # noqa: B017 - the object store's own not-found error
+        t._run(t._objects.get(name))
