@@ -9,7 +9,8 @@ httpx ships a mock transport beside its real ones).
 
 It keeps the rules the real bus keeps where an actor's correctness rests on them: a request body is
 validated into the handler's Struct as it would be off the wire, a result comes back as JSON would
-carry it, a typed error is raised as the caller would get it, publishes and jobs are deduplicated by
+carry it, a typed error is raised as the caller would get it (anything untyped as INTERNAL, as the
+host answers it), publishes and jobs are deduplicated by
 their message id, the index log keeps sequences, and a lease is compare-and-set by revision and
 expires unless renewed. What it does not model (several workers, a lost connection, a redelivery
 after `ack_wait`) is what the real-NATS tests cover.
@@ -243,6 +244,11 @@ class MemoryBus:
             result = await asyncio.wait_for(fn(req, ctx), timeout_s)
         except TimeoutError as e:
             raise errors.DeadlineExceeded(f"no answer within {timeout_s:.3f}s", {"op": op}) from e
+        except errors.SkaldError:
+            raise
+        except Exception as e:  # as the host answers it: a typed INTERNAL error, logged with its trace
+            log.exception("%s failed", op)
+            raise errors.Internal(f"internal error ({type(e).__name__})") from e
         return _json.encode(result)
 
     # ----- leases -----------------------------------------------------------------------------
