@@ -10,10 +10,10 @@ httpx ships a mock transport beside its real ones).
 It keeps the rules the real bus keeps where an actor's correctness rests on them: a request body is
 validated into the handler's Struct as it would be off the wire, a result comes back as JSON would
 carry it, a typed error is raised as the caller would get it (anything untyped as INTERNAL, as the
-host answers it), publishes and jobs are deduplicated by
-their message id, the index log keeps sequences, and a lease is compare-and-set by revision and
-expires unless renewed. What it does not model (several workers, a lost connection, a redelivery
-after `ack_wait`) is what the real-NATS tests cover.
+host answers it), publishes and jobs are deduplicated by their message id, the index log keeps
+sequences, and a lease is compare-and-set by revision and expires unless renewed. What it does not
+model (several workers, a lost connection, a redelivery after `ack_wait`) is what the real-NATS
+tests cover.
 """
 
 from __future__ import annotations
