@@ -63,6 +63,12 @@ class LocalTree:
         if failed:
             raise failed[path]
 
+    def mkdir(self, key: str) -> None:
+        path = self.path(key)
+        if path.is_file():
+            raise FileExistsError(key)
+        path.mkdir(parents=True, exist_ok=True)  # NotADirectoryError / FileExistsError from a file on the way
+
     def write_dir(self, key: str, files: dict[str, bytes]) -> None:
         final = self.path(key)
         final.parent.mkdir(parents=True, exist_ok=True)

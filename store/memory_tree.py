@@ -59,6 +59,18 @@ class MemoryTree:
             old = self.files.get(check_key(key), (b"", 0.0))[0]
             self._put(key, old + data)
 
+    def mkdir(self, key: str) -> None:
+        with self._lock:
+            if check_key(key) in self.files:
+                raise FileExistsError(key)
+            p = parent(key)
+            while p:
+                if p in self.files:
+                    raise NotADirectoryError(p)
+                p = parent(p)
+            self.dirs.add(key)
+            self._add_dirs(key)
+
     def write_dir(self, key: str, files: dict[str, bytes]) -> None:
         with self._lock:
             if check_key(key) in self.files or self._is_dir(key):

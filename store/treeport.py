@@ -49,6 +49,11 @@ class Tree(Protocol):
         """Add bytes at the end of a file (created if missing), durably."""
         ...
 
+    def mkdir(self, key: str) -> None:
+        """Make a directory and its parents (nothing when it exists); `FileExistsError` when a file
+        has that key, `NotADirectoryError` when a file stands where a parent would."""
+        ...
+
     def write_dir(self, key: str, files: dict[str, bytes]) -> None:
         """Create a directory holding exactly these files, all or nothing (an archive); its names
         are plain file names. `FileExistsError` when the directory is already there."""

@@ -233,6 +233,15 @@ class JetStreamTree:
         if not await self._create(key, data):
             raise KeyWrongLastSequenceError()
 
+    def mkdir(self, key: str) -> None:
+        self._run(self._mkdir(key))
+
+    async def _mkdir(self, key: str) -> None:
+        if await self._get(key) is not None:
+            raise FileExistsError(key)
+        await self._check_parents(key)
+        await self._kv.put(f"{kv_key(key)}.{DIR_MARK}", b"")
+
     def write_dir(self, key: str, files: dict[str, bytes]) -> None:
         self._run(self._write_dir(key, files))
 

@@ -134,3 +134,22 @@ def test_a_file_larger_than_one_bus_message_round_trips(t: Tree) -> None:
     t.write("big/blob.bin", b"small again")
     assert t.read("big/blob.bin") == b"small again"
     assert t.remove("big/blob.bin") and t.stat("big/blob.bin") is None
+
+
+def test_mkdir_makes_an_empty_directory_once_and_never_over_a_file(t: Tree) -> None:
+    t.mkdir("m/empty/deep")
+    t.mkdir("m/empty/deep")  # again: nothing
+    assert [(e.name, e.is_dir) for e in t.list("m/empty")] == [("deep", True)]
+    assert t.list("m/empty/deep") == []
+    st = t.stat("m/empty/deep")
+    assert st is not None and st.is_dir
+    t.write("m/file.txt", b"f")
+    with pytest.raises(FileExistsError):
+        t.mkdir("m/file.txt")
+    with pytest.raises((NotADirectoryError, FileExistsError)):
+        t.mkdir("m/file.txt/below")
+    t.write("m/empty/deep/now.txt", b"n")
+    assert [e.name for e in t.list("m/empty/deep")] == ["now.txt"]
+    with pytest.raises(IsADirectoryError):
+        t.remove("m/empty")
+    assert t.remove("m/empty", recursive=True) and t.stat("m/empty") is None

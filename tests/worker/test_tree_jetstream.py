@@ -17,6 +17,7 @@ from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, ru
     test_create_is_won_once,
     test_create_raced_by_threads_has_one_winner,
     test_list_is_sorted_with_kinds_and_refuses_what_is_not_a_directory,
+    test_mkdir_makes_an_empty_directory_once_and_never_over_a_file,
     test_move_files_and_directories_never_over_something,
     test_remove_files_and_trees,
     test_write_dir_is_all_or_nothing_and_never_over_an_existing_one,
