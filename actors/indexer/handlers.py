@@ -30,6 +30,7 @@ from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from skald.store import document_records, faults, importing, memory_history, sidecar, tree
+from skald.store.treeport import parent
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
@@ -116,11 +117,19 @@ class Indexer(Imports):
     async def fs_mkdir(self, req: fs_msgs.MkdirRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
         """`fs.mkdir`: Create a directory."""
         vp = self._writable(req.uri, ctx.identity)
-        if vp.path.exists() and not vp.path.is_dir():
-            raise Conflict("a file has that name", {"uri": vp.uri})
-        if not req.parents and not vp.path.parent.is_dir():
-            raise NotFound("parent directory does not exist", {"uri": vp.parent_uri})
-        await asyncio.to_thread(vp.path.mkdir, parents=True, exist_ok=True)
+        tree_, key = self.ns.tree, self.ns.key(vp)
+
+        def make() -> None:
+            if not req.parents:
+                above = tree_.stat(parent(key))
+                if above is None or not above.is_dir:
+                    raise NotFound("parent directory does not exist", {"uri": vp.parent_uri})
+            try:
+                tree_.mkdir(key)
+            except (FileExistsError, NotADirectoryError) as e:
+                raise Conflict("a file has that name", {"uri": vp.uri}) from e
+
+        await asyncio.to_thread(make)
         return fs_msgs.ChangeResult(uri=vp.uri)
 
     def _rows_of(self, vp: VikingPath) -> list[tuple[str, int]]:

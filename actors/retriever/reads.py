@@ -129,16 +129,18 @@ class TreeReads:
 
     def _existing(self, uri: str, ident: Identity) -> VikingPath:
         vp = self.ns.resolve(uri, ident)
+        tree_ = self.ns.tree
         if not vp.segments:
             # The top of the tree always lists the caller's roots, even before anything is written.
             for root in ("viking://resources", "viking://agent", ident.user_root):
-                self.ns.resolve(root, ident).path.mkdir(parents=True, exist_ok=True)
-        if not vp.path.exists():
+                tree_.mkdir(self.ns.key(self.ns.resolve(root, ident)))
+        key = self.ns.key(vp)
+        if tree_.stat(key) is None:
             if vp.uri not in self._containers(ident):
                 raise NotFound("no such file or directory", {"uri": vp.uri})
             # So are the scopes' own directories: `ls viking://resources` on a new deployment is an
             # empty listing (as in OpenViking), not a missing directory.
-            vp.path.mkdir(parents=True, exist_ok=True)
+            tree_.mkdir(key)
         return vp
 
     @staticmethod
