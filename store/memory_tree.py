@@ -36,14 +36,18 @@ class MemoryTree:
         with self._lock:
             self._put(check_key(key), data)
 
-    def _put(self, key: str, data: bytes) -> None:
-        if self._is_dir(key):
-            raise IsADirectoryError(key)
+    def _check_parents(self, key: str) -> None:
+        """NotADirectoryError when a file stands where one of the key's parents would."""
         p = parent(key)
         while p:
             if p in self.files:
                 raise NotADirectoryError(p)
             p = parent(p)
+
+    def _put(self, key: str, data: bytes) -> None:
+        if self._is_dir(key):
+            raise IsADirectoryError(key)
+        self._check_parents(key)
         self.files[key] = (bytes(data), time.time())
         self._add_dirs(key)
 
@@ -63,11 +67,7 @@ class MemoryTree:
         with self._lock:
             if check_key(key) in self.files:
                 raise FileExistsError(key)
-            p = parent(key)
-            while p:
-                if p in self.files:
-                    raise NotADirectoryError(p)
-                p = parent(p)
+            self._check_parents(key)
             self.dirs.add(key)
             self._add_dirs(key)
 

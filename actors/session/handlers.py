@@ -22,7 +22,7 @@ from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import Calls, Events, LeaseStore, UsageLog, WorkQueue
 from skald.actors.kit.request import Ctx
-from skald.actors.session import frontier, recovery, state, turns
+from skald.actors.session import archives, frontier, recovery, state, turns
 from skald.actors.session.admission import Admission
 from skald.actors.session.batcher import AppendBatcher
 from skald.actors.session.ownership import Ownership
@@ -35,7 +35,6 @@ from skald.messages.catalog import Op
 from skald.messages.errors import Conflict, NotFound, Unavailable
 from skald.store import archive_state, groupsync
 from skald.store import sessions as session_store
-from skald.store.archive_state import ArchiveListing, ArchiveState
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir, lease_key, session_at, session_dir
 from skald.store.treeport import parent
@@ -305,33 +304,11 @@ class Sessions:
 
         return await self._on_session(catalog.SESSIONS_COMMIT, req, ctx, req.session_id, False, run)
 
-    def _tail_states(self, st: State) -> list[ArchiveState]:
-        """The archives past the frontier, read from disk; the frontier advances over final ones."""
-        sdir = st.sdir
-        tail = [session_store.read_archive(sdir, i) for i in range(st.frontier.index + 1, st.max_index + 1)]
-        tail = [a for a in tail if a.messages or a.done is not None or a.failed is not None
-                or sdir.tree.stat(sdir.akey(a.archive_id)) is not None]
-        st.frontier, states = frontier.advance(st.frontier, tail, st.root, sdir.archive_uri)
-        return states
-
-    def _listings(self, st: State) -> list[ArchiveListing]:
-        out = []
-        for i in session_store.archive_indexes(st.sdir):
-            cached = st.archives.get(i)
-            if cached is not None:
-                out.append(cached)
-                continue
-            listing = session_store.read_archive(st.sdir, i)
-            if listing.done is not None and listing.overview is not None:
-                st.archives[i] = listing  # completed is terminal: never read again
-            out.append(listing)
-        return out
-
     @handles(catalog.SESSIONS_CONTEXT)
     async def context(self, req: session_msgs.ContextRequest, ctx: Ctx) -> Any:
         """`sessions.context`: A session's context: overview + live messages."""
         async def run(key: str, st: State) -> session_msgs.ContextResult:
-            states = await asyncio.to_thread(self._tail_states, st)
+            states = await asyncio.to_thread(archives.tail_states, st)
             uris = {s.listing.archive_id: st.sdir.archive_uri(s.listing.archive_id) for s in states}
             overview, msgs, cps = archive_state.assemble(states, st.root, uris)
             trimmed = 0
@@ -373,7 +350,7 @@ class Sessions:
                 account=ctx.identity.account, user=ctx.identity.user, session_id=st.sdir.session_id,
                 archive_id=req.archive_id), f"{st.sdir.archive_uri(req.archive_id)}#retry-{clock_now()}")
             listing = await asyncio.to_thread(session_store.read_archive, st.sdir, index)
-            return archive_info(st.sdir, archive_state.scan([listing])[0])
+            return archives.archive_info(st.sdir, archive_state.scan([listing])[0])
 
         return await self._on_session(catalog.SESSIONS_RETRY_ARCHIVE, req, ctx, req.session_id, False, run)
 
@@ -391,18 +368,8 @@ class Sessions:
     async def archives(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
         """`sessions.archives`: A session's archives and their state."""
         async def run(key: str, st: State) -> session_msgs.ArchivesResult:
-            states = archive_state.scan(await asyncio.to_thread(self._listings, st))
+            states = archive_state.scan(await asyncio.to_thread(archives.listings, st))
             return session_msgs.ArchivesResult(session_id=req.session_id,
-                                               archives=[archive_info(st.sdir, s) for s in states])
+                                               archives=[archives.archive_info(st.sdir, s) for s in states])
 
         return await self._on_session(catalog.SESSIONS_ARCHIVES, req, ctx, req.session_id, False, run)
-
-
-def archive_info(sdir: SessionDir, s: ArchiveState) -> session_msgs.ArchiveInfo:
-    a = s.listing
-    return session_msgs.ArchiveInfo(
-        archive_id=a.archive_id, uri=sdir.archive_uri(a.archive_id), state=s.state,  # type: ignore[arg-type]
-        coverage=msgspec.to_builtins(a.done) if a.done is not None else None,
-        failure=msgspec.to_builtins(a.failed) if a.failed is not None else None,
-        quarantine=msgspec.to_builtins(a.quarantined) if a.quarantined is not None else None,
-        message_count=len(a.messages))

@@ -109,6 +109,13 @@ class JetStreamTree:
             return bytes((await self._objects.get(raw[1:].decode())).data or b"")
         return raw[1:]
 
+    async def _size(self, stored: bytes | None) -> int:
+        """A file's size from what its key holds, without fetching an object's chunks."""
+        raw = bytes(stored or b"")
+        if raw[:1] == OBJECT:
+            return int((await self._objects.get_info(raw[1:].decode())).size or 0)
+        return max(0, len(raw) - 1)
+
     async def _drop(self, stored: bytes | None) -> None:
         """The object a replaced or removed value pointed at, if any."""
         raw = bytes(stored or b"")
@@ -263,7 +270,7 @@ class JetStreamTree:
         name = key.rpartition("/")[2]
         e = await self._get(key)
         if e is not None:
-            return Entry(name, False, len(await self._bytes(e.value)), 0.0)
+            return Entry(name, False, await self._size(e.value), 0.0)
         return Entry(name, True) if await self._is_dir(key) else None
 
     def list(self, key: str) -> list[Entry]:
@@ -287,7 +294,7 @@ class JetStreamTree:
             deeper = [r for r in rest if r]
             if files:
                 e = await self._get(f"{key}/{name}")
-                out.append(Entry(name, False, len(await self._bytes(e.value)) if e is not None else 0, 0.0))
+                out.append(Entry(name, False, await self._size(e.value) if e is not None else 0, 0.0))
             elif self._visible(deeper):
                 out.append(Entry(name, True))
         return out

@@ -7,16 +7,15 @@ subscription's callbacks one at a time, so awaiting inside the callback would se
 worker), then a typed reply. Nothing a client sends can raise out of here. An actor's request to
 an actor of the same process (`call_local`) takes the same path minus the bus.
 
-The bus path and the in-process path share one invocation (deadline, typed errors, journal), so
-the rules a reply follows are in one place; who is asking is `identity.py`, a reply's bytes are
-`encoding.py`.
+The bus path and the in-process path (`in_process.py`) share one invocation here (deadline, typed
+errors, journal), so the rules a reply follows are in one place; who is asking is `identity.py`, a
+reply's bytes are `encoding.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import hashlib
 import logging
@@ -51,8 +50,9 @@ from skald.runtime.bus.outbox import Outbox
 from skald.runtime.bus.streams import RETRY_AFTER_MS, TRANSIENT
 from skald.runtime.client import tracing
 from skald.runtime.host.config import Config
-from skald.runtime.host.encoding import encode_reply, error_reply, json_encoder
+from skald.runtime.host.encoding import encode_reply, error_reply
 from skald.runtime.host.identity import authenticate, ident_key, request_clock
+from skald.runtime.host.in_process import InProcess, LocalMsg
 from skald.runtime.host.metrics import Metrics
 from skald.runtime.host.workqueue import consume
 from skald.store.uri import Identity
@@ -68,18 +68,7 @@ def new_worker_id(cfg: Config) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
 
 
-@dataclasses.dataclass(slots=True)
-class _Local:
-    """A request from a door of this process: what serving reads of a bus message, and the answer."""
-
-    subject: str
-    data: bytes
-    headers: dict[str, str]
-    reply: str = "local"
-    answer: tuple[bytes, dict[str, str]] | None = None
-
-
-class ActorHost:
+class ActorHost(InProcess):
     """Binds actors' declared handlers to subjects and work queues; every request gets exactly one reply."""
 
     def __init__(self, nc: NATS, cfg: Config, actors: dict[str, object], worker_id: str = "",
@@ -221,7 +210,7 @@ class ActorHost:
 
         return on_msg
 
-    async def _admit(self, msg: Msg | _Local, decl: Handles, fn: Callable[..., Any]) -> asyncio.Task[None] | None:
+    async def _admit(self, msg: Msg | LocalMsg, decl: Handles, fn: Callable[..., Any]) -> asyncio.Task[None] | None:
         """The request's task, or None when the worker or the operation is at capacity (answered
         UNAVAILABLE here)."""
         if self._in_flight >= self.cfg.max_concurrency:
@@ -248,7 +237,7 @@ class ActorHost:
         self._op_in_flight[op] -= 1
         self._handled += 1
 
-    async def _serve(self, msg: Msg | _Local, decl: Handles, fn: Callable[..., Any]) -> None:
+    async def _serve(self, msg: Msg | LocalMsg, decl: Handles, fn: Callable[..., Any]) -> None:
         ctx: Ctx | None = None
         t0 = time.perf_counter()
         with tracing.serve(decl.op, msg.headers, worker=self.worker_id) as span:
@@ -268,7 +257,7 @@ class ActorHost:
                 "worker": self.worker_id, "op": decl.op, "code": code, "duration_ms": round(took * 1000, 3),
                 "account": ctx.identity.account if ctx else ""})
 
-    async def _run(self, msg: Msg | _Local, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
+    async def _run(self, msg: Msg | LocalMsg, decl: Handles, fn: Callable[..., Any]) -> tuple[Reply, Ctx | None]:
         hdrs = msg.headers or {}
         data = msg.data or b""
         if len(data) > self.cfg.max_body_bytes:
@@ -338,59 +327,6 @@ class ActorHost:
             await self._journal(decl.op, ident, body, at, key, result)
         return Reply(status="ok", result=result)
 
-    def serves(self, op: str) -> bool:
-        """Whether a request for `op` from an actor of this process can be served here, now."""
-        local = self._local.get(op)
-        if local is None or self._stopping.is_set():
-            return False
-        cap = local[0].concurrency
-        return cap is None or self._op_in_flight.get(op, 0) < cap
-
-    async def call_local(self, op: str, body: msgspec.Struct, identity: Identity, timeout_s: float,
-                         index_seq: int = 0, into: type | None = None) -> Any:
-        """An actor's request to another actor of this same process, without the two bus hops:
-        the same decoding (the body goes through JSON, so validation is the wire's), deadline,
-        typed errors and journal as a request from NATS, and the result as the caller would have
-        decoded it from the reply (or, asked `into` a type, a copy of it as that type: no JSON text
-        in between; the result itself when the handler declares `fresh_result`). A handler at its
-        own concurrency cap is left to the bus."""
-        decl, fn = self._local[op]
-        try:
-            req = self._decoder(decl.request, False).decode(json_encoder.encode(body))
-        except msgspec.ValidationError as e:
-            raise errors.InvalidArgument(str(e), {"type": decl.request.__name__}) from e
-        if self.keys.enabled:  # the callee sees a worker's hop, as it would over the bus
-            identity = dataclasses.replace(identity, role="root" if identity.is_root else "worker")
-        timeout = max(0.001, min(decl.timeout_s, timeout_s))
-        ctx = Ctx(identity, time.monotonic() + timeout, index_seq)
-        at = clock_mod.NOW.get() or time.time()
-        t0 = time.perf_counter()
-        self._op_in_flight[op] = self._op_in_flight.get(op, 0) + 1
-        hdrs: dict[str, str] = {}
-        tracing.inject(hdrs)  # the local hop's span is the child of the caller's, as over the bus
-        with tracing.serve(decl.op, hdrs, worker=self.worker_id) as span:
-            try:
-                reply = await self._invoke(decl, fn, req, ctx, at, timeout)
-            except BaseException as e:  # noqa: BLE001 - as on the bus: a crash is an INTERNAL reply
-                if isinstance(e, asyncio.CancelledError):
-                    raise
-                log.exception("handler crashed on local %s", decl.op)
-                reply = error_reply("INTERNAL", f"internal error ({type(e).__name__})")
-            finally:
-                self._op_in_flight[op] -= 1
-            code = reply.error.code if reply.error is not None else "OK"
-            tracing.outcome(span, code)
-        self.metrics.answered(decl.op, code, time.perf_counter() - t0)
-        if reply.error is not None:
-            raise errors.from_wire(reply.error.code, reply.error.message, reply.error.details)
-        if into is msgspec.Raw:
-            return msgspec.Raw(json_encoder.encode(reply.result))
-        if into is not None:
-            if decl.fresh_result and type(reply.result) is into:
-                return reply.result  # nobody else holds it: no copy needed
-            return msgspec.convert(msgspec.to_builtins(reply.result), into)
-        return msgspec.json.decode(json_encoder.encode(reply.result))
-
     async def _journal(self, op: str, ident: Identity, body: bytes, at: float, key: str, result: Any) -> None:
         """Every accepted write is an event (`<prefix>.evt.write.<op>`): the request as it was
         applied, who made it and when. Replaying these in order rebuilds the state."""
@@ -405,29 +341,12 @@ class ActorHost:
         await self.outbox.publish(subjects.event(self.cfg.prefix, f"write.{op}"), msgspec.json.encode(entry),
                                   "w-" + key)
 
-    async def _reply(self, msg: Msg | _Local, reply: Reply, deprecated: list[str]) -> None:
+    async def _reply(self, msg: Msg | LocalMsg, reply: Reply, deprecated: list[str]) -> None:
         if not msg.reply:
             return
         body, headers = encode_reply(msg.headers, reply, deprecated, self.nc.max_payload)
-        if isinstance(msg, _Local):
+        if isinstance(msg, LocalMsg):
             msg.answer = (body, headers)
             return
         with contextlib.suppress(Exception):
             await self.nc.publish(msg.reply, body, headers=headers)
-
-    async def request_local(self, op: str, data: bytes, headers: dict[str, str]) -> tuple[bytes, dict[str, str]] | None:
-        """A request from a door of this process (the HTTP gateway `skald up --http-port` runs
-        beside the actors) served without the bus: the same checks, decoding, identity (keys
-        included), deadline, journal, metrics and reply bytes as a request from NATS. None when no
-        actor of this process serves `op` (the caller goes over the bus)."""
-        local = self._local.get(op)
-        if local is None or self._stopping.is_set():
-            return None
-        msg = _Local(subjects.request(self.cfg.prefix, op), data, headers)
-        task = await self._admit(msg, *local)
-        if task is not None:
-            await asyncio.shield(task)  # a caller that goes away does not cut the handler short, as on the bus
-        self.local_requests += 1
-        # Served here, whatever happened: never None, or the caller would send the request again on the bus.
-        none = error_reply("INTERNAL", "no reply was made")
-        return msg.answer or encode_reply(msg.headers, none, [], self.nc.max_payload)
