@@ -9,11 +9,9 @@ record is rebuilt from the file.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import msgspec
 
-from skald.store.tree import write_atomic_sync
+from skald.store.treeport import Tree, join, parent
 
 DOCS_DIR = ".docs"
 
@@ -47,25 +45,24 @@ _dec = msgspec.msgpack.Decoder(DocRecord)
 _enc = msgspec.msgpack.Encoder()
 
 
-def record_path(file: Path) -> Path:
-    return file.parent / DOCS_DIR / f"{file.name}.msgpack"
+def record_key(file: str) -> str:
+    """Where a file's record lives: `.docs/<name>.msgpack` in its directory."""
+    return join(parent(file), DOCS_DIR, f"{file.rpartition('/')[2]}.msgpack")
 
 
-def load(file: Path) -> DocRecord | None:
+def load(tree: Tree, file: str) -> DocRecord | None:
     try:
-        return _dec.decode(record_path(file).read_bytes())
-    except (FileNotFoundError, NotADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
+        return _dec.decode(tree.read(record_key(file)))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
         return None
 
 
-def save(file: Path, rec: DocRecord) -> None:
-    p = record_path(file)
-    p.parent.mkdir(exist_ok=True)
-    write_atomic_sync(p, _enc.encode(rec))
+def save(tree: Tree, file: str, rec: DocRecord) -> None:
+    tree.write(record_key(file), _enc.encode(rec))
 
 
-def remove(file: Path) -> None:
+def remove(tree: Tree, file: str) -> None:
     try:
-        record_path(file).unlink()
-    except (FileNotFoundError, NotADirectoryError):
+        tree.remove(record_key(file))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         pass

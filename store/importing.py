@@ -1,25 +1,29 @@
 """The copy that keeps an imported target in step with its source (which files an import takes is
-the contract's rule, `skald.messages.folders`)."""
+the contract's rule, `skald.messages.folders`): from a local source directory into the tree."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from skald.store import tree
+from skald.store import treeops
+from skald.store.treeport import Tree, join
 
 
-def existing_files(dst: Path) -> list[str]:
+def existing_files(tree: Tree, dst: str) -> list[str]:
     """Relative paths of the visible files already under `dst` (what an earlier import left)."""
-    if dst.is_file():
-        return [dst.name]
-    return sorted(f.relative_to(dst).as_posix() for f, _ in tree.walk_files(dst)) if dst.is_dir() else []
+    st = tree.stat(dst)
+    if st is None:
+        return []
+    if not st.is_dir:
+        return [dst.rpartition("/")[2]]
+    return sorted(k[len(dst) + 1:] for k, _, _ in treeops.walk_files(tree, dst))
 
 
-def copy_selected(src: Path, files: list[str], dst: Path) -> None:
+def copy_selected(tree: Tree, src: Path, files: list[str], dst: str) -> None:
     """Copy `files` (relative to `src`) into `dst`, each atomically."""
     if src.is_file():
-        tree.write_atomic_sync(dst, src.read_bytes())
+        treeops.write(tree, dst, src.read_bytes())
         return
-    dst.mkdir(parents=True, exist_ok=True)
+    tree.mkdir(dst)
     for rel in files:
-        tree.write_atomic_sync(dst / rel, (src / rel).read_bytes())
+        treeops.write(tree, join(dst, rel), (src / rel).read_bytes())

@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from skald.messages.errors import Conflict, InvalidArgument
-from skald.store import groupsync, tree
+from skald.store import tree
 from skald.store.treeport import Entry, check_key
 
 
@@ -57,11 +58,14 @@ class LocalTree:
     def append(self, key: str, data: bytes) -> None:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        out = groupsync.Appended()
-        out.write(path, data)
-        failed = out.flush()
-        if failed:
-            raise failed[path]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            view = memoryview(data)
+            while view:  # a nearly full disk takes part of a write (a short count) before refusing
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def mkdir(self, key: str) -> None:
         path = self.path(key)
@@ -85,13 +89,12 @@ class LocalTree:
         self._sync_dir(final.parent)
 
     def stat(self, key: str) -> Entry | None:
-        path = self.path(key)
         try:
-            st = path.stat()
+            st = os.stat(os.path.join(self.root, check_key(key)))
         except (FileNotFoundError, NotADirectoryError):
             return None
-        is_dir = path.is_dir()
-        return Entry(path.name, is_dir, 0 if is_dir else st.st_size, st.st_mtime)
+        is_dir = stat.S_ISDIR(st.st_mode)
+        return Entry(key.rpartition("/")[2], is_dir, 0 if is_dir else st.st_size, st.st_mtime)
 
     def list(self, key: str) -> list[Entry]:
         out = []
@@ -113,7 +116,12 @@ class LocalTree:
             if path.is_dir() and not path.is_symlink():
                 if not recursive:
                     raise IsADirectoryError(key)
-                shutil.rmtree(path)
+                # Renamed aside first, so the subtree disappears at once; then deleted at leisure.
+                trash = path.parent / f"{tree.TMP_PREFIX}rm-{uuid.uuid4().hex}"
+                os.replace(path, trash)
+                self._sync_dir(path.parent)
+                shutil.rmtree(trash, ignore_errors=True)
+                return True
             else:
                 path.unlink()
         except FileNotFoundError:

@@ -6,11 +6,9 @@ It is a cache, never the truth: a missing or stale entry is recomputed from the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import msgspec
 
-from skald.store.tree import write_atomic_sync
+from skald.store.treeport import Tree, join
 
 SIDECAR = ".index.json"
 
@@ -30,12 +28,13 @@ class FileFacts(msgspec.Struct, kw_only=True, omit_defaults=True):
 _dec = msgspec.json.Decoder(dict[str, FileFacts])
 
 
-def load(directory: Path) -> dict[str, FileFacts]:
+def load(tree: Tree, directory: str) -> dict[str, FileFacts]:
+    """The facts of a directory (its key), empty when there are none or they cannot be read."""
     try:
-        return _dec.decode((directory / SIDECAR).read_bytes())
-    except (FileNotFoundError, NotADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
+        return _dec.decode(tree.read(join(directory, SIDECAR)))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
         return {}
 
 
-def save(directory: Path, facts: dict[str, FileFacts]) -> None:
-    write_atomic_sync(directory / SIDECAR, msgspec.json.encode(dict(sorted(facts.items()))))
+def save(tree: Tree, directory: str, facts: dict[str, FileFacts]) -> None:
+    tree.write(join(directory, SIDECAR), msgspec.json.encode(dict(sorted(facts.items()))))

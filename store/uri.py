@@ -60,6 +60,7 @@ class VikingPath:
     segments: tuple[str, ...]
     account: str
     path: Path
+    key: str  # where it lives in the tree (the Tree port's key): `accounts/<account>/<segments...>`
 
     @property
     def is_root(self) -> bool:
@@ -145,32 +146,43 @@ class Namespace:
 
     def key(self, vp: VikingPath) -> str:
         """A resolved path's key in the tree (relative to the data directory)."""
-        return vp.path.relative_to(self.data_dir).as_posix()
+        return vp.key
+
+    @staticmethod
+    def account_key(account: str) -> str:
+        return f"accounts/{check_name('account', account)}"
 
     def resolve(self, uri: str, ident: Identity) -> VikingPath:
         segs = canonical(uri, ident)
         root = self.account_root(ident.account)
         self._refuse_escape(str(root), segs, uri)
         path = Path(os.path.join(root, *segs)) if segs else root
-        return VikingPath(join_uri(segs), segs, ident.account, path)
+        return VikingPath(join_uri(segs), segs, ident.account, path, "/".join(("accounts", ident.account, *segs)))
 
-    def fspath(self, uri: str, ident: Identity) -> str:
-        """`resolve(uri, ident).path` as a string, with the same checks: for hot read paths, where
-        building a pathlib.Path costs more than the checks and the stat together."""
+    def key_of(self, uri: str, ident: Identity) -> str:
+        """`resolve(uri, ident).key`, with the same checks and no pathlib: for hot read paths."""
         segs = canonical(uri, ident)
-        root = str(self.account_root(ident.account))
-        self._refuse_escape(root, segs, uri)
-        return os.path.join(root, *segs) if segs else root
+        self._refuse_escape(str(self.account_root(ident.account)), segs, uri)
+        return "/".join(("accounts", ident.account, *segs))
 
     def from_path(self, account: str, path: Path) -> VikingPath:
         root = self.account_root(account)
         rel = path.relative_to(root)
         segs = tuple(rel.parts)
-        return VikingPath(join_uri(segs), segs, account, path)
+        return VikingPath(join_uri(segs), segs, account, path, "/".join(("accounts", account, *segs)))
+
+    def from_key(self, account: str, key: str) -> VikingPath:
+        """The node a tree key names (a key under the account's root, as a walk of the tree yields)."""
+        base = self.account_key(account)
+        if key != base and not key.startswith(base + "/"):
+            raise ValueError(f"{key!r} is not under {base!r}")
+        segs = tuple(key[len(base) + 1:].split("/")) if key != base else ()
+        root = self.account_root(account)
+        return VikingPath(join_uri(segs), segs, account, Path(os.path.join(root, *segs)) if segs else root, key)
 
     def child(self, parent: VikingPath, name: str) -> VikingPath:
         segs = (*parent.segments, name)
-        return VikingPath(join_uri(segs), segs, parent.account, parent.path / name)
+        return VikingPath(join_uri(segs), segs, parent.account, parent.path / name, f"{parent.key}/{name}")
 
     def _refuse_escape(self, root: str, parts: tuple[str, ...], uri: str) -> None:
         """No symlink anywhere between the account root and the path (Skald never makes one, so

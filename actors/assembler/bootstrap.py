@@ -13,14 +13,13 @@ No semantic search (there is no query at session start) and no model rewrite.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from skald.actors.text import extract
 from skald.store import sessions as session_store
-from skald.store import sidecar
+from skald.store import sidecar, treeops
 from skald.store.sessions import SessionDir
+from skald.store.treeport import Tree, parent
 from skald.store.uri import Identity, Namespace
 
 WORKING_DAYS = 7
@@ -51,27 +50,17 @@ class Item:
     updated_at: float = 0.0
 
 
-def _read(path: Path) -> str:
+def _read(t: Tree, key: str) -> str:
     try:
-        with path.open("rb") as f:
-            return f.read(256 * 1024).decode("utf-8", errors="replace")
+        return t.read(key)[:256 * 1024].decode("utf-8", errors="replace")
     except OSError:
         return ""
 
 
-def _md_files(root: Path) -> list[tuple[float, Path]]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for name in filenames:
-            if name.startswith(".") or name == "profile.md":
-                continue
-            p = Path(dirpath) / name
-            try:
-                out.append((p.stat().st_mtime, p))
-            except OSError:
-                continue
-    out.sort(key=lambda t: (-t[0], str(t[1])))
+def _md_files(t: Tree, root: str) -> list[tuple[float, str]]:
+    """(mtime, key) of the visible files under `root` but the profile, newest first."""
+    out = [(e.mtime, k) for k, e, _ in treeops.walk_files(t, root) if e.name != "profile.md"]
+    out.sort(key=lambda x: (-x[0], x[1]))
     return out
 
 
@@ -93,10 +82,11 @@ def continuity(session: SessionDir) -> list[Item]:
 
 def manifest(ns: Namespace, ident: Identity, session: SessionDir | None, now: float) -> list[Item]:
     items: list[Item] = []
+    t = ns.tree
     memories = ns.resolve(f"{ident.user_root}/memories", ident)
-    profile = memories.path / "profile.md"
-    if profile.is_file():
-        body = _read(profile)
+    profile = f"{memories.key}/profile.md"
+    if treeops.is_file(t, profile):
+        body = _read(t, profile)
         head = body[:PROFILE_HEAD_CHARS]
         if len(body) > PROFILE_HEAD_CHARS:
             head += f"\n… (profile continues: read {memories.uri}/profile.md)"
@@ -104,22 +94,23 @@ def manifest(ns: Namespace, ident: Identity, session: SessionDir | None, now: fl
                           {"full": body, "abstract": head} if body else {}))
     if session is not None:
         items += continuity(session)
-    roots = [memories.path / "events"]
+    roots = [f"{memories.key}/events"]
     if ident.peer:
-        roots.append(ns.resolve(f"{ident.user_root}/peers/{ident.peer}/memories/events", ident).path)
-    recent = sorted((t for r in roots for t in _md_files(r)), key=lambda t: (-t[0], str(t[1])))
+        roots.append(ns.resolve(f"{ident.user_root}/peers/{ident.peer}/memories/events", ident).key)
+    recent = sorted((x for r in roots for x in _md_files(t, r)), key=lambda x: (-x[0], x[1]))
     cutoff = now - WORKING_DAYS * 86400
-    for mtime, path in [t for t in recent if t[0] >= cutoff][:WORKING_MAX]:
-        body = _read(path)
-        vp = ns.from_path(ident.account, path)
+    for mtime, key in [x for x in recent if x[0] >= cutoff][:WORKING_MAX]:
+        body = _read(t, key)
+        vp = ns.from_key(ident.account, key)
         items.append(Item("working_state", vp.uri, "overview", "overview",
-                          {"overview": extract.text_overview(path.name, body),
-                           "abstract": extract.file_abstract(path.name, body)}, mtime))
+                          {"overview": extract.text_overview(vp.name, body),
+                           "abstract": extract.file_abstract(vp.name, body)}, mtime))
     items.append(Item("instructions", INSTRUCTIONS_URI, "full", "full", {"full": INSTRUCTIONS}))
     lines, names = [], []
-    for _, path in _md_files(memories.path)[:LISTING_MAX]:
-        facts = sidecar.load(path.parent).get(path.name)
-        rel = path.relative_to(memories.path).as_posix()
+    for _, key in _md_files(t, memories.key)[:LISTING_MAX]:
+        name = key.rpartition("/")[2]
+        facts = sidecar.load(t, parent(key)).get(name)
+        rel = key[len(memories.key) + 1:]
         names.append(f"- {rel}")
         lines.append(f"- {rel}: {facts.abstract[:160]}" if facts and facts.abstract else f"- {rel}")
     if lines:

@@ -40,7 +40,7 @@ from skald.messages import catalog, errors
 from skald.messages import context as context_msgs
 from skald.messages import search as search_msgs
 from skald.messages.sessions import CreateRequest, SessionRef
-from skald.store import faults
+from skald.store import faults, treeops
 from skald.store import sessions as session_store
 from skald.store.sessions import SessionDir, session_dir
 from skald.store.uri import Identity, Namespace, check_name, node_of
@@ -275,16 +275,16 @@ class Assembler:
                 if got is None:
                     out.append(None)
                     continue
-                path, st, body = got
-                out.append((path, st.st_mtime_ns, st.st_size) if body is None else
-                           (body.text, body.whole and st.st_size // 8 <= p.max_tokens))
+                key, st, body = got
+                out.append((key, treeops.mtime_ns(st), st.size) if body is None else
+                           (body.text, body.whole and st.size // 8 <= p.max_tokens))
             return out
 
         found = await asyncio.to_thread(look_up)
         misses = [i for i, f in enumerate(found) if f is not None and len(f) == 3]
 
         def read_chunk(chunk: list[int]) -> list[tuple[str, bool]]:
-            return [reads.read(self.texts, *found[i], p.max_tokens) for i in chunk]  # type: ignore[misc]
+            return [reads.read(self.ns.tree, self.texts, *found[i], p.max_tokens) for i in chunk]  # type: ignore[misc]
 
         # Small files read faster in a row than one thread hop each: at most READ_CONCURRENCY
         # threads, each reading its share in score order.

@@ -3,25 +3,25 @@ transcripts whose turns may bring the turn before them."""
 
 from __future__ import annotations
 
-import os
-
 from skald.actors.assembler import passages, textcache
 from skald.actors.text import sections
 from skald.messages import errors
 from skald.messages.context import Candidate
+from skald.store import treeops
+from skald.store.treeport import Entry, Tree
 from skald.store.uri import Identity, Namespace
 
 READ_MAX_BYTES = 256 * 1024  # a body is read whole only up to this; beyond it only its overview can serve
 
 
-def read(cache: textcache.TextCache, path: str, mtime_ns: int, size: int, max_tokens: int) -> tuple[str, bool]:
+def read(t: Tree, cache: textcache.TextCache, key: str, mtime_ns: int, size: int,
+         max_tokens: int) -> tuple[str, bool]:
     """(text, whole) of a file that may fit: nothing when even its smallest possible token
     count (1/8 token per byte) is over the budget and no overview could come from its head.
     Kept in the text cache for the (mtime, size) it was stat'ed at: a file changed since is
     read again next time."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(READ_MAX_BYTES)
+        data = t.read(key)[:READ_MAX_BYTES]
     except OSError:
         return "", False
     complete = size <= READ_MAX_BYTES
@@ -31,20 +31,22 @@ def read(cache: textcache.TextCache, path: str, mtime_ns: int, size: int, max_to
         if complete:
             return "", False
         text, complete = data.decode("utf-8", errors="ignore"), False
-    cache.put(path, mtime_ns, size, textcache.Body(text, complete))
+    cache.put(key, mtime_ns, size, textcache.Body(text, complete))
     return text, complete and size // 8 <= max_tokens
 
 
 def cached(ns: Namespace, cache: textcache.TextCache, uri: str,
-           ident: Identity) -> tuple[str, os.stat_result, textcache.Body | None] | None:
-    """(path, stat, the cached body if the file is unchanged since it was read), or None when the
+           ident: Identity) -> tuple[str, Entry, textcache.Body | None] | None:
+    """(key, entry, the cached body if the file is unchanged since it was read), or None when the
     URI has no readable file: the one stat every read of a served file starts with."""
     try:
-        path = ns.fspath(uri, ident)
-        st = os.stat(path)
+        key = ns.key_of(uri, ident)
+        st = ns.tree.stat(key)
     except (OSError, errors.SkaldError):
         return None
-    return path, st, cache.get(path, st.st_mtime_ns, st.st_size)
+    if st is None or st.is_dir:
+        return None
+    return key, st, cache.get(key, treeops.mtime_ns(st), st.size)
 
 
 def turn_documents(buckets: dict[str, list[Candidate]]) -> list[str]:
@@ -61,7 +63,8 @@ def transcripts(ns: Namespace, cache: textcache.TextCache, docs: list[str], iden
         got = cached(ns, cache, doc, ident)
         if got is None:
             continue
-        path, st, body = got
-        lines = (body.text if body is not None else read(cache, path, st.st_mtime_ns, st.st_size, 0)[0]).splitlines()
-        out[doc] = lines if st.st_size <= READ_MAX_BYTES else lines[:-1]  # a head: its last line may be cut
+        key, st, body = got
+        lines = (body.text if body is not None else read(ns.tree, cache, key, treeops.mtime_ns(st), st.size, 0)[0]
+                 ).splitlines()
+        out[doc] = lines if st.size <= READ_MAX_BYTES else lines[:-1]  # a head: its last line may be cut
     return out

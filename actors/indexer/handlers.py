@@ -29,7 +29,7 @@ from skald.messages import catalog, folders, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from skald.store import document_records, faults, importing, memory_history, sidecar, tree
+from skald.store import document_records, faults, importing, memory_history, sidecar, treeops
 from skald.store.treeport import parent
 from skald.store.uri import Identity, Namespace, VikingPath
 
@@ -97,17 +97,27 @@ class Indexer(Imports):
     async def fs_write(self, req: fs_msgs.WriteRequest, ctx: Ctx) -> fs_msgs.WriteResult:
         """`fs.write`: Write a file (replace, append or create) and index it."""
         vp = self._writable(req.uri, ctx.identity)
-        if vp.path.is_dir():
-            raise InvalidArgument("is a directory", {"uri": vp.uri})
-        existed = vp.path.exists()
-        data = req.content.encode()
-        if req.mode == "create":
-            await tree.write_atomic(vp.path, data, exclusive=True)
-        elif req.mode == "append" and existed:
-            data = await tree.read_bytes(vp.path) + data
-            await tree.write_atomic(vp.path, data)
-        else:
-            await tree.write_atomic(vp.path, data)
+        t = self.ns.tree
+
+        def write() -> tuple[bool, bytes]:
+            st = t.stat(vp.key)
+            if st is not None and st.is_dir:
+                raise InvalidArgument("is a directory", {"uri": vp.uri})
+            data = req.content.encode()
+            if req.mode == "create":
+                try:
+                    created = t.create(vp.key, data)
+                except (IsADirectoryError, NotADirectoryError) as e:
+                    raise InvalidArgument("a file is in the way", {"uri": vp.uri}) from e
+                if not created:
+                    raise Conflict("already exists", {"uri": vp.uri})
+            else:
+                if req.mode == "append" and st is not None:
+                    data = treeops.read_bytes(t, vp.key) + data
+                treeops.write(t, vp.key, data)
+            return st is not None, data
+
+        existed, data = await asyncio.to_thread(write)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
         done = await self._submit(job, req.wait, ctx)
         return fs_msgs.WriteResult(uri=vp.uri, size=len(data), created=not existed, index_job=job.job_id,
@@ -142,20 +152,21 @@ class Indexer(Imports):
 
     def _row_keys(self, vp: VikingPath) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
-        if vp.path.is_file():
-            return sorted(file_rows.row_keys(vp.uri, document_records.load(vp.path)))
-        for d in tree.walk_dirs_bottom_up(vp.path):
-            dv = self.ns.from_path(vp.account, d)
+        t = self.ns.tree
+        if treeops.is_file(t, vp.key):
+            return sorted(file_rows.row_keys(vp.uri, document_records.load(t, vp.key)))
+        for d in treeops.walk_dirs_bottom_up(t, vp.key):
+            dv = self.ns.from_key(vp.account, d)
             out += [(dv.uri, 0), (dv.uri, 1)]
-        for f, _ in tree.walk_files(vp.path):
-            out += sorted(file_rows.row_keys(self.ns.from_path(vp.account, f).uri, document_records.load(f)))
+        for f, _, _ in treeops.walk_files(t, vp.key):
+            out += sorted(file_rows.row_keys(self.ns.from_key(vp.account, f).uri, document_records.load(t, f)))
         return out
 
     @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
     async def fs_rm(self, req: fs_msgs.RmRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
         """`fs.rm`: Remove a file or directory."""
         vp = self._writable(req.uri, ctx.identity)
-        if not vp.path.exists():
+        if await asyncio.to_thread(self.ns.tree.stat, vp.key) is None:
             raise NotFound("no such file or directory", {"uri": vp.uri})
         keys = await asyncio.to_thread(self._rows_of, vp)
         return await self._remove(vp, keys, req.recursive, req.wait, ctx)
@@ -163,10 +174,15 @@ class Indexer(Imports):
     async def _remove(self, vp: VikingPath, keys: list[tuple[str, int]], recursive: bool, wait: bool,
                       ctx: Ctx) -> fs_msgs.ChangeResult:
         """Remove from the tree, then its rows from the index (and refresh its parent's summaries)."""
-        was_file = vp.path.is_file()
-        await asyncio.to_thread(tree.remove_sync, vp.path, recursive)
-        if was_file:
-            await asyncio.to_thread(document_records.remove, vp.path)
+        t = self.ns.tree
+
+        def remove() -> None:
+            was_file = treeops.is_file(t, vp.key)
+            treeops.remove(t, vp.key, recursive)
+            if was_file:
+                document_records.remove(t, vp.key)
+
+        await asyncio.to_thread(remove)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=tuple(keys),
                                     refresh_dirs=(vp.parent_uri,))
         done = await self._submit(job, wait, ctx)
@@ -180,13 +196,18 @@ class Indexer(Imports):
         dst = self._writable(req.to_uri, ctx.identity)
         if dst.uri == src.uri or dst.uri.startswith(src.uri + "/"):
             raise InvalidArgument("cannot move a directory into itself", {"uri": dst.uri})
-        if not src.path.exists():
+        t = self.ns.tree
+        if await asyncio.to_thread(t.stat, src.key) is None:
             raise NotFound("no such file or directory", {"uri": src.uri})
         keys = await asyncio.to_thread(self._rows_of, src)
-        was_file = src.path.is_file()
-        await asyncio.to_thread(tree.move_sync, src.path, dst.path)
-        if was_file:
-            await asyncio.to_thread(document_records.remove, src.path)
+
+        def move() -> None:
+            was_file = treeops.is_file(t, src.key)
+            treeops.move(t, src.key, dst.key)
+            if was_file:
+                document_records.remove(t, src.key)
+
+        await asyncio.to_thread(move)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=src.account, remove_rows=tuple(keys),
                           index_roots=(dst.uri,), refresh_dirs=(src.parent_uri,))
         done = await self._submit(job, req.wait, ctx)
@@ -228,10 +249,10 @@ class Indexer(Imports):
                 return ingest_msgs.IngestResult(job_id="", root_uri=target.uri, status="checked",
                                                 generator=self.summarizer.name)
             if src_dir is not None:
-                await asyncio.to_thread(lambda: importing.copy_selected(src_dir, folders.select(src_dir),
-                                                                        target.path))
+                await asyncio.to_thread(lambda: importing.copy_selected(self.ns.tree, src_dir, folders.select(src_dir),
+                                                                        target.key))
             else:
-                await tree.write_atomic(target.path / "SKILL.md", skill_text.encode())
+                await asyncio.to_thread(treeops.write, self.ns.tree, f"{target.key}/SKILL.md", skill_text.encode())
         if req.upload_id is not None:
             await self._drop_upload(req.upload_id, ctx)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
@@ -249,9 +270,10 @@ class Indexer(Imports):
         if vp.segments in ((), ("user",)) and ident.role == "user":
             raise PermissionDenied("this holds every user's space: a user key reindexes its own (viking://~) "
                                    "and the shared ones (viking://resources)", {"uri": vp.uri})
-        if not vp.path.exists():
+        st = await asyncio.to_thread(self.ns.tree.stat, vp.key)
+        if st is None:
             raise NotFound("nothing at this URI", {"uri": vp.uri})
-        if req.recursive or vp.path.is_file():
+        if req.recursive or not st.is_dir:
             job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
         else:
             job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, refresh_dirs=(vp.uri,))
@@ -264,13 +286,15 @@ class Indexer(Imports):
         """The file's tags live in its directory's `.index.json`; the re-index carries them to every
         row of the file (a long document's node and sections too)."""
         vp = self._writable(req.uri, ctx.identity)
-        if not vp.path.is_file():
-            raise (InvalidArgument("tags belong to files, not directories", {"uri": vp.uri}) if vp.path.is_dir()
+        t = self.ns.tree
+        st = await asyncio.to_thread(t.stat, vp.key)
+        if st is None or st.is_dir:
+            raise (InvalidArgument("tags belong to files, not directories", {"uri": vp.uri}) if st is not None
                    else NotFound("no such file", {"uri": vp.uri}))
         given = rows_mod.check_tags(req.tags)
 
         def update() -> tuple[str, ...]:
-            facts = sidecar.load(vp.path.parent)
+            facts = sidecar.load(t, parent(vp.key))
             old = facts.get(vp.name)
             if old is None:
                 raise Conflict("the file is not indexed yet; set its tags once it is", {"uri": vp.uri})
@@ -281,7 +305,7 @@ class Indexer(Imports):
             else:
                 new = tuple(t for t in old.tags if t not in given)
             facts[vp.name] = msgspec.structs.replace(old, tags=new)
-            sidecar.save(vp.path.parent, facts)
+            sidecar.save(t, parent(vp.key), facts)
             return new
 
         tags = await asyncio.to_thread(update)
@@ -300,13 +324,15 @@ class Indexer(Imports):
         # other words merges into the memory that says it (the old wording kept as a version).
         name = req.name or f"mem_{rows_mod.sha256(req.content.encode())[:16]}.md"
         vp = self._writable(f"{space}/{req.category}/{name}", ident)
-        if req.name is None and req.category not in memories.APPEND_ONLY and not vp.path.exists():
-            same = await asyncio.to_thread(memories.same_fact_in, vp.path.parent, req.content)
+        t = self.ns.tree
+        if (req.name is None and req.category not in memories.APPEND_ONLY
+                and await asyncio.to_thread(t.stat, vp.key) is None):
+            same = await asyncio.to_thread(memories.same_fact_in, t, parent(vp.key), req.content)
             if same is not None:
-                vp = self.ns.child(self.ns.resolve(vp.parent_uri, ident), same.name)
+                vp = self.ns.child(self.ns.resolve(vp.parent_uri, ident), same)
                 await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "merge",
                                         clock_now())
-        await tree.write_atomic(vp.path, req.content.encode())
+        await asyncio.to_thread(treeops.write, t, vp.key, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,),
                           tags=(*tags, f"memory_type={req.category}"))
         return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
@@ -315,7 +341,7 @@ class Indexer(Imports):
         vp = self._writable(uri, ident)
         if not memories.is_memory_file(vp):
             raise InvalidArgument("not a memory: memories live at .../memories/<category>/<name>", {"uri": vp.uri})
-        if existing and not vp.path.is_file():
+        if existing and not treeops.is_file(self.ns.tree, vp.key):
             raise NotFound("no such memory", {"uri": vp.uri})
         return vp
 
@@ -324,7 +350,7 @@ class Indexer(Imports):
         """`memories.update`: Replace a memory's text (the old text is kept as a version)."""
         vp = self._memory(req.uri, ctx.identity, existing=True)
         await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "update", clock_now())
-        await tree.write_atomic(vp.path, req.content.encode())
+        await asyncio.to_thread(treeops.write, self.ns.tree, vp.key, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
         return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
 
@@ -340,7 +366,7 @@ class Indexer(Imports):
         """`memories.history`: A memory's text now and every earlier version."""
         vp = self._memory(req.uri, ctx.identity)
         versions = await asyncio.to_thread(memory_history.versions, self.ns.tree, self.ns.key(vp))
-        current = await tree.read_text(vp.path) if vp.path.is_file() else None
+        current = await asyncio.to_thread(treeops.read_text, self.ns.tree, vp.key)
         if current is None and not versions:
             raise NotFound("no such memory", {"uri": vp.uri})
         return ingest_msgs.MemoryHistory(uri=vp.uri, current=current, versions=[

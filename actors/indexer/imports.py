@@ -6,7 +6,6 @@ into the tree, removes what vanished from a re-added folder, and queues the inge
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from skald.actors.text import formats
 from skald.messages import catalog, folders
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound, PermissionDenied
-from skald.store import document_records, importing, tree
+from skald.store import document_records, importing, treeops
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
@@ -62,11 +61,12 @@ class Imports:
         """One piece of an uploaded file; the first call names the upload (derived from the
         request, so a replay writes the same upload)."""
         uid = req.upload_id or request_id("upload")
-        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, uid)
+        root = sources.upload_root(ctx.identity.account, uid)
+        t = self.ns.tree
 
         def run() -> int:
-            sources.check_owner(root, ctx.identity.user, create=req.upload_id is None)
-            return sources.write_piece(root, req.path, req.offset, req.data)
+            sources.check_owner(t, root, ctx.identity.user, create=req.upload_id is None)
+            return sources.write_piece(t, root, req.path, req.offset, req.data)
 
         return ingest_msgs.UploadResult(upload_id=uid, path=req.path, size=await asyncio.to_thread(run))
 
@@ -83,7 +83,7 @@ class Imports:
                                 f"-{rows_mod.sha256(req.content.encode())[:8]}.md"
             target = self._writable(f"{base.rstrip('/')}/{name}", ctx.identity)
             self._check_resource_space(target)
-            await tree.write_atomic(target.path, req.content.encode())
+            await asyncio.to_thread(treeops.write, self.ns.tree, target.key, req.content.encode())
             job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
                                         tags=tags)
             return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
@@ -122,10 +122,10 @@ class Imports:
     async def _uploaded(self, upload_id: str, name: str | None, ctx: Ctx, tmp: Path, folder: bool = False) -> Path:
         """What an upload holds: its one file (a zip unpacked into `tmp` unless it is named as a
         .zip to keep; always when `folder`), or its folder of files."""
-        root = sources.upload_root(self.ns.data_dir, ctx.identity.account, upload_id)
-        await asyncio.to_thread(sources.check_owner, root, ctx.identity.user, False)
-        files = root / "files"
-        top = sorted(files.iterdir()) if files.is_dir() else []
+        root = sources.upload_root(ctx.identity.account, upload_id)
+        await asyncio.to_thread(sources.check_owner, self.ns.tree, root, ctx.identity.user, False)
+        files = await asyncio.to_thread(sources.materialise, self.ns.tree, root, tmp / ".upload")
+        top = sorted(files.iterdir())
         if not top:
             raise InvalidArgument("the upload holds no file", {"upload_id": upload_id})
         if len(top) > 1:
@@ -138,13 +138,14 @@ class Imports:
         return one
 
     async def _drop_upload(self, upload_id: str, ctx: Ctx) -> None:
-        await asyncio.to_thread(shutil.rmtree, sources.upload_root(self.ns.data_dir, ctx.identity.account,
-                                                                   upload_id), True)
+        await asyncio.to_thread(self.ns.tree.remove, sources.upload_root(ctx.identity.account, upload_id),
+                                recursive=True)
 
     def _import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
         """Copy what the import takes into the tree; binaries of a folder are reported, not copied;
         files that vanished from a re-added folder are removed (with their rows) unless kept."""
         out = Imported()
+        t = self.ns.tree
         rels = folders.select(src, req.include, req.exclude)
         if src.is_dir():
             kept = []
@@ -157,14 +158,15 @@ class Imports:
                 else:
                     kept.append(rel)
             rels = kept
-            if target.path.is_dir() and not req.keep_missing:
-                out.vanished = sorted(set(importing.existing_files(target.path)) - set(rels))
+            if treeops.is_dir(t, target.key) and not req.keep_missing:
+                out.vanished = sorted(set(importing.existing_files(t, target.key)) - set(rels))
         for rel in out.vanished:
-            vp = self.ns.from_path(target.account, target.path / rel)
-            out.remove_rows += sorted(file_rows.row_keys(vp.uri, document_records.load(vp.path)))
-            tree.remove_sync(vp.path, False)
-            document_records.remove(vp.path)
-        importing.copy_selected(src, rels, target.path)
+            key = f"{target.key}/{rel}"
+            vp = self.ns.from_key(target.account, key)
+            out.remove_rows += sorted(file_rows.row_keys(vp.uri, document_records.load(t, key)))
+            treeops.remove(t, key, False)
+            document_records.remove(t, key)
+        importing.copy_selected(t, src, rels, target.key)
         return out
 
     def _importable(self, raw: str, ctx: Ctx) -> Path:

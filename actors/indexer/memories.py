@@ -3,25 +3,26 @@ memories at all. `store/memory_history.py` keeps the versions a merge or an upda
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from skald.store import memory_history
+from skald.store.treeport import Tree, join
 from skald.store.uri import VikingPath
 
 APPEND_ONLY = frozenset({"events"})  # what happened is never merged away; facts about things are
 MERGE_SCAN_MAX = 2_000  # memories of one category a new one is compared with (beyond: a new file)
 
 
-def same_fact_in(category_dir: Path, content: str) -> Path | None:
-    """The memory in `category_dir` that already says `content` (exactly or nearly), if any."""
+def same_fact_in(tree: Tree, category_dir: str, content: str) -> str | None:
+    """The name of the memory in `category_dir` (a key) that already says `content` (exactly or
+    nearly), if any."""
     try:
-        files = sorted(p for p in category_dir.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
+        names = [e.name for e in tree.list(category_dir)
+                 if not e.is_dir and e.name.endswith(".md") and not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return None
-    for p in files[:MERGE_SCAN_MAX]:
+    for name in names[:MERGE_SCAN_MAX]:
         try:
-            if memory_history.same_fact(p.read_text("utf-8"), content):
-                return p
+            if memory_history.same_fact(tree.read(join(category_dir, name)).decode("utf-8"), content):
+                return name
         except (OSError, UnicodeDecodeError):
             continue
     return None

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import msgspec
@@ -30,8 +28,9 @@ from skald.messages import ingest as ingest_msgs
 from skald.messages import subjects
 from skald.messages.errors import InvalidArgument, NotFound
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
-from skald.store import document_records, faults, sidecar, tree
+from skald.store import document_records, faults, sidecar, tree, treeops
 from skald.store.index import row_subject_token
+from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 
 log = logging.getLogger("skald.indexer")
@@ -76,15 +75,17 @@ class IngestPipeline:
                             IndexChange(delete=IndexDelete(account=job.account, uri=uri, level=level))))
         files: list[VikingPath] = []
         dirs: list[VikingPath] = []
+        t = self.ns.tree
         for root in job.index_roots:
             vp = self.ns.resolve(root, ident)
-            if vp.path.is_file():
+            st = await asyncio.to_thread(t.stat, vp.key)
+            if st is not None and not st.is_dir:
                 files.append(vp)
-            elif vp.path.is_dir():
-                found = await asyncio.to_thread(lambda p=vp.path: (list(tree.walk_files(p)),
-                                                                   tree.walk_dirs_bottom_up(p)))
-                files += [self.ns.from_path(vp.account, f) for f, _ in found[0]]
-                dirs += [self.ns.from_path(vp.account, d) for d in found[1]]
+            elif st is not None:
+                found = await asyncio.to_thread(lambda k=vp.key: (list(treeops.walk_files(t, k)),
+                                                                  treeops.walk_dirs_bottom_up(t, k)))
+                files += [self.ns.from_key(vp.account, f) for f, _, _ in found[0]]
+                dirs += [self.ns.from_key(vp.account, d) for d in found[1]]
         files = [f for f in files if rows_mod.file_is_indexed(f.segments)]
         total = len(files) + len(dirs)
         fr = await self._file_rows(job, files, total)
@@ -95,7 +96,8 @@ class IngestPipeline:
             refresh.setdefault(d.uri, d)
         for uri in (*job.index_roots, *job.refresh_dirs):
             vp = self.ns.resolve(uri, ident)
-            segs = vp.segments if vp.path.is_dir() and uri in job.refresh_dirs else vp.segments[:-1]
+            segs = vp.segments if uri in job.refresh_dirs and await asyncio.to_thread(treeops.is_dir, t, vp.key) \
+                else vp.segments[:-1]
             self._upward(ident, segs, refresh)
         ordered = _bottom_up(refresh)
         now = time.monotonic()
@@ -121,17 +123,20 @@ class IngestPipeline:
         out: list[tuple[str, IndexChange]] = []
         skipped: list[ingest_msgs.Skipped] = []
         n_sections = embedded = 0
-        by_dir: dict[Path, dict[str, sidecar.FileFacts]] = {}
+        t = self.ns.tree
+        by_dir: dict[str, dict[str, sidecar.FileFacts]] = {}
         for i in range(0, len(files), EMBED_BATCH):
             batch = files[i : i + EMBED_BATCH]
-            plans: list[tuple[VikingPath, os.stat_result, tuple[str, ...], file_rows.FilePlan]] = []
+            plans: list[tuple[VikingPath, Entry, tuple[str, ...], file_rows.FilePlan]] = []
             batch_skipped: list[ingest_msgs.Skipped] = []
             for vp in batch:
                 try:
-                    st = vp.path.stat()
-                    if st.st_size > MAX_FILE_BYTES:
-                        raise Unconvertible("too_large", f"{st.st_size} bytes; the limit is {MAX_FILE_BYTES}")
-                    data = await tree.read_bytes(vp.path)
+                    st = await asyncio.to_thread(t.stat, vp.key)
+                    if st is None or st.is_dir:
+                        continue  # gone since the walk
+                    if st.size > MAX_FILE_BYTES:
+                        raise Unconvertible("too_large", f"{st.size} bytes; the limit is {MAX_FILE_BYTES}")
+                    data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)
                     doc = await asyncio.to_thread(formats.convert, vp.name, data)
                 except (NotFound, InvalidArgument, OSError):
                     continue  # gone or unreadable since the walk: nothing to index
@@ -139,7 +144,8 @@ class IngestPipeline:
                     batch_skipped.append(ingest_msgs.Skipped(uri=vp.uri, reason=e.reason, detail=e.detail))
                     out += self._deletes(vp, ((vp.uri, 2),))
                     continue
-                facts = by_dir.setdefault(vp.path.parent, sidecar.load(vp.path.parent))
+                d = parent(vp.key)
+                facts = by_dir[d] if d in by_dir else by_dir.setdefault(d, await asyncio.to_thread(sidecar.load, t, d))
                 sha = rows_mod.sha256(data)
                 old = facts.get(vp.name)
                 if old and old.sha == sha and old.summarizer == self.summarizer.name:
@@ -147,9 +153,9 @@ class IngestPipeline:
                 else:
                     summary = await self.summarizer.file_abstract(vp.name, doc.text)
                 tags = rows_mod.check_tags((*(old.tags if old else ()), *job.tags)) if (old or job.tags) else ()
-                facts[vp.name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=sha,
+                facts[vp.name] = sidecar.FileFacts(mtime_ns=treeops.mtime_ns(st), size=st.size, sha=sha,
                                                    abstract=summary, tags=tags, summarizer=self.summarizer.name)
-                old_rec = await asyncio.to_thread(document_records.load, vp.path)
+                old_rec = await asyncio.to_thread(document_records.load, t, vp.key)
                 plans.append((vp, st, tags, file_rows.plan(vp.segments, doc, sha, summary, self.embedder.name,
                                                            old_rec)))
             embedded += await file_rows.embed_missing([r for *_, p in plans for r in p.rows],
@@ -158,7 +164,7 @@ class IngestPipeline:
                 out += self._deletes(vp, p.deletes)
                 for r in p.rows:
                     row = rows_mod.make_row(vp.account, vp.segments, r.level, r.abstract, tags=tags,
-                                            created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
+                                            created_at=st.mtime, updated_at=st.mtime,
                                             content_hash=r.content_hash, model=self.embedder.name,
                                             vector=r.vector,  # type: ignore[arg-type]
                                             owner=rows_mod.owner_of(vp.segments), text=r.text, uri=r.uri,
@@ -168,15 +174,15 @@ class IngestPipeline:
                 n_sections += p.sections
                 file_rows.remember_vectors(p)
                 if p.record is not None:
-                    await asyncio.to_thread(document_records.save, vp.path, p.record)
+                    await asyncio.to_thread(document_records.save, t, vp.key, p.record)
                 else:
-                    await asyncio.to_thread(document_records.remove, vp.path)
+                    await asyncio.to_thread(document_records.remove, t, vp.key)
             skipped += batch_skipped
             await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
                 job_id=job.job_id, done=min(i + EMBED_BATCH, len(files)), total=total, stage="files",
                 skipped=batch_skipped))
         for d, facts in by_dir.items():
-            await asyncio.to_thread(sidecar.save, d, facts)
+            await asyncio.to_thread(sidecar.save, t, d, facts)
         return FileRows(out, n_sections, skipped, embedded)
 
     @staticmethod
@@ -223,34 +229,35 @@ class IngestPipeline:
 
     async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
         rows: list[tuple[IndexRow, str]] = []
+        t = self.ns.tree
         for vp in dirs:
-            if not vp.path.is_dir() or not rows_mod.dir_has_rows(vp.segments):
+            if not rows_mod.dir_has_rows(vp.segments) or not await asyncio.to_thread(treeops.is_dir, t, vp.key):
                 continue
             t0 = time.monotonic()
             children = await self._children(vp)
             now = time.monotonic()
             self.wide.record(vp.uri, len(children), now, took=now - t0)
+            names = {n for n, is_dir, _ in children if not is_dir}
             readme = None
-            skill = vp.path / "SKILL.md"
             for cand in ("README.md", "readme.md", "README"):
-                if (vp.path / cand).is_file():
-                    readme = tree.read_text_sync(vp.path / cand)
+                if cand in names:
+                    readme = await asyncio.to_thread(treeops.read_text, t, f"{vp.key}/{cand}")
                     break
             overview = await self.summarizer.dir_overview(vp.name, children, readme)
             abstract = await self.summarizer.dir_abstract(vp.name, overview)
-            if skill.is_file():
+            if "SKILL.md" in names:
                 try:
-                    sname, desc = rows_mod.parse_skill(tree.read_text_sync(skill) or "")
+                    sname, desc = rows_mod.parse_skill(
+                        await asyncio.to_thread(treeops.read_text, t, f"{vp.key}/SKILL.md", "") or "")
                     abstract = f"{sname}: {desc}"[:256]
                 except InvalidArgument:
                     pass
-            await tree.write_atomic(vp.path / tree.OVERVIEW, overview.encode())
-            await tree.write_atomic(vp.path / tree.ABSTRACT, abstract.encode())
-            st = vp.path.stat()
-            now = st.st_mtime
+            await asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode())
+            await asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode())
+            now = time.time()
             for level, text in ((0, abstract), (1, overview)):
                 rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
-                                        tags=(), created_at=min(st.st_ctime, now), updated_at=now,
+                                        tags=(), created_at=now, updated_at=now,
                                         content_hash=rows_mod.sha256(text.encode()), model=self.embedder.name,
                                         vector=np.zeros(1), owner=rows_mod.owner_of(vp.segments),
                                         text=f"{vp.name}\n{text}"), text))
@@ -267,12 +274,13 @@ class IngestPipeline:
         """(name, is_dir, abstract) of every entry, sorted; abstracts only for the first ones, as
         many as a directory overview can show (`shown_children`): a directory of 100,000 entries
         costs one listing, not 100,000 reads per job touching it. Listed and read in a thread."""
-        facts, entries, stale = await asyncio.to_thread(_list_children, vp.path)
+        t = self.ns.tree
+        facts, entries, stale = await asyncio.to_thread(_list_children, t, vp.key)
         out = list(entries)
         changed = False
         for i, name, st in stale:  # files new or changed since their abstract was written
             try:
-                data = await asyncio.to_thread((vp.path / name).read_bytes) if st.st_size <= MAX_FILE_BYTES else b""
+                data = await asyncio.to_thread(t.read, f"{vp.key}/{name}") if st.size <= MAX_FILE_BYTES else b""
             except OSError:
                 continue  # gone since it was listed
             try:
@@ -281,13 +289,13 @@ class IngestPipeline:
                 continue
             summary = await self.summarizer.file_abstract(name, converted.text)
             old = facts.get(name)
-            facts[name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha=rows_mod.sha256(data),
+            facts[name] = sidecar.FileFacts(mtime_ns=treeops.mtime_ns(st), size=st.size, sha=rows_mod.sha256(data),
                                             abstract=summary, tags=old.tags if old else (),
                                             summarizer=self.summarizer.name)
             out[i] = (name, False, summary)
             changed = True
         if changed:
-            await asyncio.to_thread(sidecar.save, vp.path, facts)
+            await asyncio.to_thread(sidecar.save, t, vp.key, facts)
         return out
 
 
@@ -312,25 +320,23 @@ def shown_children(lines: Iterable[int]) -> int:
     return n
 
 
-def _list_children(path: Path) -> tuple[dict[str, sidecar.FileFacts], list[tuple[str, bool, str]],
-                                         list[tuple[int, str, os.stat_result]]]:
+def _list_children(t: Tree, key: str) -> tuple[dict[str, sidecar.FileFacts], list[tuple[str, bool, str]],
+                                                list[tuple[int, str, Entry]]]:
     """The directory's sidecar facts, its entries (abstracts read for the shown ones only) and the
-    shown files whose facts are stale (their place in the entries, name, stat)."""
-    facts = sidecar.load(path)
+    shown files whose facts are stale (their place in the entries, name, entry)."""
+    facts = sidecar.load(t, key)
     entries: list[tuple[str, bool, str]] = []
-    stale: list[tuple[int, str, os.stat_result]] = []
-    listing = [(e, e.is_dir(follow_symlinks=False)) for e in tree.listdir_sorted(path)]
-    listing = [(e, d) for e, d in listing if d or e.is_file(follow_symlinks=False)]
+    stale: list[tuple[int, str, Entry]] = []
+    listing = [(e, e.is_dir) for e in treeops.listdir(t, key, missing_ok=True)]
 
     def lines() -> Iterable[int]:
         for e, is_dir in listing:
             if is_dir:
-                abstract = tree.read_text_sync(Path(e.path) / tree.ABSTRACT, "") or ""
+                abstract = treeops.read_text(t, f"{key}/{e.name}/{tree.ABSTRACT}", "") or ""
             else:
-                st = e.stat()
                 f = facts.get(e.name)
-                if f is None or f.mtime_ns != st.st_mtime_ns or f.size != st.st_size:
-                    stale.append((len(entries), e.name, st))
+                if f is None or f.mtime_ns != treeops.mtime_ns(e) or f.size != e.size:
+                    stale.append((len(entries), e.name, e))
                     abstract = ""
                 else:
                     abstract = f.abstract

@@ -19,7 +19,8 @@ from urllib.parse import urlparse
 import httpx
 
 from skald.messages.errors import Conflict, DeadlineExceeded, InvalidArgument, NotFound, PermissionDenied, Unavailable
-from skald.store import tree, uri
+from skald.store import treeops, uri
+from skald.store.treeport import Tree
 
 URL_MAX_BYTES = 32 * 1024 * 1024
 URL_TIMEOUT_S = 30.0
@@ -99,47 +100,65 @@ async def clone_git(url: str, dest: Path) -> Path:
     return target
 
 
-def upload_root(data_dir: Path, account: str, upload_id: str) -> Path:
-    return data_dir / "uploads" / account / upload_id
+def upload_root(account: str, upload_id: str) -> str:
+    """An upload's key in the tree: uploads live where the tree does, so a piece sent to one worker
+    and the next piece (or the add) sent to another find the same bytes."""
+    return f"uploads/{uri.check_name('account', account)}/{uri.check_name('upload', upload_id)}"
 
 
-def check_owner(root: Path, user: str, create: bool) -> None:
+def check_owner(t: Tree, root: str, user: str, create: bool) -> None:
     """An upload belongs to the user who started it; nobody else may add to it or import it."""
-    owner = root / ".owner"
-    if not owner.exists():
-        if not create:
-            raise NotFound("no such upload", {"upload_id": root.name})
-        root.mkdir(parents=True, exist_ok=True)
-        tree.write_atomic_sync(owner, user.encode())
-        return
-    if owner.read_text() != user:
-        raise PermissionDenied("the upload belongs to another user", {"upload_id": root.name})
+    owner = f"{root}/.owner"
+    if create:
+        t.create(owner, user.encode())
+    try:
+        who = t.read(owner).decode()
+    except FileNotFoundError as e:
+        raise NotFound("no such upload", {"upload_id": root.rpartition("/")[2]}) from e
+    if who != user:
+        raise PermissionDenied("the upload belongs to another user", {"upload_id": root.rpartition("/")[2]})
 
 
-def upload_path(root: Path, rel: str) -> Path:
+def upload_key(root: str, rel: str) -> str:
     parts = [p for p in rel.replace("\\", "/").split("/") if p]
     if not parts or any(p in (".", "..") or p.startswith(".") for p in parts):
         raise InvalidArgument("an upload path is relative, without '..' or hidden names", {"path": rel})
     if any(len(p.encode("utf-8", "surrogatepass")) > uri.MAX_SEGMENT or "\x00" in p for p in parts):
         raise InvalidArgument("an upload path's names are at most 255 bytes, without NUL",
                               {"path": rel[:300], "max": uri.MAX_SEGMENT})
-    return root.joinpath("files", *parts)
+    return "/".join((root, "files", *parts))
 
 
-def write_piece(root: Path, rel: str, offset: int, data: bytes) -> int:
+def write_piece(t: Tree, root: str, rel: str, offset: int, data: bytes) -> int:
     """Write one piece at `offset` (0 starts the file over, the current size appends); the new size."""
-    p = upload_path(root, rel)
-    size = p.stat().st_size if p.exists() else 0
+    key = upload_key(root, rel)
+    st = t.stat(key)
+    size = st.size if st is not None and not st.is_dir else 0
     if offset not in (0, size):
         raise Conflict("a piece must start the file (offset 0) or follow its end", {"path": rel, "size": size})
     if offset + len(data) > UPLOAD_MAX_BYTES:
         raise InvalidArgument("the file is too large to upload", {"path": rel, "max": UPLOAD_MAX_BYTES})
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("r+b" if offset else "wb") as f:
-        f.seek(offset)
-        f.write(data)
-        f.truncate()
+    try:
+        if offset:
+            t.append(key, data)
+        else:
+            t.write(key, data)
+    except (IsADirectoryError, NotADirectoryError) as e:
+        raise Conflict("a file and a folder of the upload have the same name", {"path": rel}) from e
     return offset + len(data)
+
+
+def materialise(t: Tree, root: str, dest: Path) -> Path:
+    """An upload's files copied out of the tree into a local scratch directory (`dest/files`), where
+    an import reads them."""
+    base = f"{root}/files"
+    out = dest / "files"
+    out.mkdir(parents=True, exist_ok=True)
+    for key, _, _ in treeops.walk_files(t, base):
+        target = out.joinpath(*key[len(base) + 1:].split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(t.read(key))
+    return out
 
 
 def unzip(archive: Path, dest: Path) -> Path:
@@ -166,19 +185,14 @@ def unzip(archive: Path, dest: Path) -> Path:
     return dest
 
 
-def sweep(data_dir: Path, now: float | None = None) -> int:
+def sweep(t: Tree, now: float | None = None) -> int:
     """Remove uploads older than a day that were never added; how many went."""
-    base = data_dir / "uploads"
-    if not base.is_dir():
-        return 0
     cutoff = (now or time.time()) - UPLOAD_TTL_S
     gone = 0
-    for account in base.iterdir():
-        for up in account.iterdir() if account.is_dir() else []:
-            try:
-                if up.stat().st_mtime < cutoff:
-                    shutil.rmtree(up, ignore_errors=True)
-                    gone += 1
-            except OSError:
-                continue
+    for account in treeops.listdir(t, "uploads", missing_ok=True):
+        for up in treeops.listdir(t, f"uploads/{account.name}", show_hidden=True, missing_ok=True):
+            owner = t.stat(f"uploads/{account.name}/{up.name}/.owner")
+            if owner is not None and owner.mtime < cutoff:
+                t.remove(f"uploads/{account.name}/{up.name}", recursive=True)
+                gone += 1
     return gone

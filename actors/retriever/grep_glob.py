@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 from skald.messages.search import ContextLine, GrepMatch
-from skald.store import sidecar, tree
+from skald.store import sidecar, treeops
+from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Namespace, VikingPath, join_uri
 
 MAX_LINE = 2_000  # characters of a matched line returned
@@ -17,10 +17,10 @@ def visible_starts(ns: Namespace, vp: VikingPath, user: str, is_root: bool) -> l
     """Where a walk from `vp` may go: from the top, only the caller's spaces."""
     if vp.segments == () and not is_root:
         out = [ns.child(vp, "resources"), ns.child(vp, "agent"), ns.child(ns.child(vp, "user"), user)]
-        return [p for p in out if p.path.exists()]
+        return [p for p in out if ns.tree.stat(p.key) is not None]
     if vp.segments == ("user",) and not is_root:
         p = ns.child(vp, user)
-        return [p] if p.path.exists() else []
+        return [p] if ns.tree.stat(p.key) is not None else []
     return [vp]
 
 
@@ -59,46 +59,30 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z")
 
 
-def walk_nodes(start: Path, max_depth: int = 64) -> Iterator[tuple[Path, bool, int]]:
-    """(path, is_dir, depth) for every visible node under `start`, sorted, depth-first."""
-    stack: list[tuple[Path, int]] = [(start, 0)]
-    while stack:
-        d, depth = stack.pop()
-        try:
-            entries = tree.listdir_sorted(d)
-        except Exception:  # noqa: BLE001 - a directory removed mid-walk is skipped
-            continue
-        subdirs = []
-        for e in entries:
-            p = Path(e.path)
-            is_dir = e.is_dir(follow_symlinks=False)
-            yield p, is_dir, depth + 1
-            if is_dir and depth + 1 < max_depth:
-                subdirs.append((p, depth + 1))
-        stack.extend(reversed(subdirs))
-
-
 def glob(ns: Namespace, starts: list[VikingPath], base: VikingPath, pattern: re.Pattern[str],
-         limit: int, want_tags: frozenset[str] | None) -> tuple[list[tuple[str, Path, bool, tuple[str, ...]]], bool]:
-    out: list[tuple[str, Path, bool, tuple[str, ...]]] = []
-    facts_cache: dict[Path, dict[str, sidecar.FileFacts]] = {}
+         limit: int, want_tags: frozenset[str] | None) -> tuple[list[tuple[str, str, Entry, tuple[str, ...]]], bool]:
+    """(uri, key, entry, tags) of every visible node under `starts` whose path below `base` matches."""
+    t = ns.tree
+    out: list[tuple[str, str, Entry, tuple[str, ...]]] = []
+    facts_cache: dict[str, dict[str, sidecar.FileFacts]] = {}
     base_len = len(base.segments)
     for start in starts:
-        if not start.path.is_dir():
+        if not treeops.is_dir(t, start.key):
             continue
-        for p, is_dir, _ in walk_nodes(start.path):
-            segs = (*start.segments, *p.relative_to(start.path).parts)
+        for key, e, _ in treeops.walk(t, start.key):
+            segs = (*start.segments, *key[len(start.key) + 1:].split("/"))
             rel = "/".join(segs[base_len:])
             if not pattern.match(rel):
                 continue
             tags: tuple[str, ...] = ()
-            if want_tags is not None or not is_dir:
-                facts = facts_cache.setdefault(p.parent, sidecar.load(p.parent))
-                f = facts.get(p.name)
+            if want_tags is not None or not e.is_dir:
+                d = parent(key)
+                facts = facts_cache[d] if d in facts_cache else facts_cache.setdefault(d, sidecar.load(t, d))
+                f = facts.get(e.name)
                 tags = f.tags if f else ()
             if want_tags and not want_tags.issubset(tags):
                 continue
-            out.append((join_uri(segs), p, is_dir, tags))
+            out.append((join_uri(segs), key, e, tags))
             if len(out) >= limit:
                 return out, True
     return out, False
@@ -107,28 +91,28 @@ def glob(ns: Namespace, starts: list[VikingPath], base: VikingPath, pattern: re.
 def grep(ns: Namespace, starts: list[VikingPath], regex: re.Pattern[str], *, limit: int, level_limit: int,
          exclude: str | None, want_tags: frozenset[str] | None, with_tags: bool, before: int,
          after: int) -> tuple[list[GrepMatch], bool]:
+    t: Tree = ns.tree
     matches: list[GrepMatch] = []
     for start in starts:
-        files: Iterator[tuple[Path, int]]
-        if start.path.is_file():
-            files = iter([(start.path, 0)])
-            base = start.segments[:-1]
-            root = start.path.parent
+        files: Iterator[str]
+        if treeops.is_file(t, start.key):
+            files = iter([start.key])
+            base, root = start.segments[:-1], parent(start.key)
         else:
-            files = tree.walk_files(start.path, max_depth=level_limit)
-            base, root = start.segments, start.path
-        for f, _ in files:
-            uri = join_uri((*base, *f.relative_to(root).parts))
+            files = (k for k, _, _ in treeops.walk_files(t, start.key, max_depth=level_limit))
+            base, root = start.segments, start.key
+        for f in files:
+            uri = join_uri((*base, *f[len(root) + 1:].split("/")))
             if exclude and (uri == exclude or uri.startswith(exclude.rstrip("/") + "/")):
                 continue
             tags: tuple[str, ...] | None = None
             if want_tags is not None or with_tags:
-                fact = sidecar.load(f.parent).get(f.name)
+                fact = sidecar.load(t, parent(f)).get(f.rpartition("/")[2])
                 tags = fact.tags if fact else ()
                 if want_tags and not want_tags.issubset(tags):
                     continue
             try:
-                data = f.read_bytes()
+                data = t.read(f)
             except OSError:
                 continue
             if b"\x00" in data[:8192]:

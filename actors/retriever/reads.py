@@ -8,7 +8,6 @@ import base64
 import contextlib
 import hashlib
 import re
-from pathlib import Path
 from typing import Any
 
 from skald.actors.kit.decl import handles
@@ -22,35 +21,36 @@ from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
 from skald.messages.errors import InvalidArgument, NotFound, SkaldError
-from skald.store import document_records, sidecar, tree
+from skald.store import document_records, sidecar, tree, treeops
+from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
 
 
-def document_text(path: Path) -> tuple[str, str]:
+def document_text(t: Tree, key: str) -> tuple[str, str]:
     """(text, converted-from format) of a file: a document's converted text (from its record
     when the bytes have not changed since it was indexed), or the file's own text."""
-    data = tree.read_bytes_sync(path)
-    rec = document_records.load(path)
+    data = treeops.read_bytes(t, key)
+    rec = document_records.load(t, key)
     if rec is not None and rec.text and rec.sha == hashlib.sha256(data).hexdigest():
         return rec.text, rec.format
     try:
-        doc = formats.convert(path.name, data)
+        doc = formats.convert(key.rpartition("/")[2], data)
     except Unconvertible as e:
         raise InvalidArgument(f"cannot read as text ({e.reason}); pass raw to get the bytes",
                               {"reason": e.reason, "detail": e.detail}) from e
     return doc.text, doc.format if doc.derived else ""
 
 
-def find_section(path: Path, anchor: str) -> document_records.SectionRecord | None:
-    rec = document_records.load(path)
+def find_section(t: Tree, key: str, anchor: str) -> document_records.SectionRecord | None:
+    rec = document_records.load(t, key)
     return next((s for s in rec.sections if s.anchor == anchor), None) if rec is not None else None
 
 
-def section_text(path: Path, anchor: str) -> str:
-    sec = find_section(path, anchor)
+def section_text(t: Tree, key: str, anchor: str) -> str:
+    sec = find_section(t, key, anchor)
     if sec is None:
         raise NotFound("no such section in the document", {"anchor": anchor})
-    return "\n".join(document_text(path)[0].splitlines()[sec.start - 1 : sec.end])
+    return "\n".join(document_text(t, key)[0].splitlines()[sec.start - 1 : sec.end])
 
 
 async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: Identity) -> None:
@@ -60,9 +60,9 @@ async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: I
     for m in (*result.memories, *result.resources, *result.skills):
         file_uri, _, anchor = m.uri.partition("#")
         with contextlib.suppress(SkaldError, OSError):
-            path = ns.resolve(file_uri, ident).path
-            m.content = await asyncio.to_thread(section_text, path, anchor) if anchor else \
-                (await asyncio.to_thread(document_text, path))[0]
+            key = ns.resolve(file_uri, ident).key
+            m.content = await asyncio.to_thread(section_text, ns.tree, key, anchor) if anchor else \
+                (await asyncio.to_thread(document_text, ns.tree, key))[0]
 
 
 class TreeReads:
@@ -106,20 +106,19 @@ class TreeReads:
         if bad := [f for f in extra if f not in allowed]:
             raise InvalidArgument("unknown extra_fields", {"unknown": bad, "allowed": sorted(allowed)})
         out = []
-        for uri, path, is_dir, ftags in found:
+        for uri, key, e, ftags in found:
             item: dict[str, Any] = {"uri": uri}
-            st = path.stat() if extra else None
             for f in extra:
                 if f == "is_dir":
-                    item[f] = is_dir
+                    item[f] = e.is_dir
                 elif f == "size":
-                    item[f] = 0 if is_dir else st.st_size  # type: ignore[union-attr]
+                    item[f] = e.size
                 elif f in ("updated_at", "created_at"):
-                    item[f] = st.st_mtime if f == "updated_at" else min(st.st_ctime, st.st_mtime)  # type: ignore[union-attr]
+                    item[f] = e.mtime
                 elif f == "name":
-                    item[f] = path.name
+                    item[f] = e.name
                 elif f == "abstract":
-                    item[f] = self._abstract_of(path, is_dir)
+                    item[f] = self._abstract_of(key, e.is_dir)
                 elif f == "context_type":
                     item[f] = context_type_of(tuple(uri[len("viking://"):].split("/")))
             if tags or req.include_tags or "tags" in extra:
@@ -149,10 +148,11 @@ class TreeReads:
         return frozenset({"viking://resources", "viking://agent", "viking://agent/skills",
                           user, f"{user}/memories", f"{user}/resources", f"{user}/skills", f"{user}/sessions"})
 
-    def _abstract_of(self, path: Path, is_dir: bool) -> str:
+    def _abstract_of(self, key: str, is_dir: bool) -> str:
+        t = self.ns.tree
         if is_dir:
-            return tree.read_text_sync(path / tree.ABSTRACT, "") or ""
-        f = sidecar.load(path.parent).get(path.name)
+            return treeops.read_text(t, f"{key}/{tree.ABSTRACT}", "") or ""
+        f = sidecar.load(t, parent(key)).get(key.rpartition("/")[2])
         return f.abstract if f else ""
 
     @handles(catalog.FS_READ)
@@ -160,21 +160,22 @@ class TreeReads:
         """`fs.read`: Read a file's content (optionally a line range)."""
         file_uri, _, anchor = req.uri.partition("#")
         vp = self._existing(file_uri, ctx.identity)
-        if vp.path.is_dir():
+        t = self.ns.tree
+        if await asyncio.to_thread(treeops.is_dir, t, vp.key):
             raise InvalidArgument("is a directory; list it or read its overview", {"uri": vp.uri})
         if req.raw:
-            data = await tree.read_bytes(vp.path)
+            data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)
             try:
                 return fs_msgs.ReadResult(uri=vp.uri, content=data.decode("utf-8"), size=len(data))
             except UnicodeDecodeError:
                 return fs_msgs.ReadResult(uri=vp.uri, content=base64.b64encode(data).decode(), size=len(data),
                                           encoding="base64")
-        text, fmt = await asyncio.to_thread(document_text, vp.path)
+        text, fmt = await asyncio.to_thread(document_text, t, vp.key)
         lines = text.splitlines()
         first, last = 0, len(lines)
         uri = vp.uri
         if anchor:
-            sec = await asyncio.to_thread(find_section, vp.path, anchor)
+            sec = await asyncio.to_thread(find_section, t, vp.key, anchor)
             if sec is None:
                 raise NotFound("no such section in the document", {"uri": req.uri})
             first, last, uri = sec.start - 1, min(sec.end, len(lines)), f"{vp.uri}#{anchor}"
@@ -186,20 +187,19 @@ class TreeReads:
         return fs_msgs.ReadResult(uri=uri, content=content, size=len(whole), truncated=end < last,
                                   lines=last - first, start_line=start + 1 if part else 0, format=fmt)
 
-    def _entry(self, vp: VikingPath, e: Any, facts: dict[str, sidecar.FileFacts]) -> fs_msgs.Entry:
-        st = e.stat(follow_symlinks=False)
-        is_dir = e.is_dir(follow_symlinks=False)
+    def _entry(self, vp: VikingPath, e: Entry, facts: dict[str, sidecar.FileFacts]) -> fs_msgs.Entry:
         uri = f"{vp.uri.rstrip('/')}/{e.name}" if vp.segments else f"viking://{e.name}"
-        abstract = (tree.read_text_sync(Path(e.path) / tree.ABSTRACT, None) if is_dir
+        abstract = (treeops.read_text(self.ns.tree, f"{vp.key}/{e.name}/{tree.ABSTRACT}", None) if e.is_dir
                     else (facts[e.name].abstract if e.name in facts else None))
-        return fs_msgs.Entry(uri=uri, name=e.name, is_dir=is_dir, size=0 if is_dir else st.st_size,
-                       created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime, abstract=abstract)
+        return fs_msgs.Entry(uri=uri, name=e.name, is_dir=e.is_dir, size=e.size,
+                             created_at=e.mtime, updated_at=e.mtime, abstract=abstract)
 
     @handles(catalog.FS_LS)
     async def fs_ls(self, req: fs_msgs.LsRequest, ctx: Ctx) -> fs_msgs.LsResult:
         """`fs.ls`: List a directory."""
         vp = self._existing(req.uri, ctx.identity)
-        if not vp.path.is_dir():
+        t = self.ns.tree
+        if not await asyncio.to_thread(treeops.is_dir, t, vp.key):
             raise InvalidArgument("not a directory", {"uri": vp.uri})
 
         def run() -> tuple[list[fs_msgs.Entry], bool]:
@@ -207,28 +207,21 @@ class TreeReads:
             stack = [vp]
             while stack:
                 d = stack.pop(0)
-                facts = sidecar.load(d.path)
+                facts = sidecar.load(t, d.key)
                 if d.segments in ((), ("user",)) and not ctx.identity.is_root:
-                    entries = [self.ns.resolve(s.uri, ctx.identity)
-                               for s in grep_glob.visible_starts(self.ns, d, ctx.identity.user, False)]
-                    items = [(s, s.path) for s in entries]
-                    for s, p in items:
-                        try:
-                            st = p.stat()
-                        except FileNotFoundError:
+                    for s in grep_glob.visible_starts(self.ns, d, ctx.identity.user, False):
+                        st = t.stat(s.key)
+                        if st is None:
                             continue  # removed while we walked
                         out.append(fs_msgs.Entry(uri=s.uri, name=s.name, is_dir=True, size=0,
-                                           created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime,
-                                           abstract=tree.read_text_sync(p / tree.ABSTRACT, None)))
+                                                 created_at=st.mtime, updated_at=st.mtime,
+                                                 abstract=treeops.read_text(t, f"{s.key}/{tree.ABSTRACT}", None)))
                         if req.recursive:
                             stack.append(s)
                 else:
-                    for e in tree.listdir_sorted(d.path, req.show_hidden, missing_ok=d is not vp):
-                        try:
-                            out.append(self._entry(d, e, facts))
-                        except FileNotFoundError:
-                            continue  # removed while we walked
-                        if req.recursive and e.is_dir(follow_symlinks=False):
+                    for e in treeops.listdir(t, d.key, req.show_hidden, missing_ok=d is not vp):
+                        out.append(self._entry(d, e, facts))
+                        if req.recursive and e.is_dir:
                             stack.append(self.ns.child(d, e.name))
                         if len(out) >= req.node_limit:
                             return out, True
@@ -246,7 +239,7 @@ class TreeReads:
 
         def build(node: VikingPath, depth: int) -> fs_msgs.TreeNode:
             nonlocal count, cut
-            is_dir = node.path.is_dir()
+            is_dir = treeops.is_dir(self.ns.tree, node.key)
             tn = fs_msgs.TreeNode(uri=node.uri, name=node.name or "viking://", is_dir=is_dir)
             if not is_dir or depth >= req.level_limit:
                 return tn
@@ -254,7 +247,7 @@ class TreeReads:
                 kids = grep_glob.visible_starts(self.ns, node, ctx.identity.user, False)
             else:
                 kids = [self.ns.child(node, e.name)
-                        for e in tree.listdir_sorted(node.path, req.show_hidden, missing_ok=depth > 0)]
+                        for e in treeops.listdir(self.ns.tree, node.key, req.show_hidden, missing_ok=depth > 0)]
             tn.children = []
             for k in kids:
                 if count >= req.node_limit:
@@ -271,18 +264,20 @@ class TreeReads:
     async def fs_stat(self, req: fs_msgs.StatRequest, ctx: Ctx) -> fs_msgs.StatResult:
         """`fs.stat`: Size and times of a node."""
         vp = self._existing(req.uri, ctx.identity)
-        st = vp.path.stat()
-        is_dir = vp.path.is_dir()
-        return fs_msgs.StatResult(uri=vp.uri, is_dir=is_dir, size=0 if is_dir else st.st_size,
-                            created_at=min(st.st_ctime, st.st_mtime), updated_at=st.st_mtime)
+        st = await asyncio.to_thread(self.ns.tree.stat, vp.key)
+        if st is None:
+            raise NotFound("no such file or directory", {"uri": vp.uri})
+        return fs_msgs.StatResult(uri=vp.uri, is_dir=st.is_dir, size=st.size, created_at=st.mtime,
+                                  updated_at=st.mtime)
 
     @handles(catalog.FS_ABSTRACT)
     async def fs_abstract(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
         """`fs.abstract`: A node's L0 abstract."""
         vp = self._existing(req.uri, ctx.identity)
-        text = self._abstract_of(vp.path, vp.path.is_dir())
+        is_dir = await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key)
+        text = await asyncio.to_thread(self._abstract_of, vp.key, is_dir)
         if not text:
-            row = self.replica.index.get(vp.account, vp.uri, 0 if vp.path.is_dir() else 2)
+            row = self.replica.index.get(vp.account, vp.uri, 0 if is_dir else 2)
             text = row.abstract if row else ""
         if not text:
             raise NotFound("no abstract yet (not indexed)", {"uri": vp.uri})
@@ -292,8 +287,8 @@ class TreeReads:
     async def fs_overview(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
         """`fs.overview`: A node's L1 overview."""
         vp = self._existing(req.uri, ctx.identity)
-        if vp.path.is_dir():
-            text = tree.read_text_sync(vp.path / tree.OVERVIEW, "") or ""
+        if await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key):
+            text = await asyncio.to_thread(treeops.read_text, self.ns.tree, f"{vp.key}/{tree.OVERVIEW}", "") or ""
             if not text:
                 raise NotFound("no overview yet (not indexed)", {"uri": vp.uri})
             return fs_msgs.TextResult(uri=vp.uri, content=text)
@@ -301,5 +296,5 @@ class TreeReads:
         row = self.replica.index.get(vp.account, vp.uri, 1)
         if row is not None and row.kind == "document":  # a long document: its table of contents
             return fs_msgs.TextResult(uri=vp.uri, content=row.text.split("\n", 1)[-1])
-        text, _ = await asyncio.to_thread(document_text, vp.path)
+        text, _ = await asyncio.to_thread(document_text, self.ns.tree, vp.key)
         return fs_msgs.TextResult(uri=vp.uri, content=extract.text_overview(vp.name, text))

@@ -36,6 +36,8 @@ from skald.actors.kit.ports import Events
 from skald.messages.sessions import AddedEntry, Message, MessagesAdded
 from skald.store import faults, groupsync
 from skald.store import sessions as session_store
+from skald.store.local_tree import LocalTree
+from skald.store.treeport import Tree
 
 log = logging.getLogger("skald.session")
 MAX_BATCH = 256
@@ -69,7 +71,7 @@ class _Entry:
     the drain settles each entry exactly once (`_settle`)."""
     key: str
     session_id: str
-    path: Path
+    log: str  # the live log's key in the tree
     msg: Message
     ident: Any
     durable: asyncio.Future[None]
@@ -88,14 +90,58 @@ class _Pending:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
-def _write(batch: list[_Entry]) -> groupsync.Appended:
-    """Each session file's lines appended (not yet durable: `Appended.sync` does that for all)."""
-    by_path: dict[Path, list[Message]] = {}
+class _LocalAppended:
+    """A batch's lines on this host's disk: written to the page cache now, made durable for every
+    file by one flush (`groupsync`) in `sync`; failures by key."""
+
+    def __init__(self, tree: LocalTree) -> None:
+        self.tree = tree
+        self.out = groupsync.Appended()
+        self.keys: dict[Path, str] = {}
+
+    def write(self, key: str, lines: bytes) -> None:
+        path = self.tree.path(key)
+        self.keys[path] = key
+        self.out.write(path, lines)
+
+    def sync(self) -> None:
+        self.out.sync()
+
+    def close(self) -> dict[str, BaseException]:
+        return {self.keys[p]: exc for p, exc in self.out.close().items()}
+
+
+class _PortAppended:
+    """A batch's lines on a tree elsewhere (JetStream): each log's lines appended through the port
+    in `sync` (durable, replicated, when the call returns); failures by key."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.lines: dict[str, bytes] = {}
+        self.failed: dict[str, BaseException] = {}
+
+    def write(self, key: str, lines: bytes) -> None:
+        self.lines[key] = self.lines.get(key, b"") + lines
+
+    def sync(self) -> None:
+        for key, data in self.lines.items():
+            try:
+                self.tree.append(key, data)
+            except Exception as exc:  # noqa: BLE001 - its callers hear it; nothing of theirs was accepted
+                self.failed[key] = exc
+
+    def close(self) -> dict[str, BaseException]:
+        return self.failed
+
+
+def _write(batch: list[_Entry], tree: Tree) -> _LocalAppended | _PortAppended:
+    """Each session log's lines appended (not yet durable: `sync` does that for all)."""
+    by_log: dict[str, list[Message]] = {}
     for e in batch:
-        by_path.setdefault(e.path, []).append(e.msg)
-    out = groupsync.Appended()
-    for path, msgs in by_path.items():
-        out.write(path, session_store.encode_lines(msgs))
+        by_log.setdefault(e.log, []).append(e.msg)
+    out = _LocalAppended(tree) if isinstance(tree, LocalTree) else _PortAppended(tree)
+    for key, msgs in by_log.items():
+        out.write(key, session_store.encode_lines(msgs))
     return out
 
 
@@ -108,8 +154,9 @@ def _release(futs: list[asyncio.Future[None]]) -> None:
 class AppendBatcher:
     """add_message's journal events published in batches, each acknowledged before its message's reply."""
 
-    def __init__(self, bus: Events) -> None:
+    def __init__(self, bus: Events, tree: Tree) -> None:
         self.bus = bus
+        self.tree = tree
         self._queue: list[_Entry] = []
         self._task: asyncio.Task[None] | None = None
         self._pending: dict[str, deque[_Pending]] = {}
@@ -121,10 +168,10 @@ class AppendBatcher:
         self.publish_failures = 0
         self.recovered = 0
 
-    async def append(self, key: str, session_id: str, path: Path, msg: Message, ident: Any,
+    async def append(self, key: str, session_id: str, log: str, msg: Message, ident: Any,
                      fence: Callable[[], None] = lambda: None) -> None:
         loop = asyncio.get_running_loop()
-        e = _Entry(key, session_id, path, msg, ident, loop.create_future(), loop.create_future(), fence)
+        e = _Entry(key, session_id, log, msg, ident, loop.create_future(), loop.create_future(), fence)
         self._queue.append(e)
         self._open[key] = self._open.get(key, 0) + 1
         if self._task is None or self._task.done():
@@ -228,7 +275,7 @@ class AppendBatcher:
             settled = asyncio.get_running_loop().create_future()
             for e in batch:
                 e.claimed, e.settled = True, settled
-            out = _write(batch)
+            out = _write(batch, self.tree)
             job = asyncio.ensure_future(asyncio.to_thread(out.sync))
             try:
                 await asyncio.shield(job)
@@ -238,9 +285,9 @@ class AppendBatcher:
             failed = out.close()
             if failed:  # those callers hear about it: their lines were not accepted
                 for e in batch:
-                    if (exc := failed.get(e.path)) is not None:
+                    if (exc := failed.get(e.log)) is not None:
                         self._settle(e, exc)
-                batch = [e for e in batch if e.path not in failed]
+                batch = [e for e in batch if e.log not in failed]
                 if not batch:
                     settled.set_result(None)
                     continue

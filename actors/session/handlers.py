@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -63,7 +62,7 @@ class Sessions:
         self.owners = Ownership(bus, worker_id, lease_ttl_s, on_lost=self._forget)
         self.admission = Admission(self.owners.fence)
         self.phase1 = Phase1(bus, self.owners.fence, clock, self.admission)
-        self.appends = AppendBatcher(bus)
+        self.appends = AppendBatcher(bus, ns.tree)
         self.added = 0
         self.commits = 0
         self.auto_commits = 0
@@ -208,8 +207,8 @@ class Sessions:
         def scan() -> list[session_msgs.SessionInfo]:
             out = []
             try:
-                names = sorted(n for n in os.listdir(base.path) if not n.startswith("."))
-            except FileNotFoundError:
+                names = [e.name for e in self.ns.tree.list(base.key) if not e.name.startswith(".")]
+            except (FileNotFoundError, NotADirectoryError):
                 return []
             for n in names[: req.limit]:
                 sdir = session_at(self.ns, self.ns.child(base, n))
@@ -263,7 +262,7 @@ class Sessions:
                                        source_message_ids=req.source_message_ids, request_id=req.request_id)
             msg = await self.admission.admit(key, st, msg)  # oversized tool outputs to files first
             self.owners.fence(key)
-            await self.appends.append(key, req.session_id, st.sdir.messages, msg, ctx.identity,
+            await self.appends.append(key, req.session_id, st.sdir.fkey(session_store.MESSAGES), msg, ctx.identity,
                                       lambda: self.owners.fence(key))
             st.root.append(msg)
             st.ids.add(mid)

@@ -11,6 +11,7 @@ from skald.actors.indexer import sources
 from skald.messages import folders
 from skald.messages.errors import Conflict, InvalidArgument, PermissionDenied
 from skald.store import importing
+from skald.store.local_tree import LocalTree
 
 
 def tree_of(root: Path, files: dict[str, str]) -> None:
@@ -38,8 +39,9 @@ def test_a_folder_is_taken_as_git_sees_it(tmp_path: Path) -> None:
 def test_copy_keeps_bytes_and_existing_files_are_listed(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     tree_of(src, {"a/b.md": "b", "c.md": "c"})
-    importing.copy_selected(src, folders.select(src), dst)
-    assert importing.existing_files(dst) == ["a/b.md", "c.md"] and (dst / "a" / "b.md").read_text() == "b"
+    t = LocalTree(dst.parent)
+    importing.copy_selected(t, src, folders.select(src), dst.name)
+    assert importing.existing_files(t, dst.name) == ["a/b.md", "c.md"] and (dst / "a" / "b.md").read_text() == "b"
 
 
 @pytest.mark.parametrize("url,ctype,name", [
@@ -78,16 +80,17 @@ def test_archives_unpack_inside_themselves_only(tmp_path: Path) -> None:
 
 
 def test_upload_pieces_append_in_order_and_belong_to_their_sender(tmp_path: Path) -> None:
-    root = sources.upload_root(tmp_path, "acme", "a" * 32)
-    sources.check_owner(root, "alice", create=True)
-    assert sources.write_piece(root, "docs/a.md", 0, b"hello ") == 6
-    assert sources.write_piece(root, "docs/a.md", 6, b"world") == 11
-    assert (root / "files" / "docs" / "a.md").read_bytes() == b"hello world"
-    assert sources.write_piece(root, "docs/a.md", 0, b"new") == 3  # offset 0 starts over
+    t = LocalTree(tmp_path)
+    root = sources.upload_root("acme", "a" * 32)
+    sources.check_owner(t, root, "alice", create=True)
+    assert sources.write_piece(t, root, "docs/a.md", 0, b"hello ") == 6
+    assert sources.write_piece(t, root, "docs/a.md", 6, b"world") == 11
+    assert (tmp_path / root / "files" / "docs" / "a.md").read_bytes() == b"hello world"
+    assert sources.write_piece(t, root, "docs/a.md", 0, b"new") == 3  # offset 0 starts over
     with pytest.raises(Conflict):
-        sources.write_piece(root, "docs/a.md", 99, b"x")
+        sources.write_piece(t, root, "docs/a.md", 99, b"x")
     for bad in ("../x.md", "docs/../../x.md", ".hidden/x.md", "/", "viking://resources/" + "a" * 300, "a\x00b"):
         with pytest.raises(InvalidArgument):
-            sources.write_piece(root, bad, 0, b"x")
+            sources.write_piece(t, root, bad, 0, b"x")
     with pytest.raises(PermissionDenied):
-        sources.check_owner(root, "bob", create=False)
+        sources.check_owner(t, root, "bob", create=False)

@@ -11,6 +11,7 @@ from skald.actors.indexer.pipeline import SHOWN_CHILDREN, _list_children, shown_
 from skald.actors.indexer.wide import COST_RATIO, REFRESH_S, WIDE_ENTRIES, WideDirs
 from skald.actors.text import extract
 from skald.store import sidecar, tree
+from skald.store.local_tree import LocalTree
 
 
 def wide(root: Path, dirs: int, files: int) -> Path:
@@ -24,14 +25,14 @@ def wide(root: Path, dirs: int, files: int) -> Path:
         p = d / f"f{i:05d}.md"
         p.write_text(f"# note {i}\n")
         st = p.stat()
-        facts[p.name] = sidecar.FileFacts(mtime_ns=st.st_mtime_ns, size=st.st_size, sha="x",
+        facts[p.name] = sidecar.FileFacts(mtime_ns=round(st.st_mtime * 1e9), size=st.st_size, sha="x",
                                           abstract=f"note {i} about the backup window", summarizer="extractive")
-    sidecar.save(d, facts)
+    sidecar.save(LocalTree(root), "wide", facts)
     return d
 
 
 def every_abstract(d: Path) -> list[tuple[str, bool, str]]:
-    facts = sidecar.load(d)
+    facts = sidecar.load(LocalTree(d.parent), d.name)
     out = []
     for e in tree.listdir_sorted(d):
         if e.is_dir():
@@ -43,7 +44,7 @@ def every_abstract(d: Path) -> list[tuple[str, bool, str]]:
 
 def test_a_wide_directory_reads_only_the_entries_its_overview_shows(tmp_path: Path) -> None:
     d = wide(tmp_path, 1500, 500)
-    _, entries, stale = _list_children(d)
+    _, entries, stale = _list_children(LocalTree(d.parent), d.name)
     full = every_abstract(d)
     assert [(n, isdir) for n, isdir, _ in entries] == [(n, isdir) for n, isdir, _ in full]  # every entry listed
     read = sum(1 for *_, a in entries if a)
@@ -56,7 +57,7 @@ def test_a_small_directory_reads_every_entry_and_reports_stale_files(tmp_path: P
     d = wide(tmp_path, 3, 2)
     (d / "f00001.md").write_text("# changed since its abstract was written\n")
     (d / "new.md").write_text("# new\n")
-    _, entries, stale = _list_children(d)
+    _, entries, stale = _list_children(LocalTree(d.parent), d.name)
     # three directories and the one file whose facts still hold; the two others are to be summarised
     assert [n for n, _, a in entries if a] == ["d00000", "d00001", "d00002", "f00000.md"]
     assert sorted(name for _, name, _ in stale) == ["f00001.md", "new.md"]

@@ -18,6 +18,7 @@ from skald.actors.session.batcher import AppendBatcher, event_name
 from skald.messages.sessions import Message, MessagesAdded, TextPart
 from skald.runtime.bus.nats_bus import NatsBus
 from skald.runtime.bus.streams import ensure_streams
+from skald.store.local_tree import LocalTree
 from skald.store.uri import Identity
 
 
@@ -38,13 +39,13 @@ async def test_a_cancelled_caller_is_dropped_before_the_write_and_answered_after
     try:
         bus = NatsBus(nc, "batchcancel")
         await ensure_streams(nc.jetstream(timeout=10.0), bus.prefix)
-        appends = AppendBatcher(bus)
+        appends = AppendBatcher(bus, LocalTree(tmp_path))
         path = tmp_path / "messages.jsonl"
         held = loop.run_in_executor(None, gate.wait)
-        writing = asyncio.create_task(appends.append("k1", "s1", path, _msg("a"), Identity()))
+        writing = asyncio.create_task(appends.append("k1", "s1", "messages.jsonl", _msg("a"), Identity()))
         for _ in range(5):  # the drain claims "a" and queues its flush behind the gate
             await asyncio.sleep(0)
-        queued = asyncio.create_task(appends.append("k1", "s1", path, _msg("b"), Identity()))
+        queued = asyncio.create_task(appends.append("k1", "s1", "messages.jsonl", _msg("b"), Identity()))
         await asyncio.sleep(0)
         writing.cancel()
         queued.cancel()
@@ -61,7 +62,7 @@ async def test_a_cancelled_caller_is_dropped_before_the_write_and_answered_after
         assert raw is not None
         assert [e.message.id for e in msgspec.json.decode(raw, type=MessagesAdded).entries] == ["a"]
         # the next caller is served as usual, after both
-        assert await asyncio.wait_for(appends.append("k1", "s1", path, _msg("c"), Identity()), 10) is None
+        assert await asyncio.wait_for(appends.append("k1", "s1", "messages.jsonl", _msg("c"), Identity()), 10) is None
         assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == ["a", "c"]
     finally:
         gate.set()
