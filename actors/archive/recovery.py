@@ -14,7 +14,7 @@ import msgspec
 from skald.actors.kit.ports import WorkQueue
 from skald.messages import catalog
 from skald.messages.sessions import Phase2Job
-from skald.store import archive_state, faults
+from skald.store import archive_state, faults, treeops
 from skald.store import sessions as session_store
 from skald.store.session_meta import FailedMarker, QuarantineMarker
 from skald.store.sessions import SessionDir, session_dir
@@ -30,8 +30,12 @@ class _Queue(WorkQueue, Protocol):
 def pending_archives(ns: Namespace) -> list[tuple[str, str, str, str]]:
     """(account, user, session id, archive id) of every archive whose markers say pending."""
     out = []
-    for hist in ns.accounts.glob(f"*/user/*/sessions/*/{session_store.HISTORY}"):
-        account, user, sid = hist.parts[-6], hist.parts[-4], hist.parts[-2]
+    t = ns.tree
+    found = [(a.name, u.name, s.name)
+             for a in treeops.listdir(t, "accounts", missing_ok=True)
+             for u in treeops.listdir(t, f"accounts/{a.name}/user", missing_ok=True)
+             for s in treeops.listdir(t, f"accounts/{a.name}/user/{u.name}/sessions", missing_ok=True)]
+    for account, user, sid in found:
         sdir = session_dir(ns, Identity(account=account, user=user), sid)
         for i in session_store.archive_indexes(sdir):
             if session_store.marker_state(sdir, i) == "pending":

@@ -1,22 +1,22 @@
-"""The Tree port in a JetStream key-value bucket, so the tree lives in the cluster rather than on one
-host's disk (docs/design/storage.md). Not yet selectable by `--store`: this is the port's first
-many-host implementation, held to the same contract test as the local one.
+"""The Tree port in JetStream, so the tree lives in the cluster rather than on one host's disk
+(docs/design/storage.md): selected with `--store jetstream`.
 
 Keys: a tree key's segments each escaped to the characters KV keys allow (`[A-Za-z0-9_-]` kept,
-every other byte of its UTF-8 as `=XX`) and joined with `.`, under `n.`; so a directory's subtree is
-the wildcard `n.<its tokens>.>`. A directory made empty on purpose (`write_dir`) carries the marker
-token `=`; one being written carries `=p` until it is whole, and is invisible meanwhile (a crash
-leaves it invisible, and a later `write_dir` of the same key takes its place).
+every other byte of its UTF-8 as `=XX`) and joined with `.`, under `n.`, in the bucket of the key's
+account (`tree_buckets.py`: one bucket per account, placed by tags). A file is one key; a directory
+is a marker key, `<its tokens>.=`, written before anything under it is visible through a listing, so a
+directory's stat is one read, and its listing two scans (`<tokens>.*` for files, `<tokens>.*.=` for
+subdirectories) however deep the tree below it is. `write_dir` writes the files, then the marker: an
+archive is invisible until whole, and leftovers of a crashed attempt are purged by the next one.
 
 Values: a file's bytes behind a one-byte tag, `F` and the bytes themselves, or, for a file past what
-one message may carry, `O` and the name of an object in the bucket's object store (chunked, with a
-SHA-256 digest, by JetStream); the object is written before the key points at it.
-
-What JetStream gives this port: `create` is KV create (exactly one of two racing writers wins),
-`append` is compare-and-set on the revision read, and every write is acknowledged by the stream
-(replicated at the bucket's replicas) before it returns. Not yet: `move` of a directory is a copy
-then a delete, not atomic, and an object a crash left unreferenced is not swept (the JetStream
-issue's next steps).
+one message may carry, `O` and the name of an object in the account's object store (chunked, with a
+SHA-256 digest, by JetStream), with the size in a header; the object is written before the key
+points at it. Every write is acknowledged by the stream (replicated at its replicas) before it
+returns; every read is served by the stream's leader (direct gets are off), so a worker reads what any
+worker wrote before it. `create` is a publish expecting no live value; `append` a compare-and-set on
+the revision read. Not atomic yet: moving a directory (copied, then removed) and removing one
+(its entries, then its marker); an object a crash left unreferenced is not swept.
 
 The port's methods block, as the local tree's do; this one runs its own connection on its own event
 loop thread, so callers (already off their event loop) simply wait on it.
@@ -25,26 +25,27 @@ loop thread, so callers (already off their event loop) simply wait on it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 import nats
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
+from skald.runtime.bus.tree_buckets import SIZE, SYSTEM, Bucket, Conflicted, Found, account_of, bucket_name
 from skald.store.treeport import Entry, check_key, parent
 
 T = TypeVar("T")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]")
 ROOT = "n"
-DIR_MARK = "="  # a directory that exists on its own (made by write_dir)
-PENDING_MARK = "=p"  # a directory write_dir has not finished
+DIR_MARK = "="  # the token of a directory's marker key
+ACCOUNTS = "=accounts"  # SYSTEM-bucket keys naming the accounts that have a bucket
 CAS_TRIES = 50
 INLINE, OBJECT = b"F", b"O"
 HEADROOM = 4096  # bytes of a message that are not the value (subject, headers)
+FANOUT = 64  # reads or writes of one call in flight at once
+VIRTUAL = ("accounts", "uploads")  # directories spanning every account's bucket
 
 
 def token(segment: str) -> str:
@@ -69,62 +70,55 @@ def kv_key(key: str) -> str:
     return ".".join([ROOT, *(token(s) for s in check_key(key).split("/"))])
 
 
+def mark(key: str) -> str:
+    return f"{kv_key(key)}.{DIR_MARK}"
+
+
+def ancestors(key: str) -> list[str]:
+    """The directories above a key that hold markers (the two virtual tops have none)."""
+    out = []
+    p = parent(key)
+    while p and p not in VIRTUAL:
+        out.append(p)
+        p = parent(p)
+    return out
+
+
+async def _all(aws: Iterable[Awaitable[T]]) -> list[T]:
+    """Awaitables run FANOUT at a time, results in order."""
+    sem = asyncio.Semaphore(FANOUT)
+
+    async def one(aw: Awaitable[T]) -> T:
+        async with sem:
+            return await aw
+
+    return list(await asyncio.gather(*(one(a) for a in aws)))
+
+
 class JetStreamTree:
-    """`Tree` in a KV bucket of a NATS deployment."""
+    """`Tree` in per-account JetStream buckets of a NATS deployment."""
 
     def __init__(self, servers: list[str], bucket: str, *, replicas: int = 1, timeout_s: float = 10.0,
-                 connect: dict[str, Any] | None = None) -> None:
+                 connect: dict[str, Any] | None = None, placement: dict[str, list[str]] | None = None) -> None:
+        self.base = bucket
+        self.replicas = replicas
         self.timeout_s = timeout_s
+        self.placement = placement or {}  # account -> placement tags; "*" for every other account
+        self._buckets: dict[str, Bucket] = {}
+        self._opening: dict[str, asyncio.Future[Bucket]] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="skald-tree", daemon=True)
         self._thread.start()
         self._nc: Any = None
-        self._objects: Any = None
-        self._kv: Any = self._run(self._open(servers, bucket, replicas, connect or {}))
+        self._run(self._open(servers, connect or {}))
 
-    async def _open(self, servers: list[str], bucket: str, replicas: int, options: dict[str, Any]) -> Any:
+    async def _open(self, servers: list[str], options: dict[str, Any]) -> None:
         self._nc = await nats.connect(servers=servers, **options)
-        js = self._nc.jetstream(timeout=self.timeout_s)
-        try:
-            self._objects = await js.object_store(f"{bucket}_big")
-        except Exception:  # noqa: BLE001 - absent: create it (idempotent)
-            self._objects = await js.create_object_store(bucket=f"{bucket}_big", replicas=replicas)
-        try:
-            return await js.key_value(bucket)
-        except Exception:  # noqa: BLE001 - absent (or not yet visible): create it, which is idempotent
-            return await js.create_key_value(bucket=bucket, history=1, replicas=replicas)
-
-    async def _value(self, data: bytes, key: str) -> bytes:
-        """What the key holds for `data`: the bytes themselves, or a pointer to an object with them."""
-        if len(data) + 1 + HEADROOM <= self._nc.max_payload:
-            return INLINE + data
-        name = f"{kv_key(key)}@{uuid.uuid4().hex}"  # a new object per version: readers see old or new
-        await self._objects.put(name, data)
-        return OBJECT + name.encode()
-
-    async def _bytes(self, stored: bytes | None) -> bytes:
-        """A file's bytes from what its key holds."""
-        raw = bytes(stored or b"")
-        if raw[:1] == OBJECT:
-            return bytes((await self._objects.get(raw[1:].decode())).data or b"")
-        return raw[1:]
-
-    async def _size(self, stored: bytes | None) -> int:
-        """A file's size from what its key holds, without fetching an object's chunks."""
-        raw = bytes(stored or b"")
-        if raw[:1] == OBJECT:
-            return int((await self._objects.get_info(raw[1:].decode())).size or 0)
-        return max(0, len(raw) - 1)
-
-    async def _drop(self, stored: bytes | None) -> None:
-        """The object a replaced or removed value pointed at, if any."""
-        raw = bytes(stored or b"")
-        if raw[:1] == OBJECT:
-            with contextlib.suppress(Exception):
-                await self._objects.delete(raw[1:].decode())
+        self._js = self._nc.jetstream(timeout=self.timeout_s)
+        await self._bucket(SYSTEM)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s * 3)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s * 6)
 
     def close(self) -> None:
         """Close the connection and stop the loop thread."""
@@ -133,48 +127,78 @@ class JetStreamTree:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
 
-    # ----- what the bucket holds under a key ------------------------------------------------
+    # ----- buckets and values ---------------------------------------------------------------
 
-    async def _get(self, key: str) -> Any:
+    async def _bucket(self, account: str) -> Bucket:
+        """An account's bucket, opened (and created, placed) once per process."""
+        if (b := self._buckets.get(account)) is not None:
+            return b
+        if (fut := self._opening.get(account)) is None:
+            fut = self._opening[account] = asyncio.ensure_future(self._create(account))
         try:
-            return await self._kv.get(kv_key(key))
-        except KeyNotFoundError:  # a deleted key too (KeyDeletedError is one)
-            return None
+            b = await asyncio.shield(fut)
+        except BaseException:
+            self._opening.pop(account, None)
+            raise
+        self._buckets[account] = b
+        return b
 
-    async def _under(self, key: str | None) -> list[list[str]]:
-        """The token lists (after the key's own) of every entry below `key` (None: the root)."""
-        base = kv_key(key) if key else ROOT
-        # A watch on the subtree's wildcard: the server filters (nats-py's `keys(filters=...)`
-        # matches substrings of every key in the bucket instead).
-        watcher = await self._kv.watch(f"{base}.>", ignore_deletes=True, meta_only=True)
-        found: list[str] = []
-        try:
-            async for entry in watcher:
-                if entry is None:  # the end of what the bucket held when the watch began
-                    break
-                found.append(entry.key)
-        finally:
-            await watcher.stop()
-        depth = base.count(".") + 1
-        return [k.split(".")[depth:] for k in found]
+    async def _create(self, account: str) -> Bucket:
+        tags = self.placement.get(account, self.placement.get("*"))
+        b = await Bucket.open(self._js, bucket_name(self.base, account), self.replicas, tags)
+        if account != SYSTEM:  # named where a listing of every account finds it
+            system = await self._bucket(SYSTEM)
+            await system.put(f"{ACCOUNTS}.{token(account)}", b"")
+        return b
+
+    async def _of(self, key: str) -> Bucket:
+        account = account_of(key)
+        if account is None:
+            raise IsADirectoryError(key)  # `accounts` or `uploads` themselves: no file is there
+        return await self._bucket(account)
+
+    async def _value(self, b: Bucket, key: str, data: bytes) -> tuple[bytes, dict[str, str] | None]:
+        """What the key holds for `data`: the bytes themselves, or a pointer to an object with them."""
+        if len(data) + 1 + HEADROOM <= self._nc.max_payload:
+            return INLINE + data, None
+        name = f"{kv_key(key)}@{uuid.uuid4().hex}"  # a new object per version: readers see old or new
+        await b.objects.put(name, data)
+        return OBJECT + name.encode(), {SIZE: str(len(data))}
 
     @staticmethod
-    def _visible(below: list[list[str]]) -> bool:
-        """Whether entries below a key make it a directory a reader can see."""
-        marks = {tuple(t) for t in below if t[-1] in (DIR_MARK, PENDING_MARK) and len(t) == 1}
-        if ("=p",) in marks and ("=",) not in marks:
-            return False  # write_dir not finished
-        return bool(below)
+    async def _bytes(b: Bucket, found: Found) -> bytes:
+        if found.value[:1] == OBJECT:
+            return bytes((await b.objects.get(found.value[1:].decode())).data or b"")
+        return found.value[1:]
 
-    async def _is_dir(self, key: str) -> bool:
-        return self._visible(await self._under(key))
+    @staticmethod
+    def _size(found: Found) -> int:
+        return int(found.headers[SIZE]) if SIZE in found.headers else max(0, len(found.value) - 1)
 
-    async def _check_parents(self, key: str) -> None:
-        p = parent(key)
-        while p:
-            if await self._get(p) is not None:
-                raise NotADirectoryError(p)
-            p = parent(p)
+    @staticmethod
+    async def _drop(b: Bucket, found: Found | None) -> None:
+        """The object a replaced or removed value pointed at, if any."""
+        if found is not None and found.value[:1] == OBJECT:
+            try:
+                await b.objects.delete(found.value[1:].decode())
+            except Exception:  # noqa: BLE001 - already gone; an orphan costs disk, never correctness
+                pass
+
+    async def _prepare(self, b: Bucket, key: str) -> tuple[Found | None, Found | None, list[str]]:
+        """Before a write at `key`: (its file, its directory marker, the ancestors lacking a
+        marker); `NotADirectoryError` when a file stands where an ancestor would."""
+        above = ancestors(key)
+        got = await _all([b.get(kv_key(key)), b.get(mark(key)),
+                          *(b.get(kv_key(a)) for a in above), *(b.get(mark(a)) for a in above)])
+        files, marks = got[2 : 2 + len(above)], got[2 + len(above) :]
+        for a, f in zip(above, files, strict=True):
+            if f is not None:
+                raise NotADirectoryError(a)
+        return got[0], got[1], [a for a, m in zip(above, marks, strict=True) if m is None]
+
+    @staticmethod
+    async def _mark(b: Bucket, dirs: list[str]) -> None:
+        await _all([b.put(mark(d), b"") for d in sorted(dirs, key=len)])
 
     # ----- the port -------------------------------------------------------------------------
 
@@ -182,162 +206,192 @@ class JetStreamTree:
         return self._run(self._read(key))
 
     async def _read(self, key: str) -> bytes:
-        e = await self._get(key)
-        if e is None:
-            raise IsADirectoryError(key) if await self._is_dir(key) else FileNotFoundError(key)
-        return await self._bytes(e.value)
+        b = await self._of(key)
+        found = await b.get(kv_key(key))
+        if found is None:
+            raise IsADirectoryError(key) if await b.get(mark(key)) is not None else FileNotFoundError(key)
+        return await self._bytes(b, found)
 
     def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
-        self._run(self._write(key, data))
+        self._run(self._write(key, bytes(data)))
 
     async def _write(self, key: str, data: bytes) -> None:
-        if await self._is_dir(key):
+        b = await self._of(key)
+        old, is_dir, missing = await self._prepare(b, key)
+        if is_dir is not None:
             raise IsADirectoryError(key)
-        await self._check_parents(key)
-        old = await self._get(key)
-        await self._kv.put(kv_key(key), await self._value(bytes(data), key))
-        if old is not None:
-            await self._drop(old.value)
+        await self._mark(b, missing)
+        value, headers = await self._value(b, key, data)
+        await b.put(kv_key(key), value, headers=headers)
+        await self._drop(b, old)
 
     def create(self, key: str, data: bytes) -> bool:
-        return self._run(self._create(key, data))
+        return self._run(self._create_file(key, bytes(data)))
 
-    async def _create(self, key: str, data: bytes) -> bool:
-        if await self._is_dir(key):
+    async def _create_file(self, key: str, data: bytes) -> bool:
+        b = await self._of(key)
+        old, is_dir, missing = await self._prepare(b, key)
+        if is_dir is not None:
             raise IsADirectoryError(key)
-        await self._check_parents(key)
-        value = await self._value(bytes(data), key)
-        try:
-            await self._kv.create(kv_key(key), value)
-        except KeyWrongLastSequenceError:
-            await self._drop(value)
+        if old is not None:
             return False
-        return True
+        await self._mark(b, missing)
+        value, headers = await self._value(b, key, data)
+        if await b.create(kv_key(key), value, headers):
+            return True
+        await self._drop(b, Found(value, 0, 0.0, {}))
+        return False
 
     def append(self, key: str, data: bytes) -> None:
-        self._run(self._append(key, data))
+        self._run(self._append(key, bytes(data)))
+
+    def append_many(self, items: dict[str, bytes]) -> dict[str, BaseException]:
+        """Several files appended to at once (a batch of session logs): the failures by key."""
+        return self._run(self._append_many(items))
+
+    async def _append_many(self, items: dict[str, bytes]) -> dict[str, BaseException]:
+        async def one(key: str, data: bytes) -> BaseException | None:
+            try:
+                await self._append(key, data)
+            except Exception as e:  # noqa: BLE001 - reported per key to its callers
+                return e
+            return None
+
+        got = await _all([one(k, d) for k, d in items.items()])
+        return {k: e for k, e in zip(items, got, strict=True) if e is not None}
 
     async def _append(self, key: str, data: bytes) -> None:
+        b = await self._of(key)
         for _ in range(CAS_TRIES):
-            e = await self._get(key)
+            found = await b.get(kv_key(key))
+            if found is None:
+                if await self._create_file(key, data):
+                    return
+                continue  # another writer created it first: append to theirs
+            value, headers = await self._value(b, key, await self._bytes(b, found) + data)
             try:
-                if e is None:
-                    await self._create_or_raise(key, data)
-                else:
-                    value = await self._value(await self._bytes(e.value) + data, key)
-                    try:
-                        await self._kv.update(kv_key(key), value, last=e.revision)
-                    except KeyWrongLastSequenceError:
-                        await self._drop(value)
-                        raise
-                    await self._drop(e.value)
-                return
-            except KeyWrongLastSequenceError:
+                await b.put(kv_key(key), value, headers=headers, last=found.revision)
+            except Conflicted:
+                await self._drop(b, Found(value, 0, 0.0, {}))
                 continue  # another writer came first: read again
+            await self._drop(b, found)
+            return
         raise TimeoutError(f"append to {key}: {CAS_TRIES} writers came first")
-
-    async def _create_or_raise(self, key: str, data: bytes) -> None:
-        if not await self._create(key, data):
-            raise KeyWrongLastSequenceError()
 
     def mkdir(self, key: str) -> None:
         self._run(self._mkdir(key))
 
     async def _mkdir(self, key: str) -> None:
-        if await self._get(key) is not None:
+        if key in VIRTUAL:
+            return
+        b = await self._of(key)
+        old, is_dir, missing = await self._prepare(b, key)
+        if old is not None:
             raise FileExistsError(key)
-        await self._check_parents(key)
-        await self._kv.put(f"{kv_key(key)}.{DIR_MARK}", b"")
+        await self._mark(b, missing if is_dir is not None else [*missing, key])
 
     def write_dir(self, key: str, files: dict[str, bytes]) -> None:
-        self._run(self._write_dir(key, files))
+        self._run(self._write_dir(key, {check_key(n): bytes(d) for n, d in files.items()}))
 
     async def _write_dir(self, key: str, files: dict[str, bytes]) -> None:
-        if await self._get(key) is not None or await self._is_dir(key):
+        b = await self._of(key)
+        old, is_dir, missing = await self._prepare(b, key)
+        if old is not None or is_dir is not None:
             raise FileExistsError(key)
-        await self._check_parents(key)
-        await self._kv.put(f"{kv_key(key)}.{PENDING_MARK}", b"")
-        for name, data in files.items():
-            file_key = f"{key}/{check_key(name)}"
-            await self._kv.put(kv_key(file_key), await self._value(bytes(data), file_key))
-        await self._kv.put(f"{kv_key(key)}.{DIR_MARK}", b"")  # whole from here on
-        await self._kv.delete(f"{kv_key(key)}.{PENDING_MARK}")
+        leftovers = await b.keys_below(f"{kv_key(key)}.>")  # of an attempt that died before its marker
+        await _all([b.delete(k) for k in leftovers])
+        values = await _all([self._value(b, f"{key}/{n}", d) for n, d in files.items()])
+        await _all([b.put(kv_key(f"{key}/{n}"), v, headers=h) for n, (v, h) in zip(files, values, strict=True)])
+        await self._mark(b, missing)
+        await b.put(mark(key), b"")  # whole from here on
 
     def stat(self, key: str) -> Entry | None:
         return self._run(self._stat(key))
 
     async def _stat(self, key: str) -> Entry | None:
         name = key.rpartition("/")[2]
-        e = await self._get(key)
-        if e is not None:
-            return Entry(name, False, await self._size(e.value), 0.0)
-        return Entry(name, True) if await self._is_dir(key) else None
+        if key in VIRTUAL:
+            return Entry(name, True) if await self._list_virtual(key) else None
+        b = await self._of(key)
+        found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
+        if found is not None:
+            return Entry(name, False, self._size(found), found.mtime)
+        return Entry(name, True, 0, is_dir.mtime) if is_dir is not None else None
 
     def list(self, key: str) -> list[Entry]:
         return self._run(self._list(key))
 
     async def _list(self, key: str) -> list[Entry]:
-        if await self._get(key) is not None:
+        if key in VIRTUAL:
+            return await self._list_virtual(key)
+        b = await self._of(key)
+        found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
+        if found is not None:
             raise NotADirectoryError(key)
-        below = await self._under(key)
-        if not self._visible(below):
+        if is_dir is None:
             raise FileNotFoundError(key)
-        children: dict[str, list[list[str]]] = {}
-        for toks in below:
-            if toks[0] in (DIR_MARK, PENDING_MARK):
-                continue
-            children.setdefault(toks[0], []).append(toks[1:])
-        out = []
-        for tok, rest in sorted(children.items(), key=lambda kv: segment(kv[0])):
-            name = segment(tok)
-            files = [r for r in rest if not r]
-            deeper = [r for r in rest if r]
-            if files:
-                e = await self._get(f"{key}/{name}")
-                out.append(Entry(name, False, await self._size(e.value) if e is not None else 0, 0.0))
-            elif self._visible(deeper):
-                out.append(Entry(name, True))
-        return out
+        base = kv_key(key)
+        files, dirs = await asyncio.gather(b.scan(f"{base}.*"), b.scan(f"{base}.*.{DIR_MARK}"))
+        out = [Entry(segment(k.rsplit(".", 1)[1]), False,
+                     int(h[SIZE]) if SIZE in h else max(0, size - 1), mtime)
+               for k, size, h, mtime in files if not k.endswith(f".{DIR_MARK}")]
+        out += [Entry(segment(k.split(".")[-2]), True, 0, mtime) for k, _, _, mtime in dirs]
+        return sorted(out, key=lambda e: e.name)
+
+    async def _list_virtual(self, key: str) -> list[Entry]:
+        """`accounts` or `uploads`: the accounts whose bucket holds that directory."""
+        system = await self._bucket(SYSTEM)
+        names = [segment(k.rsplit(".", 1)[1]) for k in await system.keys_below(f"{ACCOUNTS}.*")]
+        stats = await _all([self._stat(f"{key}/{n}") for n in names])
+        return sorted((e for e in stats if e is not None and e.is_dir), key=lambda e: e.name)
 
     def remove(self, key: str, *, recursive: bool = False) -> bool:
         return self._run(self._remove(key, recursive))
 
     async def _remove(self, key: str, recursive: bool) -> bool:
-        if (e := await self._get(key)) is not None:
-            await self._kv.delete(kv_key(key))
-            await self._drop(e.value)
+        b = await self._of(key)
+        found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
+        if found is not None:
+            await b.delete(kv_key(key))
+            await self._drop(b, found)
             return True
-        below = await self._under(key)
-        if not below:
+        if is_dir is None:
             return False
         if not recursive:
             raise IsADirectoryError(key)
-        for toks in below:
-            sub = ".".join([kv_key(key), *toks])
-            with contextlib.suppress(KeyNotFoundError):
-                old = await self._kv.get(sub)
-                await self._kv.delete(sub)
-                await self._drop(old.value)
+        below = [(k, h) for k, _, h, _ in await b.scan(f"{kv_key(key)}.>")]
+        objects = await _all([b.get(k) for k, h in below if SIZE in h])
+        await _all([b.delete(k) for k, _ in below if k != mark(key)])
+        await _all([self._drop(b, f) for f in objects])
+        await b.delete(mark(key))  # last: a removal that dies midway is finished by its retry
         return True
 
     def move(self, src: str, dst: str) -> None:
         self._run(self._move(src, dst))
 
     async def _move(self, src: str, dst: str) -> None:
-        if await self._get(dst) is not None or await self._is_dir(dst):
+        bs, bd = await self._of(src), await self._of(dst)
+        if bs is not bd:
+            raise ValueError("a move stays within one account")
+        old, is_dir, missing = await self._prepare(bd, dst)
+        if old is not None or is_dir is not None:
             raise FileExistsError(dst)
-        await self._check_parents(dst)
-        e = await self._get(src)
-        if e is not None:  # the value moves as it is (an object pointer included)
-            await self._kv.put(kv_key(dst), bytes(e.value or b""))
-            await self._kv.delete(kv_key(src))
+        found, src_dir = await asyncio.gather(bs.get(kv_key(src)), bs.get(mark(src)))
+        if found is not None:  # the value moves as it is (an object pointer included)
+            await self._mark(bd, missing)
+            await bd.put(kv_key(dst), found.value, headers={SIZE: found.headers[SIZE]} if SIZE in found.headers
+                         else None)
+            await bs.delete(kv_key(src))
             return
-        below = await self._under(src)
-        if not below:
+        if src_dir is None:
             raise FileNotFoundError(src)
         base_src, base_dst = kv_key(src), kv_key(dst)
-        for toks in below:  # copy, then delete: not atomic yet (see the module's docstring)
-            old = await self._kv.get(".".join([base_src, *toks]))
-            await self._kv.put(".".join([base_dst, *toks]), bytes(old.value or b""))
-        for toks in below:
-            await self._kv.delete(".".join([base_src, *toks]))
+        keys = [k for k in await bs.keys_below(f"{base_src}.>") if k != mark(src)]
+        values = await _all([bs.get(k) for k in keys])
+        await self._mark(bd, missing)
+        await _all([bd.put(base_dst + k[len(base_src):], f.value,
+                           headers={SIZE: f.headers[SIZE]} if SIZE in f.headers else None)
+                    for k, f in zip(keys, values, strict=True) if f is not None])
+        await bd.put(mark(dst), b"")  # copied, not atomic yet (see the module's docstring)
+        await _all([bs.delete(k) for k in keys])
+        await bs.delete(mark(src))

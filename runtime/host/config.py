@@ -71,6 +71,12 @@ class Config:
     # last snapshot (`skald replay compact`), so keep it well above the compaction interval.
     events_max_age_s: float = 0.0
     stream_replicas: int = 1  # JetStream replicas of Skald's streams and lease bucket (3 on a 3-node cluster)
+    # Where the viking:// tree, the sessions and their markers live: local (the data directory, one
+    # host) or jetstream (KV buckets and object stores of the bus, replicated at stream_replicas, so
+    # workers on many hosts serve one deployment; the data directory then holds only caches).
+    store: str = "local"
+    # JetStream placement tags of each account's tree buckets: "acme=ssd,east;*=bulk" (`*`: the rest).
+    store_placement: str = ""
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     archive_quarantine_after: int = 3  # failed Phase 2 runs of an archive before it leaves the live context
     import_roots: tuple[str, ...] = ()  # server directories resources.add/skills.add may read a path from
@@ -125,6 +131,7 @@ class Config:
             values = value if isinstance(value, tuple) else (value,)
             if bad := [v for v in values if v not in allowed]:
                 raise ConfigError(f"SKALD_{name.upper()}={bad[0]!r}: must be one of {', '.join(allowed)}")
+        placement(self.store_placement)
         for name, (lo, hi) in RANGES.items():
             value = getattr(self, name)
             if not lo <= value <= hi:
@@ -144,6 +151,19 @@ class Config:
         return [u.strip() for u in self.nats_url.split(",") if u.strip()]
 
 
+def placement(setting: str) -> dict[str, list[str]]:
+    """`store_placement` read: account -> tags (`ConfigError` when malformed)."""
+    out: dict[str, list[str]] = {}
+    for part in (p.strip() for p in setting.split(";") if p.strip()):
+        account, eq, tags = part.partition("=")
+        names = [t.strip() for t in tags.split(",") if t.strip()]
+        if not eq or not account.strip() or not names:
+            raise ConfigError(f"SKALD_STORE_PLACEMENT={setting!r}: must be account=tag[,tag];... "
+                              "(account * for the rest)")
+        out[account.strip()] = names
+    return out
+
+
 class ConfigError(SystemExit):
     """A setting that cannot be used: the message names it, its value and what is allowed."""
 
@@ -159,6 +179,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"),
     "log_format": ("text", "json"),
     "tracing": TRACING_MODES,
+    "store": ("local", "jetstream"),
 }
 RANGES: dict[str, tuple[float, float]] = {
     "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "nats_monitor_port": (0, 65535),

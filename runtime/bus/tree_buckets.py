@@ -1,0 +1,174 @@
+"""The JetStream side of the tree (docs/design/storage.md): one key-value bucket and one object
+store per account, placed by tags, and the three things the tree does with a bucket: read a key from
+its stream's leader, publish a value (optionally compare-and-set on the key's last revision), and
+scan the last value of every key under a subject filter, headers only.
+
+Built on the bucket's stream directly rather than nats-py's KeyValue: the KV API has no headers on
+put or get (a file's size must be listable without fetching its bytes), and its bucket creation drops
+placement tags. The stream's configuration is the KV layout, so the `nats kv` tools still read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from nats.js import api
+from nats.js.errors import BadRequestError, NotFoundError
+
+KV_OP = "KV-Operation"
+SIZE = "Skald-Size"  # an object pointer's file size, readable from headers alone
+MSG_SIZE = "Nats-Msg-Size"  # set by the server on a headers-only delivery
+EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
+_PLAIN_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+SYSTEM = "_"  # the bucket of keys outside any account
+
+
+def bucket_name(base: str, account: str) -> str:
+    """An account's bucket: `<base>_<account>` when the account name is a valid bucket token, else
+    a digest of it (account names may hold `.` and `@`, bucket names may not)."""
+    if account == SYSTEM:
+        return f"{base}__"
+    if _PLAIN_ACCOUNT.fullmatch(account):
+        return f"{base}_{account}"
+    return f"{base}_h{hashlib.sha256(account.encode()).hexdigest()[:24]}"
+
+
+def account_of(key: str) -> str | None:
+    """The account a tree key belongs to (`accounts/<a>/...`, `uploads/<a>/...`), SYSTEM for other
+    keys, None for the two directories that hold every account."""
+    segs = key.split("/", 2)
+    if segs[0] in ("accounts", "uploads"):
+        return segs[1] if len(segs) > 1 else None
+    return SYSTEM
+
+
+class Conflicted(Exception):
+    """A compare-and-set lost: the key's revision was not the one expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A key's last value as read from the stream's leader: its bytes, revision and write time."""
+
+    value: bytes
+    revision: int
+    mtime: float
+    headers: dict[str, str]
+    deleted: bool = False  # the key's last message is a delete (its revision is what a create must expect)
+
+
+class Bucket:
+    """One account's bucket: its KV stream and its object store."""
+
+    def __init__(self, js: Any, name: str, objects: Any) -> None:
+        self.js = js
+        self.name = name
+        self.stream = f"KV_{name}"
+        self.pre = f"$KV.{name}."
+        self.objects = objects
+
+    @classmethod
+    async def open(cls, js: Any, name: str, replicas: int, tags: list[str] | None) -> Bucket:
+        """The bucket, created on first use (idempotent: a racing creator's identical config is fine)."""
+        placement = api.Placement(tags=tags) if tags else None
+        config = api.StreamConfig(
+            name=f"KV_{name}", subjects=[f"$KV.{name}.>"], allow_direct=False, allow_rollup_hdrs=True,
+            deny_delete=True, discard=api.DiscardPolicy.NEW, duplicate_window=120.0, max_msgs_per_subject=1,
+            num_replicas=replicas, storage=api.StorageType.FILE, placement=placement)
+        try:
+            await js.stream_info(config.name)
+        except NotFoundError:
+            try:
+                await js.add_stream(config)
+            except BadRequestError:
+                await js.stream_info(config.name)  # created meanwhile by another worker
+        try:
+            objects = await js.object_store(f"{name}_big")
+        except Exception:  # noqa: BLE001 - absent: create it (idempotent)
+            objects = await js.create_object_store(
+                f"{name}_big", config=api.ObjectStoreConfig(replicas=replicas, placement=placement))
+        return cls(js, name, objects)
+
+    async def last(self, kkey: str) -> Found | None:
+        """A key's last message, a delete included, from the stream's leader (read-your-writes)."""
+        try:
+            msg = await self.js.get_msg(self.stream, subject=self.pre + kkey, direct=False)
+        except NotFoundError:
+            return None
+        headers = dict(msg.headers or {})
+        return Found(bytes(msg.data or b""), int(msg.seq or 0), msg.time.timestamp() if msg.time else 0.0, headers,
+                     headers.get(KV_OP) in ("DEL", "PURGE"))
+
+    async def get(self, kkey: str) -> Found | None:
+        """A key's live value; None when there is none or it was deleted."""
+        found = await self.last(kkey)
+        return None if found is None or found.deleted else found
+
+    async def create(self, kkey: str, value: bytes, headers: dict[str, str] | None = None) -> bool:
+        """Publish only if the key has no live value: True when this call created it."""
+        try:
+            await self.put(kkey, value, headers=headers, last=0)
+            return True
+        except Conflicted:
+            found = await self.last(kkey)
+            if found is None or not found.deleted:
+                return False
+        try:  # the key was deleted: expect the delete's revision
+            await self.put(kkey, value, headers=headers, last=found.revision)
+            return True
+        except Conflicted:
+            return False
+
+    async def put(self, kkey: str, value: bytes, *, headers: dict[str, str] | None = None,
+                  last: int | None = None) -> int:
+        """Publish a key's value, acknowledged by the stream (replicated) before returning; with
+        `last`, only if the key's revision is still that (0: only if the key has none)."""
+        hdrs = dict(headers or {})
+        if last is not None:
+            hdrs[EXPECTED_LAST] = str(last)
+        try:
+            ack = await self.js.publish(self.pre + kkey, value, stream=self.stream, headers=hdrs or None)
+        except BadRequestError as e:
+            if last is not None and getattr(e, "err_code", None) == 10071:
+                raise Conflicted(kkey) from e
+            raise
+        return int(ack.seq)
+
+    async def delete(self, kkey: str) -> None:
+        await self.js.publish(self.pre + kkey, b"", stream=self.stream, headers={KV_OP: "DEL"})
+
+    async def scan(self, pattern: str) -> list[tuple[str, int, dict[str, str], float]]:
+        """(key, payload size, headers, mtime) of every live key matching `pattern` (a subject
+        wildcard under the bucket), their last values, headers only: one ordered consumer."""
+        out: list[tuple[str, int, dict[str, str], float]] = []
+        done = asyncio.get_running_loop().create_future()
+        expected = -1
+
+        async def on(msg: Any) -> None:
+            meta = msg.metadata
+            headers = dict(msg.headers or {})
+            if headers.get(KV_OP) not in ("DEL", "PURGE"):
+                out.append((msg.subject[len(self.pre):], int(headers.get(MSG_SIZE, 0)), headers,
+                            meta.timestamp.timestamp() if meta.timestamp else 0.0))
+            if meta.num_pending == 0 and not done.done():
+                done.set_result(None)
+
+        sub = await self.js.subscribe(self.pre + pattern, stream=self.stream, cb=on, ordered_consumer=True,
+                                      deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT, headers_only=True,
+                                      inactive_threshold=30.0)
+        try:
+            info = await sub.consumer_info()
+            expected = int(info.num_pending) + int(sub.delivered)
+            if expected > 0:
+                await asyncio.wait_for(done, timeout=30.0)
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    async def keys_below(self, pattern: str) -> list[str]:
+        """The live keys matching `pattern`."""
+        return [k for k, *_ in await self.scan(pattern)]
