@@ -44,11 +44,11 @@ class MemoryTree:
                 raise NotADirectoryError(p)
             p = parent(p)
 
-    def _put(self, key: str, data: bytes) -> None:
+    def _put(self, key: str, data: bytes, mtime: float | None = None) -> None:
         if self._is_dir(key):
             raise IsADirectoryError(key)
         self._check_parents(key)
-        self.files[key] = (bytes(data), time.time())
+        self.files[key] = (bytes(data), time.time() if mtime is None else mtime)
         self._add_dirs(key)
 
     def create(self, key: str, data: bytes) -> bool:
@@ -125,14 +125,13 @@ class MemoryTree:
             if check_key(dst) in self.files or self._is_dir(dst):
                 raise FileExistsError(dst)
             if check_key(src) in self.files:
-                data = self.files.pop(src)[0]
-                self._put(dst, data)
+                self._put(dst, *self.files.pop(src))  # a move keeps the modification time, as rename does
                 return
             if not self._is_dir(src):
                 raise FileNotFoundError(src)
             prefix = src + "/"
             for k in [k for k in self.files if k.startswith(prefix)]:
-                self._put(dst + "/" + k[len(prefix):], self.files.pop(k)[0])
+                self._put(dst + "/" + k[len(prefix):], *self.files.pop(k))
             moved = {d for d in self.dirs if d == src or d.startswith(prefix)}
             self.dirs = (self.dirs - moved) | {dst + d[len(src):] for d in moved}
             self._add_dirs(dst)

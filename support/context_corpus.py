@@ -4,7 +4,6 @@ resource and a skill about one caddy upstream port), the dedup ledger's place, a
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from support.corpus import remember
@@ -31,9 +30,9 @@ async def seed(c: Any) -> dict[str, str]:
     return uris
 
 
-def ledger_path(w: Any, session_id: str) -> Path:
-    return Path(w.cfg.data_dir) / "accounts" / "default" / "user" / "default" / "sessions" / session_id / \
-        ".recall_log.json"
+def ledger_key(session_id: str) -> str:
+    """A session's dedup ledger, as a key of the tree."""
+    return f"accounts/default/user/default/sessions/{session_id}/.recall_log.json"
 
 
 def digest_stub(mode: dict[str, Any]) -> ModelStub:

@@ -21,6 +21,7 @@ from skald.runtime.client.api import SkaldClient
 from skald.runtime.client.transport import deadline_for
 from skald.runtime.host.config import Config
 from skald.runtime.host.worker import actors_on
+from skald.store.treeport import Tree
 from skald.store.uri import Identity, Namespace, check_name
 
 
@@ -83,21 +84,22 @@ class MemoryDeployment(MemoryClient):
     """Every actor a config asks for, on a `MemoryBus`; itself the default identity's client."""
 
     def __init__(self, cfg: Config, actors: dict[str, object], bus: MemoryBus,
-                 identity: Identity | None = None) -> None:
+                 identity: Identity | None = None, tree: Tree | None = None) -> None:
         super().__init__(bus, identity or Identity())
         self.cfg = cfg
         self.data_dir = cfg.data_dir
-        self.ns = Namespace(cfg.data_dir)
+        self.ns = Namespace(cfg.data_dir, tree)
         self.actors = actors
         self._work: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, data_dir: Path, **settings: Any) -> MemoryDeployment:
-        """Build and start the actors `settings` (Config fields) ask for."""
+    async def start(cls, data_dir: Path, tree: Tree | None = None, **settings: Any) -> MemoryDeployment:
+        """Build and start the actors `settings` (Config fields) ask for, over `tree` (the data
+        directory when None; a `MemoryTree` proves the actors reach their files only by the port)."""
         cfg = memory_config(data_dir, **settings)
         bus = MemoryBus(worker_id="memory", lease_ttl_s=cfg.lease_ttl_s)
-        actors = await actors_on(cfg, bus, "memory")
-        d = cls(cfg, actors, bus)
+        actors = await actors_on(cfg, bus, "memory", tree)
+        d = cls(cfg, actors, bus, tree=tree)
         bus.serve(*actors.values())
         for actor in actors.values():
             if (start := getattr(actor, "start", None)) is not None:
@@ -115,6 +117,13 @@ class MemoryDeployment(MemoryClient):
             if (stop := getattr(actor, "stop", None)) is not None:
                 await stop()
 
+    def read_text(self, key: str) -> str:
+        """A file of the deployment's tree, by key (`accounts/default/...`), whatever the tree."""
+        return self.ns.tree.read(key).decode()
+
+    def write_text(self, key: str, text: str) -> None:
+        self.ns.tree.write(key, text.encode())
+
     @property
     def indexer(self) -> Any:
         return self.actors["indexer"]
@@ -125,9 +134,10 @@ class MemoryDeployment(MemoryClient):
 
 
 @contextlib.asynccontextmanager
-async def memory_deployment(data_dir: Path, **settings: Any) -> AsyncIterator[MemoryDeployment]:
+async def memory_deployment(data_dir: Path, tree: Tree | None = None,
+                            **settings: Any) -> AsyncIterator[MemoryDeployment]:
     """A started deployment, closed on the way out."""
-    d = await MemoryDeployment.start(data_dir, **settings)
+    d = await MemoryDeployment.start(data_dir, tree, **settings)
     try:
         yield d
     finally:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import nats
 
-from skald.runtime.bus.tree_buckets import SIZE, SYSTEM, Bucket, Conflicted, Found, account_of, bucket_name
+from skald.runtime.bus.tree_buckets import MTIME, SIZE, SYSTEM, Bucket, Conflicted, Found, account_of, bucket_name
 from skald.store.treeport import Entry, check_key, parent
 
 T = TypeVar("T")
@@ -174,6 +174,11 @@ class JetStreamTree:
     @staticmethod
     def _size(found: Found) -> int:
         return int(found.headers[SIZE]) if SIZE in found.headers else max(0, len(found.value) - 1)
+
+    @staticmethod
+    def _kept(found: Found) -> dict[str, str]:
+        """The headers a moved value keeps: its size, and its modification time."""
+        return {MTIME: repr(found.mtime), **({SIZE: found.headers[SIZE]} if SIZE in found.headers else {})}
 
     @staticmethod
     async def _drop(b: Bucket, found: Found | None) -> None:
@@ -379,8 +384,7 @@ class JetStreamTree:
         found, src_dir = await asyncio.gather(bs.get(kv_key(src)), bs.get(mark(src)))
         if found is not None:  # the value moves as it is (an object pointer included)
             await self._mark(bd, missing)
-            await bd.put(kv_key(dst), found.value, headers={SIZE: found.headers[SIZE]} if SIZE in found.headers
-                         else None)
+            await bd.put(kv_key(dst), found.value, headers=self._kept(found))
             await bs.delete(kv_key(src))
             return
         if src_dir is None:
@@ -389,8 +393,7 @@ class JetStreamTree:
         keys = [k for k in await bs.keys_below(f"{base_src}.>") if k != mark(src)]
         values = await _all([bs.get(k) for k in keys])
         await self._mark(bd, missing)
-        await _all([bd.put(base_dst + k[len(base_src):], f.value,
-                           headers={SIZE: f.headers[SIZE]} if SIZE in f.headers else None)
+        await _all([bd.put(base_dst + k[len(base_src):], f.value, headers=self._kept(f))
                     for k, f in zip(keys, values, strict=True) if f is not None])
         await bd.put(mark(dst), b"")  # copied, not atomic yet (see the module's docstring)
         await _all([bs.delete(k) for k in keys])

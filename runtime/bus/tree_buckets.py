@@ -21,6 +21,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 
 KV_OP = "KV-Operation"
 SIZE = "Skald-Size"  # an object pointer's file size, readable from headers alone
+MTIME = "Skald-Mtime"  # a moved file's modification time (a move keeps it, as rename does)
 MSG_SIZE = "Nats-Msg-Size"  # set by the server on a headers-only delivery
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 _PLAIN_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -100,8 +101,8 @@ class Bucket:
         except NotFoundError:
             return None
         headers = dict(msg.headers or {})
-        return Found(bytes(msg.data or b""), int(msg.seq or 0), msg.time.timestamp() if msg.time else 0.0, headers,
-                     headers.get(KV_OP) in ("DEL", "PURGE"))
+        mtime = float(headers[MTIME]) if MTIME in headers else msg.time.timestamp() if msg.time else 0.0
+        return Found(bytes(msg.data or b""), int(msg.seq or 0), mtime, headers, headers.get(KV_OP) in ("DEL", "PURGE"))
 
     async def get(self, kkey: str) -> Found | None:
         """A key's live value; None when there is none or it was deleted."""
@@ -152,8 +153,9 @@ class Bucket:
             meta = msg.metadata
             headers = dict(msg.headers or {})
             if headers.get(KV_OP) not in ("DEL", "PURGE"):
-                out.append((msg.subject[len(self.pre):], int(headers.get(MSG_SIZE, 0)), headers,
-                            meta.timestamp.timestamp() if meta.timestamp else 0.0))
+                mtime = float(headers[MTIME]) if MTIME in headers else \
+                    meta.timestamp.timestamp() if meta.timestamp else 0.0
+                out.append((msg.subject[len(self.pre):], int(headers.get(MSG_SIZE, 0)), headers, mtime))
             if meta.num_pending == 0 and not done.done():
                 done.set_result(None)
 

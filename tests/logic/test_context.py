@@ -7,14 +7,13 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from skald.messages import errors
 from skald.store.tokens import estimate_tokens
-from support.context_corpus import CTX, EVENT, digest_stub, ledger_path, seed
+from support.context_corpus import CTX, EVENT, digest_stub, ledger_key, seed
 from support.memory_deploy import MemoryDeployment
 from support.stubs import ModelStub, chat
 
@@ -81,7 +80,7 @@ async def test_dedup_ledger_cools_served_uris_for_n_turns(deploy: Callable[..., 
                                                   "cooled": 0}
     info = await c.call("sessions.get", {"session_id": "chat-1"})  # created on first use
     assert info["total_message_count"] == 0
-    records = json.loads(ledger_path(w, "chat-1").read_text())["records"]
+    records = json.loads(w.read_text(ledger_key("chat-1")))["records"]
     assert set(records) == served
     second = await c.call("search.search", body)
     assert not served & {e["uri"] for e in second["entries"]}
@@ -100,16 +99,16 @@ async def test_malformed_ledger_is_coerced_then_healed(deploy: Callable[..., Any
     w, c = await deploy()
     uris = await seed(c)
     await c.call("sessions.create", {"session_id": "s-bad"})
-    path = ledger_path(w, "s-bad")
-    path.write_text(json.dumps({"records": {uris["pref"]: {"turn": "x"}, uris["entity"]: None,
+    path = ledger_key("s-bad")
+    w.write_text(path, json.dumps({"records": {uris["pref"]: {"turn": "x"}, uris["entity"]: None,
                                             uris["resource"]: {"turn": 50, "detail": "abstract"}}}))
     body = {"query": "caddy upstream port", **CTX, "session_id": "s-bad", "dedup_turns": 3}
     r = await c.call("search.search", body)
     assert r["stats"]["dedup"]["malformed"] == 2 and r["stats"]["dedup"]["status"] == "ok"
     assert uris["resource"] in {e["uri"] for e in r["entries"]}  # a record ahead of the clock is ignored
-    healed = json.loads(path.read_text())["records"]
+    healed = json.loads(w.read_text(path))["records"]
     assert all(isinstance(v["turn"], int) and v["turn"] == 0 for v in healed.values())
-    path.write_text("{not json")
+    w.write_text(path, "{not json")
     assert (await c.call("search.search", body))["stats"]["dedup"]["status"] == "ok"
 
 
@@ -155,9 +154,7 @@ async def test_peer_scope_and_other_peer_penalty(client: MemoryDeployment) -> No
 
 async def test_bootstrap_assembles_the_session_start_block(deploy: Callable[..., Any]) -> None:
     w, c = await deploy()
-    mem = Path(w.cfg.data_dir) / "accounts" / "default" / "user" / "default" / "memories"
-    mem.mkdir(parents=True, exist_ok=True)
-    (mem / "profile.md").write_text("# Profile\nAlice, SRE, likes terse answers.\n")
+    w.write_text("accounts/default/user/default/memories/profile.md", "# Profile\nAlice, SRE, likes terse answers.\n")
     await c.call("memories.write", {"category": "events", "content": "# Summary\nShipped the caddy change."})
     r = await c.call("search.search", {"mode": "bootstrap", "session_id": "boot", "max_tokens": 2000})
     slots = [e["category"] for e in r["entries"]]
@@ -181,13 +178,12 @@ async def test_digest_rewrite_cites_served_uris_and_fails_closed(deploy: Callabl
         assert r["stats"]["rewrite_usage"] == {"prompt_tokens": 321, "completion_tokens": 5}
         assert r["rendered"]
         mode["kind"] = "none"
-        path = ledger_path(w, "rw")
-        before = path.read_bytes()
+        before = w.read_text(ledger_key("rw"))
         await c.call("sessions.add_message", {"session_id": "rw", "role": "user",
                                               "parts": [{"type": "text", "text": "next"}]})
         r = await c.call("search.search", body)
         assert (r["stats"]["rewrite"], r["digest"], r["rendered"]) == ("no_relevant", "", "") and r["entries"]
-        assert path.read_bytes() == before  # nothing was delivered, nothing recorded
+        assert w.read_text(ledger_key("rw")) == before  # nothing was delivered, nothing recorded
         for kind, status in (("fail", "failed"), ("hang", "timeout")):
             mode["kind"] = kind
             r = await c.call("search.search", {**body, "dedup_turns": 0}, timeout_s=5)

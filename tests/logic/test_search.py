@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from skald.messages import errors
+from skald.store.memory_tree import MemoryTree
+from skald.store.treeport import Tree
 from skald.store.uri import Identity
 from support.corpus import write_files
 from support.memory_deploy import MemoryClient, MemoryDeployment
@@ -91,15 +93,11 @@ async def test_working_rerank_decides_the_order(deploy: Callable[..., Any]) -> N
 
 
 def write_session(w: MemoryDeployment, sid: str, msgs: list[tuple[str, str]], overview: str = "") -> None:
-    d = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / sid
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "messages.jsonl").write_text("".join(json.dumps({"id": f"m{i}", "role": r, "parts": [
+    d = f"accounts/default/user/default/sessions/{sid}"
+    w.write_text(f"{d}/messages.jsonl", "".join(json.dumps({"id": f"m{i}", "role": r, "parts": [
         {"type": "text", "text": t}]}) + "\n" for i, (r, t) in enumerate(msgs)))
     if overview:
-        a = d / "history" / "archive_001"
-        a.mkdir(parents=True)
-        (a / ".overview.md").write_text(overview)
-        (a / ".done").write_text("{}")
+        w.ns.tree.write_dir(f"{d}/history/archive_001", {".overview.md": overview.encode(), ".done": b"{}"})
 
 
 async def test_intent_plan_used_and_fused(deploy: Callable[..., Any]) -> None:
@@ -153,12 +151,18 @@ async def test_intent_fuse_and_failures(deploy: Callable[..., Any], answer: str,
         stub.close()
 
 
+def age(tree: Tree, key: str, when: float) -> None:
+    """A file's modification time set back to `when`, on whichever tree holds it."""
+    if isinstance(tree, MemoryTree):
+        tree.files[key] = (tree.files[key][0], when)
+    else:
+        os.utime(tree.path(key), (when, when))  # type: ignore[attr-defined]
+
+
 async def test_events_time_decay_orders_by_age(deploy: Callable[..., Any]) -> None:
     w, c = await deploy()
     old = await c.call("memories.write", {"category": "events", "content": "Team offsite in Porto.", "name": "a.md"})
-    path = w.actors["indexer"].ns.resolve(old["root_uri"], Identity()).path  # type: ignore[union-attr]
-    t = time.time() - 60 * 86400
-    os.utime(path, (t, t))
+    age(w.ns.tree, w.ns.resolve(old["root_uri"], Identity()).key, time.time() - 60 * 86400)
     await c.call("fs.mv", {"from_uri": old["root_uri"], "to_uri": old["root_uri"].replace("a.md", "old.md")})
     await c.call("memories.write", {"category": "events", "content": "Team offsite in Porto!", "name": "new.md"})
     body = {"query": "team offsite Porto", "context_type": "memory", "level": 2}

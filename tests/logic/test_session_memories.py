@@ -53,8 +53,7 @@ async def test_big_tool_output_is_externalised_when_added_not_at_commit(deploy: 
     big = "row,value\n" + "x" * 300_000  # under the 1 MiB request limit, far over the Turn rule
     await c.call("sessions.add_message", {"session_id": "s", "role": "assistant", "parts": [
         {"type": "tool", "tool_id": "t1", "tool_name": "sh", "tool_output": big, "tool_status": "completed"}]})
-    live = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / "s" / "messages.jsonl"
-    assert live.stat().st_size < 10_000
+    assert len(w.read_text("accounts/default/user/default/sessions/s/messages.jsonl")) < 10_000
     part = (await c.call("sessions.context", {"session_id": "s"}))["messages"][-1]["parts"][0]
     assert part["tool_output_truncated"] and part["tool_output_chars"] == len(big)
     assert (await c.call("fs.read", {"uri": part["tool_output_uri"]}))["content"] == big
@@ -112,10 +111,10 @@ async def test_a_changed_preference_updates_its_memory_and_keeps_the_old_text(de
         for n in range(3):
             await turn(c, "s", n)
             assert (await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"] == "completed"
-        prefs = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "memories" / "preferences"
-        assert sorted(p.name for p in prefs.iterdir() if not p.name.startswith(".")) == ["coffee.md"]
+        prefs = "accounts/default/user/default/memories/preferences"
+        assert sorted(e.name for e in w.ns.tree.list(prefs) if not e.name.startswith(".")) == ["coffee.md"]
         # The model's memory says where it came from: the session and the archived messages.
-        text = (prefs / "coffee.md").read_text()
+        text = w.read_text(f"{prefs}/coffee.md")
         assert re.fullmatch(r"Now takes coffee black, no milk\.\n\n_Source: session s, messages msg_\d+ to msg_\d+\._",
                             text), text
         hist = await c.call("memories.history", {"uri": "viking://~/memories/preferences/coffee.md"})
@@ -148,11 +147,11 @@ async def test_offline_phase2_merges_preferences_and_entities_across_archives(de
     await add(c, "s", "user", "I love hiking in the Alps! Rex got tired on the last trip.")
     await add(c, "s", "assistant", "Poor Rex. A shorter route next time?")
     assert (await c.call("sessions.commit", {"session_id": "s", "wait": True}))["phase2"] == "completed"
-    mem = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "memories"
-    pref = (mem / "preferences" / "hiking-alps.md").read_text()
+    mem = "accounts/default/user/default/memories"
+    pref = w.read_text(f"{mem}/preferences/hiking-alps.md")
     assert pref.startswith("# Preference: hiking alps\n\n- ") and pref.count("\n- ") == 1  # said twice, kept once
     assert "user: I love hiking in the Alps. (message msg_00000001)" in pref
-    rex = (mem / "entities" / "rex.md").read_text()
+    rex = w.read_text(f"{mem}/entities/rex.md")
     assert rex.startswith("# Entity: Rex\n") and rex.count("\n- ") == 5
     assert "(message msg_00000002)" in rex and "(message msg_00000004)" in rex
     hist = await c.call("memories.history", {"uri": "viking://~/memories/entities/rex.md"})

@@ -154,9 +154,10 @@ async def test_a_message_sent_right_behind_a_commit_is_kept_on_disk(deploy: Call
         sent.append(f"r{r}late")
         assert done[0].status == "accepted"
     assert (await c.call("sessions.get", {"session_id": "behind"}))["total_message_count"] == len(sent)
-    sdir = w.cfg.data_dir / "accounts/default/user/default/sessions/behind"
-    files = [*sorted(sdir.glob("history/archive_*/messages.jsonl")), sdir / "messages.jsonl"]
-    stored = [json.loads(x)["id"] for f in files for x in f.read_text().splitlines() if x.strip()]
+    sdir = "accounts/default/user/default/sessions/behind"
+    files = [*(f"{sdir}/history/{e.name}/messages.jsonl" for e in w.ns.tree.list(f"{sdir}/history")),
+             f"{sdir}/messages.jsonl"]
+    stored = [json.loads(x)["id"] for f in files for x in w.read_text(f).splitlines() if x.strip()]
     assert sorted(stored) == sorted(sent)  # each once: none lost to a rename, none archived twice
 
 
@@ -168,13 +169,13 @@ async def test_a_session_file_that_cannot_be_written_refuses_only_its_own_adds(d
     good = [f"g{i}" for i in range(20)]
     for sid in (*good, "bad"):
         await add(c, sid, "user", "first")
-    root = w.cfg.data_dir / "accounts/default/user/default/sessions"
-    (root / "bad/messages.jsonl").unlink()
-    (root / "bad/messages.jsonl").mkdir()
+    root = "accounts/default/user/default/sessions"
+    w.ns.tree.remove(f"{root}/bad/messages.jsonl")
+    w.ns.tree.mkdir(f"{root}/bad/messages.jsonl")
     outcomes = await asyncio.gather(*(add(c, sid, "user", f"second of {sid}") for sid in (*good, "bad")),
                                     return_exceptions=True)
     assert isinstance(outcomes[-1], errors.SkaldError)
     assert all(isinstance(o, dict) and o["total_message_count"] == 2 for o in outcomes[:-1]), outcomes
     for sid in good:
-        lines = (root / sid / "messages.jsonl").read_text().splitlines()
+        lines = w.read_text(f"{root}/{sid}/messages.jsonl").splitlines()
         assert [json.loads(x)["parts"][0]["text"] for x in lines] == ["first", f"second of {sid}"]

@@ -4,6 +4,7 @@ directory and the in-memory tree (the JetStream one joins this list)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,10 +105,14 @@ def test_remove_files_and_trees(t: Tree) -> None:
 def test_move_files_and_directories_never_over_something(t: Tree) -> None:
     t.write("src/one.txt", b"1")
     t.write("src/deep/two.txt", b"2")
+    born = t.stat("src/deep/two.txt")
+    time.sleep(0.02)
     t.move("src/one.txt", "dst/uno.txt")
     assert t.read("dst/uno.txt") == b"1" and t.stat("src/one.txt") is None
     t.move("src", "moved")
     assert t.read("moved/deep/two.txt") == b"2" and t.stat("src") is None
+    moved = t.stat("moved/deep/two.txt")
+    assert born is not None and moved is not None and moved.mtime == pytest.approx(born.mtime, abs=1e-3)  # kept
     t.write("taken.txt", b"t")
     with pytest.raises(FileExistsError):
         t.move("dst/uno.txt", "taken.txt")
