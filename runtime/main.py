@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import msgspec
 
 from skald.runtime import __version__
 from skald.runtime.doors import cli_admin, cli_help, cli_sessions
@@ -265,6 +266,52 @@ def keys_revoke(path: Path, key_id: str) -> None:
         click.echo(f"no key {key_id}", err=True)
         raise SystemExit(4)
     click.echo(f"revoked {key_id}")
+
+
+@main.group()
+def store() -> None:
+    """Where the tree, sessions and markers live: copy them between the data directory and JetStream."""
+
+
+@store.command("migrate")
+@click.option("--to", "to", type=click.Choice(["jetstream", "local"]), required=True,
+              help="jetstream: the data directory's tree into the bus's buckets; local: back into the data directory.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="The data directory (default $SKALD_DATA_DIR).")
+@click.option("--nats-url", help="NATS server URL(s), comma-separated (default $SKALD_NATS_URL).")
+@click.option("--stream-replicas", type=click.IntRange(1, 5), help="Replicas of buckets it creates (default "
+              "$SKALD_STREAM_REPLICAS or 1).")
+@_config
+def store_migrate(to: str, data_dir: Path | None, nats_url: str | None, stream_replicas: int | None) -> None:
+    """Copy the tree from one store to the other, every file verified by its SHA-256 read back.
+
+    Resumable: run it again after an interruption and it copies only what is missing or different.
+    Stop Skald first (files written during the copy may be missed). Prints a JSON report last.
+    """
+    from skald.runtime.bus.auth import WORKER_USER
+    from skald.runtime.host.migrate import migrate
+    from skald.runtime.host.worker import make_keys, make_tree
+    from skald.store.local_tree import LocalTree
+
+    cfg = _cfg(data_dir, nats_url, None)
+    cfg.store = "jetstream"
+    if stream_replicas is not None:
+        cfg.stream_replicas = stream_replicas
+    keys = make_keys(cfg)
+    creds = (WORKER_USER, keys.worker_secret) if keys.enabled else None
+    remote = make_tree(cfg, cfg.nats_urls or ["nats://127.0.0.1:4222"], creds)
+    assert remote is not None
+    local = LocalTree(cfg.data_dir)
+    src, dst = (local, remote) if to == "jetstream" else (remote, local)
+    try:
+        rep = migrate(src, dst, progress=lambda r: click.echo(f"... {r.copied} copied, {r.skipped} already there",
+                                                            err=True))
+    finally:
+        remote.close()  # type: ignore[attr-defined]
+    click.echo(f"{rep.copied} files copied ({rep.bytes} bytes, {rep.archives} archives whole), {rep.skipped} "
+               f"already there, {len(rep.mismatched)} failed verification", err=True)
+    click.echo(msgspec.json.encode(rep).decode())
+    if rep.mismatched:
+        raise SystemExit(1)
 
 
 commands.register(main)

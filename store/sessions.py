@@ -75,10 +75,6 @@ class SessionDir:
         return st is not None and st.is_dir
 
     @property
-    def path(self) -> Path:
-        return self.vp.path
-
-    @property
     def uri(self) -> str:
         return self.vp.uri
 
@@ -86,36 +82,15 @@ class SessionDir:
     def session_id(self) -> str:
         return self.vp.name
 
-    @property
-    def messages(self) -> Path:
-        return self.vp.path / MESSAGES
-
-    @property
-    def meta(self) -> Path:
-        return self.vp.path / META
-
-    @property
-    def history(self) -> Path:
-        return self.vp.path / HISTORY
-
     def exists(self) -> bool:
-        return self.meta.exists() or self.messages.exists()
-
-    def archive(self, archive_id: str) -> Path:
-        return self.vp.path / HISTORY / archive_id
+        """Whether the session was ever written: its meta or its live log is in the tree."""
+        return self.tree.stat(self.fkey(META)) is not None or self.tree.stat(self.fkey(MESSAGES)) is not None
 
     def archive_uri(self, archive_id: str) -> str:
         return f"{self.vp.uri}/{HISTORY}/{archive_id}"
 
-    def tool_result(self, filename: str) -> Path:
-        return self.vp.path / TOOL_RESULTS / filename
-
     def tool_result_uri(self, filename: str) -> str:
         return f"{self.vp.uri}/{TOOL_RESULTS}/{filename}"
-
-    def file(self, name: str) -> Path:
-        """A file of the session's own at its top level (the assembler's dedup ledger)."""
-        return self.vp.path / name
 
 
 def session_dir(ns: Namespace, ident: Identity, session_id: str) -> SessionDir:
@@ -346,11 +321,11 @@ def marker_state(session: SessionDir, index: int) -> str:
     return "pending" if d is not None and d.is_dir else "missing"
 
 
-def create_archive(session: SessionDir, index: int, messages: list[Message], meta: ArchiveMeta) -> Path:
-    """All or nothing: the archive appears whole (its messages and meta) or not at all."""
+def create_archive(session: SessionDir, index: int, messages: list[Message], meta: ArchiveMeta) -> str:
+    """All or nothing: the archive appears whole (its messages and meta) or not at all; its key."""
     aid = archive_name(index)
     session.tree.write_dir(session.akey(aid), {MESSAGES: encode_lines(messages), META: msgspec.json.encode(meta)})
-    return session.archive(aid)
+    return session.akey(aid)
 
 
 def latest_completed(session: SessionDir) -> tuple[str, str] | None:

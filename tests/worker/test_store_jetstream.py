@@ -5,11 +5,13 @@ gone with its disk; clients never reach the tree's buckets."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
 import nats
 import pytest
+from click.testing import CliRunner
 
 from skald.messages import errors
 from skald.runtime.bus import keys as key_store
@@ -17,6 +19,7 @@ from skald.runtime.bus.tree_buckets import bucket_name
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.client.login import client_login
 from skald.runtime.host.worker import Worker
+from skald.runtime.main import main
 from tests.conftest import make_config
 
 
@@ -116,3 +119,43 @@ async def test_the_tree_is_the_workers_alone(tmp_path: Path) -> None:
     finally:
         await nc.close()
         await w.stop()
+
+
+async def test_a_local_deployment_migrates_into_jetstream_and_back(nats_url: str, tmp_path: Path) -> None:
+    """`skald store migrate --to jetstream` from a stopped local deployment; a worker on an empty disk
+    with --store jetstream then serves it all (the index rebuilt by reindex); `--to local` brings it
+    back into a fresh data directory, byte for byte."""
+    prefix = "sjm"
+    local = Worker(make_config(nats_url, tmp_path / "old", prefix), embedded=False)
+    await local.start()
+    async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+        await c.write("viking://resources/kb/glacier.md", "# Glacier\n\nMoulins drain meltwater.\n", wait=True)
+        for i in range(3):
+            await c.add_message("trip", role="user", text=f"day {i}: crossing the icefall")
+        await c.commit("trip", keep_recent_count=1, wait=True)
+    await local.stop()
+    runner = CliRunner()
+    env = {"SKALD_PREFIX": prefix}
+    args = ["store", "migrate", "--data-dir", str(tmp_path / "old"), "--nats-url", nats_url]
+    out = await asyncio.to_thread(runner.invoke, main, [*args, "--to", "jetstream"], env=env)
+    assert out.exit_code == 0, out.output
+    rep = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rep["copied"] >= 8 and rep["archives"] == 1 and rep["mismatched"] == []
+    again = json.loads((await asyncio.to_thread(runner.invoke, main, [*args, "--to", "jetstream"],
+                                                env=env)).stdout.strip().splitlines()[-1])
+    assert again["copied"] == 0 and again["skipped"] == rep["copied"]  # resumable: nothing left to do
+    w = await start(nats_url, tmp_path / "new", prefix)
+    try:
+        async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
+            assert "Moulins" in (await c.read("viking://resources/kb/glacier.md")).content
+            ctx = await c.session_context("trip")
+            assert ctx.stats.completed == 1 and len(ctx.messages) == 1
+            assert (await c.add_message("trip", role="user", text="day 3")).total_message_count == 4
+    finally:
+        await w.stop()
+    back = await asyncio.to_thread(runner.invoke, main, ["store", "migrate", "--data-dir", str(tmp_path / "back"),
+                                                         "--nats-url", nats_url, "--to", "local"], env=env)
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout.strip().splitlines()[-1])["copied"] >= 8, back.output
+    moved = tmp_path / "back/accounts/default/resources/kb/glacier.md"
+    assert moved.read_bytes() == (tmp_path / "old/accounts/default/resources/kb/glacier.md").read_bytes()
