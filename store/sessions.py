@@ -50,9 +50,8 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 @dataclass(frozen=True, slots=True)
 class SessionDir:
-    """Where one session lives: its resolved URI, its key in the tree (the Tree port every archive
-    and marker goes through), and every file of the layout. `path` and its kin name the same files
-    on a local tree, for what is not on the port yet (the live log's grouped appends)."""
+    """Where one session lives: its resolved URI and its key in the tree (the Tree port every file of
+    the session goes through), and the keys of its layout."""
 
     vp: VikingPath
     tree: Tree

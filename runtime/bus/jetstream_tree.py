@@ -5,18 +5,20 @@ Keys: a tree key's segments each escaped to the characters KV keys allow (`[A-Za
 every other byte of its UTF-8 as `=XX`) and joined with `.`, under `n.`, in the bucket of the key's
 account (`tree_buckets.py`: one bucket per account, placed by tags). A file is one key; a directory
 is a marker key, `<its tokens>.=`, written before anything under it is visible through a listing, so a
-directory's stat is one read, and its listing two scans (`<tokens>.*` for files, `<tokens>.*.=` for
-subdirectories) however deep the tree below it is. `write_dir` writes the files, then the marker: an
-archive is invisible until whole, and leftovers of a crashed attempt are purged by the next one.
+directory's stat is one read, and its listing two subject lists (`<tokens>.*` for files,
+`<tokens>.*.=` for subdirectories) however deep the tree below it is. `write_dir` writes the files,
+then the marker: an archive is invisible until whole, and leftovers of a crashed attempt are purged by
+the next one. Removing a directory is one purge of its subtree: it is gone at once.
 
 Values: a file's bytes behind a one-byte tag, `F` and the bytes themselves, or, for a file past what
 one message may carry, `O` and the name of an object in the account's object store (chunked, with a
 SHA-256 digest, by JetStream), with the size in a header; the object is written before the key
 points at it. Every write is acknowledged by the stream (replicated at its replicas) before it
-returns; every read is served by the stream's leader (direct gets are off), so a worker reads what any
-worker wrote before it. `create` is a publish expecting no live value; `append` a compare-and-set on
-the revision read. Not atomic yet: moving a directory (copied, then removed) and removing one
-(its entries, then its marker); an object a crash left unreferenced is not swept.
+returns; every read and listing is answered by the stream's leader (direct gets are off, and no
+listing goes through a consumer, which may sit on a replica still catching up), so a worker reads
+what any worker wrote before it. `create` is a publish expecting no value; `append` a compare-and-set
+on the revision read. Not atomic yet: moving a directory (copied, then the source purged); an object
+a crash left unreferenced is not swept.
 
 The port's methods block, as the local tree's do; this one runs its own connection on its own event
 loop thread, so callers (already off their event loop) simply wait on it.
@@ -303,8 +305,7 @@ class JetStreamTree:
         old, is_dir, missing = await self._prepare(b, key)
         if old is not None or is_dir is not None:
             raise FileExistsError(key)
-        leftovers = await b.keys_below(f"{kv_key(key)}.>")  # of an attempt that died before its marker
-        await _all([b.delete(k) for k in leftovers])
+        await b.delete(f"{kv_key(key)}.>")  # leftovers of an attempt that died before its marker
         values = await _all([self._value(b, f"{key}/{n}", d) for n, d in files.items()])
         await _all([b.put(kv_key(f"{key}/{n}"), v, headers=h) for n, (v, h) in zip(files, values, strict=True)])
         await self._mark(b, missing)
@@ -336,17 +337,19 @@ class JetStreamTree:
         if is_dir is None:
             raise FileNotFoundError(key)
         base = kv_key(key)
-        files, dirs = await asyncio.gather(b.scan(f"{base}.*"), b.scan(f"{base}.*.{DIR_MARK}"))
-        out = [Entry(segment(k.rsplit(".", 1)[1]), False,
-                     int(h[SIZE]) if SIZE in h else max(0, size - 1), mtime)
-               for k, size, h, mtime in files if not k.endswith(f".{DIR_MARK}")]
-        out += [Entry(segment(k.split(".")[-2]), True, 0, mtime) for k, _, _, mtime in dirs]
+        files, dirs = await asyncio.gather(b.keys(f"{base}.*"), b.keys(f"{base}.*.{DIR_MARK}"))
+        files = [k for k in files if not k.endswith(f".{DIR_MARK}")]
+        got = await _all([b.get(k) for k in (*files, *dirs)])  # sizes and times, from the leader
+        out = [Entry(segment(k.rsplit(".", 1)[1]), False, self._size(f), f.mtime)
+               for k, f in zip(files, got[:len(files)], strict=True) if f is not None]
+        out += [Entry(segment(k.split(".")[-2]), True, 0, f.mtime)
+                for k, f in zip(dirs, got[len(files):], strict=True) if f is not None]
         return sorted(out, key=lambda e: e.name)
 
     async def _list_virtual(self, key: str) -> list[Entry]:
         """`accounts` or `uploads`: the accounts whose bucket holds that directory."""
         system = await self._bucket(SYSTEM)
-        names = [segment(k.rsplit(".", 1)[1]) for k in await system.keys_below(f"{ACCOUNTS}.*")]
+        names = [segment(k.rsplit(".", 1)[1]) for k in await system.keys(f"{ACCOUNTS}.*")]
         stats = await _all([self._stat(f"{key}/{n}") for n in names])
         return sorted((e for e in stats if e is not None and e.is_dir), key=lambda e: e.name)
 
@@ -364,11 +367,13 @@ class JetStreamTree:
             return False
         if not recursive:
             raise IsADirectoryError(key)
-        below = [(k, h) for k, _, h, _ in await b.scan(f"{kv_key(key)}.>")]
-        objects = await _all([b.get(k) for k, h in below if SIZE in h])
-        await _all([b.delete(k) for k, _ in below if k != mark(key)])
-        await _all([self._drop(b, f) for f in objects])
-        await b.delete(mark(key))  # last: a removal that dies midway is finished by its retry
+        await b.delete(f"{kv_key(key)}.>")  # the subtree, its marker included, gone at once
+        prefix = f"{kv_key(key)}."
+        try:
+            big = [o.name for o in await b.objects.list() if o.name.startswith(prefix)]
+        except Exception:  # noqa: BLE001 - nats-py raises when the store holds no object at all
+            big = []
+        await _all([b.objects.delete(n) for n in big])
         return True
 
     def move(self, src: str, dst: str) -> None:
@@ -390,11 +395,10 @@ class JetStreamTree:
         if src_dir is None:
             raise FileNotFoundError(src)
         base_src, base_dst = kv_key(src), kv_key(dst)
-        keys = [k for k in await bs.keys_below(f"{base_src}.>") if k != mark(src)]
+        keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
         values = await _all([bs.get(k) for k in keys])
         await self._mark(bd, missing)
         await _all([bd.put(base_dst + k[len(base_src):], f.value, headers=self._kept(f))
                     for k, f in zip(keys, values, strict=True) if f is not None])
         await bd.put(mark(dst), b"")  # copied, not atomic yet (see the module's docstring)
-        await _all([bs.delete(k) for k in keys])
-        await bs.delete(mark(src))
+        await bs.delete(f"{base_src}.>")  # the source gone at once

@@ -1,7 +1,7 @@
 """The JetStream side of the tree (docs/design/storage.md): one key-value bucket and one object
-store per account, placed by tags, and the three things the tree does with a bucket: read a key from
-its stream's leader, publish a value (optionally compare-and-set on the key's last revision), and
-scan the last value of every key under a subject filter, headers only.
+store per account, placed by tags, and what the tree does with a bucket, each answered by the
+stream's leader: read a key, publish a value (optionally compare-and-set on the key's last
+revision), list the keys under a subject wildcard, purge a key or a subtree at once.
 
 Built on the bucket's stream directly rather than nats-py's KeyValue: the KV API has no headers on
 put or get (a file's size must be listable without fetching its bytes), and its bucket creation drops
@@ -10,7 +10,6 @@ placement tags. The stream's configuration is the KV layout, so the `nats kv` to
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from nats.js.errors import BadRequestError, NotFoundError
 KV_OP = "KV-Operation"
 SIZE = "Skald-Size"  # an object pointer's file size, readable from headers alone
 MTIME = "Skald-Mtime"  # a moved file's modification time (a move keeps it, as rename does)
-MSG_SIZE = "Nats-Msg-Size"  # set by the server on a headers-only delivery
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 _PLAIN_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SYSTEM = "_"  # the bucket of keys outside any account
@@ -139,38 +137,15 @@ class Bucket:
             raise
         return int(ack.seq)
 
-    async def delete(self, kkey: str) -> None:
-        await self.js.publish(self.pre + kkey, b"", stream=self.stream, headers={KV_OP: "DEL"})
+    async def delete(self, pattern: str) -> None:
+        """Remove a key, or every key matching a wildcard, at once: a purge of their subjects,
+        answered by the stream's leader once replicated (no tombstone is kept, so a later `create`
+        of the key expects no revision)."""
+        await self.js.purge_stream(self.stream, subject=self.pre + pattern)
 
-    async def scan(self, pattern: str) -> list[tuple[str, int, dict[str, str], float]]:
-        """(key, payload size, headers, mtime) of every live key matching `pattern` (a subject
-        wildcard under the bucket), their last values, headers only: one ordered consumer."""
-        out: list[tuple[str, int, dict[str, str], float]] = []
-        done = asyncio.get_running_loop().create_future()
-        expected = -1
-
-        async def on(msg: Any) -> None:
-            meta = msg.metadata
-            headers = dict(msg.headers or {})
-            if headers.get(KV_OP) not in ("DEL", "PURGE"):
-                mtime = float(headers[MTIME]) if MTIME in headers else \
-                    meta.timestamp.timestamp() if meta.timestamp else 0.0
-                out.append((msg.subject[len(self.pre):], int(headers.get(MSG_SIZE, 0)), headers, mtime))
-            if meta.num_pending == 0 and not done.done():
-                done.set_result(None)
-
-        sub = await self.js.subscribe(self.pre + pattern, stream=self.stream, cb=on, ordered_consumer=True,
-                                      deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT, headers_only=True,
-                                      inactive_threshold=30.0)
-        try:
-            info = await sub.consumer_info()
-            expected = int(info.num_pending) + int(sub.delivered)
-            if expected > 0:
-                await asyncio.wait_for(done, timeout=30.0)
-        finally:
-            await sub.unsubscribe()
-        return out
-
-    async def keys_below(self, pattern: str) -> list[str]:
-        """The live keys matching `pattern`."""
-        return [k for k, *_ in await self.scan(pattern)]
+    async def keys(self, pattern: str) -> list[str]:
+        """The live keys matching `pattern` (a subject wildcard under the bucket), as the stream's
+        leader knows them: what any worker wrote before is there (an ephemeral consumer may be
+        placed on a replica still catching up, so a listing never reads through one)."""
+        info = await self.js.stream_info(self.stream, subjects_filter=self.pre + pattern)
+        return [subj[len(self.pre):] for subj in (info.state.subjects or {})]
