@@ -73,20 +73,20 @@ class IngestPipeline:
         for uri, level in job.remove_rows:
             changes.append((row_subject_token(job.account, uri, level),
                             IndexChange(delete=IndexDelete(account=job.account, uri=uri, level=level))))
-        files: list[VikingPath] = []
+        files: list[tuple[VikingPath, Entry]] = []  # with what the walk saw of each (size, time)
         dirs: list[VikingPath] = []
         t = self.ns.tree
         for root in job.index_roots:
             vp = self.ns.resolve(root, ident)
             st = await asyncio.to_thread(t.stat, vp.key)
             if st is not None and not st.is_dir:
-                files.append(vp)
+                files.append((vp, st))
             elif st is not None:
                 found = await asyncio.to_thread(lambda k=vp.key: (list(treeops.walk_files(t, k)),
                                                                   treeops.walk_dirs_bottom_up(t, k)))
-                files += [self.ns.from_key(vp.account, f) for f, _, _ in found[0]]
+                files += [(self.ns.from_key(vp.account, f), e) for f, e, _ in found[0]]
                 dirs += [self.ns.from_key(vp.account, d) for d in found[1]]
-        files = [f for f in files if rows_mod.file_is_indexed(f.segments)]
+        files = [(f, e) for f, e in files if rows_mod.file_is_indexed(f.segments)]
         total = len(files) + len(dirs)
         fr = await self._file_rows(job, files, total)
         changes += fr.changes
@@ -117,7 +117,7 @@ class IngestPipeline:
                             generator=self.summarizer.name, sections=fr.sections, skipped=fr.skipped,
                             embedded=fr.embedded + len(dir_changes))
 
-    async def _file_rows(self, job: ingest_msgs.IngestJob, files: list[VikingPath],
+    async def _file_rows(self, job: ingest_msgs.IngestJob, files: list[tuple[VikingPath, Entry]],
                          total: int) -> FileRows:
         """The job's files as row changes, embedded a batch at a time."""
         out: list[tuple[str, IndexChange]] = []
@@ -125,18 +125,16 @@ class IngestPipeline:
         n_sections = embedded = 0
         t = self.ns.tree
         by_dir: dict[str, dict[str, sidecar.FileFacts]] = {}
+        records: dict[str, document_records.DocRecord | None] = {}  # what each file had before
         for i in range(0, len(files), EMBED_BATCH):
             batch = files[i : i + EMBED_BATCH]
             plans: list[tuple[VikingPath, Entry, tuple[str, ...], file_rows.FilePlan]] = []
             batch_skipped: list[ingest_msgs.Skipped] = []
-            for vp in batch:
+            for vp, st in batch:
                 try:
-                    st = await asyncio.to_thread(t.stat, vp.key)
-                    if st is None or st.is_dir:
-                        continue  # gone since the walk
                     if st.size > MAX_FILE_BYTES:
                         raise Unconvertible("too_large", f"{st.size} bytes; the limit is {MAX_FILE_BYTES}")
-                    data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)
+                    data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)  # NOT_FOUND: gone since
                     doc = await asyncio.to_thread(formats.convert, vp.name, data)
                 except (NotFound, InvalidArgument, OSError):
                     continue  # gone or unreadable since the walk: nothing to index
@@ -155,7 +153,7 @@ class IngestPipeline:
                 tags = rows_mod.check_tags((*(old.tags if old else ()), *job.tags)) if (old or job.tags) else ()
                 facts[vp.name] = sidecar.FileFacts(mtime_ns=treeops.mtime_ns(st), size=st.size, sha=sha,
                                                    abstract=summary, tags=tags, summarizer=self.summarizer.name)
-                old_rec = await asyncio.to_thread(document_records.load, t, vp.key)
+                old_rec = records[vp.key] = await asyncio.to_thread(document_records.load, t, vp.key)
                 plans.append((vp, st, tags, file_rows.plan(vp.segments, doc, sha, summary, self.embedder.name,
                                                            old_rec)))
             embedded += await file_rows.embed_missing([r for *_, p in plans for r in p.rows],
@@ -175,7 +173,7 @@ class IngestPipeline:
                 file_rows.remember_vectors(p)
                 if p.record is not None:
                     await asyncio.to_thread(document_records.save, t, vp.key, p.record)
-                else:
+                elif records[vp.key] is not None:  # it had one: it no longer needs it
                     await asyncio.to_thread(document_records.remove, t, vp.key)
             skipped += batch_skipped
             await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
@@ -252,8 +250,8 @@ class IngestPipeline:
                     abstract = f"{sname}: {desc}"[:256]
                 except InvalidArgument:
                     pass
-            await asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode())
-            await asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode())
+            await asyncio.gather(asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode()),
+                                 asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode()))
             now = time.time()
             for level, text in ((0, abstract), (1, overview)):
                 rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,

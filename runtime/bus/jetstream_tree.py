@@ -27,7 +27,6 @@ loop thread, so callers (already off their event loop) simply wait on it.
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import uuid
 from collections.abc import Awaitable, Coroutine, Iterable
@@ -35,55 +34,26 @@ from typing import Any, TypeVar
 
 import nats
 
-from skald.runtime.bus.tree_buckets import MTIME, SIZE, SYSTEM, Bucket, Conflicted, Found, account_of, bucket_name
-from skald.store.treeport import Entry, check_key, parent
+from skald.runtime.bus.tree_buckets import (
+    MTIME,
+    SIZE,
+    SYSTEM,
+    Bucket,
+    Conflicted,
+    Found,
+    Tails,
+    account_of,
+    bucket_name,
+)
+from skald.runtime.bus.tree_keys import ACCOUNTS, DIR_MARK, VIRTUAL, ancestors, kv_key, mark, segment, token
+from skald.store.treeport import Entry, check_key
 
 T = TypeVar("T")
-_PLAIN = re.compile(r"[A-Za-z0-9_-]")
-ROOT = "n"
-DIR_MARK = "="  # the token of a directory's marker key
-ACCOUNTS = "=accounts"  # SYSTEM-bucket keys naming the accounts that have a bucket
 CAS_TRIES = 50
 INLINE, OBJECT = b"F", b"O"
 HEADROOM = 4096  # bytes of a message that are not the value (subject, headers)
 FANOUT = 64  # reads or writes of one call in flight at once
-VIRTUAL = ("accounts", "uploads")  # directories spanning every account's bucket
-
-
-def token(segment: str) -> str:
-    """One path segment as a KV key token."""
-    return "".join(c if _PLAIN.fullmatch(c) else "".join(f"={b:02X}" for b in c.encode()) for c in segment)
-
-
-def segment(tok: str) -> str:
-    """A KV key token back to its path segment."""
-    out, i = bytearray(), 0
-    while i < len(tok):
-        if tok[i] == "=":
-            out.append(int(tok[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            out += tok[i].encode()
-            i += 1
-    return out.decode()
-
-
-def kv_key(key: str) -> str:
-    return ".".join([ROOT, *(token(s) for s in check_key(key).split("/"))])
-
-
-def mark(key: str) -> str:
-    return f"{kv_key(key)}.{DIR_MARK}"
-
-
-def ancestors(key: str) -> list[str]:
-    """The directories above a key that hold markers (the two virtual tops have none)."""
-    out = []
-    p = parent(key)
-    while p and p not in VIRTUAL:
-        out.append(p)
-        p = parent(p)
-    return out
+TAIL_BYTES = 64 * 1024 * 1024  # files appended to, kept with their revision (`Tails`)
 
 
 async def _all(aws: Iterable[Awaitable[T]]) -> list[T]:
@@ -107,6 +77,7 @@ class JetStreamTree:
         self.timeout_s = timeout_s
         self.placement = placement or {}  # account -> placement tags; "*" for every other account
         self._buckets: dict[str, Bucket] = {}
+        self._tails = Tails(TAIL_BYTES)
         self._opening: dict[str, asyncio.Future[Bucket]] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="skald-tree", daemon=True)
@@ -223,6 +194,7 @@ class JetStreamTree:
         self._run(self._write(key, bytes(data)))
 
     async def _write(self, key: str, data: bytes) -> None:
+        self._tails.drop(key)
         b = await self._of(key)
         old, is_dir, missing = await self._prepare(b, key)
         if is_dir is not None:
@@ -269,19 +241,30 @@ class JetStreamTree:
 
     async def _append(self, key: str, data: bytes) -> None:
         b = await self._of(key)
+        cached = self._tails.get(key)
+        if cached is not None and len(cached[1]) + len(data) + 1 + HEADROOM <= self._nc.max_payload:
+            whole = cached[1] + data
+            try:
+                self._tails.put(key, await b.put(kv_key(key), INLINE + whole, last=cached[0]), whole)
+                return
+            except Conflicted:
+                self._tails.drop(key)  # written by another worker since: read it again
         for _ in range(CAS_TRIES):
             found = await b.get(kv_key(key))
             if found is None:
                 if await self._create_file(key, data):
                     return
                 continue  # another writer created it first: append to theirs
-            value, headers = await self._value(b, key, await self._bytes(b, found) + data)
+            whole = await self._bytes(b, found) + data
+            value, headers = await self._value(b, key, whole)
             try:
-                await b.put(kv_key(key), value, headers=headers, last=found.revision)
+                revision = await b.put(kv_key(key), value, headers=headers, last=found.revision)
             except Conflicted:
                 await self._drop(b, Found(value, 0, 0.0, {}))
                 continue  # another writer came first: read again
             await self._drop(b, found)
+            if value[:1] == INLINE:
+                self._tails.put(key, revision, whole)
             return
         raise TimeoutError(f"append to {key}: {CAS_TRIES} writers came first")
 
@@ -357,6 +340,7 @@ class JetStreamTree:
         return self._run(self._remove(key, recursive))
 
     async def _remove(self, key: str, recursive: bool) -> bool:
+        self._tails.drop(key, subtree=True)
         b = await self._of(key)
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
@@ -380,6 +364,7 @@ class JetStreamTree:
         self._run(self._move(src, dst))
 
     async def _move(self, src: str, dst: str) -> None:
+        self._tails.drop(src, subtree=True)
         bs, bd = await self._of(src), await self._of(dst)
         if bs is not bd:
             raise ValueError("a move stays within one account")

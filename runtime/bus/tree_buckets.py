@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,3 +150,38 @@ class Bucket:
         placed on a replica still catching up, so a listing never reads through one)."""
         info = await self.js.stream_info(self.stream, subjects_filter=self.pre + pattern)
         return [subj[len(self.pre):] for subj in (info.state.subjects or {})]
+
+
+class Tails:
+    """The last value and revision of the files this process appended to, up to a byte budget: the
+    next append is then one compare-and-set publish with no read. A session's live log has one
+    writer, so the entry is right unless another worker wrote the file since; then the publish is
+    refused (its revision moved), the entry dropped and the file read again."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.size = 0
+        self._items: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
+
+    def get(self, key: str) -> tuple[int, bytes] | None:
+        got = self._items.get(key)
+        if got is not None:
+            self._items.move_to_end(key)
+        return got
+
+    def put(self, key: str, revision: int, data: bytes) -> None:
+        self.drop(key)
+        if len(data) > self.budget // 8:
+            return  # a big file would push out every log: appended by reading it
+        self._items[key] = (revision, data)
+        self.size += len(data)
+        while self.size > self.budget:
+            _, (_, old) = self._items.popitem(last=False)
+            self.size -= len(old)
+
+    def drop(self, key: str, subtree: bool = False) -> None:
+        """Forget a file (and, with `subtree`, every file below it as a directory)."""
+        gone = [k for k in self._items if k.startswith(key + "/")] if subtree else []
+        for k in (key, *gone):
+            if k in self._items:
+                self.size -= len(self._items.pop(k)[1])

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from skald.runtime.bus.jetstream_tree import DIR_MARK, JetStreamTree, kv_key, segment, token
+from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
+from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, segment, token
 from skald.store.treeport import Entry
 from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
     test_a_file_larger_than_one_bus_message_round_trips,
@@ -98,3 +99,25 @@ def test_a_directory_deep_below_costs_its_listing_nothing(t: JetStreamTree) -> N
     t.write("d/top.md", b"t")
     assert [(e.name, e.is_dir) for e in t.list("d")] == [("sub", True), ("top.md", False)]
     assert t.stat("d/sub/deep") == Entry("deep", True, 0, t.stat("d/sub/deep").mtime)
+
+
+def test_appends_from_two_workers_interleave_whole(nats_server: EmbeddedNats) -> None:
+    """Each tree remembers what it appended (one publish per append, no read); another writer in
+    between moves the revision, the remembered value is refused and read again: nothing is lost."""
+    bucket = f"tree_test_{next(_buckets)}"
+    a, b = JetStreamTree([nats_server.url], bucket), JetStreamTree([nats_server.url], bucket)
+    try:
+        for i in range(6):
+            (a if i % 3 else b).append("s/log.jsonl", f"{i}\n".encode())
+        assert b.read("s/log.jsonl") == b"".join(f"{i}\n".encode() for i in range(6))
+        a.write("s/other.txt", b"x")
+        a.append("s/log.jsonl", b"6\n")
+        b.write("s/log.jsonl", b"rewritten\n")  # a commit on another worker
+        a.append("s/log.jsonl", b"7\n")
+        assert a.read("s/log.jsonl") == b.read("s/log.jsonl") == b"rewritten\n7\n"
+        a.remove("s", recursive=True)
+        a.append("s/log.jsonl", b"fresh\n")
+        assert b.read("s/log.jsonl") == b"fresh\n"
+    finally:
+        a.close()
+        b.close()
