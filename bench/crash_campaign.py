@@ -4,6 +4,7 @@ and what each count means, is `support/crash_campaign.py`; CI runs 50 trials of 
 
     .venv/bin/python bench/crash_campaign.py --trials 200
     .venv/bin/python bench/crash_campaign.py --trials 50 --seed 3
+    .venv/bin/python bench/crash_campaign.py --trials 200 --store jetstream
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--store", choices=("local", "jetstream"), default="local",
+                    help="jetstream: the tree in the bus, and every worker on an empty disk of its own")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="skald-bench-crash-"))
     srv = EmbeddedNats(tmp / "nats", port=-1)
     srv.start()
     t0 = time.perf_counter()
     try:
-        t = await campaign(srv.url, tmp / "data", args.trials, args.seed)
+        t = await campaign(srv.url, tmp / "data", args.trials, args.seed, store=args.store)
     finally:
         srv.stop()
     print(f"\n{t.line()} ({time.perf_counter() - t0:.0f} s)")

@@ -7,7 +7,8 @@ cluster's buckets), each on a fresh deployment, alternating, the same requests.
 
 Reports per store: add_message throughput (200 sessions, 64 in flight, every reply durable and, on
 jetstream, replicated), commit Phase 1 p50/p99, fs.write p50/p99 (the write durable, its ingest
-queued: `wait: false`) and fs.write with its indexing awaited (the default), find and context
+queued: `wait: false`) back to back (each one's ingest running behind the next ones) and alone (its
+ingest done before the next), fs.write with its indexing awaited (the default), find and context
 p50/p99 over `--docs` foldered notes. With `--cold-rows`: that many index rows are ingested, then a worker starts
 on an empty data directory and the time until it answers a find over them is printed.
 Workers are `skald worker` processes with every actor and the hashed embedder.
@@ -64,7 +65,17 @@ async def one(cluster: Cluster, tmp: Path, store: str, tag: str, args: argparse.
             writes = await timed([lambda i=i: c.call("fs.write", {
                 "uri": f"viking://resources/notes/t{i % 10}/n{i}.md", "content": note(rng, i), "wait": False})
                 for i in range(args.docs)])
-            await asyncio.sleep(2.0)  # the ingests those queued
+            await c.call("fs.write", {"uri": "viking://resources/notes/drain.md", "content": "# Drain\n",
+                                      "wait": True}, timeout_s=600.0)  # behind the ingests those queued
+
+            async def alone(i: int) -> None:  # its ingest done before the next write
+                await c.call("fs.write", {"uri": f"viking://resources/notes/a{i % 10}/n{i}.md",
+                                          "content": note(rng, i), "wait": False})
+
+            lone = []
+            for i in range(40):
+                lone += await timed([lambda i=i: alone(i)])
+                await asyncio.sleep(0.2)
             indexed = await timed([lambda i=i: c.call("fs.write", {
                 "uri": f"viking://resources/notes/t{i % 10}/n{i}.md", "content": note(rng, i)})
                 for i in range(args.docs, args.docs + 50)])
@@ -74,7 +85,8 @@ async def one(cluster: Cluster, tmp: Path, store: str, tag: str, args: argparse.
             ctxs = await timed([lambda q=q: c.call("search.search", {"query": q, "mode": "context",
                                                                       "max_tokens": 1600}) for q in queries], 2)
         return {"add_message": rate, "p1_50": pct(p1, 50), "p1_99": pct(p1, 99), "write_50": pct(writes, 50),
-                "write_99": pct(writes, 99), "indexed_50": pct(indexed, 50), "indexed_99": pct(indexed, 99),
+                "write_99": pct(writes, 99), "lone_50": pct(lone, 50), "lone_99": pct(lone, 99),
+                "indexed_50": pct(indexed, 50), "indexed_99": pct(indexed, 99),
                 "find_50": pct(finds[50:], 50), "find_99": pct(finds[50:], 99),
                 "ctx_50": pct(ctxs[50:], 50), "ctx_99": pct(ctxs[50:], 99)}
     finally:
@@ -139,12 +151,13 @@ async def main() -> None:
                       f"context p50 {m['ctx_50']:.2f} ms", flush=True)
         print(f"\nmedians of {args.rounds} rounds, 3-node cluster on loopback, streams R3:")
         print(f"{'':>10} {'add_message/s':>14} {'Phase1 p50/p99':>16} {'fs.write p50/p99':>18} "
-              f"{'+indexed p50/p99':>18} {'find p50/p99':>14} {'context p50/p99':>16}")
+              f"{'(alone) p50/p99':>18} {'+indexed p50/p99':>18} {'find p50/p99':>14} {'context p50/p99':>16}")
         for store, ms in got.items():
             def med(k: str, ms: list[dict[str, float]] = ms) -> float:
                 return statistics.median(m[k] for m in ms)
             print(f"{store:>10} {med('add_message'):14.0f} {med('p1_50'):8.2f}/{med('p1_99'):<7.2f} "
-                  f"{med('write_50'):9.2f}/{med('write_99'):<8.2f} {med('indexed_50'):9.2f}/{med('indexed_99'):<8.2f} "
+                  f"{med('write_50'):9.2f}/{med('write_99'):<8.2f} {med('lone_50'):9.2f}/{med('lone_99'):<8.2f} "
+                  f"{med('indexed_50'):9.2f}/{med('indexed_99'):<8.2f} "
                   f"{med('find_50'):7.2f}/{med('find_99'):<6.2f} "
                   f"{med('ctx_50'):8.2f}/{med('ctx_99'):<7.2f}")
         print("\nFloors (jetstream): add_message >= 1,500 msgs/s; Phase 1 p50 <= 25 ms; fs.write p50 <= 10 ms; "

@@ -55,8 +55,9 @@ async def started(make: Callable[[], EmbeddedNats]) -> EmbeddedNats:
 
 
 class Cluster:
-    def __init__(self, base: Path, size: int = 3, auth: str | None = None) -> None:
+    def __init__(self, base: Path, size: int = 3, auth: str | None = None, tags: list[str] | None = None) -> None:
         self.base = Path(base)
+        self.tags = tags or []  # JetStream placement tags every node carries
         self.ports = [free_port() for _ in range(size)]
         self.cports = [free_port() for _ in range(size)]
         self.auth = auth
@@ -66,6 +67,8 @@ class Cluster:
         routes = [f"nats://127.0.0.1:{p}" for j, p in enumerate(self.cports) if j != i]
         extra = (f'server_name: "n{i}"\ncluster {{\n  name: "skald-test"\n  listen: "127.0.0.1:{self.cports[i]}"\n'
                  f"  routes: {json.dumps(routes)}\n}}\n")
+        if self.tags:
+            extra += f"server_tags: {json.dumps(self.tags)}\n"
         return EmbeddedNats(self.base / f"n{i}", port=self.ports[i], auth=self.auth, extra=extra)
 
     @property

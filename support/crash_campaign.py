@@ -30,8 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from skald.messages import errors
+from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.streams import stream_name
 from skald.runtime.client.api import SkaldClient
+from skald.store.local_tree import LocalTree
+from skald.store.treeport import Tree
 from support import processes
 from support.processes import journal_counts, reap, wait_ready
 from support.stubs import ModelStub, chat
@@ -165,18 +168,26 @@ async def settle(c: SkaldClient, prefix: str, t: Tally, timeout_s: float = 60.0)
         await asyncio.sleep(0.25)
 
 
-async def check(c: SkaldClient, data: Path, prefix: str, t: Tally) -> None:
+def _text(tree: Tree, key: str) -> str:
+    try:
+        return tree.read(key).decode()
+    except FileNotFoundError:
+        return ""
+
+
+async def check(c: SkaldClient, tree: Tree, prefix: str, t: Tally) -> None:
+    """What the tree holds (the data directory's, or JetStream's) against what was acknowledged."""
     archives = await settle(c, prefix, t)
     stored: dict[str, list[str]] = {}
-    sdirs = data / "accounts/default/user/default/sessions"
+    sdirs = "accounts/default/user/default/sessions"
     for sid, ids in t.messages.items():
-        if not (sdirs / sid).exists():
+        if tree.stat(f"{sdirs}/{sid}") is None:
             t.lost += [f"{sid}/{m}" for m in ids]
             continue
         try:
             await c.call("sessions.context", {"session_id": sid}, timeout_s=10.0)  # loaded, repaired by its owner
         except errors.NotFound:
-            files = sorted(p.name for p in (sdirs / sid).iterdir())
+            files = [e.name for e in tree.list(f"{sdirs}/{sid}")]
             t.lost += [f"{sid}/{m} (session unreadable: {files})" for m in ids]
             if not ids:
                 print(f"  note: {sid} unreadable with nothing acknowledged: {files}")
@@ -184,17 +195,16 @@ async def check(c: SkaldClient, data: Path, prefix: str, t: Tally) -> None:
         got: list[str] = []
         for a in archives.get(sid, []):
             if a["state"] == "completed":
-                lines = (sdirs / sid / "history" / a["archive_id"] / "messages.jsonl").read_text().splitlines()
+                lines = _text(tree, f"{sdirs}/{sid}/history/{a['archive_id']}/messages.jsonl").splitlines()
                 got += [json.loads(x)["id"] for x in lines if x.strip()]
-        live = sdirs / sid / "messages.jsonl"
-        got += [m["id"] for x in (live.read_text().splitlines() if live.exists() else [])
+        got += [m["id"] for x in _text(tree, f"{sdirs}/{sid}/messages.jsonl").splitlines()
                 if x.strip() and (m := json.loads(x)).get("message_kind") != "checkpoint"]
         # a failed archive's raw stays live until a later archive covers it: count each id once
         # per place it is stored, and a stored id in two places is a duplicate
         t.duplicated += [f"{sid}/{m} stored {got.count(m)} times" for m in set(got) if got.count(m) > 1]
         failed = {a["archive_id"] for a in archives.get(sid, []) if a["state"] == "failed"}
         for a in failed:
-            lines = (sdirs / sid / "history" / a / "messages.jsonl").read_text().splitlines()
+            lines = _text(tree, f"{sdirs}/{sid}/history/{a}/messages.jsonl").splitlines()
             got += [json.loads(x)["id"] for x in lines if x.strip() and json.loads(x)["id"] not in got]
         t.lost += [f"{sid}/{m}" for m in ids if m not in got]
         stored[sid] = sorted(set(got))
@@ -218,26 +228,34 @@ async def check(c: SkaldClient, data: Path, prefix: str, t: Tally) -> None:
             await c.call("fs.read", {"uri": uri}, timeout_s=10.0)
         except errors.NotFound:
             t.lost.append(uri)
-    prefs = data / "accounts/default/user/default/memories/preferences"
-    keyed = [p.name for p in prefs.glob("morning-drink*.md")] if prefs.exists() else []
+    prefs = "accounts/default/user/default/memories/preferences"
+    keyed = [e.name for e in tree.list(prefs) if e.name.startswith("morning-drink")] \
+        if tree.stat(prefs) is not None else []
     if len(keyed) > 1:
         t.duplicated.append(f"the keyed memory as {keyed}")
 
 
 async def campaign(nats_url: str, data: Path, trials: int, seed: int, prefix: str = "camp",
-                   verbose: bool = True) -> Tally:
+                   verbose: bool = True, store: str = "local") -> Tally:
+    """`trials` SIGKILLed workers, one after another, then a healthy one and the check. With
+    `store="jetstream"` the tree is the bus's and every worker starts on an empty data directory of
+    its own: each crash also loses the disk."""
     rng = random.Random(seed)
     t = Tally()
     stub = model()
     procs: list[subprocess.Popen[str]] = []
-    settings = {"lease_ttl_s": "1", "work_ack_wait_s": "1", "llm_base_url": stub.url, "snapshot_interval_s": "30"}
+    settings = {"lease_ttl_s": "1", "work_ack_wait_s": "1", "llm_base_url": stub.url, "snapshot_interval_s": "30",
+                "store": store}
+
+    def disk(i: int | str) -> Path:
+        return data if store == "local" else data / f"worker-{i}"
     try:
         async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
             for i in range(trials):
                 area = rng.choice(sorted(AREAS))
                 point, most = rng.choice(AREAS[area])
                 fault = f"{point}@{rng.randint(1, most)}" if point else ""
-                p = processes.worker(nats_url, data, prefix, ACTORS, fault=fault, **settings)
+                p = processes.worker(nats_url, disk(i), prefix, ACTORS, fault=fault, **settings)
                 procs.append(p)
                 await asyncio.to_thread(wait_ready, p, 60)
                 work = asyncio.create_task(workload(c, t, i))
@@ -254,10 +272,16 @@ async def campaign(nats_url: str, data: Path, trials: int, seed: int, prefix: st
                 if verbose and (i + 1) % 25 == 0:
                     print(f"  {i + 1} trials, {t.acked} acknowledged", flush=True)
             log = (data.parent / f"{prefix}-healthy.log").open("w")
-            healthy = processes.worker(nats_url, data, prefix, ACTORS, stderr=log, **settings)
+            healthy = processes.worker(nats_url, disk("healthy"), prefix, ACTORS, stderr=log, **settings)
             procs.append(healthy)
             await asyncio.to_thread(wait_ready, healthy, 60)
-            await check(c, data, prefix, t)
+            tree: Tree = LocalTree(data) if store == "local" else \
+                await asyncio.to_thread(JetStreamTree, [nats_url], f"{prefix}_tree")
+            try:
+                await check(c, tree, prefix, t)
+            finally:
+                if isinstance(tree, JetStreamTree):
+                    await asyncio.to_thread(tree.close)
     finally:
         reap(procs)
         stub.close()

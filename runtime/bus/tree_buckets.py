@@ -84,8 +84,11 @@ class Bucket:
         except NotFoundError:
             try:
                 await js.add_stream(config)
-            except BadRequestError:
-                await js.stream_info(config.name)  # created meanwhile by another worker
+            except BadRequestError as refused:
+                try:
+                    await js.stream_info(config.name)  # created meanwhile by another worker
+                except NotFoundError:
+                    raise refused from None  # refused for itself (its placement, its replicas)
         try:
             objects = await js.object_store(f"{name}_big")
         except Exception:  # noqa: BLE001 - absent: create it (idempotent)

@@ -23,3 +23,15 @@ async def test_fifty_sigkills_across_every_write_path_lose_duplicate_and_strand_
     assert len(t.by_area) == len(AREAS)  # every area was tried
     assert (t.lost, t.duplicated, t.stuck) == ([], [], [])
     FIGURES["crash_points"] += t.trials
+
+
+async def test_sigkills_against_the_jetstream_store_each_losing_the_disk_lose_nothing(nats_url: str,
+                                                                                     tmp_path: Path) -> None:
+    """The same campaign with `--store jetstream`, every worker on an empty disk of its own (a crash
+    takes the disk with it): CI runs 25 trials; `bench/crash_campaign.py --store jetstream` 200."""
+    seed = int(os.environ.get("SKALD_CRASH_SEED", "7"))
+    t = await campaign(nats_url, tmp_path / "data", 25, seed, prefix="campjs", verbose=False, store="jetstream")
+    print(f"\ncrash campaign on jetstream (seed {seed}): {t.line()}; by area {dict(t.by_area)}")
+    assert t.trials == 25 and t.acked > 50
+    assert (t.lost, t.duplicated, t.stuck) == ([], [], [])
+    FIGURES["crash_points"] += t.trials

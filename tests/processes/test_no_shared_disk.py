@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.client.api import SkaldClient
 from skald.store import sessions as session_store
@@ -116,4 +118,25 @@ async def test_a_host_killed_and_its_disk_wiped_loses_nothing_and_rejoins_empty(
         if tree is not None:
             await asyncio.to_thread(tree.close)
         reap(ps)
+        await asyncio.to_thread(cluster.stop)
+
+
+async def test_an_accounts_buckets_are_placed_by_its_tags(tmp_path: Path) -> None:
+    """SKALD_STORE_PLACEMENT: an account's buckets go to the servers carrying its tags, at the
+    deployment's replicas; a tag no server carries is refused by JetStream, never placed elsewhere."""
+    cluster = Cluster(tmp_path / "nats", tags=["pool:a"])
+    await cluster.start()
+    await cluster.ready()
+    t = await asyncio.to_thread(JetStreamTree, cluster.urls, "placed_tree", replicas=3,
+                                placement={"acme": ["pool:a"], "*": ["pool:a"], "other": ["pool:b"]})
+    try:
+        await asyncio.to_thread(t.write, "accounts/acme/resources/a.md", b"a")
+        b = t._run(t._bucket("acme"))
+        info = t._run(b.js.stream_info(b.stream))
+        assert info.config.placement.tags == ["pool:a"] and info.config.num_replicas == 3
+        assert len(info.cluster.replicas or []) == 2  # the leader and two others: three servers
+        with pytest.raises(Exception, match="(?i)no suitable peers|insufficient|placement"):
+            await asyncio.to_thread(t.write, "accounts/other/resources/b.md", b"b")  # pool:b: nowhere
+    finally:
+        await asyncio.to_thread(t.close)
         await asyncio.to_thread(cluster.stop)

@@ -121,3 +121,4 @@ def test_appends_from_two_workers_interleave_whole(nats_server: EmbeddedNats) ->
     finally:
         a.close()
         b.close()
+
