@@ -119,10 +119,18 @@ async def cold_start(cluster: Cluster, tmp: Path, rows: int) -> None:
     q = start_worker(cluster.url, tmp / "cold-b", prefix, ACTORS, stream_replicas="3", store="jetstream")
     try:
         async with await SkaldClient.connect(cluster.urls, prefix=prefix, timeout_s=120.0) as c:
-            r = await c.call("search.find", {"query": "glacier moulin survey", "limit": 10})
+            ready = time.perf_counter() - t0
+            while True:  # until its replica holds every row of the index stream, and a find reaches them
+                h = (await c.call("system.health"))["actors"]["retriever"]
+                if h["lag"] == 0 and h["applied_seq"] > 0 and h["index"]["rows"] >= rows:
+                    r = await c.call("search.find", {"query": "glacier moulin survey", "limit": 10})
+                    if r["resources"]:
+                        break
+                await asyncio.sleep(0.2)
             took = time.perf_counter() - t0
-            print(f"cold start: a worker on an empty disk answered find over {rows} rows {took:.1f} s after its "
-                  f"start ({len(r['resources'])} hits)")
+            print(f"cold start: a worker on an empty disk ready {ready:.1f} s after its start; its replica held "
+                  f"{h['index']['rows']} rows and find answered over them {took:.1f} s after its start "
+                  f"({len(r['resources'])} hits)")
     finally:
         q.terminate()
         q.wait()
@@ -149,6 +157,9 @@ async def main() -> None:
                 print(f"round {r + 1} {store:>9}: add_message {m['add_message']:6.0f} msgs/s, Phase 1 p50 "
                       f"{m['p1_50']:.2f} ms, fs.write p50 {m['write_50']:.2f} ms, find p50 {m['find_50']:.2f} ms, "
                       f"context p50 {m['ctx_50']:.2f} ms", flush=True)
+        if not args.rounds:
+            await cold_start(cluster, tmp, args.cold_rows)
+            return
         print(f"\nmedians of {args.rounds} rounds, 3-node cluster on loopback, streams R3:")
         print(f"{'':>10} {'add_message/s':>14} {'Phase1 p50/p99':>16} {'fs.write p50/p99':>18} "
               f"{'(alone) p50/p99':>18} {'+indexed p50/p99':>18} {'find p50/p99':>14} {'context p50/p99':>16}")
