@@ -81,7 +81,7 @@ class TreeReads:
             raise InvalidArgument(f"invalid pattern: {e}", {"field": "pattern"}) from e
         exclude = join_uri(canonical(req.exclude_uri, ctx.identity)) if req.exclude_uri else None
         tags = check_tags(req.tags)
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         starts = grep_glob.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
         matches, cut = await asyncio.to_thread(
             grep_glob.grep, self.ns, starts, regex, limit=req.node_limit, level_limit=req.level_limit, exclude=exclude,
@@ -94,7 +94,7 @@ class TreeReads:
         """`search.glob`: Match paths against a glob pattern."""
         tags = check_tags(req.tags)
         pattern = grep_glob.glob_regex(req.pattern)
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         starts = grep_glob.visible_starts(self.ns, vp, ctx.identity.user, ctx.identity.is_root)
         found, cut = await asyncio.to_thread(grep_glob.glob, self.ns, starts, vp, pattern, req.node_limit,
                                              frozenset(tags) if tags else None)
@@ -127,6 +127,8 @@ class TreeReads:
         return search_msgs.GlobResult(matches=out, count=len(out), truncated=cut)
 
     def _existing(self, uri: str, ident: Identity) -> VikingPath:
+        """`uri` resolved, and there (or a scope's own directory, made on first use); it reads the
+        tree, so handlers call it off the event loop."""
         vp = self.ns.resolve(uri, ident)
         tree_ = self.ns.tree
         if not vp.segments:
@@ -159,7 +161,7 @@ class TreeReads:
     async def fs_read(self, req: fs_msgs.ReadRequest, ctx: Ctx) -> fs_msgs.ReadResult:
         """`fs.read`: Read a file's content (optionally a line range)."""
         file_uri, _, anchor = req.uri.partition("#")
-        vp = self._existing(file_uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, file_uri, ctx.identity)
         t = self.ns.tree
         if await asyncio.to_thread(treeops.is_dir, t, vp.key):
             raise InvalidArgument("is a directory; list it or read its overview", {"uri": vp.uri})
@@ -197,7 +199,7 @@ class TreeReads:
     @handles(catalog.FS_LS)
     async def fs_ls(self, req: fs_msgs.LsRequest, ctx: Ctx) -> fs_msgs.LsResult:
         """`fs.ls`: List a directory."""
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         t = self.ns.tree
         if not await asyncio.to_thread(treeops.is_dir, t, vp.key):
             raise InvalidArgument("not a directory", {"uri": vp.uri})
@@ -233,7 +235,7 @@ class TreeReads:
     @handles(catalog.FS_TREE)
     async def fs_tree(self, req: fs_msgs.TreeRequest, ctx: Ctx) -> fs_msgs.TreeResult:
         """`fs.tree`: A directory tree."""
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         count = 0
         cut = False
 
@@ -263,7 +265,7 @@ class TreeReads:
     @handles(catalog.FS_STAT)
     async def fs_stat(self, req: fs_msgs.StatRequest, ctx: Ctx) -> fs_msgs.StatResult:
         """`fs.stat`: Size and times of a node."""
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         st = await asyncio.to_thread(self.ns.tree.stat, vp.key)
         if st is None:
             raise NotFound("no such file or directory", {"uri": vp.uri})
@@ -273,7 +275,7 @@ class TreeReads:
     @handles(catalog.FS_ABSTRACT)
     async def fs_abstract(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
         """`fs.abstract`: A node's L0 abstract."""
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         is_dir = await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key)
         text = await asyncio.to_thread(self._abstract_of, vp.key, is_dir)
         if not text:
@@ -286,7 +288,7 @@ class TreeReads:
     @handles(catalog.FS_OVERVIEW)
     async def fs_overview(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
         """`fs.overview`: A node's L1 overview."""
-        vp = self._existing(req.uri, ctx.identity)
+        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         if await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key):
             text = await asyncio.to_thread(treeops.read_text, self.ns.tree, f"{vp.key}/{tree.OVERVIEW}", "") or ""
             if not text:

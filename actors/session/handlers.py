@@ -156,7 +156,7 @@ class Sessions:
         st = self._states.get(key)
         if st is not None:
             return st
-        if not sdir.exists():
+        if not await asyncio.to_thread(sdir.exists):
             if not create:
                 raise NotFound("no such session", {"session_id": sdir.session_id})
             self.owners.fence(key)
@@ -186,7 +186,7 @@ class Sessions:
                 st.auto_commit = req.auto_commit
                 self.owners.fence(key)
                 await asyncio.to_thread(session_store.save_session_meta, st.sdir, state.meta_of(st))
-            return self._info(st)
+            return await asyncio.to_thread(self._info, st)
 
         return await self._on_session(catalog.SESSIONS_CREATE, session_msgs.CreateRequest(
             session_id=sid, auto_commit=req.auto_commit), ctx, sid, True, run)
@@ -195,7 +195,7 @@ class Sessions:
     async def get(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:
         """`sessions.get`: A session's counters."""
         async def run(key: str, st: State) -> session_msgs.SessionInfo:
-            return self._info(st)
+            return await asyncio.to_thread(self._info, st)  # it lists the archives: off the event loop
 
         return await self._on_session(catalog.SESSIONS_GET, req, ctx, req.session_id, False, run)
 
