@@ -164,15 +164,22 @@ class JetStreamTree:
 
     async def _prepare(self, b: Bucket, key: str) -> tuple[Found | None, Found | None, list[str]]:
         """Before a write at `key`: (its file, its directory marker, the ancestors lacking a
-        marker); `NotADirectoryError` when a file stands where an ancestor would."""
+        marker); `NotADirectoryError` when a file stands where an ancestor would.
+
+        Its parent's marker standing vouches for every ancestor: markers are made top-down before
+        anything below them, a removal purges a subtree with its markers at once, and no key is a
+        file while it is a directory (a write refuses one). So a write into an existing directory
+        reads three keys, whatever its depth; the whole chain is read only when the parent is new."""
         above = ancestors(key)
-        got = await _all([b.get(kv_key(key)), b.get(mark(key)),
-                          *(b.get(kv_key(a)) for a in above), *(b.get(mark(a)) for a in above)])
-        files, marks = got[2 : 2 + len(above)], got[2 + len(above) :]
+        first = await _all([b.get(kv_key(key)), b.get(mark(key)), *([b.get(mark(above[0]))] if above else [])])
+        if not above or first[2] is not None:
+            return first[0], first[1], []
+        got = await _all([*(b.get(kv_key(a)) for a in above), *(b.get(mark(a)) for a in above[1:])])
+        files, marks = got[: len(above)], [None, *got[len(above):]]
         for a, f in zip(above, files, strict=True):
             if f is not None:
                 raise NotADirectoryError(a)
-        return got[0], got[1], [a for a, m in zip(above, marks, strict=True) if m is None]
+        return first[0], first[1], [a for a, m in zip(above, marks, strict=True) if m is None]
 
     @staticmethod
     async def _mark(b: Bucket, dirs: list[str]) -> None:
