@@ -43,9 +43,12 @@ class LocalTree:
     def read(self, key: str) -> bytes:
         return self.path(key).read_bytes()
 
-    def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
+        path = self.path(key)
+        existed = path.is_file()
         with _os_errors(key):
-            tree.write_atomic_sync(self.path(key), data, durable=durable)
+            tree.write_atomic_sync(path, data, durable=durable)
+        return existed
 
     def create(self, key: str, data: bytes) -> bool:
         try:

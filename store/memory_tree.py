@@ -32,9 +32,11 @@ class MemoryTree:
                 raise IsADirectoryError(key) if self._is_dir(key) else FileNotFoundError(key)
             return self.files[key][0]
 
-    def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         with self._lock:
-            self._put(check_key(key), data)
+            existed = check_key(key) in self.files
+            self._put(key, data)
+            return existed
 
     def _check_parents(self, key: str) -> None:
         """NotADirectoryError when a file stands where one of the key's parents would."""

@@ -124,10 +124,11 @@ def move(t: Tree, src: str, dst: str) -> None:
         raise Conflict("destination exists", {"path": _name(dst)}) from e
 
 
-def write(t: Tree, key: str, data: bytes, *, durable: bool = True) -> None:
-    """Replace a file atomically; a directory or a file in the way is a typed refusal."""
+def write(t: Tree, key: str, data: bytes, *, durable: bool = True) -> bool:
+    """Replace a file atomically (True when one was there); a directory or a file in the way is a
+    typed refusal."""
     try:
-        t.write(key, data, durable=durable)
+        return t.write(key, data, durable=durable)
     except IsADirectoryError as e:
         raise InvalidArgument("is a directory", {"path": _name(key)}) from e
     except NotADirectoryError as e:

@@ -35,9 +35,10 @@ class Tree(Protocol):
         """A file's bytes; `FileNotFoundError` when there is none."""
         ...
 
-    def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         """Replace a file atomically (a reader sees the old bytes or the new, never a mix), creating
-        its parent directories. `durable`: on stable storage before returning."""
+        its parent directories; True when a file was there before. `durable`: on stable storage
+        before returning."""
         ...
 
     def create(self, key: str, data: bytes) -> bool:

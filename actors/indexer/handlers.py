@@ -100,22 +100,25 @@ class Indexer(Imports):
         t = self.ns.tree
 
         def write() -> tuple[bool, bytes]:
-            st = t.stat(vp.key)
-            if st is not None and st.is_dir:
-                raise InvalidArgument("is a directory", {"uri": vp.uri})
             data = req.content.encode()
             if req.mode == "create":
                 try:
                     created = t.create(vp.key, data)
-                except (IsADirectoryError, NotADirectoryError) as e:
+                except IsADirectoryError as e:
+                    raise InvalidArgument("is a directory", {"uri": vp.uri}) from e
+                except NotADirectoryError as e:
                     raise InvalidArgument("a file is in the way", {"uri": vp.uri}) from e
                 if not created:
                     raise Conflict("already exists", {"uri": vp.uri})
-            else:
-                if req.mode == "append" and st is not None:
+                return False, data
+            if req.mode == "append":
+                st = t.stat(vp.key)
+                if st is not None and not st.is_dir:
                     data = treeops.read_bytes(t, vp.key) + data
-                treeops.write(t, vp.key, data)
-            return st is not None, data
+            try:
+                return treeops.write(t, vp.key, data), data
+            except InvalidArgument as e:
+                raise InvalidArgument(e.message, {"uri": vp.uri}) from e
 
         existed, data = await asyncio.to_thread(write)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))

@@ -197,10 +197,10 @@ class JetStreamTree:
             raise IsADirectoryError(key) if await b.get(mark(key)) is not None else FileNotFoundError(key)
         return await self._bytes(b, found)
 
-    def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
-        self._run(self._write(key, bytes(data)))
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
+        return self._run(self._write(key, bytes(data)))
 
-    async def _write(self, key: str, data: bytes) -> None:
+    async def _write(self, key: str, data: bytes) -> bool:
         self._tails.drop(key)
         b = await self._of(key)
         old, is_dir, missing = await self._prepare(b, key)
@@ -210,6 +210,7 @@ class JetStreamTree:
         value, headers = await self._value(b, key, data)
         await b.put(kv_key(key), value, headers=headers)
         await self._drop(b, old)
+        return old is not None
 
     def create(self, key: str, data: bytes) -> bool:
         return self._run(self._create_file(key, bytes(data)))

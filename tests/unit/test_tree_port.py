@@ -24,9 +24,9 @@ def t(request: pytest.FixtureRequest, tmp_path: Path) -> Tree:
 
 
 def test_write_read_replace_and_stat(t: Tree) -> None:
-    t.write("a/b/c.txt", b"one")
+    assert t.write("a/b/c.txt", b"one") is False  # nothing was there
     assert t.read("a/b/c.txt") == b"one"
-    t.write("a/b/c.txt", b"two!", durable=False)
+    assert t.write("a/b/c.txt", b"two!", durable=False) is True  # replaced
     assert t.read("a/b/c.txt") == b"two!"
     st = t.stat("a/b/c.txt")
     assert st is not None and (st.name, st.is_dir, st.size) == ("c.txt", False, 4)
