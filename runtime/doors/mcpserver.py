@@ -16,6 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from skald.messages import errors
+from skald.runtime import __version__
 from skald.runtime.client.api import SkaldClient
 
 # Typed parameters: the schema the model reads names the allowed values and bounds, so a model's
@@ -56,6 +57,14 @@ def hint(e: errors.SkaldError) -> str:
     return ""
 
 
+def tool_error(e: errors.SkaldError) -> str:
+    """A failed tool's text for the model: the code, the message as one sentence, what to do."""
+    message = e.message.strip()
+    if not message.endswith((".", "?", "!")):
+        message += "."
+    return f"{e.code}: {message}{hint(e)}"
+
+
 def for_tools(text: str) -> str:
     for bus, tools in TOOL_NAMES:
         text = text.replace(bus, tools)
@@ -74,7 +83,7 @@ def hits(r: Any) -> str:
 
 
 def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key: str | None = None) -> MCPServer:
-    server = MCPServer("skald", instructions=(
+    server = MCPServer("skald", version=__version__, instructions=(
         "Skald holds this user's memories, resources and skills as viking:// URIs. Call recall at the start of "
         "a task to get what you should know; read a URI to see more of it; remember durable facts the user "
         "tells you."))
@@ -89,7 +98,7 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
         try:
             return await coro  # type: ignore[no-any-return]
         except errors.SkaldError as e:
-            raise ToolError(f"{e.code}: {e.message.rstrip('.')}.{hint(e)}") from None
+            raise ToolError(tool_error(e)) from None
 
     @server.tool()
     async def recall(query: Query, session_id: SessionId = None, max_tokens: Budget = None) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
+from skald.runtime import __version__
+
 SKALD = str(Path(sys.executable).parent / "skald")
 
 
@@ -21,6 +23,7 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")},
         "SKALD_NATS_URL": nats_url, "SKALD_PREFIX": skald.cfg.prefix})
     async with Client(params) as mcp:
+        assert mcp.server_info is not None and mcp.server_info.version == __version__  # was empty
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(tools) == {"recall", "bootstrap", "search_context", "find", "read", "ls", "overview", "glob",
                               "grep", "remember", "update_memory", "memory_history", "forget", "session_add",
