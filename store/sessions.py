@@ -99,7 +99,7 @@ def session_dir(ns: Namespace, ident: Identity, session_id: str) -> SessionDir:
 
 def session_at(ns: Namespace, vp: VikingPath) -> SessionDir:
     """The session directory at a resolved path."""
-    return SessionDir(vp, ns.tree, ns.key(vp))
+    return SessionDir(vp, ns.tree, vp.key)
 
 
 def sessions_root(ns: Namespace, ident: Identity) -> VikingPath:

@@ -1,4 +1,5 @@
-"""The file tree on disk: atomic writes, reads, listings, moves.
+"""Files on one host's disk, as `LocalTree` writes them: atomic writes, and which names a listing
+shows (reads, listings, walks and moves go through the Tree port: `store/treeops.py`).
 
 Every write is temp file + fsync + rename (+ fsync of the directory), so a crash leaves either
 the old or the new file and never a half-written one. Temp files are named `.tmp-*` and are
@@ -7,19 +8,13 @@ never listed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
-import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import aiofiles
-import aiofiles.os
-
-from skald.messages.errors import Conflict, InvalidArgument, NotFound
+from skald.messages.errors import Conflict, InvalidArgument
 from skald.store import faults
 
 TMP_PREFIX = ".tmp-"
@@ -109,144 +104,7 @@ def write_atomic_sync(path: Path, data: bytes, *, exclusive: bool = False, durab
         raise Conflict("the directory was removed meanwhile; retry", {"path": path.parent.name}) from e
 
 
-async def write_atomic(path: Path, data: bytes, *, exclusive: bool = False) -> None:
-    await asyncio.to_thread(write_atomic_sync, path, data, exclusive=exclusive)
-
-
-async def read_bytes(path: Path) -> bytes:
-    try:
-        st = await aiofiles.os.stat(path)
-    except FileNotFoundError as e:
-        raise NotFound("no such file", {"path": path.name}) from e
-    if os.path.isdir(path):
-        raise InvalidArgument("is a directory", {"path": path.name})
-    if st.st_size > MAX_READ_BYTES:
-        raise InvalidArgument("file too large to read in one request", {"max": MAX_READ_BYTES})
-    try:
-        async with aiofiles.open(path, "rb") as f:
-            return await f.read()
-    except FileNotFoundError as e:  # removed since the stat
-        raise NotFound("no such file", {"path": path.name}) from e
-    except (IsADirectoryError, NotADirectoryError) as e:  # replaced by a directory since the stat
-        raise InvalidArgument("is a directory", {"path": path.name}) from e
-
-
-def read_bytes_sync(path: Path) -> bytes:
-    """`read_bytes` for a worker thread: the same typed errors, whatever races the read."""
-    try:
-        if path.stat().st_size > MAX_READ_BYTES:
-            raise InvalidArgument("file too large to read in one request", {"max": MAX_READ_BYTES})
-        return path.read_bytes()
-    except FileNotFoundError as e:
-        raise NotFound("no such file", {"path": path.name}) from e
-    except (IsADirectoryError, NotADirectoryError) as e:
-        raise InvalidArgument("is a directory", {"path": path.name}) from e
-
-
-async def read_text(path: Path) -> str:
-    return (await read_bytes(path)).decode("utf-8", errors="replace")
-
-
-def read_text_sync(path: Path, default: str | None = None) -> str | None:
-    try:
-        return path.read_text("utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return default
-
-
 def visible(name: str, show_hidden: bool) -> bool:
     if name.startswith(TMP_PREFIX):
         return False
     return show_hidden or not name.startswith(".")
-
-
-def listdir_sorted(path: Path, show_hidden: bool = False, missing_ok: bool = False) -> list[os.DirEntry[str]]:
-    """Sorted visible entries. `missing_ok` is for walks: a directory removed by a concurrent
-    writer after its parent was listed is simply gone, not an error."""
-    try:
-        with os.scandir(path) as it:
-            entries = [e for e in it if visible(e.name, show_hidden) and not e.is_symlink()]
-    except FileNotFoundError as e:
-        if missing_ok:
-            return []
-        raise NotFound("no such directory", {"path": path.name}) from e
-    except NotADirectoryError as e:
-        if missing_ok:
-            return []
-        raise InvalidArgument("not a directory", {"path": path.name}) from e
-    entries.sort(key=lambda e: e.name)
-    return entries
-
-
-def walk_files(root: Path, max_depth: int = 64, show_hidden: bool = False) -> Iterator[tuple[Path, int]]:
-    """Files under `root` (depth-first, sorted, symlinks skipped) with their depth below it."""
-    stack: list[tuple[Path, int]] = [(root, 0)]
-    while stack:
-        d, depth = stack.pop()
-        try:
-            entries = listdir_sorted(d, show_hidden)
-        except (NotFound, InvalidArgument):
-            continue
-        subdirs = []
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if depth < max_depth:
-                    subdirs.append((Path(e.path), depth + 1))
-            elif e.is_file(follow_symlinks=False):
-                yield Path(e.path), depth
-        stack.extend(reversed(subdirs))
-
-
-def walk_dirs_bottom_up(root: Path) -> list[Path]:
-    """Every directory under `root` (root included), children before parents."""
-    out: list[Path] = []
-    for dirpath, dirnames, _ in os.walk(root, topdown=True, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if visible(d, False))
-        out.append(Path(dirpath))
-    out.sort(key=lambda p: len(p.parts), reverse=True)
-    return out
-
-
-def remove_sync(path: Path, recursive: bool) -> None:
-    """Remove a file or a directory; one removed meanwhile by someone else is NOT_FOUND, never a crash."""
-    try:
-        _remove(path, recursive)
-    except FileNotFoundError as e:
-        raise NotFound("no such file or directory", {"path": path.name}) from e
-
-
-def _remove(path: Path, recursive: bool) -> None:
-    if path.is_dir() and not path.is_symlink():
-        if not recursive and any(visible(n, False) for n in os.listdir(path)):
-            raise Conflict("directory not empty; pass recursive", {"path": path.name})
-        # Rename first so the subtree disappears atomically, then delete at leisure.
-        trash = path.parent / f"{TMP_PREFIX}rm-{uuid.uuid4().hex}"
-        os.replace(path, trash)
-        _fsync_dir(path.parent)
-        shutil.rmtree(trash, ignore_errors=True)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-        _fsync_dir(path.parent)
-    else:
-        raise NotFound("no such file or directory", {"path": path.name})
-
-
-def move_sync(src: Path, dst: Path) -> None:
-    if not src.exists():
-        raise NotFound("no such file or directory", {"path": src.name})
-    if dst.exists():
-        raise Conflict("destination exists", {"path": dst.name})
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(src, dst)
-    except FileNotFoundError as e:  # moved or removed by a concurrent writer
-        raise NotFound("no such file or directory", {"path": src.name}) from e
-    except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
-        raise Conflict("destination exists", {"path": dst.name}) from e
-    except OSError as e:
-        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # created by a concurrent writer meanwhile
-            raise Conflict("destination exists", {"path": dst.name}) from e
-        raise
-    _fsync_dir(dst.parent)
-    if src.parent != dst.parent:
-        _fsync_dir(src.parent)

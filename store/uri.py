@@ -144,10 +144,6 @@ class Namespace:
             root = self._roots[account] = self.accounts / check_name("account", account)
         return root
 
-    def key(self, vp: VikingPath) -> str:
-        """A resolved path's key in the tree (relative to the data directory)."""
-        return vp.key
-
     @staticmethod
     def account_key(account: str) -> str:
         return f"accounts/{check_name('account', account)}"
@@ -164,12 +160,6 @@ class Namespace:
         segs = canonical(uri, ident)
         self._refuse_escape(str(self.account_root(ident.account)), segs, uri)
         return "/".join(("accounts", ident.account, *segs))
-
-    def from_path(self, account: str, path: Path) -> VikingPath:
-        root = self.account_root(account)
-        rel = path.relative_to(root)
-        segs = tuple(rel.parts)
-        return VikingPath(join_uri(segs), segs, account, path, "/".join(("accounts", account, *segs)))
 
     def from_key(self, account: str, key: str) -> VikingPath:
         """The node a tree key names (a key under the account's root, as a walk of the tree yields)."""

@@ -256,7 +256,7 @@ class Archiver:
         uris: list[str] = []
         removed: list[tuple[str, int]] = []
         base = self.ns.resolve("viking://~/memories", ident)
-        tree, base_key = self.ns.tree, self.ns.key(base)
+        tree, base_key = self.ns.tree, base.key
         src = hashlib.sha1("\x00".join(m.id for m in messages).encode()).hexdigest()[:10]
         # What was said stays findable whatever the model made of it: the verbatim transcript.
         transcript = phase2.transcript_memory(job.session_id, messages)
@@ -311,7 +311,7 @@ class Archiver:
 
     def _existing_keys(self, ident: Identity) -> list[str]:
         """`category/key: first line` of the user's keyed memories, for the model to update."""
-        tree, base = self.ns.tree, self.ns.key(self.ns.resolve("viking://~/memories", ident))
+        tree, base = self.ns.tree, self.ns.resolve("viking://~/memories", ident).key
         out = []
         for cat in phase2.KEYED:
             try:

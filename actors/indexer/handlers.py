@@ -130,7 +130,7 @@ class Indexer(Imports):
     async def fs_mkdir(self, req: fs_msgs.MkdirRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
         """`fs.mkdir`: Create a directory."""
         vp = self._writable(req.uri, ctx.identity)
-        tree_, key = self.ns.tree, self.ns.key(vp)
+        tree_, key = self.ns.tree, vp.key
 
         def make() -> None:
             if not req.parents:
@@ -333,7 +333,7 @@ class Indexer(Imports):
             same = await asyncio.to_thread(memories.same_fact_in, t, parent(vp.key), req.content)
             if same is not None:
                 vp = self.ns.child(self.ns.resolve(vp.parent_uri, ident), same)
-                await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "merge",
+                await asyncio.to_thread(memory_history.save_version, self.ns.tree, vp.key, "merge",
                                         clock_now())
         await asyncio.to_thread(treeops.write, t, vp.key, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,),
@@ -352,7 +352,7 @@ class Indexer(Imports):
     async def update_memory(self, req: ingest_msgs.UpdateMemoryRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
         """`memories.update`: Replace a memory's text (the old text is kept as a version)."""
         vp = self._memory(req.uri, ctx.identity, existing=True)
-        await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "update", clock_now())
+        await asyncio.to_thread(memory_history.save_version, self.ns.tree, vp.key, "update", clock_now())
         await asyncio.to_thread(treeops.write, self.ns.tree, vp.key, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
         return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
@@ -361,14 +361,14 @@ class Indexer(Imports):
     async def delete_memory(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> fs_msgs.ChangeResult:
         """Forget: the memory leaves the tree and the index; its text stays in its history."""
         vp = self._memory(req.uri, ctx.identity, existing=True)
-        await asyncio.to_thread(memory_history.save_version, self.ns.tree, self.ns.key(vp), "delete", clock_now())
+        await asyncio.to_thread(memory_history.save_version, self.ns.tree, vp.key, "delete", clock_now())
         return await self._remove(vp, [(vp.uri, 2)], False, req.wait, ctx)
 
     @handles(catalog.MEMORIES_HISTORY)
     async def memory_history(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> ingest_msgs.MemoryHistory:
         """`memories.history`: A memory's text now and every earlier version."""
         vp = self._memory(req.uri, ctx.identity)
-        versions = await asyncio.to_thread(memory_history.versions, self.ns.tree, self.ns.key(vp))
+        versions = await asyncio.to_thread(memory_history.versions, self.ns.tree, vp.key)
         current = await asyncio.to_thread(treeops.read_text, self.ns.tree, vp.key)
         if current is None and not versions:
             raise NotFound("no such memory", {"uri": vp.uri})

@@ -134,8 +134,8 @@ class TreeReads:
         if not vp.segments:
             # The top of the tree always lists the caller's roots, even before anything is written.
             for root in ("viking://resources", "viking://agent", ident.user_root):
-                tree_.mkdir(self.ns.key(self.ns.resolve(root, ident)))
-        key = self.ns.key(vp)
+                tree_.mkdir(self.ns.resolve(root, ident).key)
+        key = vp.key
         if tree_.stat(key) is None:
             if vp.uri not in self._containers(ident):
                 raise NotFound("no such file or directory", {"uri": vp.uri})

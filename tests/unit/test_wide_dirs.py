@@ -10,7 +10,7 @@ import pytest
 from skald.actors.indexer.pipeline import SHOWN_CHILDREN, _list_children, shown_children
 from skald.actors.indexer.wide import COST_RATIO, REFRESH_S, WIDE_ENTRIES, WideDirs
 from skald.actors.text import extract
-from skald.store import sidecar, tree
+from skald.store import sidecar, tree, treeops
 from skald.store.local_tree import LocalTree
 
 
@@ -34,9 +34,9 @@ def wide(root: Path, dirs: int, files: int) -> Path:
 def every_abstract(d: Path) -> list[tuple[str, bool, str]]:
     facts = sidecar.load(LocalTree(d.parent), d.name)
     out = []
-    for e in tree.listdir_sorted(d):
-        if e.is_dir():
-            out.append((e.name, True, (Path(e.path) / tree.ABSTRACT).read_text()))
+    for e in treeops.listdir(LocalTree(d.parent), d.name):
+        if e.is_dir:
+            out.append((e.name, True, (d / e.name / tree.ABSTRACT).read_text()))
         else:
             out.append((e.name, False, facts[e.name].abstract))
     return out
