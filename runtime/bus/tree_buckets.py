@@ -10,14 +10,17 @@ placement tags. The stream's configuration is the KV layout, so the `nats kv` to
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 import re
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from nats.js import api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 KV_OP = "KV-Operation"
 SIZE = "Skald-Size"  # an object pointer's file size, readable from headers alone
@@ -25,6 +28,8 @@ MTIME = "Skald-Mtime"  # a moved file's modification time (a move keeps it, as r
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 _PLAIN_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SYSTEM = "_"  # the bucket of keys outside any account
+LEADER_WAIT_S = 5.0  # how long a listing waits for a group electing its leader (an election takes seconds)
+MAX_PAGES = 1000  # the server pages subject listings by 100,000: a listing past 10^8 keys is refused
 
 
 def bucket_name(base: str, account: str) -> str:
@@ -149,10 +154,32 @@ class Bucket:
 
     async def keys(self, pattern: str) -> list[str]:
         """The live keys matching `pattern` (a subject wildcard under the bucket), as the stream's
-        leader knows them: what any worker wrote before is there (an ephemeral consumer may be
-        placed on a replica still catching up, so a listing never reads through one)."""
-        info = await self.js.stream_info(self.stream, subjects_filter=self.pre + pattern)
-        return [subj[len(self.pre):] for subj in (info.state.subjects or {})]
+        leader knows them: what any worker wrote before is there. Only the leader's answer counts:
+        while a group has no leader every member answers stream info, a replica back on an empty
+        disk included, so an answer that names no leader is asked again until one does (an
+        ephemeral consumer may sit on such a replica too, so a listing never reads through one).
+        Past the server's page of subjects the listing is read page by page."""
+        found: list[str] = []
+        for _ in range(MAX_PAGES):
+            page, total = await self._subjects_page(pattern, len(found))
+            found += [subj[len(self.pre):] for subj in page]
+            if not page or len(found) >= total:
+                return found
+        raise ServiceUnavailableError(description=f"listing {pattern}: more than {MAX_PAGES} pages")
+
+    async def _subjects_page(self, pattern: str, offset: int) -> tuple[list[str], int]:
+        """One page of the leader's subjects under `pattern` and how many there are in all."""
+        request = json.dumps({"subjects_filter": self.pre + pattern, "offset": offset}).encode()
+        deadline = time.monotonic() + LEADER_WAIT_S
+        while True:
+            resp = await self.js._api_request(f"{self.js._prefix}.STREAM.INFO.{self.stream}", request,
+                                              timeout=self.js._timeout)
+            if (resp.get("cluster") or {}).get("leader") or "cluster" not in resp:
+                subjects = list((resp.get("state") or {}).get("subjects") or {})
+                return subjects, int(resp.get("total") or len(subjects))
+            if time.monotonic() > deadline:
+                raise ServiceUnavailableError(description=f"{self.stream} has no leader to list from")
+            await asyncio.sleep(0.1)
 
 
 class Tails:

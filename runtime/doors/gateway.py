@@ -29,7 +29,16 @@ from skald.messages import catalog, errors
 from skald.messages import ingest as ingest_msgs
 from skald.messages import sessions as session_msgs
 from skald.messages.catalog import OPS
-from skald.messages.envelope import H_ACCOUNT, H_AGENT, H_API_KEY, H_DEPRECATION, H_PEER, H_STATUS, H_USER
+from skald.messages.envelope import (
+    H_ACCOUNT,
+    H_AGENT,
+    H_API_KEY,
+    H_DEPRECATION,
+    H_INDEX_SEQ,
+    H_PEER,
+    H_STATUS,
+    H_USER,
+)
 from skald.runtime import __version__
 from skald.runtime.client import replies, tracing
 from skald.runtime.client.api import SkaldClient
@@ -51,6 +60,22 @@ from skald.runtime.doors.openapi import openapi
 IDENTITY = (("X-OpenViking-Account", H_ACCOUNT), ("X-OpenViking-User", H_USER),
             ("X-OpenViking-Agent", H_AGENT), ("X-OpenViking-Actor-Peer", H_PEER))
 _enc = msgspec.json.Encoder()
+
+
+class _Seq(msgspec.Struct):
+    """The one field of a write's reply the gateway reads: the index sequence it was acknowledged at."""
+
+    index_seq: int = 0
+
+
+class _SeqReply(msgspec.Struct):
+    result: _Seq | None = None
+
+
+_seq_of = msgspec.json.Decoder(_SeqReply)
+# The operations whose replies carry the index sequence a later read must see (read-your-writes).
+SEQUENCED = frozenset(op.name for op in OPS.values()
+                      if op.result is not None and "index_seq" in getattr(op.result, "__struct_fields__", ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +157,9 @@ class Gateway:
         self.keys = keys if keys is not None and keys.enabled else None
         self.servers = servers or []
         self._conns: dict[str, SkaldClient] = {}  # per key digest
+        # The highest index sequence a write through this gateway was acknowledged at, passed on with
+        # every request so a search after `wait: true` (or any write) sees it, as a client's would.
+        self.index_seq = 0
         self._opening: dict[str, asyncio.Lock] = {}
         self.registry = CollectorRegistry()
         self.http_requests = Counter("skald_gateway_requests", "HTTP requests by method, route and status.",
@@ -226,6 +254,8 @@ class Gateway:
 
     async def _forward(self, op: str, body: bytes, headers: dict[str, str], timeout_s: float) -> web.Response:
         hdrs = {**headers, "Skald-Timeout-Ms": str(int(timeout_s * 1000))}
+        if self.index_seq:
+            hdrs[H_INDEX_SEQ] = str(self.index_seq)
         tracing.inject(hdrs)
         # In the actors' own process an operation they serve skips the bus: the host checks the
         # key itself, as it would a bus request's.
@@ -244,6 +274,10 @@ class Gateway:
             got = (resp_msg.data, resp_msg.headers or {})
         data, hdrs = got
         status = HTTP_STATUS.get(hdrs.get(H_STATUS, "OK"), 500)
+        if op in SEQUENCED and status == 200:
+            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                got_seq = _seq_of.decode(data).result
+                self.index_seq = max(self.index_seq, got_seq.index_seq if got_seq else 0)
         if op in ISO_TIMES and status == 200:
             data = _enc.encode(iso_times(json.loads(data)))
         out = web.Response(body=data, status=status, content_type="application/json")

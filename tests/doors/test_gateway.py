@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import openviking_sdk as ov
 import pytest
 from openviking_sdk import errors as ov_errors
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from skald.messages.envelope import H_INDEX_SEQ
 from skald.runtime.bus import keys as key_store
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.doors.gateway import ROUTES, serve
@@ -88,6 +90,33 @@ async def test_openviking_sdk_adds_local_files_and_folders_through_temp_upload(g
         assert any(h["uri"] == "viking://resources/guide/ops/backups.md" for h in found["resources"])
     finally:
         await sdk.close()
+
+
+async def test_a_read_after_a_write_through_the_gateway_waits_for_that_write(
+        gateway: str, skald: Any, nats_url: str) -> None:
+    """HTTP callers hold no index sequence of their own: the gateway passes on the highest one its
+    writes were acknowledged at, so a find after `wait: true` (or any write) sees what was written,
+    however far the retriever's replica lags."""
+    nc = await nats.connect(nats_url)
+    seen: list[dict[str, str]] = []
+
+    async def note(m: Any) -> None:
+        seen.append(dict(m.headers or {}))
+
+    sub = await nc.subscribe(f"{skald.cfg.prefix}.v1.search.find", cb=note)
+    try:
+        async with httpx.AsyncClient(base_url=gateway) as http:
+            r = await http.post("/api/v1/content/write", json={"uri": "viking://resources/rpo.md",
+                                                               "content": "# RPO\n\nFifteen minutes.\n"})
+            assert r.status_code == 200
+            acked = r.json()["result"]["index_seq"]
+            found = await http.post("/api/v1/search/find", json={"query": "recovery point", "limit": 3})
+            assert found.status_code == 200
+        await nc.flush()
+        assert acked > 0 and seen and int(seen[-1][H_INDEX_SEQ]) >= acked
+    finally:
+        await sub.unsubscribe()
+        await nc.close()
 
 
 async def test_recall_route_and_deprecation_header(gateway: str) -> None:

@@ -122,3 +122,20 @@ def test_appends_from_two_workers_interleave_whole(nats_server: EmbeddedNats) ->
         a.close()
         b.close()
 
+
+
+def test_a_listing_past_the_servers_page_of_subjects_is_read_page_by_page(t: JetStreamTree) -> None:
+    """The server names at most 100,000 subjects per stream-info answer: a directory holding more
+    lists whole (published without acks for speed; the listing is what is under test)."""
+    t.mkdir("big")
+    system = t._run(t._bucket("_"))
+
+    async def fill() -> None:
+        nc = system.js._nc
+        for i in range(100_050):
+            await nc.publish(system.pre + kv_key(f"big/f{i:06d}"), b"F")
+        await system.put(kv_key("big/last"), b"F")  # acknowledged once everything before it is stored
+
+    t._run(fill())
+    names = [e.name for e in t.list("big")]
+    assert len(names) == 100_051 and names[0] == "f000000" and names[-2:] == ["f100049", "last"]
