@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import msgspec
 
@@ -47,7 +47,16 @@ class SkaldClient(Transport):
         """Ranked hits (memories, resources, skills) for a query; no budget, no assembly."""
         return await self.request(catalog.SEARCH_FIND, search_msgs.FindRequest(**_given(locals())))
 
-    async def search(self, query: str = "", *, image_url: str | list[str] | None = None,
+    @overload
+    async def search(self, query: str = "", *, mode: Literal["list"] = "list",
+                     **params: Any) -> search_msgs.FindResult: ...
+
+    @overload
+    async def search(self, query: str = "", *, mode: Literal["context", "bootstrap"],
+                     **params: Any) -> context_msgs.ContextResult: ...
+
+    async def search(self, query: str = "", *, mode: Literal["list", "context", "bootstrap"] = "list",
+                     image_url: str | list[str] | None = None,
                      target_uri: str | list[str] = "", events_time_decay_protection: str | None = None,
                      context_type: str | list[str] | None = None, tags: list[str] | None = None, limit: int = 10,
                      node_limit: int | None = None, score_threshold: float | None = None,
@@ -56,10 +65,24 @@ class SkaldClient(Transport):
                      level: int | str | list[int] | None = None, include_provenance: bool = False,
                      read_content: bool = False, telemetry: bool | dict[str, Any] = False,
                      search_type: Literal["semantic", "keywords", "hybrid"] = "semantic",
-                     session_id: str | None = None, score_gte: bool = False) -> search_msgs.FindResult:
-        """`search` in list mode: ranked hits, planned from the session's context when a session is given
-        (`context` and `bootstrap` are the other modes)."""
-        return msgspec.convert(await self.request(catalog.SEARCH_SEARCH, search_msgs.SearchRequest(**_given(locals()))),
+                     session_id: str | None = None, score_gte: bool = False,
+                     **assembly: Any) -> search_msgs.FindResult | context_msgs.ContextResult:
+        """`search`, as on the wire: `mode="list"` (the default) gives ranked hits, planned from the
+        session's context when a session is given; `mode="context"` is `context()` (one block under a
+        token budget, its parameters such as `max_tokens` taken here too) and `mode="bootstrap"` is
+        `bootstrap()`. The reply's type follows the mode."""
+        args = _given(locals())
+        del args["mode"], args["assembly"]
+        if mode == "context":
+            return await self.context(**args, **assembly)
+        if mode == "bootstrap":
+            if query:
+                raise errors.InvalidArgument("mode='bootstrap' takes no query: it builds the session-start block")
+            return await self.bootstrap(session_id=session_id, telemetry=telemetry, **assembly)
+        if mode != "list":
+            raise errors.InvalidArgument(f"mode must be 'list', 'context' or 'bootstrap', not {mode!r}")
+        return msgspec.convert(await self.request(catalog.SEARCH_SEARCH,
+                                                  search_msgs.SearchRequest(**args, **assembly)),
                                search_msgs.FindResult)
 
     async def context(self, query: str = "", *, image_url: str | list[str] | None = None,

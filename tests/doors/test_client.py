@@ -115,3 +115,25 @@ async def test_sync_wrapper(skald: Any, nats_url: str) -> None:
 
     total, status = await asyncio.to_thread(work)
     assert total >= 1 and status == "ok"
+
+
+async def test_search_takes_its_mode_and_answers_with_that_modes_reply(skald: Any, nats_url: str) -> None:
+    """The README presents context and bootstrap as modes of `search`: the client's `search` takes
+    `mode` and returns the reply that mode gives, from the sync client as from the async one."""
+    def work() -> tuple[Any, Any, Any]:
+        with SyncSkaldClient(nats_url, prefix=skald.cfg.prefix) as sk:
+            sk.write("viking://resources/rpo.md", "# Recovery\n\nThe recovery point objective is fifteen minutes.\n")
+            listed = sk.search("recovery point objective")
+            block = sk.search("recovery point objective", mode="context", max_tokens=400)
+            boot = sk.search(mode="bootstrap", max_tokens=400)
+            return listed, block, boot
+
+    listed, block, boot = await asyncio.to_thread(work)
+    assert isinstance(listed, search_msgs.FindResult) and listed.resources
+    assert isinstance(block, context_msgs.ContextResult) and "fifteen minutes" in block.rendered
+    assert isinstance(boot, context_msgs.ContextResult)
+    async with await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix) as sk:
+        with pytest.raises(errors.InvalidArgument, match="max_tokens"):
+            await sk.search("recovery", max_tokens=400)  # a budget is context's: list mode refuses it
+        with pytest.raises(errors.InvalidArgument, match="no query"):
+            await sk.search("recovery", mode="bootstrap")
