@@ -136,9 +136,10 @@ class Transport:
         with contextlib.suppress(Exception):  # reconnecting (a revoked key, a server gone): no drain
             await self.nc.drain()
         if not self.nc.is_closed:  # a drain refused or cut short mid-reconnect leaves it open: close
-            # The server may reset the socket under the close (it closed a revoked key's connection):
-            # nats-py then raises from flushing its buffer, and the connection is closed all the same.
-            with contextlib.suppress(OSError):
+            # The server may reset the socket under the close (it closed a revoked key's connection),
+            # or be gone with it (the event loop refuses a write to a closed transport): nats-py then
+            # raises from flushing its buffer, and the connection is closed all the same.
+            with contextlib.suppress(OSError, RuntimeError):
                 await self.nc.close()
 
     async def raw(self, op: Op | str, body: bytes, headers: dict[str, str] | None = None,

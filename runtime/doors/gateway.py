@@ -60,6 +60,7 @@ from skald.runtime.doors.openapi import openapi
 IDENTITY = (("X-OpenViking-Account", H_ACCOUNT), ("X-OpenViking-User", H_USER),
             ("X-OpenViking-Agent", H_AGENT), ("X-OpenViking-Actor-Peer", H_PEER))
 _enc = msgspec.json.Encoder()
+RECONNECT_RETRY_MS = 2000  # the hint while the gateway's NATS connection is down (nats-py retries every 2 s)
 
 
 class _Seq(msgspec.Struct):
@@ -263,6 +264,8 @@ class Gateway:
         if got is None:
             try:
                 bus = await self._bus(headers.get(H_API_KEY))
+                if not bus.nc.is_connected:  # reconnecting: nats-py would hold the request until its deadline
+                    return self._bus_down()
                 resp_msg = await replies.of(bus.nc).request(f"{self.client.prefix}.v1.{op}", body, timeout_s + 0.5,
                                                             headers=hdrs)  # the connection's one reply inbox
             except errors.SkaldError as e:
@@ -390,8 +393,20 @@ class Gateway:
                                        self.client.timeout_s)
         return _enc.encode({"session_id": sid})
 
+    def _bus_down(self) -> web.Response:
+        """What a request gets while the gateway has no bus connection: 503 at once, with the
+        retry hint, rather than a wait for a deadline no worker can meet."""
+        out = error_response("UNAVAILABLE", "the gateway has lost its NATS connection and is reconnecting",
+                             {"retry_after_ms": RECONNECT_RETRY_MS})
+        out.headers["Retry-After"] = str(RECONNECT_RETRY_MS // 1000)
+        return out
+
     async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "version": __version__})
+        """Liveness of what the gateway needs: its NATS connection (503 while it reconnects)."""
+        if not self.client.nc.is_connected:
+            return web.json_response({"status": "unavailable", "version": __version__, "bus": "disconnected"},
+                                     status=503)
+        return web.json_response({"status": "ok", "version": __version__, "bus": "connected"})
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi(ROUTES))
