@@ -56,6 +56,8 @@ RESOURCES_ADD = Op("resources.add", ingest_msgs.AddResourceRequest, ingest_msgs.
                    "Ingest a resource (a server path, content, a URL or git repository, or an upload).")
 RESOURCES_UPLOAD = Op("resources.upload", ingest_msgs.UploadRequest, ingest_msgs.UploadResult,
                       "Send one file (or the next piece of one) for a later resources.add.")
+RESOURCES_JOB = Op("resources.job", ingest_msgs.JobRef, ingest_msgs.IngestResult,
+                   "An ingest job's outcome (done or failed, with its counts), or queued while it runs.")
 SKILLS_ADD = Op("skills.add", ingest_msgs.AddSkillRequest, ingest_msgs.IngestResult,
                 "Add a skill (SKILL.md with name and description).")
 CONTENT_SET_TAGS = Op("content.set_tags", ingest_msgs.SetTagsRequest, ingest_msgs.SetTagsResult,
@@ -119,5 +121,5 @@ QUEUES: dict[str, Queue] = {q.name: q for q in (INGEST, ARCHIVE)}
 RETRY_SAFE: frozenset[str] = frozenset(op.name for op in (
     FS_READ, FS_LS, FS_TREE, FS_STAT, FS_ABSTRACT, FS_OVERVIEW, MEMORIES_HISTORY, SEARCH_FIND, SEARCH_SEARCH,
     SEARCH_RECALL, SEARCH_GREP, SEARCH_GLOB, SESSIONS_GET, SESSIONS_LIST, SESSIONS_ADD_MESSAGE, SESSIONS_CONTEXT,
-    SESSIONS_USED, CONTENT_REINDEX,
+    SESSIONS_USED, CONTENT_REINDEX, RESOURCES_JOB,
     SESSIONS_ARCHIVES, SYSTEM_HEALTH, SYSTEM_WHOAMI, SYSTEM_STATS))

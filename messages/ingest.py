@@ -38,6 +38,13 @@ class AddResourceRequest(_Req, frozen=True):
     wait: bool = False
 
 
+class JobRef(_Req, frozen=True):
+    """The request of `resources.job`: an ingest job by the id `resources.add` answered with."""
+
+    job_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$")]
+    wait: bool = False  # until the job ends or the request's deadline comes
+
+
 class UploadRequest(_Req, frozen=True):
     """One file (or the next piece of one) of an upload; the first call leaves `upload_id` out
     and gets one. `offset` is where the piece goes: 0 starts the file, the file's current size

@@ -8,7 +8,7 @@ import click
 import msgspec
 
 from skald.runtime import __version__
-from skald.runtime.doors import cli_admin, cli_help, cli_sessions
+from skald.runtime.doors import cli_admin, cli_help, cli_ingest, cli_sessions
 from skald.runtime.doors import cli_client as commands
 from skald.runtime.host.config import IMPLEMENTED_ACTORS, Config
 from skald.runtime.host.threads import one_blas_thread
@@ -315,6 +315,7 @@ def store_migrate(to: str, data_dir: Path | None, nats_url: str | None, stream_r
 
 
 commands.register(main)
+cli_ingest.register(main)
 cli_replay.register(main)
 cli_sessions.register(main)
 cli_admin.register(main)

@@ -18,6 +18,7 @@ SUBJECTS: dict[str, tuple[dict, list[str], str | None]] = {
               ["from_uri", "to_uri"], "from_uri"),
     "resources.add": ({"content": "x", "name": "x.md"}, [], "target_uri"),
     "resources.upload": ({"path": "docs/x.md", "data": "eA=="}, ["path", "data"], None),
+    "resources.job": ({"job_id": "0" * 32}, ["job_id"], None),
     "content.set_tags": ({"uri": "viking://resources/x.md", "tags": ["team=platform"]}, ["uri", "tags"], "uri"),
     "content.reindex": ({"uri": "viking://resources"}, ["uri"], "uri"),
     "skills.add": ({"content": "---\nname: s\ndescription: d\n---\n"}, [], None),

@@ -17,9 +17,10 @@ from skald.actors.indexer import file_rows, sources
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
+from skald.actors.kit.ports import Events
 from skald.actors.kit.request import Ctx
 from skald.actors.text import formats
-from skald.messages import catalog, folders
+from skald.messages import catalog, folders, subjects
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound, PermissionDenied
 from skald.store import document_records, importing, treeops
@@ -41,6 +42,7 @@ class Imports:
 
     ns: Namespace
     import_roots: list[Path]
+    bus: Events
 
     def _writable(self, uri: str, ident: Identity) -> VikingPath:
         raise NotImplementedError
@@ -55,6 +57,21 @@ class Imports:
     @staticmethod
     def _job_id() -> str:
         return request_id("ingest")
+
+    @handles(catalog.RESOURCES_JOB, timeout_s=600.0)
+    async def job(self, req: ingest_msgs.JobRef, ctx: Ctx) -> ingest_msgs.IngestResult:
+        """An ingest job's outcome from its `ingest.done` event (kept in the events stream, so a
+        caller that missed it, cut off or gone, still learns it); `queued` while the job runs. Only
+        the caller's own account's jobs are visible."""
+        name = subjects.ingest_done(ctx.identity.account, req.job_id)
+        if req.wait:
+            async with self.bus.waiter(name) as w:  # open before the look, so an end between is not missed
+                raw = await self.bus.last_event(name) or await w.wait(max(0.0, ctx.remaining() - 0.05))
+        else:
+            raw = await self.bus.last_event(name)
+        if raw is None:
+            return ingest_msgs.IngestResult(job_id=req.job_id, root_uri="", status="queued")
+        return msgspec.json.decode(raw, type=ingest_msgs.IngestResult)
 
     @handles(catalog.RESOURCES_UPLOAD, timeout_s=60.0, journal=True)
     async def upload(self, req: ingest_msgs.UploadRequest, ctx: Ctx) -> ingest_msgs.UploadResult:

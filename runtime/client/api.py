@@ -244,6 +244,11 @@ class SkaldClient(Transport):
             args["upload_id"] = await self.upload(local, include=include, exclude=exclude)
         return await self.request(catalog.RESOURCES_ADD, ingest_msgs.AddResourceRequest(**args))
 
+    async def job(self, job_id: str, *, wait: bool = False) -> ingest_msgs.IngestResult:
+        """`resources.job`: an ingest job's outcome (done or failed, with its counts), or `queued`
+        while it runs; with `wait`, until it ends or the client's deadline."""
+        return await self.request(catalog.RESOURCES_JOB, ingest_msgs.JobRef(job_id=job_id, wait=wait))
+
     async def commit(self, session_id: str, *, keep_recent_count: int | None = None,
                      retention_mode: Literal["turn_budget"] | None = None, keep_recent_turn_count: int | None = None,
                      retained_message_token_budget: int | None = None, min_raw_tail_steps: int | None = None,

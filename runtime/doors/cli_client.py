@@ -13,7 +13,6 @@ import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -62,6 +61,8 @@ def connection(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
         except (OSError, NoServersError) as e:
             click.echo(f"error: cannot reach NATS at {nats_url}: {e or type(e).__name__}", err=True)
             raise SystemExit(6) from None
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None  # what was cut short said so itself (an ingest: its job goes on)
 
     return wrapper
 
@@ -247,110 +248,7 @@ async def remember(client: SkaldClient, output: str, category: str, content: str
     emit(output, await client.remember(category, content), lambda r: f"remembered {r.root_uri}")
 
 
-@click.command()
-@click.argument("source")
-@click.option("--name", help="Name under viking://resources (default: the file, directory or URL name).")
-@click.option("--to", "target_uri", help="Parent URI (default viking://resources).")
-@click.option("--include", multiple=True, help="Only files matching this glob (repeatable).")
-@click.option("--exclude", multiple=True, help="Leave out files matching this glob (repeatable).")
-@click.option("--keep-missing", is_flag=True, help="Keep files that vanished from a re-added folder.")
-@click.option("--server-path", is_flag=True, help="Let the server read SOURCE itself (root or admin key) "
-                                                  "instead of uploading it.")
-@connection
-async def add(client: SkaldClient, output: str, source: str, name: str | None, target_uri: str | None,
-              include: tuple[str, ...], exclude: tuple[str, ...], keep_missing: bool, server_path: bool) -> None:
-    """Ingest a file, a folder, a URL or a git repository as a resource, with a progress bar on a
-    terminal. Local files are uploaded (.gitignore honoured); URLs are fetched by the server."""
-    kw: dict[str, Any] = {"wait": False, "keep_missing": keep_missing}
-    if include:
-        kw["include"] = list(include)
-    if exclude:
-        kw["exclude"] = list(exclude)
-    if "://" in source:
-        kw["url"] = source
-    elif server_path:
-        kw["path"] = str(Path(source).resolve())
-    else:
-        if not Path(source).exists():
-            raise click.BadParameter(f"no such file or directory: {source}", param_hint="SOURCE")
-        kw["upload_id"] = await client.upload(source, include=kw.get("include"), exclude=kw.get("exclude"))
-    if name:
-        kw["name"] = name
-    if target_uri:
-        kw["target_uri"] = target_uri
-    result = await ingest_with_progress(client, kw, show=output == "text" and sys.stderr.isatty())
-
-    def text(r: Any) -> str:
-        if r.status != "done":
-            return f"{r.status}: {r.root_uri} {r.error or ''}"
-        lines = [f"added {r.root_uri}: {r.files} files, {r.sections} sections, {r.directories} directories, "
-                 f"{r.rows} rows" + (f", {r.removed} vanished files removed" if r.removed else "")]
-        lines += [f"  skipped {s.uri}: {s.reason}" + (f" ({s.detail})" if s.detail else "") for s in r.skipped]
-        return "\n".join(lines)
-
-    emit(output, result, text)
-    if result.status == "failed":
-        raise SystemExit(1)
-
-
-async def ingest_with_progress(client: SkaldClient, kw: dict[str, Any], show: bool) -> Any:
-    """Queue the ingest, follow its progress notes and wait for its done event."""
-    from skald.messages.ingest import IngestProgress, IngestResult
-
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[IngestResult] = loop.create_future()
-    progress: list[IngestProgress] = []
-    early: dict[str, IngestResult] = {}
-    job: dict[str, str] = {}
-
-    async def on_done(msg: Any) -> None:
-        r = msgspec.json.decode(msg.data, type=IngestResult)
-        if r.job_id == job.get("id") and not done.done():
-            done.set_result(r)
-        else:
-            early[r.job_id] = r
-
-    async def on_progress(msg: Any) -> None:
-        p = msgspec.json.decode(msg.data, type=IngestProgress)
-        if p.job_id == job.get("id"):
-            progress.append(p)
-
-    # Events are published under the caller's account: ask which that is (a key pins it).
-    token = (await client.whoami()).account_token
-    subs = [await client.nc.subscribe(f"{client.prefix}.evt.acct.{token}.ingest.done.*", cb=on_done),
-            await client.nc.subscribe(f"{client.prefix}.note.acct.{token}.ingest.progress.*", cb=on_progress)]
-    try:
-        queued = await client.add_resource(**kw)
-        job["id"] = queued.job_id
-        if queued.job_id in early and not done.done():
-            done.set_result(early[queued.job_id])
-        bar = click.progressbar(length=1, label="indexing", file=sys.stderr) if show else None
-        with bar if bar is not None else _null():
-            while not done.done():
-                await asyncio.wait([done], timeout=0.2)
-                if bar is not None and progress:
-                    p = progress[-1]
-                    bar.length = max(1, p.total)
-                    bar.update(p.done - bar.pos)
-            if bar is not None:
-                bar.update(bar.length - bar.pos)
-        final = done.result()
-        return msgspec.structs.replace(final, root_uri=queued.root_uri, removed=queued.removed,
-                                       skipped=[*queued.skipped, *final.skipped])
-    finally:
-        for s in subs:
-            await s.unsubscribe()
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
-COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember, add)
+COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember)
 
 
 def register(group: click.Group) -> None:
