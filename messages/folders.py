@@ -19,7 +19,6 @@ SKIP_DIRS = frozenset({
     "node_modules", "__pycache__", "venv", ".venv", "env", "site-packages", "dist", "build", "target", "out",
     "bower_components", "vendor", ".tox", ".nox", ".eggs", "coverage", "htmlcov",
 })
-MAX_IMPORT_FILE_BYTES = 16 * 1024 * 1024
 MAX_IMPORT_FILES = 20_000
 
 
@@ -68,10 +67,7 @@ def select(root: Path, include: list[str] | None = None, exclude: list[str] | No
                 continue
             if (inc is not None and not inc.match_file(rel)) or (exc is not None and exc.match_file(rel)):
                 continue
-            try:
-                if p.stat().st_size > MAX_IMPORT_FILE_BYTES:
-                    continue
-            except OSError:
+            if not p.is_file():  # a socket or fifo; a file's size is the server's to judge (it reports it)
                 continue
             if keep is not None and not keep(p):
                 continue

@@ -54,14 +54,20 @@ class UploadRequest(_Req, frozen=True):
     data: bytes  # base64 in JSON
     upload_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$")] | None = None
     offset: Annotated[int, Meta(ge=0)] = 0
+    # The whole file's size, declared with its first piece: a file over the workers' limit is then
+    # refused before it is sent (noted in the upload, reported by the add as skipped: too_large).
+    size: Annotated[int, Meta(ge=0)] | None = None
 
 
 class UploadResult(msgspec.Struct, kw_only=True):
-    """A piece of an upload stored: the upload's id and how many bytes it holds."""
+    """A piece of an upload stored: the upload's id and how many bytes it holds; or the file
+    refused (`refused`: too_large, with the limit), nothing of it kept."""
 
     upload_id: str
     path: str
     size: int  # the file's size after this piece
+    refused: Literal["too_large"] | None = None
+    max_bytes: int = 0  # the workers' per-file limit, when refused
 
 
 class AddSkillRequest(_Req, frozen=True):

@@ -19,7 +19,7 @@ import msgspec
 from skald.actors.indexer import file_rows, memories
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.imports import Imports
-from skald.actors.indexer.pipeline import IngestPipeline
+from skald.actors.indexer.pipeline import MAX_FILE_BYTES, IngestPipeline
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
@@ -43,12 +43,14 @@ class Indexer(Imports):
     published as index rows; the tree's writes (fs.write, mkdir, rm, mv, tags)."""
 
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: IndexerBus,
-                 clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None) -> None:
+                 clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None,
+                 max_file_bytes: int = MAX_FILE_BYTES) -> None:
         self.ns = ns
         self.import_roots = [p.resolve() for p in import_roots or []]
+        self.max_file_bytes = max_file_bytes
         self.embedder = embedder
         self.summarizer = summarizer
-        self.pipeline = IngestPipeline(ns, embedder, summarizer, bus)
+        self.pipeline = IngestPipeline(ns, embedder, summarizer, bus, max_file_bytes)
         self.bus = bus
         self.clock = clock
         self.jobs_done = 0

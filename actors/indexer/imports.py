@@ -43,6 +43,7 @@ class Imports:
     ns: Namespace
     import_roots: list[Path]
     bus: Events
+    max_file_bytes: int  # the per-file limit (SKALD_MAX_FILE_MB): a larger file is reported, never stored
 
     def _writable(self, uri: str, ident: Identity) -> VikingPath:
         raise NotImplementedError
@@ -81,11 +82,15 @@ class Imports:
         root = sources.upload_root(ctx.identity.account, uid)
         t = self.ns.tree
 
-        def run() -> int:
+        def run() -> int | None:
             sources.check_owner(t, root, ctx.identity.user, create=req.upload_id is None)
-            return sources.write_piece(t, root, req.path, req.offset, req.data)
+            return sources.write_piece(t, root, req.path, req.offset, req.data, self.max_file_bytes, req.size)
 
-        return ingest_msgs.UploadResult(upload_id=uid, path=req.path, size=await asyncio.to_thread(run))
+        size = await asyncio.to_thread(run)
+        if size is None:
+            return ingest_msgs.UploadResult(upload_id=uid, path=req.path, size=0, refused="too_large",
+                                            max_bytes=self.max_file_bytes)
+        return ingest_msgs.UploadResult(upload_id=uid, path=req.path, size=size)
 
     @handles(catalog.RESOURCES_ADD, timeout_s=600.0, journal=True)
     async def add_resource(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx) -> ingest_msgs.IngestResult:
@@ -111,6 +116,8 @@ class Imports:
             target = self._writable(f"{base.rstrip('/')}/{req.name or src.name}", ctx.identity)
             self._check_resource_space(target)
             got = await asyncio.to_thread(self._import, src, target, req)
+            if req.upload_id is not None:
+                got.skipped += await asyncio.to_thread(self._refused, req.upload_id, ctx, src, target)
         if req.upload_id is not None:
             await self._drop_upload(req.upload_id, ctx)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
@@ -144,6 +151,10 @@ class Imports:
         files = await asyncio.to_thread(sources.materialise, self.ns.tree, root, tmp / ".upload")
         top = sorted(files.iterdir())
         if not top:
+            if big := await asyncio.to_thread(sources.refused, self.ns.tree, root):
+                rel, size = big[0]
+                raise InvalidArgument(sources.too_large_message(rel, size, self.max_file_bytes),
+                                      {"path": rel, "reason": "too_large", "max_bytes": self.max_file_bytes})
             raise InvalidArgument("the upload holds no file", {"upload_id": upload_id})
         if len(top) > 1:
             return files
@@ -153,6 +164,17 @@ class Imports:
             # A folder sent as one archive (OpenViking's clients zip directories): unpacked.
             return await asyncio.to_thread(sources.unzip, one, tmp / (name or one.stem))
         return one
+
+    def _refused(self, upload_id: str, ctx: Ctx, src: Path, target: VikingPath) -> list[ingest_msgs.Skipped]:
+        """The upload's files refused as too large, as skipped files of the target (a folder's
+        files are sent under the folder's name, which the target already carries)."""
+        out = []
+        for rel, size in sources.refused(self.ns.tree, sources.upload_root(ctx.identity.account, upload_id)):
+            head, _, rest = rel.partition("/")
+            under = rest if src.is_dir() and head == src.name and rest else rel
+            out.append(ingest_msgs.Skipped(uri=f"{target.uri}/{under}", reason="too_large",
+                                           detail=sources.too_large_message("the file", size, self.max_file_bytes)))
+        return out
 
     async def _drop_upload(self, upload_id: str, ctx: Ctx) -> None:
         await asyncio.to_thread(self.ns.tree.remove, sources.upload_root(ctx.identity.account, upload_id),
@@ -164,9 +186,17 @@ class Imports:
         out = Imported()
         t = self.ns.tree
         rels = folders.select(src, req.include, req.exclude)
+        if src.is_file() and (size := src.stat().st_size) > self.max_file_bytes:
+            raise InvalidArgument(sources.too_large_message(src.name, size, self.max_file_bytes),
+                                  {"path": src.name, "reason": "too_large", "max_bytes": self.max_file_bytes})
         if src.is_dir():
             kept = []
             for rel in rels:
+                if (size := (src / rel).stat().st_size) > self.max_file_bytes:
+                    out.skipped.append(ingest_msgs.Skipped(
+                        uri=f"{target.uri}/{rel}", reason="too_large",
+                        detail=sources.too_large_message("the file", size, self.max_file_bytes)))
+                    continue
                 with (src / rel).open("rb") as f:
                     kind = formats.sniff(rel, f.read(formats.SNIFF_BYTES * 4))
                 if kind.startswith("binary:"):

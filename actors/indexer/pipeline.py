@@ -36,7 +36,7 @@ from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 log = logging.getLogger("skald.indexer")
 
 EMBED_BATCH = 32
-MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024 * 1024  # the per-file limit's default (SKALD_MAX_FILE_MB)
 
 
 class PipelineBus(Events, IndexLog, Protocol):
@@ -57,8 +57,10 @@ class IngestPipeline:
     """Files into index rows: conversion, sections, abstracts and overviews, embedding, publishing, and the
     directories above them refreshed."""
 
-    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: PipelineBus) -> None:
+    def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: PipelineBus,
+                 max_file_bytes: int = MAX_FILE_BYTES) -> None:
         self.ns = ns
+        self.max_file_bytes = max_file_bytes
         self.embedder = embedder
         self.summarizer = summarizer
         self.bus = bus
@@ -132,8 +134,9 @@ class IngestPipeline:
             batch_skipped: list[ingest_msgs.Skipped] = []
             for vp, st in batch:
                 try:
-                    if st.size > MAX_FILE_BYTES:
-                        raise Unconvertible("too_large", f"{st.size} bytes; the limit is {MAX_FILE_BYTES}")
+                    if st.size > self.max_file_bytes:  # written before the limit was lowered, or grown by appends
+                        raise Unconvertible("too_large", f"{st.size} bytes; the limit is {self.max_file_bytes} "
+                                                         "(SKALD_MAX_FILE_MB)")
                     data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)  # NOT_FOUND: gone since
                     doc = await asyncio.to_thread(formats.convert, vp.name, data)
                 except (NotFound, InvalidArgument, OSError):
@@ -278,7 +281,7 @@ class IngestPipeline:
         changed = False
         for i, name, st in stale:  # files new or changed since their abstract was written
             try:
-                data = await asyncio.to_thread(t.read, f"{vp.key}/{name}") if st.size <= MAX_FILE_BYTES else b""
+                data = await asyncio.to_thread(t.read, f"{vp.key}/{name}") if st.size <= self.max_file_bytes else b""
             except OSError:
                 continue  # gone since it was listed
             try:

@@ -25,7 +25,6 @@ from skald.store.treeport import Tree
 URL_MAX_BYTES = 32 * 1024 * 1024
 URL_TIMEOUT_S = 30.0
 GIT_TIMEOUT_S = 300.0
-UPLOAD_MAX_BYTES = 64 * 1024 * 1024  # per file
 UPLOAD_TTL_S = 24 * 3600
 UNZIP_MAX_FILES = 20_000
 UNZIP_MAX_BYTES = 1024 * 1024 * 1024  # an upload never added is swept after a day
@@ -129,15 +128,25 @@ def upload_key(root: str, rel: str) -> str:
     return "/".join((root, "files", *parts))
 
 
-def write_piece(t: Tree, root: str, rel: str, offset: int, data: bytes) -> int:
-    """Write one piece at `offset` (0 starts the file over, the current size appends); the new size."""
+def write_piece(t: Tree, root: str, rel: str, offset: int, data: bytes, limit: int,
+                size: int | None = None) -> int | None:
+    """Write one piece at `offset` (0 starts the file over, the current size appends); the file's
+    new size, or None when the file is refused as larger than `limit` (declared so with its first
+    piece: noted under `refused/` for the add to report). A piece that would take the file past the
+    limit is refused with an error and what was sent of the file dropped."""
     key = upload_key(root, rel)
     st = t.stat(key)
-    size = st.size if st is not None and not st.is_dir else 0
-    if offset not in (0, size):
-        raise Conflict("a piece must start the file (offset 0) or follow its end", {"path": rel, "size": size})
-    if offset + len(data) > UPLOAD_MAX_BYTES:
-        raise InvalidArgument("the file is too large to upload", {"path": rel, "max": UPLOAD_MAX_BYTES})
+    current = st.size if st is not None and not st.is_dir else 0
+    if offset not in (0, current):
+        raise Conflict("a piece must start the file (offset 0) or follow its end", {"path": rel, "size": current})
+    if offset == 0 and size is not None and size > limit:
+        t.write(refused_key(root, rel), str(size).encode())
+        return None
+    if offset + len(data) > limit:
+        if st is not None and not st.is_dir:
+            t.remove(key)
+        raise InvalidArgument(too_large_message(rel, offset + len(data), limit),
+                              {"path": rel, "reason": "too_large", "max_bytes": limit})
     try:
         if offset:
             t.append(key, data)
@@ -146,6 +155,22 @@ def write_piece(t: Tree, root: str, rel: str, offset: int, data: bytes) -> int:
     except (IsADirectoryError, NotADirectoryError) as e:
         raise Conflict("a file and a folder of the upload have the same name", {"path": rel}) from e
     return offset + len(data)
+
+
+def too_large_message(what: str, size: int, limit: int) -> str:
+    """The one wording of the per-file limit, with how to raise it."""
+    return (f"{what} is {size:,} bytes, over the per-file limit of {limit:,} bytes "
+            f"(SKALD_MAX_FILE_MB on the workers raises it)")
+
+
+def refused_key(root: str, rel: str) -> str:
+    return upload_key(root, rel).replace(f"{root}/files/", f"{root}/refused/", 1)
+
+
+def refused(t: Tree, root: str) -> list[tuple[str, int]]:
+    """The files of an upload refused as too large: (relative path, declared size)."""
+    base = f"{root}/refused"
+    return [(key[len(base) + 1:], int(t.read(key) or b"0")) for key, _, _ in treeops.walk_files(t, base)]
 
 
 def materialise(t: Tree, root: str, dest: Path) -> Path:

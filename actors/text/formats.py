@@ -20,7 +20,7 @@ from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
 
 PREFERRED = ("cp1252", "utf_16", "cp1251", "cp932", "gb18030", "big5")
 SNIFF_BYTES = 8192  # how much of a file the text/binary decision looks at
-MAX_CONVERT_BYTES = 64 * 1024 * 1024
+MAX_CONVERT_BYTES = 256 * 1024 * 1024  # the per-file limit's ceiling (SKALD_MAX_FILE_MB <= 256)
 
 HTML_EXT = frozenset({".html", ".htm", ".xhtml"})
 _HTML_HEAD = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html[\s>]|head[\s>])", re.IGNORECASE | re.DOTALL)

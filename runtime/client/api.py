@@ -281,16 +281,18 @@ class SkaldClient(Transport):
             raise errors.InvalidArgument("nothing to upload (every file is ignored or excluded)", {"path": str(path)})
         uid: str | None = None
         for rel in rels:
-            data = await asyncio.to_thread((root if root.is_file() else root / rel).read_bytes)
+            local = root if root.is_file() else root / rel
             dest = rel if root.is_file() else f"{root.resolve().name}/{rel}"
-            offset = 0
-            while True:
-                piece = data[offset : offset + UPLOAD_PIECE_BYTES]
-                r = await self.request(catalog.RESOURCES_UPLOAD, ingest_msgs.UploadRequest(
-                    path=dest, data=piece, upload_id=uid, offset=offset))
-                uid, offset = r.upload_id, offset + len(piece)
-                if offset >= len(data):
-                    break
+            size = local.stat().st_size
+            with local.open("rb") as f:  # piece by piece: a file over the server's limit is never read whole
+                offset = 0
+                while True:
+                    piece = await asyncio.to_thread(f.read, UPLOAD_PIECE_BYTES)
+                    r = await self.request(catalog.RESOURCES_UPLOAD, ingest_msgs.UploadRequest(
+                        path=dest, data=piece, upload_id=uid, offset=offset, size=size if offset == 0 else None))
+                    uid, offset = r.upload_id, offset + len(piece)
+                    if r.refused is not None or offset >= size or not piece:
+                        break  # refused (too large: the add reports it) or sent whole
         assert uid is not None
         return uid
 

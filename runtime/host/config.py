@@ -80,6 +80,9 @@ class Config:
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     archive_quarantine_after: int = 3  # failed Phase 2 runs of an archive before it leaves the live context
     import_roots: tuple[str, ...] = ()  # server directories resources.add/skills.add may read a path from
+    # The per-file limit of what is taken in (uploads, folders, URLs): a larger file is reported as
+    # skipped (too_large) and not stored; a single file over it is refused.
+    max_file_mb: float = 16.0
     keys_file: str = ""  # API keys (runtime/bus/keys.py); empty and no root_key: no authentication
     root_key: str = ""  # a root key given directly (SKALD_ROOT_KEY), in addition to the file
     worker_secret: str = ""  # overrides the keys file's worker secret (SKALD_WORKER_SECRET)
@@ -192,6 +195,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "io_threads": (1, 1024), "stream_replicas": (1, 5), "embed_cache_rows": (0, 100_000_000), "lease_ttl_s": (0.5, 600),
     "events_max_age_s": (0.0, 10 * 365 * 86_400.0),
     "archive_quarantine_after": (1, 1000), "trace_sample": (0.0, 1.0), "work_ack_wait_s": (0.0, 3600),
+    "max_file_mb": (0.001, 256.0),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})
 

@@ -138,7 +138,8 @@ async def actors_on(cfg: Config, bus: Bus, worker_id: str, tree: Tree | None = N
                                     lease_ttl_s=cfg.lease_ttl_s, quarantine_after=cfg.archive_quarantine_after)
         elif name == "indexer":
             actors[name] = Indexer(ns, embedder, make_summarizer(logged), bus,
-                                   import_roots=[Path(p) for p in cfg.import_roots])
+                                   import_roots=[Path(p) for p in cfg.import_roots],
+                                   max_file_bytes=int(cfg.max_file_mb * 1024 * 1024))
         elif name == "retriever":
             reranker = HttpReranker(cfg.rerank_base_url, cfg.rerank_model, cfg.rerank_api_key,
                                     cfg.rerank_timeout_s) if cfg.rerank_base_url else None
