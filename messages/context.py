@@ -124,6 +124,9 @@ class ContextStats(msgspec.Struct, kw_only=True, omit_defaults=True):
     ignored: list[str] | None = None  # parameters this mode does not use
     deprecated: list[str] | None = None  # v1 aliases the request used
     telemetry: dict[str, float] | None = None  # milliseconds by stage, when asked for
+    # The request named a session that did not exist: it was created (a session starts with its
+    # first recall as with its first message), said here so a mistyped id does not pass unseen.
+    session_created: bool = False
 
 
 class ContextResult(msgspec.Struct, kw_only=True):

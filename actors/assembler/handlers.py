@@ -63,6 +63,7 @@ class SessionView:
     clock: int
     overview: str
     recent: list[tuple[str, str]]
+    created: bool = False  # it did not exist: this request created it
 
 
 class Assembler:
@@ -192,7 +193,8 @@ class Assembler:
             block, p, retrieval, query_expansion=expansion, planned_queries=queries, rewrite=rewrite,
             rewrite_usage=usage, dedup=dedup, uses_counted=uses,
             instructions_hash=bootstrap.INSTRUCTIONS_HASH if p.mode == "bootstrap" else None,
-            telemetry={k: round(v, 3) for k, v in timing.items()} if telemetry else None)
+            telemetry={k: round(v, 3) for k, v in timing.items()} if telemetry else None,
+            session_created=session is not None and session.created)
         return context_msgs.ContextResult(entries=block.entries, rendered=rendered, digest=digest, stats=stats)
 
     async def _session(self, p: params_mod.Params, ctx: Ctx) -> SessionView | None:
@@ -208,14 +210,14 @@ class Assembler:
             with contextlib.suppress(errors.Conflict):
                 await self.bus.call(catalog.SESSIONS_CREATE, CreateRequest(session_id=p.session_id), ctx.identity,
                                     timeout)
-            info = {"total_message_count": 0}
+            info = {"total_message_count": 0, "created": True}
         need_text = p.mode == "bootstrap" or p.query_expansion == "auto" or p.rewrite is not False
         overview, recent = "", []
         if need_text:
             overview = await asyncio.to_thread(session_store.latest_overview, sdir)
             recent = await asyncio.to_thread(session_store.recent_messages, sdir, intent.MAX_RECENT_MESSAGES)
         return SessionView(sdir=sdir, clock=int(info.get("total_message_count", 0)),
-                           overview=overview, recent=recent)
+                           overview=overview, recent=recent, created=bool(info.get("created")))
 
     async def _expand(self, p: params_mod.Params, session: SessionView | None) -> tuple[list[str], str]:
         """L1: one bounded intent call, at most three queries, the original first."""

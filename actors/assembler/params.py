@@ -143,7 +143,9 @@ def resolve(req: SearchRequest, preset: Preset) -> Params:
                               "token budget", {"field": "read_content"})
     mode = "bootstrap" if req.mode == "bootstrap" else "context"
     if mode == "context" and not req.query.strip():
-        raise InvalidArgument("query must not be empty", {"field": "query"})
+        raise InvalidArgument("query must not be empty in context mode: mode='bootstrap' builds a block without "
+                              "one, and find or search with no query list the rows the filters select",
+                              {"field": "query"})
     if isinstance(quotas, dict):
         unknown = [k for k in quotas if k not in QUOTA_KEYS]
         if unknown:

@@ -144,6 +144,11 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
     results = await asyncio.gather(*(one(tq) for tq in plan.queries))
     matched: list[search_msgs.MatchedContext] = []
     provenance: list[dict[str, Any]] = []
+    if not req.query.strip():  # no query: the rows the filters select, newest first, as find lists them
+        listing = Query(account=ctx.identity.account, prefixes=prefixes, levels=levels, context_types=ctypes,
+                        since=since, until=until, time_field=req.time_field, predicate=pred)
+        matched = [results_mod.to_matched(r, 0.0) for r in index.scan(listing, limit)]
+        provenance.append({"query": "", "engine": "scan"})
     for hits, prov in results:
         provenance.append(prov)
         for row, score in hits:

@@ -214,16 +214,19 @@ class Sessions:
                 sdir = session_at(self.ns, self.ns.child(base, n))
                 st = self._states.get(lease_key(ctx.identity.account, ctx.identity.user, n))
                 if st is not None:  # loaded here: its live counters
-                    out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=st.created_at,
-                                                        total_message_count=st.total, commit_count=st.commit_count))
+                    out.append(session_msgs.SessionInfo(
+                        session_id=n, uri=sdir.uri, created_at=st.created_at, message_count=len(st.root),
+                        total_message_count=st.total, commit_count=st.commit_count,
+                        archives=len(session_store.archive_indexes(st.sdir))))
                     continue
-                # Elsewhere or not loaded: the meta as last written (a corrupt one is repaired by its
-                # owner); a commit does not rewrite it, so its archives are counted.
+                # Elsewhere or not loaded: counted from what is stored (a corrupt meta is repaired by
+                # its owner; neither a message nor a commit rewrites it).
                 meta, _ = session_store.read_session_meta(sdir)
                 meta = meta or SessionMeta()
-                commits = max(meta.commit_count, len(session_store.archive_indexes(sdir)))
-                out.append(session_msgs.SessionInfo(session_id=n, uri=sdir.uri, created_at=meta.created_at,
-                                                    total_message_count=meta.total_message_count, commit_count=commits))
+                live, total, archives = recovery.counted(sdir)
+                out.append(session_msgs.SessionInfo(
+                    session_id=n, uri=sdir.uri, created_at=meta.created_at, message_count=live,
+                    total_message_count=total, commit_count=max(meta.commit_count, archives), archives=archives))
             return out
 
         return session_msgs.SessionList(sessions=await asyncio.to_thread(scan))

@@ -12,6 +12,7 @@ import base64
 import functools
 import json
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -76,16 +77,19 @@ def emit(output: str, value: Any, text: Callable[[Any], str]) -> None:
             click.echo(out)
 
 
-def hits_text(r: Any) -> str:
+def hits_text(r: Any, query: str) -> str:
+    """Hits, best first, each abstract on one line cut at a word (an empty query lists rows by
+    their filters, newest first, and says so)."""
     rows = sorted((*r.memories, *r.resources, *r.skills), key=lambda m: -m.score)
+    head = [] if query.strip() else ["(no query: the newest rows the filters select, unranked)"]
     if not rows:
-        return "no results"
+        return "\n".join([*head, "no results"])
     width = shutil_width()
-    lines = []
+    lines = head
     for m in rows:
         lines.append(f"{m.score:6.3f}  {click.style(m.uri, bold=True)}")
         if m.abstract:
-            lines.append("        " + " ".join(m.abstract.split())[: width - 8])
+            lines.append("        " + textwrap.shorten(m.abstract, width=width - 8, placeholder=" ..."))
     return "\n".join(lines)
 
 
@@ -121,7 +125,8 @@ async def find(client: SkaldClient, output: str, query: str, target_uri: str, co
     skald find "how do we deploy caddy"
     skald find "tea" --type memory -o json
     """
-    emit(output, await client.find(query, target_uri=target_uri, context_type=context_type, limit=limit), hits_text)
+    emit(output, await client.find(query, target_uri=target_uri, context_type=context_type, limit=limit),
+         lambda r: hits_text(r, query))
 
 
 @click.command()
@@ -148,9 +153,11 @@ async def search(client: SkaldClient, output: str, query: str, mode: str, sessio
     if mode == "context":
         if max_tokens:
             kw["max_tokens"] = max_tokens
-        emit(output, await client.context(query, **kw), lambda r: r.digest or r.rendered or "no context")
+        block = await client.context(query, **kw)
+        note_new_session(block, session_id)
+        emit(output, block, lambda r: r.digest or r.rendered or "no context")
     else:
-        emit(output, await client.search(query, **kw), hits_text)
+        emit(output, await client.search(query, **kw), lambda r: hits_text(r, query))
 
 
 @click.command()
@@ -168,7 +175,16 @@ async def recall(client: SkaldClient, output: str, query: str, session_id: str |
     kw: dict[str, Any] = {"session_id": session_id}
     if max_tokens:
         kw["max_tokens"] = max_tokens
-    emit(output, await client.recall(query, **kw), lambda r: r.digest or r.rendered or "nothing to recall")
+    block = await client.recall(query, **kw)
+    note_new_session(block, session_id)
+    emit(output, block, lambda r: r.digest or r.rendered or "nothing to recall")
+
+
+def note_new_session(block: Any, session_id: str | None) -> None:
+    """Say on stderr when the session named did not exist and the call created it (a typo shows)."""
+    if session_id and block.stats.session_created:
+        click.echo(f"note: session {session_id!r} did not exist; it was created (`skald session list` "
+                   "shows the others)", err=True)
 
 
 @click.command()

@@ -73,9 +73,12 @@ async def session_create(client: SkaldClient, output: str, session_id: str | Non
 @click.argument("text")
 @connection
 async def session_add(client: SkaldClient, output: str, session_id: str, role: str, text: str) -> None:
-    """Append a text message."""
-    emit(output, await client.add_message(session_id, role, text),
-         lambda r: f"{r.message_id} ({r.message_count} live messages)")
+    """Append a text message (the first one to a session id starts that session, and says so)."""
+    r = await client.add_message(session_id, role, text)
+    if r.total_message_count == 1 and not r.duplicate:
+        click.echo(f"note: {session_id!r} had no messages: this one starts it (`skald session list` shows the "
+                   "others)", err=True)
+    emit(output, r, lambda r: f"{r.message_id} ({r.message_count} live messages)")
 
 
 @session.command("commit")
@@ -112,7 +115,8 @@ async def session_context(client: SkaldClient, output: str, session_id: str) -> 
 async def session_list(client: SkaldClient, output: str) -> None:
     """The caller's sessions and their message counts."""
     emit(output, await client.session_list(),
-         lambda r: "\n".join(f"{s.session_id}  {s.total_message_count} messages" for s in r.sessions) or "(none)")
+         lambda r: "\n".join(f"{s.session_id}  {s.total_message_count} messages ({s.message_count} live), "
+                             f"{s.commit_count} commits" for s in r.sessions) or "(none)")
 
 
 @session.command("get")

@@ -215,3 +215,31 @@ async def test_summaries_tags_skills_identity_and_session_commands(skald: Any, n
     assert r.returncode == 0 and r.stdout.strip() == "cli-g  1 live / 1 messages, 0 commits, 0 archives"
     r = await run(w, nats_url, "session", "retry-archive", "cli-g", "archive_001")
     assert r.returncode == 4 and "archive_001" in r.stderr  # nothing to retry: a clear error, not a traceback
+
+
+async def test_new_sessions_are_said_and_abstracts_are_cut_at_a_word(skald: Any, nats_url: str) -> None:
+    """A mistyped session id no longer passes unseen (`session add` and `recall --session` say the
+    session is new), `session list` counts a committed session's messages, and find's text output
+    cuts an abstract at a word."""
+    w = skald
+    r = await run(w, nats_url, "session", "add", "tpyo", "user", "we deploy caddy on port 1935")
+    assert r.returncode == 0 and "'tpyo' had no messages" in r.stderr
+    r = await run(w, nats_url, "session", "add", "tpyo", "assistant", "noted")
+    assert r.returncode == 0 and not r.stderr
+    assert (await run(w, nats_url, "session", "commit", "tpyo", "--wait")).returncode == 0
+    r = await run(w, nats_url, "session", "list")
+    assert "tpyo  2 messages (0 live), 1 commits" in r.stdout
+    r = await run(w, nats_url, "recall", "caddy", "--session", "typo")
+    assert r.returncode == 0 and "session 'typo' did not exist" in r.stderr
+    words = " ".join(f"word{i}" for i in range(80))
+    await run(w, nats_url, "remember", "events", f"A long note: {words}")
+    env = {**os.environ, "SKALD_NATS_URL": nats_url, "SKALD_PREFIX": w.cfg.prefix, "COLUMNS": "60"}
+    shown = await asyncio.to_thread(subprocess.run, [SKALD, "find", "long note word1"], capture_output=True,
+                                    text=True, env=env, timeout=60)
+    full = [" ".join(h["abstract"].split()) for h in json.loads((await run(
+        w, nats_url, "find", "long note word1", "-o", "json")).stdout)["memories"] if h["abstract"]]
+    cut = [line.strip() for line in shown.stdout.splitlines() if line.startswith("        ")]
+    assert any(c.endswith(" ...") for c in cut)
+    for c in cut:  # each a whole-word prefix of an abstract
+        c = c.removesuffix(" ...")
+        assert any(f == c or f.startswith(c + " ") for f in full), (c, full)

@@ -219,3 +219,20 @@ async def test_peer_rules_in_search(deploy: Callable[..., Any]) -> None:
         await p1.call("search.search", {"query": "x", "target_uri": "viking://~/peers/p2/memories"})
     with pytest.raises(errors.InvalidArgument):
         await p1.call("search.search", {"query": "x", "target_uri": "viking://~/peers/p1/sessions"})
+
+
+async def test_an_empty_query_lists_in_find_and_search_alike_and_context_points_elsewhere(
+        client: MemoryDeployment) -> None:
+    """No query: find and search both list the rows the filters select (score 0, newest first);
+    a context block needs one and its refusal names the modes that do without."""
+    await client.call("fs.write", {"uri": "viking://resources/ops/a.md", "content": "# A\n\nCaddy on 1935.\n"})
+    await client.call("fs.write", {"uri": "viking://resources/ops/b.md", "content": "# B\n\nNginx on 80.\n"})
+    body = {"query": "", "target_uri": "viking://resources/ops", "level": 2}
+    found = await client.call("search.find", body)
+    searched = await client.call("search.search", body)
+    uris = sorted(h["uri"] for h in found["resources"])
+    assert uris == ["viking://resources/ops/a.md", "viking://resources/ops/b.md"]
+    assert sorted(h["uri"] for h in searched["resources"]) == uris
+    assert all(h["score"] == 0.0 for h in searched["resources"])
+    with pytest.raises(errors.InvalidArgument, match="bootstrap"):
+        await client.call("search.search", {"query": " ", "mode": "context"})

@@ -179,3 +179,23 @@ async def test_a_session_file_that_cannot_be_written_refuses_only_its_own_adds(d
     for sid in good:
         lines = w.read_text(f"{root}/{sid}/messages.jsonl").splitlines()
         assert [json.loads(x)["parts"][0]["text"] for x in lines] == ["first", f"second of {sid}"]
+
+
+async def test_a_session_list_counts_what_is_stored_and_recall_says_when_it_created_one(
+        deploy: Callable[..., Any], tmp_path: Any) -> None:
+    """A restarted deployment lists a committed session with its messages and archives (its meta
+    is not rewritten per message, so it cannot say), and a recall naming a session that did not
+    exist creates it and says so, once."""
+    _, c = await deploy(data_dir=tmp_path / "d")
+    await add(c, "s1", "user", "we deploy caddy on port 1935")
+    await add(c, "s1", "assistant", "noted")
+    await c.call("sessions.commit", {"session_id": "s1", "wait": True})
+    await add(c, "s1", "user", "and nginx goes")
+    first = await c.call("search.recall", {"query": "caddy", "session_id": "typo"})
+    again = await c.call("search.recall", {"query": "caddy", "session_id": "typo"})
+    assert first["stats"]["session_created"] and "session_created" not in again["stats"]
+    _, restarted = await deploy(data_dir=tmp_path / "d")
+    listed = {s["session_id"]: s for s in (await restarted.call("sessions.list"))["sessions"]}
+    s1 = listed["s1"]
+    assert (s1["total_message_count"], s1["message_count"], s1["commit_count"], s1["archives"]) == (3, 1, 1, 1)
+    assert listed["typo"]["total_message_count"] == 0

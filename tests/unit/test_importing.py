@@ -83,14 +83,20 @@ def test_upload_pieces_append_in_order_and_belong_to_their_sender(tmp_path: Path
     t = LocalTree(tmp_path)
     root = sources.upload_root("acme", "a" * 32)
     sources.check_owner(t, root, "alice", create=True)
-    assert sources.write_piece(t, root, "docs/a.md", 0, b"hello ") == 6
-    assert sources.write_piece(t, root, "docs/a.md", 6, b"world") == 11
+    limit = 100
+    assert sources.write_piece(t, root, "docs/a.md", 0, b"hello ", limit) == 6
+    assert sources.write_piece(t, root, "docs/a.md", 6, b"world", limit) == 11
     assert (tmp_path / root / "files" / "docs" / "a.md").read_bytes() == b"hello world"
-    assert sources.write_piece(t, root, "docs/a.md", 0, b"new") == 3  # offset 0 starts over
+    assert sources.write_piece(t, root, "docs/a.md", 0, b"new", limit) == 3  # offset 0 starts over
     with pytest.raises(Conflict):
-        sources.write_piece(t, root, "docs/a.md", 99, b"x")
+        sources.write_piece(t, root, "docs/a.md", 99, b"x", limit)
     for bad in ("../x.md", "docs/../../x.md", ".hidden/x.md", "/", "viking://resources/" + "a" * 300, "a\x00b"):
         with pytest.raises(InvalidArgument):
-            sources.write_piece(t, root, bad, 0, b"x")
+            sources.write_piece(t, root, bad, 0, b"x", limit)
+    assert sources.write_piece(t, root, "docs/big.log", 0, b"x" * 10, limit, size=101) is None  # declared: refused
+    assert sources.refused(t, root) == [("docs/big.log", 101)] and t.stat(f"{root}/files/docs/big.log") is None
+    with pytest.raises(InvalidArgument, match="per-file limit"):  # undeclared: refused as it crosses, dropped
+        sources.write_piece(t, root, "docs/a.md", 3, b"x" * 98, limit)
+    assert t.stat(f"{root}/files/docs/a.md") is None
     with pytest.raises(PermissionDenied):
         sources.check_owner(t, root, "bob", create=False)
