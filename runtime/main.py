@@ -52,6 +52,11 @@ _log_level = click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WA
 _log_format = click.option("--log-format", type=click.Choice(["text", "json"]), help="Log lines as text or JSON.")
 
 
+_metrics = click.option("--metrics-port", type=click.IntRange(-1, 65535),
+                        help="Serve this worker's Prometheus /metrics on this port (default $SKALD_METRICS_PORT "
+                             "or off; -1 picks a free one, logged at start).")
+
+
 _store = click.option("--store", type=click.Choice(["local", "jetstream"]),
                       help="Where the tree, sessions and markers live (default $SKALD_STORE or local): local, the "
                            "data directory; jetstream, the bus's replicated buckets (many hosts, no shared disk).")
@@ -65,11 +70,13 @@ _store = click.option("--store", type=click.Choice(["local", "jetstream"]),
 @click.option("--http-port", type=int, help="Also serve OpenViking's HTTP API on this port, in this process "
               "(default $SKALD_HTTP_PORT or off; `skald http` is the standalone gateway).")
 @_store
+@_metrics
 @_log_level
 @_log_format
 @_config
 def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None,
-       http_port: int | None, store: str | None, log_level: str | None, log_format: str | None) -> None:
+       http_port: int | None, store: str | None, metrics_port: int | None, log_level: str | None,
+       log_format: str | None) -> None:
     """Run every actor in one process, with an embedded nats-server unless --nats-url is given.
 
     Prints `skald ready nats://HOST:PORT` once every actor is subscribed; SIGTERM drains and exits 0.
@@ -82,6 +89,8 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
         cfg.http_port = http_port
     if store is not None:
         cfg.store = store
+    if metrics_port is not None:
+        cfg.metrics_port = metrics_port
     raise SystemExit(run(cfg, embedded=not cfg.nats_url))
 
 
@@ -96,10 +105,12 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
               help="JetStream replicas of Skald's streams and lease bucket (default $SKALD_STREAM_REPLICAS "
                    "or 1; 3 on a 3-node cluster). Never lowers what a deployment already has.")
 @_store
+@_metrics
 @_log_level
 @_log_format
 def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None,
-           stream_replicas: int | None, store: str | None, log_level: str | None, log_format: str | None) -> None:
+           stream_replicas: int | None, store: str | None, metrics_port: int | None, log_level: str | None,
+           log_format: str | None) -> None:
     """Run chosen actors against an existing NATS server or cluster; start as many as you like.
 
     On a cluster, give every server's URL and --stream-replicas 3. A worker started before the
@@ -113,6 +124,8 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
         cfg.stream_replicas = stream_replicas
     if store is not None:
         cfg.store = store
+    if metrics_port is not None:
+        cfg.metrics_port = metrics_port
     raise SystemExit(run(cfg, embedded=False))
 
 

@@ -232,6 +232,11 @@ class Gateway:
             self.http_seconds.labels(request.method, route).observe(time.perf_counter() - t0)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        """With keys on, any valid key (Prometheus sends one from its `authorization` block): the
+        counts say who is busy when. The API's description (/openapi.json) and liveness (/health)
+        stay open, as they hold nothing of anyone's."""
+        if not self._authorised(self._key(request)):
+            return error_response("UNAUTHENTICATED", "/metrics needs a valid X-API-Key or Authorization: Bearer key")
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # ----- request plumbing --------------------------------------------------------------

@@ -174,6 +174,11 @@ async def test_api_keys_are_required_when_configured(skald: Any, nats_url: str, 
                                     headers={"X-API-Key": key})).status_code == 200
             assert (await http.post("/api/v1/search/find", json=body,
                                     headers={"Authorization": f"Bearer {key}"})).status_code == 200
+            # Metrics say who is busy when: a key. The API's description and liveness hold nothing.
+            assert (await http.get("/metrics")).status_code == 401
+            assert (await http.get("/metrics", headers={"Authorization": f"Bearer {key}"})).status_code == 200
+            assert (await http.get("/openapi.json")).status_code == 200
+            assert (await http.get("/health")).status_code == 200
     finally:
         await runner.cleanup()
         await client.close()

@@ -6,15 +6,21 @@ import asyncio
 import signal
 from pathlib import Path
 
+import httpx
+
 from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
+from support.cluster import free_port
 from support.processes import spawn, wait_ready
 
 
 async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: list) -> None:
-    p = spawn(["up", "--data-dir", str(tmp_path / "d"), "--nats-port", "-1"])
+    port = free_port()
+    p = spawn(["up", "--data-dir", str(tmp_path / "d"), "--nats-port", "-1", "--metrics-port", str(port)])
     procs.append(p)
     url = wait_ready(p)
+    async with httpx.AsyncClient() as http:  # --metrics-port, as SKALD_METRICS_PORT
+        assert "skald_requests" in (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     async with await SkaldClient.connect(url) as c:
         h = await c.call("system.health")
         assert h["status"] == "ok" and set(h["actors"]) == {"session", "archive", "indexer", "retriever", "assembler"}
