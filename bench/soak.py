@@ -8,7 +8,7 @@ The workload is bounded on purpose: 200 documents rewritten in place, 20 session
 every 40 messages (Phase 2 and memories included), finds and context assemblies over what is
 there; so steady state should be flat except for session archives and memories, which are data.
 
-    .venv/bin/python bench/soak.py --minutes 30 --rate 40      # the README figure
+    .venv/bin/python bench/soak.py --minutes 30 --rate 40      # the figure in docs/benchmarks.md
     .venv/bin/python bench/soak.py --minutes 3                 # a quick look
     .venv/bin/python bench/soak.py --mix bounded               # no new data at all: the leak test
 

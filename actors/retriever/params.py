@@ -16,7 +16,7 @@ from skald.messages.search import FindRequest
 _REL = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DECAY = re.compile(r"^(\d+)([mhd])$")
-# Events older than the protection window lose half their score every 30 days (document: README).
+# Events older than the protection window lose half their score every 30 days (docs/usage.md, Retrieval).
 EVENT_HALF_LIFE_S = 30 * 86400.0
 EVENT_DECAY_OVERFETCH = 3
 

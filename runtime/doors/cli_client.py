@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import inspect
 import json
 import sys
 import textwrap
@@ -21,6 +22,7 @@ import msgspec
 from nats.errors import NoServersError
 
 from skald.messages import errors
+from skald.messages.catalog import OPS
 from skald.runtime.client.api import SkaldClient
 
 EXIT = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 4, "PERMISSION_DENIED": 5, "UNAUTHENTICATED": 5,
@@ -264,7 +266,28 @@ async def remember(client: SkaldClient, output: str, category: str, content: str
     emit(output, await client.remember(category, content), lambda r: f"remembered {r.root_uri}")
 
 
-COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember)
+@click.command("call")
+@click.argument("operation")
+@click.argument("body", required=False)
+@connection
+async def call(client: SkaldClient, output: str, operation: str, body: str | None) -> None:
+    """Any operation by its name, with a JSON body (the argument, or standard input with `-`; none
+    is `{}`): what any NATS client sends to `skald.v1.<operation>`, its result printed as JSON."""
+    raw = sys.stdin.read() if body == "-" else body or "{}"
+    try:
+        payload = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint="BODY") from None
+    if operation not in OPS:
+        raise click.BadParameter(f"no operation {operation!r}; `skald call --help` lists them",
+                                 param_hint="OPERATION")
+    click.echo(json.dumps(await client.call(operation, payload), ensure_ascii=False,
+                          indent=None if output == "json" else 2))
+
+
+call.help = inspect.cleandoc(call.help or "") + "\n\nOperations: " + ", ".join(sorted(OPS)) + "."
+
+COMMANDS = (find, search, recall, grep, glob, ls, tree, read, write, remember, call)
 
 
 def register(group: click.Group) -> None:

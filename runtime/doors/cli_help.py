@@ -33,6 +33,7 @@ EXAMPLES: dict[str, str] = {
     "remember": 'skald remember preferences "Prefers answers with code first"',
     "add": 'skald add ./docs --exclude "*.tmp"',
     "job": "skald job 3f2a9c0d5e8b4f1a9c0d5e8b4f1a9c0d --wait",
+    "call": "skald call search.find '{\"query\": \"who is on call\", \"limit\": 5}'",
     "mkdir": "skald mkdir viking://resources/runbooks",
     "rm": "skald rm -r viking://resources/old",
     "mv": "skald mv viking://resources/a.md viking://resources/archive/a.md",

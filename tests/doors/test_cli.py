@@ -243,3 +243,23 @@ async def test_new_sessions_are_said_and_abstracts_are_cut_at_a_word(skald: Any,
     for c in cut:  # each a whole-word prefix of an abstract
         c = c.removesuffix(" ...")
         assert any(f == c or f.startswith(c + " ") for f in full), (c, full)
+
+
+async def test_the_readmes_skald_call_lines_run_as_written(skald: Any, nats_url: str) -> None:
+    """`skald call OP JSON` is any NATS client's request from a shell: the README's examples, as
+    printed there, against a worker; a bad operation or body is a usage error."""
+    import shlex
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    lines = [line for line in readme.splitlines() if line.startswith("skald call ")]
+    assert len(lines) == 3
+    outs = []
+    for line in lines:
+        r = await run(skald, nats_url, *shlex.split(line)[1:])
+        assert r.returncode == 0, (line, r.stderr)
+        outs.append(json.loads(r.stdout))
+    assert any(h["uri"] == "viking://resources/oncall.md" for h in outs[1]["resources"])
+    assert outs[2]["matches"] and "Ada" in outs[2]["matches"][0]["content"]
+    assert (await run(skald, nats_url, "call", "search.nope", "{}")).returncode == 2
+    assert (await run(skald, nats_url, "call", "search.find", "{not json")).returncode == 2
+    assert (await run(skald, nats_url, "call", "search.find", '{"limit": "x"}')).returncode == 3

@@ -1,7 +1,7 @@
 """OpenViking's own Python SDK (`openviking-sdk`, from PyPI) against `skald http`: every public
 method of its client called once, in an order that gives each something to work on, and what
 happened recorded as ok, not supported (a typed UNIMPLEMENTED with its reason) or failed. The
-table in the README (between the `compat:sdk` markers) is this test's output; it fails when the
+table in docs/compat.md (between the `compat:sdk` markers) is this test's output; it fails when the
 two differ (`SKALD_WRITE_COMPAT=1` rewrites it), when a method fails, or when the SDK reached a
 route the gateway does not know (a 404 outside the JSON envelope's typed errors).
 """
@@ -15,7 +15,7 @@ from typing import Any
 import openviking_sdk as ov
 from openviking_sdk import errors as ov_errors
 
-from support.compat import table_in_readme, unknown_routes
+from support.compat import table_in_docs, unknown_routes
 
 DOC = "viking://resources/compat/guide.md"
 SKILL = "---\nname: compat-skill\ndescription: Check the caddy upstream port\n---\n# Steps\nRead the port.\n"
@@ -157,6 +157,6 @@ async def test_every_openviking_sdk_method_works_or_is_typed_unimplemented(gatew
     finally:
         await sdk.close()
     unknown = await unknown_routes(gateway)
-    fresh = table_in_readme("sdk", table(rows))
+    fresh = table_in_docs("sdk", table(rows))
     assert failed == [] and unknown == []
-    assert fresh, "README's SDK table is stale: run with SKALD_WRITE_COMPAT=1"
+    assert fresh, "docs/compat.md's SDK table is stale: run with SKALD_WRITE_COMPAT=1"

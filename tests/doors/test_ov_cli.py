@@ -2,7 +2,7 @@
 `skald http`: every command and subcommand its help lists, run once with arguments a user would
 give, in an order where each finds what it needs. What happened is recorded as ok, not supported
 (OpenViking's typed UNIMPLEMENTED with Skald's reason, or the CLI's own refusal named here) or
-failed. The README table between the `compat:ov` markers is this test's output
+failed. The docs/compat.md table between the `compat:ov` markers is this test's output
 (`SKALD_WRITE_COMPAT=1` rewrites it); the test fails on a failed command, on a command its help
 lists that has no case here, and on a route the gateway does not know.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from support.compat import table_in_readme, unknown_routes
+from support.compat import table_in_docs, unknown_routes
 
 OV_VERSION = "0.5.2"
 DOC = "viking://resources/compat/guide.md"
@@ -276,8 +276,8 @@ async def test_every_ov_cli_command_works_or_is_typed_unimplemented(gateway: str
             rows.append((name, "failed", (err or out.strip().splitlines()[-1] if out.strip() else "")[:80]
                          .replace("|", "/")))
     unknown = await unknown_routes(gateway)
-    fresh = table_in_readme("ov", table(rows))
+    fresh = table_in_docs("ov", table(rows))
     assert failed == [], "\n\n".join(failed)
     assert (tmp_path / "downloaded.md").read_text().startswith("# Guide\n\nThe caddy upstream port is 1935.")
     assert unknown == []
-    assert fresh, "README's ov table is stale: run with SKALD_WRITE_COMPAT=1"
+    assert fresh, "docs/compat.md's ov table is stale: run with SKALD_WRITE_COMPAT=1"
