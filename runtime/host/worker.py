@@ -26,6 +26,7 @@ from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
 from skald.runtime.bus import auth as busauth
+from skald.runtime.bus import conn_log
 from skald.runtime.bus.auth import WORKER_USER
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.keys import KeyStore
@@ -82,7 +83,8 @@ async def connect(urls: list[str], name: str, attempts: int = 30, creds: tuple[s
         try:
             return await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
                                       connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                      drain_timeout=5, inbox_prefix=subjects.WORKER_INBOX, **login)
+                                      drain_timeout=5, inbox_prefix=subjects.WORKER_INBOX,
+                                      **conn_log.callbacks(name), **login)
         except Exception as e:  # noqa: BLE001 - retried, then reported
             last = e
             await asyncio.sleep(min(2.0, 0.1 * (i + 1)))
@@ -102,7 +104,8 @@ def make_tree(cfg: Config, urls: list[str], creds: tuple[str, str] | None) -> Tr
     return JetStreamTree(urls, f"{cfg.prefix}_tree", replicas=cfg.stream_replicas,
                          placement=config_mod.placement(cfg.store_placement),
                          connect={"name": "skald-tree", "ping_interval": 15, "max_reconnect_attempts": -1,
-                                  "reconnect_time_wait": 0.5, "inbox_prefix": subjects.WORKER_INBOX, **login})
+                                  "reconnect_time_wait": 0.5, "inbox_prefix": subjects.WORKER_INBOX,
+                                  **conn_log.callbacks("skald-tree"), **login})
 
 
 async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | None = None,
