@@ -219,10 +219,20 @@ def memories_job_id(account: str, user: str, session_id: str, archive_id: str) -
 
 
 class IngestProgress(msgspec.Struct, kw_only=True):
-    """Progress of an ingest job, sent as a note (not stored)."""
+    """Progress of an ingest job, sent as a note (not stored): `done` of `total` files, and while a
+    batch of `batch` files is being embedded (stage `embedding`), how far its passages are, so a
+    long document moves the bar as it goes rather than at its end."""
 
     job_id: str
     done: int
     total: int
-    stage: str
+    stage: str  # converting | embedding | files (a batch finished)
     skipped: list[Skipped] = []  # files of this batch that got no rows
+    batch: int = 0
+    passages_done: int = 0
+    passages_total: int = 0
+
+    def fraction(self) -> float:
+        """The share of the job done, counting the embedded share of the batch in hand."""
+        within = self.batch * self.passages_done / self.passages_total if self.passages_total else 0.0
+        return min(1.0, (self.done + within) / max(1, self.total))

@@ -113,13 +113,21 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
     return FilePlan(specs, sorted(row_keys(uri, old) - new_keys), rec, sections=len(secs), summary=summary)
 
 
-async def embed_missing(specs: list[RowSpec], embed: Callable[[list[str]], Awaitable[list[np.ndarray]]]) -> int:
-    """Fill every spec's vector with one call for those that have none; returns how many were embedded."""
+EMBED_CHUNK = 256  # passages per embedding call: large enough to batch well, small enough to report progress
+
+
+async def embed_missing(specs: list[RowSpec], embed: Callable[[list[str]], Awaitable[list[np.ndarray]]],
+                        progress: Callable[[int, int], Awaitable[None]] | None = None) -> int:
+    """Fill every spec's vector that is missing, a chunk of passages per call, telling `progress`
+    (passages done, passages in all) after each; returns how many were embedded."""
     todo = [s for s in specs if s.vector is None]
-    if todo:
-        vecs = await embed([s.embed for s in todo])
-        for s, v in zip(todo, vecs, strict=True):
+    for i in range(0, len(todo), EMBED_CHUNK):
+        chunk = todo[i : i + EMBED_CHUNK]
+        vecs = await embed([s.embed for s in chunk])
+        for s, v in zip(chunk, vecs, strict=True):
             s.vector = np.asarray(v, dtype=np.float32)
+        if progress is not None:
+            await progress(i + len(chunk), len(todo))
     return len(todo)
 
 

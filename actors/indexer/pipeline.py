@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,6 +36,7 @@ from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 log = logging.getLogger("skald.indexer")
 
 EMBED_BATCH = 32
+PROGRESS_EVERY_S = 0.25  # the converting notes' pace
 MAX_FILE_BYTES = 16 * 1024 * 1024  # the per-file limit's default (SKALD_MAX_FILE_MB)
 
 
@@ -61,6 +62,7 @@ class IngestPipeline:
                  max_file_bytes: int = MAX_FILE_BYTES) -> None:
         self.ns = ns
         self.max_file_bytes = max_file_bytes
+        self._noted = 0.0  # when the last converting note went
         self.embedder = embedder
         self.summarizer = summarizer
         self.bus = bus
@@ -132,7 +134,8 @@ class IngestPipeline:
             batch = files[i : i + EMBED_BATCH]
             plans: list[tuple[VikingPath, Entry, tuple[str, ...], file_rows.FilePlan]] = []
             batch_skipped: list[ingest_msgs.Skipped] = []
-            for vp, st in batch:
+            for n, (vp, st) in enumerate(batch):
+                await self._converting(job, i + n, total)
                 try:
                     if st.size > self.max_file_bytes:  # written before the limit was lowered, or grown by appends
                         raise Unconvertible("too_large", f"{st.size} bytes; the limit is {self.max_file_bytes} "
@@ -159,8 +162,9 @@ class IngestPipeline:
                 old_rec = records[vp.key] = await asyncio.to_thread(document_records.load, t, vp.key)
                 plans.append((vp, st, tags, file_rows.plan(vp.segments, doc, sha, summary, self.embedder.name,
                                                            old_rec)))
+            note = self._progress(job, i, total, len(batch))
             embedded += await file_rows.embed_missing([r for *_, p in plans for r in p.rows],
-                                                      self.embedder.embed_passages)
+                                                      self.embedder.embed_passages, note)
             for vp, st, tags, p in plans:
                 out += self._deletes(vp, p.deletes)
                 for r in p.rows:
@@ -185,6 +189,24 @@ class IngestPipeline:
         for d, facts in by_dir.items():
             await asyncio.to_thread(sidecar.save, t, d, facts)
         return FileRows(out, n_sections, skipped, embedded)
+
+    def _progress(self, job: ingest_msgs.IngestJob, done: int, total: int,
+                  batch: int) -> Callable[[int, int], Awaitable[None]]:
+        """The note a batch's embedding sends after each chunk of passages."""
+        async def note(passages_done: int, passages_total: int) -> None:
+            await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
+                job_id=job.job_id, done=done, total=total, stage="embedding", batch=batch,
+                passages_done=passages_done, passages_total=passages_total))
+        return note
+
+    async def _converting(self, job: ingest_msgs.IngestJob, done: int, total: int) -> None:
+        """A note as each file is read and converted, a few a second at most (a big PDF takes a while)."""
+        now = time.monotonic()
+        if done and now - self._noted < PROGRESS_EVERY_S:
+            return
+        self._noted = now
+        await self.bus.notify(subjects.ingest_progress(job.account, job.job_id), ingest_msgs.IngestProgress(
+            job_id=job.job_id, done=done, total=total, stage="converting"))
 
     @staticmethod
     def _deletes(vp: VikingPath, keys: Iterable[tuple[str, int]]) -> list[tuple[str, IndexChange]]:

@@ -61,6 +61,7 @@ class IndexReplica:
         self._hash, self._hash_at = "", -1
         self._follower: asyncio.Task[None] | None = None
         self._progress_at = time.monotonic()  # last time rows were applied (or the lag was zero)
+        self._started: tuple[float, int] | None = None  # when a start behind the stream began, and how far behind
         self._fresh_at = time.monotonic()  # last time the replica had everything the stream had
         self.restarts = 0
         self._told: set[str] = set()  # other embedders whose rows were skipped, said once each
@@ -90,6 +91,12 @@ class IndexReplica:
                                                    name="index-warm"))
         elif snap is not None:
             log.warning("snapshot is ahead of the index stream (stream reset?): rebuilding")
+        behind = last - self.index.applied_seq
+        if behind:  # what a start waits on, said as it starts (a rebuild of many rows takes seconds)
+            log.info("index replica %s: %s, %d index changes to apply from the stream",
+                     self.replica_dir.name, f"from its snapshot at seq {self.index.applied_seq}"
+                     if self.index.applied_seq else "no snapshot, rebuilding", behind)
+            self._started = (time.monotonic(), behind)
         self.head_seq = last
         self._follower = asyncio.create_task(self._follow(), name="index-follow")
         self._tasks.append(asyncio.create_task(self._snapshots(), name="index-snapshots"))
@@ -118,6 +125,10 @@ class IndexReplica:
             if batch:
                 self.head_seq = max(self.head_seq, batch[-1][0])
                 self._progress_at = time.monotonic()
+                if self._started is not None and self.index.applied_seq >= self.head_seq:
+                    t0, behind = self._started
+                    log.info("index replica caught up: %d changes applied in %.1fs", behind, time.monotonic() - t0)
+                    self._started = None
             async with self._applied:
                 self._applied.notify_all()
             if self.index.pending_graph and (self._builder is None or self._builder.done()):

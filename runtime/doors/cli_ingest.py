@@ -23,6 +23,7 @@ from skald.runtime.doors.cli_client import connection, emit
 
 CHECK_EVERY_S = 15.0  # with no event for this long, the job's outcome is asked for (a done event may be lost)
 EXIT_STILL_RUNNING = 75  # EX_TEMPFAIL: the wait ended, the job did not
+BAR_STEPS = 1000  # the bar moves by the job's fraction done, passages of a long document included
 
 
 def say(text: str) -> None:
@@ -166,14 +167,14 @@ async def _wait(client: SkaldClient, f: Follow, show: bool, wait_timeout: float)
     """Until the job's outcome is known or the wait times out (a `queued` result then)."""
     end = time.monotonic() + wait_timeout if wait_timeout > 0 else float("inf")
     connected = True
-    bar = click.progressbar(length=1, label="indexing", file=sys.stderr) if show else None
+    bar = click.progressbar(length=BAR_STEPS, label="indexing", file=sys.stderr) if show else None
     with bar if bar is not None else contextlib.nullcontext():
         while not f.done.done():
             await asyncio.wait([f.done], timeout=0.2)
             if bar is not None and f.progress:
-                p = f.progress[-1]
-                bar.length = max(1, p.total)
-                bar.update(p.done - bar.pos)
+                p = f.progress[-1]  # files converted, and the passages of the batch being embedded
+                bar.label = p.stage
+                bar.update(max(0, int(p.fraction() * BAR_STEPS) - bar.pos))
             now = time.monotonic()
             if client.nc.is_connected != connected:
                 connected = client.nc.is_connected

@@ -31,8 +31,9 @@ Uri = Annotated[str, Field(min_length=len("viking://"), max_length=2048, pattern
                            description="A viking:// URI, e.g. one cited in recall's output.")]
 Category = Literal["preferences", "entities", "events", "experiences"]
 Role = Literal["user", "assistant"]
-ContextType = Literal["memory", "resource", "skill"]
-Purpose = Literal["chat", "coding"]
+# Plain enums with a named default (no null branch), so hosts show them as choices.
+ContextType = Literal["any", "memory", "resource", "skill"]
+Purpose = Literal["relevance", "chat", "coding"]
 
 
 DirUri = Annotated[str, Field(min_length=len("viking://"), max_length=2048, pattern=r"^viking://",
@@ -123,27 +124,28 @@ def build(nats_url: str, prefix: str = "skald", user: str | None = None, api_key
 
     @server.tool()
     async def search_context(query: Query, session_id: SessionId = None, max_tokens: Budget = None,
-                             purpose: Annotated[Purpose | None, Field(
-                                 description="Balance categories for a chat or a coding task "
-                                                           "(default: pure relevance order).")] = None) -> str:
+                             purpose: Annotated[Purpose, Field(
+                                 description="Pure relevance order, or categories balanced for a chat or a "
+                                             "coding task.")] = "relevance") -> str:
         """Assemble a context block for `query` across memories, resources and skills (pure relevance order;
         purpose "chat" or "coding" balances categories instead). Use when you need background on a topic
         rather than the automatic recall."""
         async def run() -> str:
-            r = await (await client()).context(query, **given(session_id=session_id, max_tokens=max_tokens,
-                                                               purpose=purpose))
+            r = await (await client()).context(query, **given(
+                session_id=session_id, max_tokens=max_tokens, purpose=None if purpose == "relevance" else purpose))
             return r.digest or r.rendered or "No relevant context."
         return await guarded(run())
 
     @server.tool()
     async def find(query: Query,
                    limit: Annotated[int, Field(ge=1, le=50, description="How many results.")] = 10,
-                   context_type: Annotated[ContextType | None, Field(
-                       description="Only memories, resources or skills.")] = None) -> str:
+                   context_type: Annotated[ContextType, Field(
+                       description="Every kind, or only memories, resources or skills.")] = "any") -> str:
         """Find the most relevant items for `query` (one semantic search). Returns URIs with scores and
         one-line abstracts. context_type narrows to "memory", "resource" or "skill"."""
         async def run() -> str:
-            return hits(await (await client()).find(query, **given(limit=limit, context_type=context_type)))
+            return hits(await (await client()).find(query, **given(
+                limit=limit, context_type=None if context_type == "any" else context_type)))
         return await guarded(run())
 
     @server.tool()

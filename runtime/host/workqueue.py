@@ -60,6 +60,11 @@ async def consume(nc: NATS, cfg: Config, stopping: asyncio.Event, decl: Consumes
                 await asyncio.sleep(0.5)
         if psub is None:
             return
+        with contextlib.suppress(Exception):  # what a start inherits: jobs a stopped worker held come back
+            info = await psub.consumer_info()
+            if info.num_ack_pending:
+                log.info("%s queue: %d jobs held by workers, any of them stopped comes back within %.0fs; "
+                         "%d waiting", decl.queue, info.num_ack_pending, ack_wait, info.num_pending or 0)
         try:
             await _pull(psub, stopping, decl, fn, dec, ack_wait, metrics)
         finally:
@@ -125,6 +130,9 @@ async def run_job(m: Msg, decl: Consumes, fn: Callable[..., Any], dec: Any, ack_
             with contextlib.suppress(Exception):
                 await m.in_progress()
 
+    if delivered > 1:  # a worker stopped (or timed out) in this job: said, since the wait before it was long
+        log.info("job on %s delivered again (attempt %d): the worker that had it stopped before it finished; "
+                 "it runs again from the start (every step is idempotent)", decl.queue, delivered)
     beat = asyncio.create_task(keep_alive())
     try:
         with tracing.job(decl.queue, m.headers, queue=decl.queue, delivered=delivered):

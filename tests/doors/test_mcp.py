@@ -35,6 +35,9 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         schema = tools["remember"].input_schema
         assert set(schema["properties"]["category"]["enum"]) == {"preferences", "entities", "events", "experiences"}
         assert tools["find"].input_schema["properties"]["limit"]["maximum"] == 50
+        kinds = tools["find"].input_schema["properties"]["context_type"]  # plain enums: hosts show choices
+        assert kinds["enum"] == ["any", "memory", "resource", "skill"] and kinds["default"] == "any"
+        assert tools["search_context"].input_schema["properties"]["purpose"]["enum"] == ["relevance", "chat", "coding"]
         assert "description" in tools["read"].input_schema["properties"]["offset"]
         bad = await mcp.call_tool("remember", {"category": "habits", "content": "Likes long walks."})
         assert bad.is_error  # refused by the schema, no memories/habits/ directory made
@@ -47,6 +50,8 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         uri = text(r).split("Remembered as ")[1].strip()
         r = await mcp.call_tool("find", {"query": "caddy port deploy"})
         assert uri in text(r)
+        assert uri in text(await mcp.call_tool("find", {"query": "caddy port deploy", "context_type": "memory"}))
+        assert uri not in text(await mcp.call_tool("find", {"query": "caddy port deploy", "context_type": "skill"}))
         r = await mcp.call_tool("read", {"uri": uri})
         assert "port 1935" in text(r)
         r = await mcp.call_tool("ls", {"uri": "viking://user/default/memories/preferences"})
@@ -59,6 +64,8 @@ async def test_mcp_session_lists_and_calls_every_tool(skald: Any, nats_url: str)
         assert "1 live messages" in text(r)
         r = await mcp.call_tool("search_context", {"query": "caddy port", "max_tokens": 300})
         assert f'<memory uri="{uri}"' in text(r)
+        r = await mcp.call_tool("search_context", {"query": "caddy port", "max_tokens": 300, "purpose": "coding"})
+        assert not r.is_error
         # recall sends only what the model gave: its profile is the preset's (score floor 0.35)
         r = await mcp.call_tool("recall", {"query": "caddy port", "session_id": "m1"})
         assert not r.is_error

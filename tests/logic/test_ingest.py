@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from skald.actors.indexer import wide
@@ -115,3 +116,19 @@ async def test_a_wide_directory_is_refreshed_once_per_interval_and_catches_up(
     else:
         raise AssertionError(f"the wide directory's summary never caught up: {ov!r}")
     assert not pipeline._waiting
+
+
+async def test_a_long_documents_progress_moves_as_its_passages_are_embedded(client: MemoryDeployment) -> None:
+    """One file of many sections is one batch: its notes follow the embedding chunk by chunk, so the
+    bar moves through the document instead of sitting at 0 and jumping near the end."""
+    from skald.messages.ingest import IngestProgress
+
+    text = "\n\n".join(f"## Step {i}\n\n" + " ".join(f"word{i}x{j}" for j in range(60)) for i in range(700))
+    res = await client.call("resources.add", {"content": f"# Runbook\n\n{text}\n", "name": "runbook.md",
+                                              "wait": True})
+    notes = [msgspec.json.decode(raw, type=IngestProgress) for name, raw in client.bus.notes
+             if name.endswith(f"ingest.progress.{res['job_id']}")]
+    embedding = [n for n in notes if n.stage == "embedding"]
+    assert len(embedding) >= 3 and embedding[0].passages_done < embedding[0].passages_total
+    fractions = [n.fraction() for n in notes]
+    assert fractions == sorted(fractions) and len({round(f, 3) for f in fractions if f < 1}) >= 3

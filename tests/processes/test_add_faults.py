@@ -63,7 +63,10 @@ def test_add_says_what_happens_when_the_server_dies_mid_job_and_where_the_job_is
         assert add.returncode == 0, (out, err.seen)
         assert "added viking://resources/ops: 3 files" in out
 
+        procs[2].send_signal(signal.SIGTERM)
+        _, said = procs[2].communicate(timeout=30)  # why the restarted worker's first job came late, and what
         reap(procs)  # the next job's only worker dies in it: the job waits for another
+        assert "ingest queue: 1 jobs held by workers" in said and "delivered again (attempt 2)" in said, said
         procs.append(worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="2", fault=DIES_IN_JOB))
         add = spawn(["add", str(folder(tmp_path, "db")), "--nats-url", url, "--prefix", prefix])
         procs.append(add)
