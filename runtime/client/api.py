@@ -27,6 +27,8 @@ from skald.messages import sessions as session_msgs
 from skald.messages import system as system_msgs
 from skald.runtime.client.transport import UPLOAD_PIECE_BYTES, Transport, deadline_for
 
+INGEST_WAIT_S = 600.0  # how long an add waits for its job by default (the server's own limit)
+
 
 def _given(args: dict[str, Any]) -> dict[str, Any]:
     """A typed method's parameters as its request's fields (`locals()` at the method's start)."""
@@ -213,9 +215,11 @@ class SkaldClient(Transport):
 
     async def add_skill(self, *, path: str | None = None, content: str | None = None, upload_id: str | None = None,
                         dry_run: bool = False, scope: Literal["agent", "user"] = "agent",
-                        tags: list[str] | None = None, wait: bool = False) -> ingest_msgs.IngestResult:
-        """Add a skill (a SKILL.md with `name` and `description` frontmatter, or its folder)."""
-        return await self.request(catalog.SKILLS_ADD, ingest_msgs.AddSkillRequest(**_given(locals())))
+                        tags: list[str] | None = None, wait: bool = True) -> ingest_msgs.IngestResult:
+        """Add a skill (a SKILL.md with `name` and `description` frontmatter, or its folder); by
+        default the reply comes once it is findable (`wait=False`: at once, `status="queued"`)."""
+        return await self.request(catalog.SKILLS_ADD, ingest_msgs.AddSkillRequest(**_given(locals())),
+                                  timeout_s=max(self.timeout_s, INGEST_WAIT_S) if wait else None)
 
     async def remember(self, category: str, content: str, *, name: str | None = None, tags: list[str] | None = None,
                        wait: bool = True) -> ingest_msgs.IngestResult:
@@ -235,14 +239,16 @@ class SkaldClient(Transport):
                            name: str | None = None, target_uri: str | None = None, include: list[str] | None = None,
                            exclude: list[str] | None = None, keep_missing: bool = False,
                            tags: list[str] | None = None, reason: str = "",
-                           wait: bool = False) -> ingest_msgs.IngestResult:
+                           wait: bool = True) -> ingest_msgs.IngestResult:
         """`resources.add`; `upload=<local file or folder>` sends its files first (what the server
         would import from it: `.gitignore` and `include`/`exclude` honoured), so no server path
-        permission is needed. With `wait`, the reply comes once the resource is findable."""
+        permission is needed. By default the reply comes once the resource is findable, as the CLI
+        waits; `wait=False` returns at once with the queued job (`job()` follows it)."""
         args = _given(locals())
         if (local := args.pop("upload")) is not None:
             args["upload_id"] = await self.upload(local, include=include, exclude=exclude)
-        return await self.request(catalog.RESOURCES_ADD, ingest_msgs.AddResourceRequest(**args))
+        return await self.request(catalog.RESOURCES_ADD, ingest_msgs.AddResourceRequest(**args),
+                                  timeout_s=max(self.timeout_s, INGEST_WAIT_S) if wait else None)
 
     async def job(self, job_id: str, *, wait: bool = False) -> ingest_msgs.IngestResult:
         """`resources.job`: an ingest job's outcome (done or failed, with its counts), or `queued`

@@ -137,3 +137,16 @@ async def test_search_takes_its_mode_and_answers_with_that_modes_reply(skald: An
             await sk.search("recovery", max_tokens=400)  # a budget is context's: list mode refuses it
         with pytest.raises(errors.InvalidArgument, match="no query"):
             await sk.search("recovery", mode="bootstrap")
+
+
+async def test_add_resource_waits_by_default_so_a_find_right_after_sees_it(skald: Any, nats_url: str) -> None:
+    """As the CLI does: the reply comes once the resource is findable; `wait=False` queues it and
+    `job()` follows it to its end."""
+    async with await SkaldClient.connect(nats_url, prefix=skald.cfg.prefix) as sk:
+        done = await sk.add_resource(content="# Pager\n\nThe pager rotation changes on Mondays.\n", name="pager.md")
+        assert done.status == "done"
+        found = await sk.find("when does the pager rotation change", limit=3)
+        assert found.resources and found.resources[0].uri == "viking://resources/pager.md"
+        queued = await sk.add_resource(content="# Rota\n\nNights are covered by Ada.\n", name="rota.md", wait=False)
+        assert queued.status == "queued"
+        assert (await sk.job(queued.job_id, wait=True)).status == "done"
