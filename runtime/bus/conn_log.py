@@ -12,19 +12,30 @@ from typing import Any
 log = logging.getLogger("skald.bus")
 
 
-def callbacks(name: str) -> dict[str, Callable[..., Awaitable[None]]]:
+class Watched:
+    """The connection the callbacks speak of, once made: a close or drain is not a loss."""
+
+    nc: Any = None
+
+    def closing(self) -> bool:
+        return self.nc is not None and (self.nc.is_closed or self.nc.is_draining)
+
+
+def callbacks(name: str, watched: Watched | None = None) -> dict[str, Callable[..., Awaitable[None]]]:
     """`error_cb`, `disconnected_cb` and `reconnected_cb` for `nats.connect` of connection `name`:
-    the first error after a loss is logged as one line, the rest until it is back are not."""
+    the first error after a loss is logged as one line, the rest until it is back are not, and
+    nothing while the connection is being closed on purpose."""
     state: dict[str, Any] = {"down": False, "told": False}
+    quiet = watched.closing if watched is not None else (lambda: False)
 
     async def error_cb(e: Exception) -> None:
-        if state["down"] and state["told"]:
+        if (state["down"] and state["told"]) or quiet():
             return
         state["told"] = True
         log.warning("%s: NATS connection error: %s", name, f"{type(e).__name__}: {e}".rstrip(": "))
 
     async def disconnected_cb() -> None:
-        if not state["down"]:
+        if not state["down"] and not quiet():
             state["down"], state["told"] = True, False
             log.warning("%s: NATS connection lost; reconnecting", name)
 

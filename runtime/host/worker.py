@@ -79,12 +79,14 @@ async def connect(urls: list[str], name: str, attempts: int = 30, creds: tuple[s
     configured they log in as the worker user (a server without authorization ignores it)."""
     last: Exception | None = None
     login = {"user": creds[0], "password": creds[1]} if creds else {}
+    watched = conn_log.Watched()
     for i in range(attempts):
         try:
-            return await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
-                                      connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                      drain_timeout=5, inbox_prefix=subjects.WORKER_INBOX,
-                                      **conn_log.callbacks(name), **login)
+            watched.nc = await nats.connect(servers=urls, name=name, ping_interval=15, max_outstanding_pings=3,
+                                            connect_timeout=2, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                            drain_timeout=5, inbox_prefix=subjects.WORKER_INBOX,
+                                            **conn_log.callbacks(name, watched), **login)
+            return watched.nc
         except Exception as e:  # noqa: BLE001 - retried, then reported
             last = e
             await asyncio.sleep(min(2.0, 0.1 * (i + 1)))

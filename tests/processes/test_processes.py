@@ -30,6 +30,7 @@ async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: lis
     assert p.wait(20) == 0
     assert p.stderr is not None
     err = p.stderr.read()
+    assert "connection lost" not in err and "Traceback" not in err  # a stop on purpose is not a loss
     assert "--- task index-follow" in err and "--- task consume-archive" in err and "Stack for <Task" in err
 
 
