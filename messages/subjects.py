@@ -24,6 +24,11 @@ def ingest_done(account: str, job_id: str) -> str:
     return f"acct.{account_token(account)}.ingest.done.{job_id}"
 
 
+def ingest_queued(account: str, job_id: str) -> str:
+    """Event name of an ingest job whose caller did not wait for it to end (so it can be asked for)."""
+    return f"acct.{account_token(account)}.ingest.queued.{job_id}"
+
+
 def ingest_progress(account: str, job_id: str) -> str:
     """Note name of an ingest job's progress, under its account's subjects."""
     return f"acct.{account_token(account)}.ingest.progress.{job_id}"

@@ -83,12 +83,20 @@ class Indexer(Imports):
         if not wait:
             await self.bus.enqueue(catalog.INGEST, job, job.job_id)
             faults.point("ingest.after_enqueue")
+            await self._queued(job)
             return None
         async with self.bus.waiter(subjects.ingest_done(job.account, job.job_id)) as w:
             await self.bus.enqueue(catalog.INGEST, job, job.job_id)
             faults.point("ingest.after_enqueue")  # queued, not answered
             raw = await w.wait(max(0.0, ctx.remaining() - 0.05))
+        if not raw:
+            await self._queued(job)  # the caller gets its id to follow it with
         return msgspec.json.decode(raw, type=ingest_msgs.IngestResult) if raw else None
+
+    async def _queued(self, job: ingest_msgs.IngestJob) -> None:
+        """A job handed back unfinished is on record, so `resources.job` can tell it from an id never given."""
+        await self.bus.publish_event(subjects.ingest_queued(job.account, job.job_id), ingest_msgs.IngestResult(
+            job_id=job.job_id, root_uri=",".join(job.index_roots), status="queued"), f"ingest.queued.{job.job_id}")
 
     @staticmethod
     def _job_id() -> str:

@@ -62,16 +62,19 @@ class Imports:
     @handles(catalog.RESOURCES_JOB, timeout_s=600.0)
     async def job(self, req: ingest_msgs.JobRef, ctx: Ctx) -> ingest_msgs.IngestResult:
         """An ingest job's outcome from its `ingest.done` event (kept in the events stream, so a
-        caller that missed it, cut off or gone, still learns it); `queued` while the job runs. Only
-        the caller's own account's jobs are visible."""
+        caller that missed it, cut off or gone, still learns it); `queued` while the job runs (a job
+        handed back unfinished is on record as such); NOT_FOUND for an id never given. Only the
+        caller's own account's jobs are visible."""
         name = subjects.ingest_done(ctx.identity.account, req.job_id)
-        if req.wait:
-            async with self.bus.waiter(name) as w:  # open before the look, so an end between is not missed
-                raw = await self.bus.last_event(name) or await w.wait(max(0.0, ctx.remaining() - 0.05))
-        else:
+        async with self.bus.waiter(name) as w:  # open before the look, so an end between is not missed
             raw = await self.bus.last_event(name)
-        if raw is None:
-            return ingest_msgs.IngestResult(job_id=req.job_id, root_uri="", status="queued")
+            if raw is None:
+                queued = await self.bus.last_event(subjects.ingest_queued(ctx.identity.account, req.job_id))
+                if queued is None:  # never handed back unfinished, never done: not a job of this account
+                    raise NotFound("no such ingest job", {"job_id": req.job_id})
+                raw = await w.wait(max(0.0, ctx.remaining() - 0.05)) if req.wait else None
+                if raw is None:
+                    return msgspec.json.decode(queued, type=ingest_msgs.IngestResult)
         return msgspec.json.decode(raw, type=ingest_msgs.IngestResult)
 
     @handles(catalog.RESOURCES_UPLOAD, timeout_s=60.0, journal=True)

@@ -150,3 +150,5 @@ async def test_add_resource_waits_by_default_so_a_find_right_after_sees_it(skald
         queued = await sk.add_resource(content="# Rota\n\nNights are covered by Ada.\n", name="rota.md", wait=False)
         assert queued.status == "queued"
         assert (await sk.job(queued.job_id, wait=True)).status == "done"
+        with pytest.raises(errors.NotFound):  # an id never given is not a job still running
+            await sk.job("0" * 32, wait=True)
