@@ -156,8 +156,7 @@ class Imports:
         if not top:
             if big := await asyncio.to_thread(sources.refused, self.ns.tree, root):
                 rel, size = big[0]
-                raise InvalidArgument(sources.too_large_message(rel, size, self.max_file_bytes),
-                                      {"path": rel, "reason": "too_large", "max_bytes": self.max_file_bytes})
+                raise sources.too_large(rel, size, self.max_file_bytes)
             raise InvalidArgument("the upload holds no file", {"upload_id": upload_id})
         if len(top) > 1:
             return files
@@ -175,8 +174,7 @@ class Imports:
         for rel, size in sources.refused(self.ns.tree, sources.upload_root(ctx.identity.account, upload_id)):
             head, _, rest = rel.partition("/")
             under = rest if src.is_dir() and head == src.name and rest else rel
-            out.append(ingest_msgs.Skipped(uri=f"{target.uri}/{under}", reason="too_large",
-                                           detail=sources.too_large_message("the file", size, self.max_file_bytes)))
+            out.append(sources.too_large_skip(f"{target.uri}/{under}", size, self.max_file_bytes))
         return out
 
     async def _drop_upload(self, upload_id: str, ctx: Ctx) -> None:
@@ -190,15 +188,12 @@ class Imports:
         t = self.ns.tree
         rels = folders.select(src, req.include, req.exclude)
         if src.is_file() and (size := src.stat().st_size) > self.max_file_bytes:
-            raise InvalidArgument(sources.too_large_message(src.name, size, self.max_file_bytes),
-                                  {"path": src.name, "reason": "too_large", "max_bytes": self.max_file_bytes})
+            raise sources.too_large(src.name, size, self.max_file_bytes)
         if src.is_dir():
             kept = []
             for rel in rels:
                 if (size := (src / rel).stat().st_size) > self.max_file_bytes:
-                    out.skipped.append(ingest_msgs.Skipped(
-                        uri=f"{target.uri}/{rel}", reason="too_large",
-                        detail=sources.too_large_message("the file", size, self.max_file_bytes)))
+                    out.skipped.append(sources.too_large_skip(f"{target.uri}/{rel}", size, self.max_file_bytes))
                     continue
                 with (src / rel).open("rb") as f:
                     kind = formats.sniff(rel, f.read(formats.SNIFF_BYTES * 4))

@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 import httpx
 
 from skald.messages.errors import Conflict, DeadlineExceeded, InvalidArgument, NotFound, PermissionDenied, Unavailable
+from skald.messages.ingest import Skipped
 from skald.store import treeops, uri
 from skald.store.treeport import Tree
 
@@ -145,8 +146,7 @@ def write_piece(t: Tree, root: str, rel: str, offset: int, data: bytes, limit: i
     if offset + len(data) > limit:
         if st is not None and not st.is_dir:
             t.remove(key)
-        raise InvalidArgument(too_large_message(rel, offset + len(data), limit),
-                              {"path": rel, "reason": "too_large", "max_bytes": limit})
+        raise too_large(rel, offset + len(data), limit)
     try:
         if offset:
             t.append(key, data)
@@ -161,6 +161,17 @@ def too_large_message(what: str, size: int, limit: int) -> str:
     """The one wording of the per-file limit, with how to raise it."""
     return (f"{what} is {size:,} bytes, over the per-file limit of {limit:,} bytes "
             f"(SKALD_MAX_FILE_MB on the workers raises it)")
+
+
+def too_large(path: str, size: int, limit: int) -> InvalidArgument:
+    """The refusal of a single file over the limit (nothing of it is stored)."""
+    return InvalidArgument(too_large_message(path, size, limit), {"path": path, "reason": "too_large",
+                                                                  "max_bytes": limit})
+
+
+def too_large_skip(uri: str, size: int, limit: int) -> Skipped:
+    """A folder's file over the limit, as the add reports it (not stored; the rest goes on)."""
+    return Skipped(uri=uri, reason="too_large", detail=too_large_message("the file", size, limit))
 
 
 def refused_key(root: str, rel: str) -> str:

@@ -223,7 +223,7 @@ class Sessions:
                 # its owner; neither a message nor a commit rewrites it).
                 meta, _ = session_store.read_session_meta(sdir)
                 meta = meta or SessionMeta()
-                live, total, archives = recovery.counted(sdir)
+                live, total, archives = recovery.counted(sdir, meta)
                 out.append(session_msgs.SessionInfo(
                     session_id=n, uri=sdir.uri, created_at=meta.created_at, message_count=live,
                     total_message_count=total, commit_count=max(meta.commit_count, archives), archives=archives))

@@ -35,16 +35,15 @@ def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMet
                        commit_count=archives)
 
 
-def counted(sdir: SessionDir) -> tuple[int, int, int]:
+def counted(sdir: SessionDir, meta: SessionMeta) -> tuple[int, int, int]:
     """A session not loaded here, counted from what is stored: (live messages, every message
     accepted, archives). Its meta is not rewritten per message, so it cannot say this itself."""
-    meta, _ = session_store.read_session_meta(sdir)
     live = session_store.read_live(sdir)
     indexes = session_store.archive_indexes(sdir)
     ids = {m.id for m in live}
     for i in indexes:
         ids.update(m.id for m in session_store.read_archive(sdir, i).messages)
-    return len(live), max(meta.total_message_count if meta else 0, len(ids)), len(indexes)
+    return len(live), max(meta.total_message_count, len(ids)), len(indexes)
 
 
 def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
