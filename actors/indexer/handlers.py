@@ -21,7 +21,6 @@ from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.imports import Imports
 from skald.actors.indexer.pipeline import MAX_FILE_BYTES, IngestPipeline
 from skald.actors.kit.clock import now as clock_now
-from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import consumes, handles
 from skald.actors.kit.ports import Embedder, Events, IndexLog, Summarizer, WorkQueue
 from skald.actors.kit.request import Attempt, Ctx
@@ -76,32 +75,6 @@ class Indexer(Imports):
         if any(s.startswith(".") for s in vp.segments):
             raise InvalidArgument("names starting with '.' are reserved", {"uri": vp.uri})
         return vp
-
-    async def _submit(self, job: ingest_msgs.IngestJob, wait: bool, ctx: Ctx) -> ingest_msgs.IngestResult | None:
-        """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""
-        faults.point("ingest.before_enqueue")  # the file is on disk; no job yet
-        if not wait:
-            await self.bus.enqueue(catalog.INGEST, job, job.job_id)
-            faults.point("ingest.after_enqueue")
-            await self._queued(job)
-            return None
-        async with self.bus.waiter(subjects.ingest_done(job.account, job.job_id)) as w:
-            await self.bus.enqueue(catalog.INGEST, job, job.job_id)
-            faults.point("ingest.after_enqueue")  # queued, not answered
-            raw = await w.wait(max(0.0, ctx.remaining() - 0.05))
-        if not raw:
-            await self._queued(job)  # the caller gets its id to follow it with
-        return msgspec.json.decode(raw, type=ingest_msgs.IngestResult) if raw else None
-
-    async def _queued(self, job: ingest_msgs.IngestJob) -> None:
-        """A job handed back unfinished is on record, so `resources.job` can tell it from an id never given."""
-        await self.bus.publish_event(subjects.ingest_queued(job.account, job.job_id), ingest_msgs.IngestResult(
-            job_id=job.job_id, root_uri=",".join(job.index_roots), status="queued"), f"ingest.queued.{job.job_id}")
-
-    @staticmethod
-    def _job_id() -> str:
-        """Derived from the request and its clock: a replay queues the same jobs."""
-        return request_id("ingest")
 
     @handles(catalog.FS_WRITE, timeout_s=120.0, journal=True)
     async def fs_write(self, req: fs_msgs.WriteRequest, ctx: Ctx) -> fs_msgs.WriteResult:
@@ -226,13 +199,6 @@ class Indexer(Imports):
         done = await self._submit(job, req.wait, ctx)
         return fs_msgs.ChangeResult(uri=dst.uri, index_job=job.job_id, indexed=bool(done), removed=len(keys),
                               index_seq=done.index_seq if done else 0)
-
-    def _result(self, job: ingest_msgs.IngestJob, root: str,
-                done: ingest_msgs.IngestResult | None) -> ingest_msgs.IngestResult:
-        if done is None:
-            return ingest_msgs.IngestResult(job_id=job.job_id, root_uri=root, status="queued",
-                                            generator=self.summarizer.name)
-        return msgspec.structs.replace(done, root_uri=root)
 
     @handles(catalog.SKILLS_ADD, timeout_s=600.0, journal=True)
     async def add_skill(self, req: ingest_msgs.AddSkillRequest, ctx: Ctx) -> ingest_msgs.IngestResult:

@@ -15,12 +15,12 @@ import msgspec
 
 from skald.actors.indexer import file_rows, sources
 from skald.actors.indexer import rows as rows_mod
+from skald.actors.indexer.jobs import Jobs
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
-from skald.actors.kit.ports import Events
 from skald.actors.kit.request import Ctx
 from skald.actors.text import formats
-from skald.messages import catalog, folders, subjects
+from skald.messages import catalog, folders
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound, PermissionDenied
 from skald.store import document_records, importing, treeops
@@ -37,45 +37,15 @@ class Imported:
     remove_rows: list[tuple[str, int]] = field(default_factory=list)
 
 
-class Imports:
-    """Needs the indexer's namespace, import roots, and its write/submit helpers."""
+class Imports(Jobs):
+    """Needs the indexer's namespace, import roots, per-file limit and its write helper."""
 
     ns: Namespace
     import_roots: list[Path]
-    bus: Events
     max_file_bytes: int  # the per-file limit (SKALD_MAX_FILE_MB): a larger file is reported, never stored
 
     def _writable(self, uri: str, ident: Identity) -> VikingPath:
         raise NotImplementedError
-
-    async def _submit(self, job: ingest_msgs.IngestJob, wait: bool, ctx: Ctx) -> ingest_msgs.IngestResult | None:
-        raise NotImplementedError
-
-    def _result(self, job: ingest_msgs.IngestJob, root: str,
-                done: ingest_msgs.IngestResult | None) -> ingest_msgs.IngestResult:
-        raise NotImplementedError
-
-    @staticmethod
-    def _job_id() -> str:
-        return request_id("ingest")
-
-    @handles(catalog.RESOURCES_JOB, timeout_s=600.0)
-    async def job(self, req: ingest_msgs.JobRef, ctx: Ctx) -> ingest_msgs.IngestResult:
-        """An ingest job's outcome from its `ingest.done` event (kept in the events stream, so a
-        caller that missed it, cut off or gone, still learns it); `queued` while the job runs (a job
-        handed back unfinished is on record as such); NOT_FOUND for an id never given. Only the
-        caller's own account's jobs are visible."""
-        name = subjects.ingest_done(ctx.identity.account, req.job_id)
-        async with self.bus.waiter(name) as w:  # open before the look, so an end between is not missed
-            raw = await self.bus.last_event(name)
-            if raw is None:
-                queued = await self.bus.last_event(subjects.ingest_queued(ctx.identity.account, req.job_id))
-                if queued is None:  # never handed back unfinished, never done: not a job of this account
-                    raise NotFound("no such ingest job", {"job_id": req.job_id})
-                raw = await w.wait(max(0.0, ctx.remaining() - 0.05)) if req.wait else None
-                if raw is None:
-                    return msgspec.json.decode(queued, type=ingest_msgs.IngestResult)
-        return msgspec.json.decode(raw, type=ingest_msgs.IngestResult)
 
     @handles(catalog.RESOURCES_UPLOAD, timeout_s=60.0, journal=True)
     async def upload(self, req: ingest_msgs.UploadRequest, ctx: Ctx) -> ingest_msgs.UploadResult:
