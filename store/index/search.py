@@ -33,21 +33,52 @@ class IndexSearch(IndexScopes):
             if q.levels is not None and sum(len(self._by_level.get(lv, ())) for lv in q.levels) <= BRUTE_FORCE_MAX:
                 return self._exact_levels(vec, q, k, scope_rows)
             sel = self._selectivity(q, scope_rows)
-            if sel * self._live <= BRUTE_FORCE_MAX or len(self._pending) > BRUTE_FORCE_MAX:
-                return self._exact(vec, q, k, scope_rows)  # exact while many rows still wait for the graph
+            if sel * self._live <= BRUTE_FORCE_MAX or len(self._pending) * 2 > self._live:
+                # Selective, or most rows still wait for the graph: scoring them all costs about
+                # what scoring the waiting ones would.
+                return self._exact(vec, q, k, scope_rows)
             hits, trace = self._graph_search(vec, q, k, sel, scope_rows)
-            if self._pending:  # rows written since the graph was last built: scored exactly beside it
-                starts = self._starts(q.account, q.prefixes)
-                waiting = np.fromiter((lab for lab in self._pending if self._skeys[lab].startswith(starts)),
-                                      dtype=np.int64)
-                if waiting.size:
-                    # A waiting row the graph also returned was re-written: the graph's score is
-                    # its old vector's, so the exact one replaces it.
-                    more, _ = self._exact(vec, q, k, scope_rows, labels=waiting)
-                    hits = sorted([*(h for h in hits if h.label not in self._pending), *more],
-                                  key=lambda h: -h.score)[:k]
-                    trace = SearchTrace("hnsw+pending", scope_rows, trace.examined + int(waiting.size))
+            if self._pending and trace.engine == "hnsw":
+                # Rows written since the graph was last built (a large ingest the graph is still
+                # taking in): the graph answers for the rows it holds and only the waiting ones are
+                # scored exactly. A waiting row the graph also returned was re-written: the graph's
+                # score is its old vector's, so the exact one replaces it.
+                more, examined = self._pending_search(vec, q, k)
+                hits = sorted([*(h for h in hits if h.label not in self._pending), *more],
+                              key=lambda h: -h.score)[:k]
+                trace = SearchTrace("hnsw+pending", scope_rows, trace.examined + examined)
             return hits, trace
+
+    def _pending_search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], int]:
+        """The k best rows among those waiting for the graph, scored with one product (over a view
+        when they are contiguous, as an ingest's new rows are), the scope and predicate checked
+        per candidate in score order; and how many rows were scored."""
+        labels = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
+        labels.sort()
+        lo, hi = int(labels[0]), int(labels[-1]) + 1
+        mat = self._vecs[lo:hi] if hi - lo == labels.size else self._vecs[labels]
+        scores = mat @ vec + self._adjust(labels, q.account)
+        scores = np.where(self._mask(labels, q), scores, -np.inf)
+        starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
+        want = min(labels.size, max(k * 8, 64))
+        while True:
+            top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            hits: list[Hit] = []
+            for i in top.tolist():
+                sc = float(scores[i])
+                if sc == -np.inf:
+                    return hits, int(labels.size)
+                label = int(labels[i])
+                row = rows[label]
+                if row is None or not skeys[label].startswith(starts) or (pred is not None and not pred(row)):
+                    continue
+                hits.append(Hit(row, sc, label=label))
+                if len(hits) >= k:
+                    return hits, int(labels.size)
+            if want >= labels.size:
+                return hits, int(labels.size)
+            want = min(labels.size, want * 8)
 
     def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int,
                labels: np.ndarray | None = None) -> tuple[list[Hit], SearchTrace]:

@@ -231,3 +231,26 @@ def test_the_applied_sequence_never_runs_ahead_of_the_rows(tmp_path) -> None:  #
     rep.apply(batch)
     assert rep.index.claimed and all(s == 0 for s in rep.index.claimed)
     assert rep.index.applied_seq == 14 and len(rep.index) == 3
+
+
+def test_a_large_ingest_waiting_for_the_graph_is_scanned_alone_beside_it() -> None:
+    """Thousands of rows written since the graph was built (more than an exact pass over the
+    scope would once have been taken for): the graph answers for the rows it holds, only the
+    waiting ones are scored exactly, and the answer is the exact one."""
+    data = rows(30_000, seed=3)
+    idx = VectorIndex(64, "m")
+    idx.upsert_many(data[:20_000], defer_graph=True)
+    while idx.build_graph(8000) > 0:
+        pass
+    idx.upsert_many(data[20_000:], defer_graph=True)
+    assert idx.pending_graph == 10_000
+    q = Query(account="a")
+    for probe_at in (25_000, 5_000, 29_999):
+        probe = data[probe_at][1]
+        hits, trace = idx.search(probe, q, 10)
+        assert trace.engine == "hnsw+pending" and hits[0].row.uri == data[probe_at][0].uri
+        truth = sorted(range(len(data)), key=lambda i: -float(data[i][1] @ probe))[:10]
+        assert len({h.row.uri for h in hits} & {data[i][0].uri for i in truth}) >= 9
+        assert trace.examined < len(data)  # not an exact pass over every row
+    scoped, _ = idx.search(data[25_001][1], Query(account="a", prefixes=["viking://resources/t1"]), 5)
+    assert scoped and all(h.row.uri.startswith("viking://resources/t1/") for h in scoped)

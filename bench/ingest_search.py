@@ -1,0 +1,98 @@
+"""Search while the vector graph takes in a large ingest: the graph answering for the rows it
+holds with only the waiting rows scored exactly, against an exact pass over every row (what a
+search did while more than 8,000 rows waited), in the same run on the same index.
+
+    .venv/bin/python bench/ingest_search.py                       # 100k rows in the graph, 10k-45k waiting
+    .venv/bin/python bench/ingest_search.py --rows 50000 --waiting 5000,20000
+
+Rows are 384-d unit vectors around 200 topic centres (clustered, as embedded text is); queries
+are held-out points of the same clusters. Prints p50 / p99 of `VectorIndex.search` and of the
+exact pass, recall@10 of search against the exact answer, and the settled figure once the graph
+holds everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from skald.messages.index import IndexRow  # noqa: E402
+from skald.store.index import Query, VectorIndex  # noqa: E402
+
+DIM = 384
+
+
+def vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    v = centres[rng.integers(0, len(centres), n)] + 0.35 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def batch(start: int, vecs: np.ndarray) -> list[tuple[IndexRow, np.ndarray]]:
+    return [(IndexRow(account="a", uri=f"viking://resources/t{(start + i) % 200}/d{start + i}.md", level=2,
+                      parent_uri=f"viking://resources/t{(start + i) % 200}", context_type="resource",
+                      abstract=f"d{start + i}"), vecs[i]) for i in range(len(vecs))]
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(len(s) * p))]
+
+
+def timed(fn, queries: np.ndarray) -> tuple[list[float], list[list[str]]]:  # type: ignore[no-untyped-def]
+    lat, out = [], []
+    for qv in queries:
+        t = time.perf_counter()
+        hits = fn(qv)
+        lat.append((time.perf_counter() - t) * 1000)
+        out.append([h.row.uri for h in hits])
+    return lat, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=100_000, help="rows already in the graph")
+    ap.add_argument("--waiting", default="10000,25000,45000", help="rows written since, waiting for the graph")
+    ap.add_argument("--queries", type=int, default=200)
+    a = ap.parse_args()
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((200, DIM)).astype(np.float32)
+    idx = VectorIndex(DIM, "m")
+    t0 = time.perf_counter()
+    for i in range(0, a.rows, 10_000):
+        idx.upsert_many(batch(i, vectors(min(10_000, a.rows - i), rng, centres)), defer_graph=True)
+    while idx.build_graph(20_000, threads=2) > 0:
+        pass
+    print(f"{a.rows:,} rows in the graph in {time.perf_counter() - t0:.0f} s")
+    queries = vectors(a.queries, rng, centres)
+    q = Query(account="a")
+    written = a.rows
+    print("\n| waiting | search p50 / p99 ms | exact pass p50 / p99 ms | recall@10 vs exact | engine |")
+    print("|---|---|---|---|---|")
+    for waiting in (int(w) for w in a.waiting.split(",")):
+        add = waiting - idx.pending_graph
+        for i in range(0, add, 10_000):
+            n = min(10_000, add - i)
+            idx.upsert_many(batch(written, vectors(n, rng, centres)), defer_graph=True)
+            written += n
+        engine = idx.search(queries[0], q, 10)[1].engine
+        s_lat, s_out = timed(lambda v: idx.search(v, q, 10)[0], queries)
+        e_lat, e_out = timed(lambda v: idx._exact(v, q, 10, len(idx))[0], queries)
+        recall = np.mean([len(set(s) & set(e)) / 10 for s, e in zip(s_out, e_out, strict=True)])
+        print(f"| {idx.pending_graph:,} | {pct(s_lat, 0.5):.2f} / {pct(s_lat, 0.99):.2f} | "
+              f"{pct(e_lat, 0.5):.2f} / {pct(e_lat, 0.99):.2f} | {recall:.3f} | {engine} |", flush=True)
+    t1 = time.perf_counter()
+    while idx.build_graph(20_000, threads=2) > 0:
+        pass
+    s_lat, _ = timed(lambda v: idx.search(v, q, 10)[0], queries)
+    print(f"\nsettled ({written:,} rows in the graph, {time.perf_counter() - t1:.0f} s to take the rest in): "
+          f"search p50 / p99 {pct(s_lat, 0.5):.2f} / {pct(s_lat, 0.99):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
