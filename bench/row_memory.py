@@ -1,0 +1,95 @@
+"""Where an index row's memory goes: rows of section-sized text (about 60 words drawn from a Zipf
+vocabulary, as real text is; a tiny vocabulary hides the keyword index's cost) put into a
+`VectorIndex` as a replica does, resident memory read after each step, and the Python heap of the
+last step attributed to the modules that hold it (tracemalloc).
+
+    .venv/bin/python bench/row_memory.py                 # 50,000 rows
+    .venv/bin/python bench/row_memory.py --rows 100000 --no-trace
+
+The baseline is the row's own bytes: its text, abstract and URI as UTF-8 and its float32 vector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from skald.messages.index import IndexRow  # noqa: E402
+from skald.store.index import VectorIndex  # noqa: E402
+
+DIM = 384
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def text_of(rng: np.random.Generator, vocab: list[str], words: int) -> str:
+    ranks = np.minimum(rng.zipf(1.1, words), len(vocab)) - 1
+    return " ".join(vocab[r] for r in ranks)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=50_000)
+    ap.add_argument("--vocab", type=int, default=50_000)
+    ap.add_argument("--no-trace", action="store_true", help="resident memory only (tracemalloc slows the fill)")
+    a = ap.parse_args()
+    rng = np.random.default_rng(5)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = ["".join(letters[j] for j in rng.integers(0, 26, 3 + i % 8)) + str(i) for i in range(a.vocab)]
+    centres = rng.standard_normal((200, DIM)).astype(np.float32)
+    if not a.no_trace:
+        tracemalloc.start(1)
+    base = rss()
+    rows, own = [], 0
+    for i in range(a.rows):
+        v = centres[i % 200] + 0.35 * rng.standard_normal(DIM).astype(np.float32)
+        v = (v / np.linalg.norm(v)).astype("<f4")
+        text = text_of(rng, vocab, 60)
+        row = IndexRow(account="acme", uri=f"viking://resources/runbooks/r{i // 40:05d}.md#step-{i % 40}",
+                       level=2, parent_uri=f"viking://resources/runbooks/r{i // 40:05d}.md", context_type="resource",
+                       abstract=text[:120], text=text, kind="section", title=f"Step {i % 40}", vector=v.tobytes())
+        own += len(text.encode()) + len(row.abstract.encode()) + len(row.uri.encode()) + DIM * 4
+        rows.append((row, v))
+    made = rss()
+    idx = VectorIndex(DIM, "m")
+    t0 = time.perf_counter()
+    for i in range(0, a.rows, 5_000):
+        idx.upsert_many(rows[i : i + 5_000], defer_graph=True)
+    del rows
+    gc.collect()
+    filled = rss()
+    fill_s = time.perf_counter() - t0
+    while idx.build_graph(20_000, threads=2) > 0:
+        pass
+    built = rss()
+    n = a.rows
+    print(f"{n:,} rows; the row's own bytes (text, abstract, URI, float32 vector): {own / n:,.0f} B a row")
+    print("| step | resident | per row |\n|---|---|---|")
+    print(f"| rows made (IndexRow with its vector bytes), before the index | {(made - base) / 2**20:,.0f} MiB | "
+          f"{(made - base) / n:,.0f} B |")
+    print(f"| rows in the index (vectors, rows, keyword postings), the made ones freed; {fill_s:.0f} s | "
+          f"{(filled - base) / 2**20:,.0f} MiB | {(filled - base) / n:,.0f} B |")
+    print(f"| graph built | {(built - base) / 2**20:,.0f} MiB | {(built - base) / n:,.0f} B |")
+    if not a.no_trace:
+        snap = tracemalloc.take_snapshot()
+        by_file = snap.statistics("filename")
+        print("\nPython heap held after the build, by the module that allocated it (top 8):")
+        for st in by_file[:8]:
+            print(f"  {st.size / n:8,.0f} B a row  {st.traceback[0].filename.split('site-packages/')[-1]}")
+    keep = idx  # held to the end, so the figures above are of a live index
+    assert len(keep) == n
+
+
+if __name__ == "__main__":
+    main()
