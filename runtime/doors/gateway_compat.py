@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -47,8 +48,8 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("/api/v1/pack", ".ovpack import, export, backup and restore: `skald replay record` and `apply` move a "
                      "deployment"),
     ("/api/v1/snapshot", "workspace snapshots: every write is in Skald's journal (`skald replay record`)"),
-    ("/api/v1/tasks", "task tracking: resources.add answers with its job, and `wait: true` blocks until the job "
-                      "is done"),
+    ("/api/v1/tasks", "listing or cancelling tasks: get_task answers for one job by the id resources.add "
+                      "gives, and `wait: true` blocks until the job is done"),
     ("/api/v1/watches", "watched sources: add the folder or URL again to refresh it"),
     ("/api/v1/system/consistency", "consistency checks: each worker's health reports index lag and staleness "
                                    "(/api/v1/observer/system)"),
@@ -63,6 +64,8 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
 
 
 OBSERVERS = ["system", "queue", "vikingdb", "models", "retrieval"]
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+TASK_STATUS = {"queued": "running", "done": "completed", "failed": "failed", "checked": "completed"}
 
 
 def unsupported(path: str) -> str | None:
@@ -272,6 +275,19 @@ def add_compat_routes(app: web.Application, gw: Any) -> None:
         req = {k: body[k] for k in ("query", "limit", "score_threshold", "target_uri") if body.get(k) is not None}
         return await relay(request, catalog.SEARCH_FIND.name, {**req, "context_type": "skill"})
 
+    async def task(request: web.Request) -> web.StreamResponse:
+        """`get_task`: an ingest job by the `job_id` resources.add answered with (resources.job), in
+        OpenViking's task shape; an id that is no job of the caller's is 404, as OpenViking's is."""
+        tid = request.match_info["task_id"]
+        if not JOB_ID.fullmatch(tid):
+            return error_response("NOT_FOUND", f"no task {tid!r}")
+        got = await call(request, catalog.RESOURCES_JOB.name, {"job_id": tid})
+        if isinstance(got, web.Response):
+            return got
+        return ok({"task_id": tid, "task_type": "resource_ingest", "status": TASK_STATUS[got["status"]],
+                   "resource_id": got["root_uri"], "error": got.get("error"), "result": got})
+
+    app.router.add_get("/api/v1/tasks/{task_id}", task)
     app.router.add_post("/api/v1/fs/attrs/set_tags", set_tags)
     app.router.add_post("/api/v1/skills/find", find_skills)
     app.router.add_get("/api/v1/content/download", download)

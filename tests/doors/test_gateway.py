@@ -3,6 +3,7 @@ from PyPI, unchanged) and by plain HTTP for status codes, auth and the OpenAPI d
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -407,3 +408,25 @@ async def test_up_serves_http_in_its_own_process_without_the_bus(deploy: Any, tm
     async with httpx.AsyncClient(base_url=base) as anon:
         r = await anon.post("/api/v1/search/find", json={"query": "caddy"})
         assert r.status_code == 401
+
+
+async def test_get_task_follows_an_ingest_job_and_an_unknown_id_is_none(gateway: str) -> None:
+    """OpenViking's get_task on the job id resources.add gives: running, then completed with the
+    ingest's result; an id that is no job is a 404, which the SDK turns into None."""
+    async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
+        queued = await http.post("/api/v1/resources", json={"content": "# Pager\n\nMondays.\n", "name": "p.md",
+                                                            "wait": False})
+        job = queued.json()["result"]["job_id"]
+    sdk = ov.AsyncHTTPClient(url=gateway, api_key="any", user="default", timeout=60)
+    await sdk.initialize()
+    try:
+        for _ in range(200):
+            task = await sdk.get_task(job)
+            assert task is not None and task["task_id"] == job and task["status"] in ("running", "completed")
+            if task["status"] == "completed":
+                break
+            await asyncio.sleep(0.05)
+        assert task["status"] == "completed" and task["result"]["root_uri"] == "viking://resources/p.md"
+        assert await sdk.get_task("0" * 32) is None and await sdk.get_task("not-a-job") is None
+    finally:
+        await sdk.close()

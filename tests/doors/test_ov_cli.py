@@ -21,6 +21,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 
 from support.compat import table_in_docs, unknown_routes
@@ -146,7 +147,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
         ("snapshot ignore-set", ["snapshot", "ignore-set", "--content", "*.tmp"]),
         ("snapshot ignore-delete", ["snapshot", "ignore-delete"]),
         ("task list", ["task", "list"]),
-        ("task status", ["task", "status", "t1"]),
+        ("task status", ["task", "status", "{job}"]),  # an ingest job queued through the gateway
         ("task cancel", ["task", "cancel", "t1"]),
         ("task watch ls", ["task", "watch", "ls"]),
         ("task watch show", ["task", "watch", "show", "w1"]),
@@ -259,10 +260,14 @@ async def test_every_ov_cli_command_works_or_is_typed_unimplemented(gateway: str
     covered = {name.split(" (")[0].split(" --")[0] for name, _ in plan}
     assert listed - covered - set(LOCAL) == set()  # a command the CLI lists needs a case here
 
+    async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:  # a job for `task status` to show
+        queued = await http.post("/api/v1/resources", json={"content": "# Queued\n\nA job to look at.\n",
+                                                            "name": "queued.md", "wait": False})
+        job = queued.json()["result"]["job_id"]
     rows: list[tuple[str, str, str]] = []
     failed = []
     for name, argv in plan:
-        code, out = await ov(*argv)
+        code, out = await ov(*(a.replace("{job}", job) for a in argv))
         err = api_error(out)
         refusal = CLIENT_REFUSALS.get(name)
         if code == 0 and not err and EXPECT.get(name, "") in out:
