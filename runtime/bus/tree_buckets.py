@@ -172,6 +172,8 @@ class Bucket:
         request = json.dumps({"subjects_filter": self.pre + pattern, "offset": offset}).encode()
         deadline = time.monotonic() + LEADER_WAIT_S
         while True:
+            # nats-py's stream_info takes no offset and drops the answer's cluster leader and total:
+            # the same API request, read whole (its error handling is nats-py's own).
             resp = await self.js._api_request(f"{self.js._prefix}.STREAM.INFO.{self.stream}", request,
                                               timeout=self.js._timeout)
             if (resp.get("cluster") or {}).get("leader") or "cluster" not in resp:

@@ -58,27 +58,7 @@ class IndexSearch(IndexScopes):
         lo, hi = int(labels[0]), int(labels[-1]) + 1
         mat = self._vecs[lo:hi] if hi - lo == labels.size else self._vecs[labels]
         scores = mat @ vec + self._adjust(labels, q.account)
-        scores = np.where(self._mask(labels, q), scores, -np.inf)
-        starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
-        want = min(labels.size, max(k * 8, 64))
-        while True:
-            top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
-            top = top[np.argsort(-scores[top], kind="stable")]
-            hits: list[Hit] = []
-            for i in top.tolist():
-                sc = float(scores[i])
-                if sc == -np.inf:
-                    return hits, int(labels.size)
-                label = int(labels[i])
-                row = rows[label]
-                if row is None or not skeys[label].startswith(starts) or (pred is not None and not pred(row)):
-                    continue
-                hits.append(Hit(row, sc, label=label))
-                if len(hits) >= k:
-                    return hits, int(labels.size)
-            if want >= labels.size:
-                return hits, int(labels.size)
-            want = min(labels.size, want * 8)
+        return self._best_in_scope(labels, np.where(self._mask(labels, q), scores, -np.inf), q, k), int(labels.size)
 
     def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int,
                labels: np.ndarray | None = None) -> tuple[list[Hit], SearchTrace]:
@@ -128,9 +108,14 @@ class IndexSearch(IndexScopes):
         if labels.size == 0:
             return [], SearchTrace("exact-levels", scope_rows, 0)
         scores = mat @ vec + self._adjust(labels, q.account)
-        ok = self._mask(labels, q)
-        scores = np.where(ok, scores, -np.inf)
-        starts = self._starts(q.account, q.prefixes)
+        hits = self._best_in_scope(labels, np.where(self._mask(labels, q), scores, -np.inf), q, k)
+        return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
+
+    def _best_in_scope(self, labels: np.ndarray, scores: np.ndarray, q: Query, k: int) -> list[Hit]:
+        """The k best of `labels` by `scores` (-inf: filtered out) whose rows lie in the query's
+        scope and pass its predicate, checked per candidate in score order: for label sets the
+        scope does not select (a level's rows, the rows waiting for the graph)."""
+        starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
         want = min(labels.size, max(k * 8, 64))
         while True:
             top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
@@ -139,18 +124,16 @@ class IndexSearch(IndexScopes):
             for i in top.tolist():
                 sc = float(scores[i])
                 if sc == -np.inf:
-                    break
+                    return hits
                 label = int(labels[i])
-                row = self._rows[label]
-                if row is None or not self._skeys[label].startswith(starts):
-                    continue
-                if q.predicate is not None and not q.predicate(row):
+                row = rows[label]
+                if row is None or not skeys[label].startswith(starts) or (pred is not None and not pred(row)):
                     continue
                 hits.append(Hit(row, sc, label=label))
                 if len(hits) >= k:
-                    return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
+                    return hits
             if want >= labels.size:
-                return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
+                return hits
             want = min(labels.size, want * 8)
 
     def _graph_search(
