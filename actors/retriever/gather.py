@@ -121,8 +121,13 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
                                       req.other_peer_penalty)
             n_excluded |= shaped.excluded
             n_cooled |= shaped.cooled
-            out.buckets[b.name] = candidates.cut([m for m in shaped.candidates if results.passes(
+            out.buckets[b.name] = kept = candidates.cut([m for m in shaped.candidates if results.passes(
                 m.score, req.score_threshold, req.score_gte)], b.limit)
+            # A section is served as its own text, which the index keeps out of its rows: read
+            # for the candidates kept only.
+            bare = [m for m in kept if m.lines is not None and not m.text and "#" in m.uri]
+            for m, text in zip(bare, index.leaf_texts(account, [m.uri for m in bare]), strict=True):
+                m.text = text
             shape_s += time.perf_counter() - tm
         except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
             log.exception("candidates: bucket %s failed", b.name)

@@ -49,7 +49,8 @@ class IndexReplica:
         self.bus = bus
         self.state_dir = Path(state_dir)
         self.snapshot_interval_s = snapshot_interval_s
-        self.index = VectorIndex(dim, model)
+        (self.state_dir / "index").mkdir(parents=True, exist_ok=True)
+        self.index = VectorIndex(dim, model, text_dir=self.state_dir / "index")  # leaf texts in a file there
         self.head_seq = 0
         self.replica_dir: Path | None = None
         self._applied = asyncio.Condition()

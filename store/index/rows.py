@@ -10,6 +10,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 import hnswlib
 import msgspec
@@ -17,6 +18,8 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.bm25 import KeywordIndex
+from skald.store.index.qvectors import QuantisedVectors
+from skald.store.index.texts import TextHeap
 from skald.store.index.types import (
     CONTEXT_TYPES,
     HNSW_EF_CONSTRUCTION,
@@ -29,19 +32,25 @@ from skald.store.index.types import (
 from skald.store.language import DEFAULT
 
 log = logging.getLogger("skald.store.index")
+# Float32 vectors of directories' children kept for the descent (48 MB at 384-d); the int8 copy
+# is the one every row has, this only spares a hot directory its gather.
+CHILD_VECTORS_CACHED = 32_768
 
 
 class IndexRows:
     """Thread-safe for one writer and many readers through a single lock (writes are short)."""
 
-    def __init__(self, dim: int, model: str = "", capacity: int = 1024) -> None:
+    def __init__(self, dim: int, model: str = "", capacity: int = 1024, text_dir: Path | None = None) -> None:
+        """`text_dir`: where the files of leaf texts and float32 vectors go (unlinked temporary
+        files; the system's temporary directory when None)."""
         self.dim = dim
         self.model = model
         self._lock = threading.RLock()
         self._labels: dict[str, int] = {}
         self._rows: list[IndexRow | None] = []
         self._skeys: list[str] = []  # each row's `scope_key` (its scope key), "" for a free slot
-        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
+        self._qv = QuantisedVectors(dim, capacity, text_dir)  # int8 per row; float32 while a row waits for the graph
+        self._texts = TextHeap(text_dir, capacity)  # leaf rows' text, in a file (`texts.py`)
         self._level = np.zeros(capacity, dtype=np.int8)
         self._ctype = np.zeros(capacity, dtype=np.int8)
         self._updated = np.zeros(capacity, dtype=np.float64)
@@ -71,7 +80,9 @@ class IndexRows:
         self._unsaved_deletes: list[tuple[int, bool]] = []  # (label, whether the graph holds it)
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children
         self._children_arr: dict[str, np.ndarray] = {}  # the same as arrays, built on first use
-        self._children_mat: dict[str, np.ndarray] = {}  # their vectors, gathered once per change
+        # Their vectors, gathered once per change, least recently used first: CHILD_VECTORS_CACHED rows at most.
+        self._children_mat: dict[str, np.ndarray] = {}
+        self._children_mat_rows = 0
         self._by_level: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
         self._level_arr: dict[frozenset[int], np.ndarray] = {}
         self._level_mat: dict[frozenset[int], np.ndarray] = {}  # vectors of those rows, gathered once
@@ -92,21 +103,35 @@ class IndexRows:
         return self._live
 
     def _grow(self, need: int) -> None:
-        cap = self._vecs.shape[0]
+        cap = self._level.shape[0]
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in ("_vecs", "_level", "_ctype", "_updated", "_created", "_alive", "_adj", "_tlen"):
+        self._qv.grow(new)
+        self._texts.grow(new)
+        for name in ("_level", "_ctype", "_updated", "_created", "_alive", "_adj", "_tlen"):
             old = getattr(self, name)
             arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
             arr[: old.shape[0]] = old
             setattr(self, name, arr)
 
+    def _drop_children_mat(self, pkey: str) -> None:
+        if (gone := self._children_mat.pop(pkey, None)) is not None:
+            self._children_mat_rows -= gone.shape[0]
+
+    def _keep_children_mat(self, pkey: str, mat: np.ndarray) -> None:
+        """Cache a directory's children's vectors, the least recently used going first past the bound."""
+        self._drop_children_mat(pkey)
+        while self._children_mat and self._children_mat_rows + mat.shape[0] > CHILD_VECTORS_CACHED:
+            self._drop_children_mat(next(iter(self._children_mat)))
+        self._children_mat[pkey] = mat
+        self._children_mat_rows += mat.shape[0]
+
     def _fit_graph(self) -> None:
         """The graph's capacity brought up to the arrays' (under the graph lock, before an add):
         growing it in `_grow` would wait, holding the index lock, for a snapshot writing the graph."""
-        if self._graph.get_max_elements() < self._vecs.shape[0]:
-            self._graph.resize_index(self._vecs.shape[0])
+        if self._graph.get_max_elements() < self._level.shape[0]:
+            self._graph.resize_index(self._level.shape[0])
 
     def upsert_many(self, rows: Iterable[tuple[IndexRow, np.ndarray]], defer_graph: bool = False) -> int:
         """Insert or replace rows. With `defer_graph` (a replica catching up on a long tail) the
@@ -147,15 +172,17 @@ class IndexRows:
                 if old is not None and old.parent_uri != row.parent_uri:
                     self._children.get(f"{old.account}\x00{old.parent_uri}", set()).discard(label)
                     self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
-                    self._children_mat.pop(f"{old.account}\x00{old.parent_uri}", None)
+                    self._drop_children_mat(f"{old.account}\x00{old.parent_uri}")
                 pkey = f"{row.account}\x00{row.parent_uri}"
-                self._children_mat.pop(pkey, None)
+                self._drop_children_mat(pkey)
                 kids = self._children.setdefault(pkey, set())
                 if label not in kids:
                     kids.add(label)
                     self._children_arr.pop(pkey, None)
-                if row.vector:  # the vector lives in `_vecs`; a second copy per row doubles memory and snapshots
-                    row = msgspec.structs.replace(row, vector=b"")
+                text = row.text
+                if row.vector or (row.level == 2 and text):
+                    # The vector lives in `_qv`, a leaf's text in `_texts`: held once each.
+                    row = msgspec.structs.replace(row, vector=b"", text="" if row.level == 2 else text)
                 if old is not None:
                     self._chash ^= row_digest(key, old)
                 self._chash ^= row_digest(key, row)
@@ -168,9 +195,12 @@ class IndexRows:
                     self._by_level[row.level].add(label)
                     self._level_arr.clear()
                     self._level_mat.clear()
-                self.keywords.add(label, row.text or row.abstract, row.lang or DEFAULT)
-                self._vecs[label] = vec
-                self._tlen[label] = len(row.text)
+                self.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
+                if row.level == 2:
+                    self._texts.put(label, text)
+                else:
+                    self._texts.drop(label)
+                self._tlen[label] = len(text)
                 if self._alive[label]:
                     self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
                 self._level[label] = row.level
@@ -185,10 +215,12 @@ class IndexRows:
             last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
             lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
             mat = np.stack(list(last.values())).astype(np.float32, copy=False)
+            waits = bool(defer_graph or self._pending or self._saving)
+            self._qv.put(lab, mat, fresh=waits)
             self._adj[lab] = self._hub_adjust(mat, self._level[lab])
             for label in lab.tolist():
                 self._count_adj(label)
-            if defer_graph or self._pending or self._saving:
+            if waits:
                 self._pending_v += 1
                 self._pending.update(dict.fromkeys(lab.tolist(), self._pending_v))
                 return len(items)
@@ -214,7 +246,7 @@ class IndexRows:
             alive = np.flatnonzero(self._alive[: len(self._rows)])
             for i in range(0, alive.size, 4096):
                 part = alive[i : i + 4096]
-                self._adj[part] = self._hub_adjust(self._vecs[part], self._level[part])
+                self._adj[part] = self._hub_adjust(self._qv.exact(part), self._level[part])
             for label in alive.tolist():
                 self._count_adj(label)
 
@@ -259,15 +291,16 @@ class IndexRows:
                 return 0
             take = list(self._pending.items())[:max_items]
             alive = [lab for lab, _ in take if self._alive[lab]]
-            mat = self._vecs[alive].astype(np.float32, copy=True) if alive else None
+            mat = self._qv.exact(np.asarray(alive, dtype=np.int64)) if alive else None
         if mat is not None:
             with self._graph_lock:
                 self._fit_graph()
                 self._graph.add_items(mat, np.asarray(alive, dtype=np.int64), num_threads=threads)
         with self._lock:
-            for lab, version in take:
-                if self._pending.get(lab) == version:
-                    del self._pending[lab]
+            done = [lab for lab, version in take if self._pending.get(lab) == version]
+            for lab in done:
+                del self._pending[lab]
+            self._qv.release(np.asarray(done, dtype=np.int64))  # in the graph: the float32 copy goes
             return len(self._pending)
 
     def note_foreign(self, account: str, uri: str, level: int, model: str) -> None:
@@ -295,7 +328,7 @@ class IndexRows:
             if old is not None:
                 kids = self._children.get(f"{old.account}\x00{old.parent_uri}")
                 self._children_arr.pop(f"{old.account}\x00{old.parent_uri}", None)
-                self._children_mat.pop(f"{old.account}\x00{old.parent_uri}", None)
+                self._drop_children_mat(f"{old.account}\x00{old.parent_uri}")
                 if kids is not None:
                     kids.discard(label)
                     if not kids:
@@ -310,6 +343,8 @@ class IndexRows:
             self._rows[label] = None
             self._skeys[label] = ""
             self.keywords.remove(label)
+            self._texts.drop(label)
+            self._qv.release(np.asarray([label], dtype=np.int64))
             if self._alive[label]:
                 self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
             self._alive[label] = False
@@ -325,12 +360,29 @@ class IndexRows:
             return True
 
     def live_rows(self) -> list[IndexRow]:
+        """Every row, a leaf's without its text (`leaf_text`)."""
         with self._lock:
             return [r for r in self._rows if r is not None]
 
     def get(self, account: str, uri: str, level: int) -> IndexRow | None:
-        label = self._labels.get(row_key(account, uri, level))
-        return None if label is None else self._rows[label]
+        """One row whole, a leaf's text read back."""
+        with self._lock:
+            label = self._labels.get(row_key(account, uri, level))
+            row = None if label is None else self._rows[label]
+            if row is not None and row.level == 2 and self._tlen[label]:
+                row = msgspec.structs.replace(row, text=self._texts.get(label))
+            return row
+
+    def leaf_texts(self, account: str, uris: list[str]) -> list[str]:
+        """The text of each leaf row named ("" for one not indexed): what a served section carries."""
+        with self._lock:
+            return [self._texts.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
+                    for u in uris]
+
+    def leaf_text(self, label: int) -> str:
+        """A leaf row's text: kept in `_texts`, not on the row, and read for the rows a reply serves."""
+        with self._lock:
+            return self._texts.get(label)
 
     # ----- reads ------------------------------------------------------------------
 

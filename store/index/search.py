@@ -17,6 +17,12 @@ from skald.store.index.scopes import IndexScopes
 from skald.store.index.types import BRUTE_FORCE_MAX, HNSW_EF_SEARCH, SMALL_INDEX, Hit, Query, SearchTrace, row_key
 
 
+def _margin(k: int) -> int:
+    """Candidates taken past k by the int8 scores, so the exact ones decide the order at the cut
+    (int8 moves a cosine by at most about 0.002)."""
+    return 4 + k // 8
+
+
 class IndexSearch(IndexScopes):
     """Vector search over the rows a query allows: exact over a selective scope, the graph over a broad one."""
 
@@ -55,10 +61,10 @@ class IndexSearch(IndexScopes):
         per candidate in score order; and how many rows were scored."""
         labels = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
         labels.sort()
-        lo, hi = int(labels[0]), int(labels[-1]) + 1
-        mat = self._vecs[lo:hi] if hi - lo == labels.size else self._vecs[labels]
-        scores = mat @ vec + self._adjust(labels, q.account)
-        return self._best_in_scope(labels, np.where(self._mask(labels, q), scores, -np.inf), q, k), int(labels.size)
+        sims = self._qv.dot_fresh(labels, vec) if self._qv.all_fresh(labels) else self._qv.dot(labels, vec)
+        scores = sims + self._adjust(labels, q.account)
+        allowed = np.where(self._mask(labels, q), scores, -np.inf)
+        return self._best_in_scope(labels, allowed, vec, q, k), int(labels.size)
 
     def _exact(self, vec: np.ndarray, q: Query, k: int, scope_rows: int,
                labels: np.ndarray | None = None) -> tuple[list[Hit], SearchTrace]:
@@ -69,13 +75,15 @@ class IndexSearch(IndexScopes):
         if labels.size == 0:
             return [], SearchTrace("exact", scope_rows, 0)
         n = len(self._rows)
-        if labels.size * 3 > n:  # most of the index: one product over the contiguous matrix beats gathering rows
-            sims = (self._vecs[:n] @ vec)[labels]
+        if labels.size * 3 > n:  # most of the index: products over the contiguous matrix beat gathering rows
+            sims = self._qv.dot_all(n, vec)[labels]
         else:
-            sims = self._vecs[labels] @ vec
+            sims = self._qv.dot(labels, vec)
         scores = sims + self._adjust(labels, q.account)
         hits: list[Hit] = []
-        # Take candidates in score order; the predicate (tags, metadata) may reject some.
+        # Take candidates in score order; the predicate (tags, metadata) may reject some. A few
+        # more than k: the int8 scores choose, the exact ones order (`_rescored`).
+        k, asked = k + _margin(k), k
         want = k if q.predicate is None else min(labels.size, k * 4)
         while True:
             top = np.argpartition(-scores, want - 1)[:want] if want < labels.size else np.arange(labels.size)
@@ -90,7 +98,7 @@ class IndexSearch(IndexScopes):
                 if len(hits) >= k:
                     break
             if len(hits) >= k or want >= labels.size:
-                return hits, SearchTrace("exact", scope_rows, int(labels.size))
+                return self._rescored(hits, vec, q.account, asked), SearchTrace("exact", scope_rows, int(labels.size))
             want = min(labels.size, want * 4)
 
     def _exact_levels(self, vec: np.ndarray, q: Query, k: int, scope_rows: int) -> tuple[list[Hit], SearchTrace]:
@@ -103,18 +111,22 @@ class IndexSearch(IndexScopes):
             self._level_arr[key] = labels
         mat = self._level_mat.get(key)
         if mat is None or mat.shape[0] != labels.size:
-            mat = self._vecs[labels]
+            mat = self._qv.approx(labels)  # float32: few rows (BRUTE_FORCE_MAX at most), scored often
             self._level_mat[key] = mat
         if labels.size == 0:
             return [], SearchTrace("exact-levels", scope_rows, 0)
         scores = mat @ vec + self._adjust(labels, q.account)
-        hits = self._best_in_scope(labels, np.where(self._mask(labels, q), scores, -np.inf), q, k)
+        hits = self._best_in_scope(labels, np.where(self._mask(labels, q), scores, -np.inf), vec, q, k)
         return hits, SearchTrace("exact-levels", scope_rows, int(labels.size))
 
-    def _best_in_scope(self, labels: np.ndarray, scores: np.ndarray, q: Query, k: int) -> list[Hit]:
+    def _best_in_scope(self, labels: np.ndarray, scores: np.ndarray, vec: np.ndarray, q: Query, k: int) -> list[Hit]:
         """The k best of `labels` by `scores` (-inf: filtered out) whose rows lie in the query's
         scope and pass its predicate, checked per candidate in score order: for label sets the
         scope does not select (a level's rows, the rows waiting for the graph)."""
+        hits = self._in_scope(labels, scores, q, k + _margin(k))
+        return self._rescored(hits, vec, q.account, k)
+
+    def _in_scope(self, labels: np.ndarray, scores: np.ndarray, q: Query, k: int) -> list[Hit]:
         starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
         want = min(labels.size, max(k * 8, 64))
         while True:
@@ -135,6 +147,18 @@ class IndexSearch(IndexScopes):
             if want >= labels.size:
                 return hits
             want = min(labels.size, want * 8)
+
+    def _rescored(self, hits: list[Hit], vec: np.ndarray, account: str, k: int) -> list[Hit]:
+        """Hits chosen by the int8 copy's scores, scored again exactly (the float32 copy), best
+        first, the k best kept: what a caller sees is the cosine itself."""
+        if not hits:
+            return hits
+        labels = np.fromiter((h.label for h in hits), dtype=np.int64, count=len(hits))
+        exact = (self._qv.exact_dot(labels, vec) + self._adjust(labels, account)).tolist()
+        for h, sc in zip(hits, exact, strict=True):
+            h.score = sc
+        hits.sort(key=lambda h: -h.score)
+        return hits[:k]
 
     def _graph_search(
         self, vec: np.ndarray, q: Query, k: int, sel: float, scope_rows: int
@@ -195,8 +219,8 @@ class IndexSearch(IndexScopes):
                 pkey = f"{account}\x00{p}"
                 mat = self._children_mat.get(pkey)
                 if mat is None or mat.shape[0] != g.size:
-                    mat = self._vecs[g]
-                    self._children_mat[pkey] = mat
+                    mat = self._qv.approx(g)
+                self._keep_children_mat(pkey, mat)  # most recently used
                 mats.append(mat @ vec + self._adjust(g, account))
             scores_all = np.concatenate(mats)
             ok_all = self._mask(labels, q)
@@ -212,8 +236,9 @@ class IndexSearch(IndexScopes):
                 keep = keep_all[start:end] if keep_all is not None else None
                 start = end
                 idx = np.flatnonzero(ok)
-                if idx.size > k and q.predicate is None:
-                    idx = idx[np.argpartition(-sc[idx], k - 1)[:k]]
+                kk = k + _margin(k)
+                if idx.size > kk and q.predicate is None:
+                    idx = idx[np.argpartition(-sc[idx], kk - 1)[:kk]]
                 idx = idx[np.argsort(-sc[idx], kind="stable")]
                 rows = self._rows
                 labs = lab[idx].tolist()
@@ -227,10 +252,10 @@ class IndexSearch(IndexScopes):
                     good = True
                     if keeps is not None:
                         good = keeps[j] and (collect.predicate is None or collect.predicate(row))  # type: ignore[union-attr]
-                    hits.append(Hit(row, scs[j], good))
-                    if len(hits) >= k:
+                    hits.append(Hit(row, scs[j], good, label=label))
+                    if len(hits) >= kk:
                         break
-                out.append(hits)
+                out.append(self._rescored(hits, vec, account, k))
             return out
 
     def similarity(self, vec: np.ndarray, rows: list[IndexRow]) -> list[float]:
@@ -239,7 +264,7 @@ class IndexSearch(IndexScopes):
             labels = np.array([self._labels.get(row_key(r.account, r.uri, r.level), -1) for r in rows], dtype=np.int64)
             ok = (labels >= 0) & self._alive[np.maximum(labels, 0)]
             safe = np.where(ok, labels, 0)
-            scores = self._vecs[safe] @ vec
+            scores = self._qv.exact_dot(safe, vec)
             for acct in {r.account for r in rows}:  # the hubness centre is per account
                 mine = np.array([r.account == acct for r in rows]) & ok
                 scores[mine] += self._adjust(safe[mine], acct)
@@ -257,7 +282,7 @@ class IndexSearch(IndexScopes):
         """Cosine (with the hubness correction) of `vec` with these rows of one account."""
         with self._lock:
             lab = np.asarray(labels, dtype=np.int64)
-            return (self._vecs[lab] @ vec + self._adjust(lab, account)).tolist()
+            return (self._qv.exact_dot(lab, vec) + self._adjust(lab, account)).tolist()
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool:
         """Whether one row passes every restriction of a query (for candidates found elsewhere);

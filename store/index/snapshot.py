@@ -23,7 +23,9 @@ from skald.store.language import DEFAULT
 
 log = logging.getLogger("skald.store.index")
 
-SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack")  # the last: since 2026-12
+# foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a snapshot without them
+# holds rows with their text).
+SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy")
 
 
 def _crc32(path: Path) -> int:
@@ -55,10 +57,10 @@ class IndexSnapshot(IndexRows):
     def _save(self, directory: Path) -> int:
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
-        rows, vecs, meta = self._freeze()
+        rows, meta = self._freeze()
         try:
-            np.save(tmp / "vectors.npy", vecs)
-            del vecs
+            self._qv.save(tmp / "vectors.npy", len(rows))
+            np.save(tmp / "texts.npy", self._texts.save(tmp / "texts.bin", len(rows)))
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
             with self._graph_lock:
@@ -78,9 +80,9 @@ class IndexSnapshot(IndexRows):
         shutil.rmtree(old, ignore_errors=True)
         return int(meta["applied_seq"])
 
-    def _freeze(self) -> tuple[list[IndexRow | None], np.ndarray, dict[str, Any]]:
+    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any]]:
         """The rows and meta of one moment with every row in the graph, and the graph held still
-        (`_saving`) until `_thaw`, so the graph written after matches them; the vectors as a view."""
+        (`_saving`) until `_thaw`, so the graph written after matches them."""
         while True:
             while self.build_graph() > 0:
                 pass
@@ -92,14 +94,15 @@ class IndexSnapshot(IndexRows):
                 meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
                                         "rows": n}
                 meta["foreign"] = dict(self.foreign)
-                # The vectors are not copied (1.5 GB at a million rows, under the lock): a slot
-                # written while they are saved belongs to a row written after this moment, which
-                # the snapshot's tail writes again on load; a grown array leaves this one intact.
-                return self._rows[:n], self._vecs[:n], meta
+                # The vectors and texts are copied after, not under the lock (1.5 GB at a million
+                # rows): a row written while they are saved is a row written after this moment,
+                # which the snapshot's tail writes again on load.
+                return self._rows[:n], meta
 
     def _thaw(self) -> None:
         """The graph moves again: the deletes that waited, then the vectors that waited."""
         with self._lock:
+            self._texts.compact()  # when its garbage outgrew the live texts; nothing reads it meanwhile
             self._saving = False
             waited, self._unsaved_deletes = self._unsaved_deletes, []
             with self._graph_lock:
@@ -112,7 +115,7 @@ class IndexSnapshot(IndexRows):
             pass
 
     @classmethod
-    def load(cls, directory: Path, dim: int, model: str) -> Self | None:
+    def load(cls, directory: Path, dim: int, model: str, text_dir: Path | None = None) -> Self | None:
         """The snapshot in `directory`, or None when there is none usable for this model. A
         snapshot that does not read back whole (a file truncated, bit-flipped or missing, its
         checksums off) is logged and refused: the replica then rebuilds from the index stream."""
@@ -120,14 +123,14 @@ class IndexSnapshot(IndexRows):
         if not (directory / "meta.json").exists():
             return None
         try:
-            return cls._load(directory, dim, model)
+            return cls._load(directory, dim, model, text_dir)
         except Exception as e:  # noqa: BLE001 - any way a snapshot is unreadable means the same: rebuild
             log.warning("index snapshot %s is corrupt (%s: %s): rebuilding from the index stream",
                         directory, type(e).__name__, e)
             return None
 
     @classmethod
-    def _load(cls, directory: Path, dim: int, model: str) -> Self | None:
+    def _load(cls, directory: Path, dim: int, model: str, text_dir: Path | None) -> Self | None:
         meta = msgspec.json.decode((directory / "meta.json").read_bytes())
         if meta.get("dim") != dim or meta.get("model") != model:
             return None
@@ -135,28 +138,43 @@ class IndexSnapshot(IndexRows):
             if name not in SNAPSHOT_FILES or _crc32(directory / name) != want:
                 raise ValueError(f"{name} does not match its checksum")
         n = int(meta["rows"])
-        idx = cls(dim, model, capacity=max(1024, n))
+        idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent)
         rows = msgspec.msgpack.decode((directory / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
-        vecs = np.load(directory / "vectors.npy")
+        vecs = np.load(directory / "vectors.npy", mmap_mode="r")
         if len(rows) != n or vecs.shape != (n, dim):
             raise ValueError(f"{len(rows)} rows and vectors {vecs.shape} for a snapshot of {n}")
+        for i in range(0, n, 16_384):  # read in pieces: quantised into memory, float32 into the file
+            part = np.asarray(vecs[i : i + 16_384], dtype=np.float32)
+            idx._qv.put(np.arange(i, i + part.shape[0], dtype=np.int64), part, fresh=False)
+        del vecs
+        texts_saved = (directory / "texts.npy").exists()
+        if texts_saved:
+            table = np.load(directory / "texts.npy")
+            if table.shape != (n, 2):
+                raise ValueError(f"texts {table.shape} for a snapshot of {n}")
+            idx._texts.load(directory / "texts.bin", table)
         idx._graph = hnswlib.Index(space="ip", dim=dim)
-        idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._vecs.shape[0])
+        idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._level.shape[0])
         idx._graph.set_ef(HNSW_EF_SEARCH)
-        idx._vecs[:n] = vecs
-        idx._rows = rows
         for label, row in enumerate(rows):
             if row is None:
                 idx._free.append(label)
                 continue
+            text = row.text
+            if row.level == 2:
+                if texts_saved:
+                    text = idx._texts.get(label)
+                elif text:
+                    idx._texts.put(label, text)
+                    rows[label] = row = msgspec.structs.replace(row, text="")
             key = row_key(row.account, row.uri, row.level)
             idx._labels[key] = label
             idx._chash ^= row_digest(key, row)
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
-            idx.keywords.add(label, row.text or row.abstract, row.lang or DEFAULT)
+            idx.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
             idx._by_level.setdefault(row.level, set()).add(label)
             idx._level[label] = row.level
-            idx._tlen[label] = len(row.text)
+            idx._tlen[label] = len(text)
             idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
             idx._mix[(row.level, int(idx._ctype[label]))] += 1
             idx._updated[label] = row.updated_at
@@ -167,6 +185,7 @@ class IndexSnapshot(IndexRows):
         pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
         idx._sorted_keys = [p[0] for p in pairs]
         idx._sorted_labels = [p[1] for p in pairs]
+        idx._rows = rows
         idx.applied_seq = int(meta.get("applied_seq", 0))
         if "foreign.msgpack" in (meta.get("crc32") or {}):  # snapshots from before it have none
             idx.foreign = msgspec.msgpack.decode((directory / "foreign.msgpack").read_bytes(), type=dict[str, str])

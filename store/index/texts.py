@@ -1,0 +1,128 @@
+"""Leaf rows' text kept in a file beside the index, not in the process: read back for the few rows
+a reply serves, and when a snapshot is written or read.
+
+A section or file row's text (what BM25 indexes and what a passage serves) was the largest part of
+a row held in memory (about 0.5 KB of text as a Python string at 60 words a section). The keyword
+postings are built from it once, at upsert; after that only served sections read it. So it is
+appended to an unlinked temporary file (positions by label in two arrays) and read with `pread`:
+the operating system's page cache keeps the hot part in memory, outside the process, and gives it
+back under pressure. Replaced and removed texts leave garbage; the file is rewritten with only the
+live texts when the garbage outgrows them (`compact`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+COMPACT_FROM = 64 << 20  # bytes of garbage below which the file is never rewritten
+
+
+class TextHeap:
+    """Texts by label in a file: `put` appends, `get` reads back, `drop` forgets."""
+
+    def __init__(self, directory: Path | None = None, capacity: int = 1024) -> None:
+        self._dir = directory
+        self._f = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - held for the index's life
+        self._lock = threading.Lock()  # the write position; reads need none (pread)
+        self.off = np.zeros(capacity, dtype=np.int64)
+        self.size = np.full(capacity, -1, dtype=np.int32)  # bytes of each label's text, -1 for none
+        self.end = 0
+        self.live_bytes = 0
+
+    def grow(self, cap: int) -> None:
+        old = self.off.shape[0]
+        if cap <= old:
+            return
+        off = np.zeros(cap, dtype=np.int64)
+        off[:old] = self.off
+        size = np.full(cap, -1, dtype=np.int32)
+        size[:old] = self.size
+        self.off, self.size = off, size
+
+    def put(self, label: int, text: str) -> None:
+        data = text.encode()
+        with self._lock:
+            self._forget(label)
+            if data:
+                os.pwrite(self._f.fileno(), data, self.end)
+            self.off[label], self.size[label] = self.end, len(data)
+            self.end += len(data)
+            self.live_bytes += len(data)
+
+    def get(self, label: int) -> str:
+        n = int(self.size[label]) if 0 <= label < self.size.shape[0] else -1
+        if n <= 0:
+            return ""
+        return os.pread(self._f.fileno(), n, int(self.off[label])).decode()
+
+    def drop(self, label: int) -> None:
+        with self._lock:
+            self._forget(label)
+
+    def _forget(self, label: int) -> None:
+        if self.size[label] > 0:
+            self.live_bytes -= int(self.size[label])
+        self.size[label] = -1
+
+    def garbage(self) -> int:
+        return self.end - self.live_bytes
+
+    def items(self) -> Iterator[tuple[int, str]]:
+        """(label, text) of every label with a text, in file order (one sequential read)."""
+        labels = np.flatnonzero(self.size >= 0)
+        labels = labels[np.argsort(self.off[labels], kind="stable")]
+        for label in labels.tolist():
+            yield label, self.get(label)
+
+    def compact(self) -> None:
+        """Rewrite the file with the live texts only, when its garbage outgrows them. The caller
+        holds off writers (the index lock)."""
+        if self.garbage() < max(COMPACT_FROM, self.live_bytes):
+            return
+        new = tempfile.TemporaryFile(dir=self._dir)  # noqa: SIM115
+        end = 0
+        with self._lock:
+            for label, text in self.items():
+                data = text.encode()
+                os.pwrite(new.fileno(), data, end)
+                self.off[label] = end
+                end += len(data)
+            self._f.close()
+            self._f, self.end, self.live_bytes = new, end, end
+
+    def save(self, path: Path, labels: int) -> np.ndarray:
+        """Write the texts of labels below `labels` to `path`, in label order, as they stand when
+        called (the file is only appended to, so later writes do not disturb what is read); their
+        (offset, size) pairs, size -1 for a label with no text."""
+        with self._lock:
+            offs, sizes = self.off[:labels].copy(), self.size[:labels].astype(np.int64)
+        out_offs = np.zeros(labels, dtype=np.int64)
+        pos, fd = 0, self._f.fileno()
+        with open(path, "wb") as out:
+            for label in np.flatnonzero(sizes > 0).tolist():
+                out.write(os.pread(fd, int(sizes[label]), int(offs[label])))
+                out_offs[label] = pos
+                pos += int(sizes[label])
+        return np.stack([out_offs, sizes], axis=1)
+
+    def load(self, path: Path, table: np.ndarray) -> None:
+        """Take the texts a snapshot saved (`save`'s file and pairs) as this heap's."""
+        n = table.shape[0]
+        self.grow(n)
+        with self._lock, open(path, "rb") as src:
+            end = 0
+            while piece := src.read(1 << 22):
+                os.pwrite(self._f.fileno(), piece, end)
+                end += len(piece)
+            self.off[:n], self.size[:n] = table[:, 0], table[:, 1].astype(np.int32)
+            self.end = end
+            self.live_bytes = int(table[:, 1][table[:, 1] > 0].sum())
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,0 +1,151 @@
+"""Bounded memory per row: the index keeps an int8 copy of each vector in memory and leaf texts in
+a file, yet what it returns is what it was given (exact cosines, whole texts), across a snapshot,
+from an older snapshot, and after its text file is compacted."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+import numpy as np
+import pytest
+
+from skald.messages.index import IndexRow
+from skald.store.index import Query, VectorIndex
+from skald.store.index import rows as rows_mod
+from skald.store.index import texts as texts_mod
+
+DIM = 384
+
+
+def _rows(n: int, seed: int = 0, docs: int = 50) -> list[tuple[IndexRow, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((10, DIM)).astype(np.float32)
+    out = []
+    for i in range(n):
+        v = centres[i % 10] + 0.4 * rng.standard_normal(DIM).astype(np.float32)
+        v /= np.linalg.norm(v)
+        doc = f"viking://resources/d{i % docs}.md"
+        out.append((IndexRow(account="a", uri=f"{doc}#s{i}", level=2, parent_uri=doc, context_type="resource",
+                             kind="section", abstract=f"section {i}", text=f"Section {i}\nword{i} common body {i}"),
+                    v.astype(np.float32)))
+    return out
+
+
+def test_returned_scores_are_exact_cosines_and_the_order_is_float32s(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(3000)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    assert idx._qv.q.dtype == np.int8  # the copy in memory is a quarter of float32's
+    mat = np.stack([v for _, v in data])
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        qv = mat[rng.integers(0, len(data))] + 0.2 * rng.standard_normal(DIM).astype(np.float32)
+        qv /= np.linalg.norm(qv)
+        hits, trace = idx.search(qv, Query(account="a"), 10)
+        assert trace.engine == "exact"
+        truth = np.argsort(-(mat @ qv))[:10]
+        assert [h.row.uri for h in hits] == [data[i][0].uri for i in truth]
+        for h, i in zip(hits, truth, strict=True):
+            assert h.score == pytest.approx(float(mat[i] @ qv), abs=1e-6)
+    kids = idx.search_children_many(mat[7], "a", ["viking://resources/d7.md"], Query(account="a"), 5)[0]
+    assert kids[0].row.uri == data[7][0].uri and kids[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_leaf_text_leaves_the_row_and_is_read_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(200)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    row, vec = data[42]
+    hit = idx.search(vec, Query(account="a"), 1)[0][0]
+    assert hit.row.text == ""  # not held on the row
+    assert idx.leaf_text(hit.label) == row.text
+    assert idx.get("a", row.uri, 2).text == row.text  # type: ignore[union-attr]
+    assert idx.leaf_texts("a", [row.uri, "viking://resources/none.md#x"]) == [row.text, ""]
+    assert [h.row.uri for h in idx.keyword_search("word42", Query(account="a"), 3)] == [row.uri]
+    # Rewritten and removed: the new text served, the removed one gone.
+    idx.upsert_many([(msgspec.structs.replace(row, text="Section 42\nrewritten words"), vec)])
+    assert idx.leaf_texts("a", [row.uri]) == ["Section 42\nrewritten words"]
+    assert idx.keyword_search("word42", Query(account="a"), 3) == []
+    assert idx.delete("a", row.uri, 2)
+    assert idx.leaf_texts("a", [row.uri]) == [""]
+
+
+def _same(a: VectorIndex, b: VectorIndex, data: list[tuple[IndexRow, np.ndarray]]) -> None:
+    for row, vec in data[::37]:
+        ha, hb = a.search(vec, Query(account="a"), 5)[0], b.search(vec, Query(account="a"), 5)[0]
+        assert [(h.row.uri, round(h.score, 6)) for h in ha] == [(h.row.uri, round(h.score, 6)) for h in hb]
+        assert b.get("a", row.uri, 2).text == row.text  # type: ignore[union-attr]
+        word = row.text.split()[2]
+        assert [h.row.uri for h in b.keyword_search(word, Query(account="a"), 1)] == [row.uri]
+
+
+def test_a_snapshot_keeps_vectors_and_texts_and_an_older_one_still_loads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(1500, seed=3)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    snap = tmp_path / "snap"
+    idx.save(snap)
+    back = VectorIndex.load(snap, DIM, "m")
+    assert back is not None
+    _same(idx, back, data)
+    # A snapshot written before leaf texts left the rows: rows carry their text, no texts files.
+    rows = msgspec.msgpack.decode((snap / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
+    by_uri = {r.uri: r.text for r, _ in data}
+    old = [None if r is None else msgspec.structs.replace(r, text=by_uri[r.uri]) for r in rows]
+    (snap / "rows.msgpack").write_bytes(msgspec.msgpack.encode(old))
+    meta = msgspec.json.decode((snap / "meta.json").read_bytes())
+    for name in ("texts.bin", "texts.npy"):
+        os.remove(snap / name)
+        meta["crc32"].pop(name)
+    meta["crc32"]["rows.msgpack"] = __import__("zlib").crc32((snap / "rows.msgpack").read_bytes())
+    (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
+    older = VectorIndex.load(snap, DIM, "m")
+    assert older is not None
+    _same(idx, older, data)
+
+
+def test_the_text_file_is_compacted_when_its_garbage_outgrows_it(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(texts_mod, "COMPACT_FROM", 0)
+    data = _rows(300, seed=4)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    for _ in range(3):  # every text written again: three times the live bytes are garbage
+        idx.upsert_many([(msgspec.structs.replace(r, text=r.text + " again"), v) for r, v in data])
+    heap = idx._texts
+    before = os.fstat(heap._f.fileno()).st_size
+    assert heap.garbage() > heap.live_bytes
+    idx.save(tmp_path / "snap")  # a snapshot's end compacts
+    assert os.fstat(heap._f.fileno()).st_size < before / 3
+    assert heap.garbage() == 0
+    assert idx.leaf_texts("a", [r.uri for r, _ in data]) == [r.text + " again" for r, _ in data]
+
+
+def test_float32_copies_of_waiting_rows_go_once_the_graph_holds_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(9000, seed=5)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data[:6000])
+    idx.upsert_many(data[6000:], defer_graph=True)
+    assert idx.pending_graph == 3000 and idx._qv.live == 3000
+    row, vec = data[7000]
+    hits, trace = idx.search(vec, Query(account="a"), 3)
+    assert trace.engine == "hnsw+pending" and hits[0].row.uri == row.uri
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6)
+    while idx.build_graph(1000) > 0:
+        pass
+    assert idx._qv.fresh is None and idx._qv.live == 0
+    hits, trace = idx.search(vec, Query(account="a"), 3)
+    assert trace.engine == "hnsw" and hits[0].row.uri == row.uri
+
+
+def test_the_children_vector_cache_is_bounded(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(rows_mod, "CHILD_VECTORS_CACHED", 100)
+    data = _rows(1000, seed=6, docs=40)  # 25 sections a document
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    parents = [f"viking://resources/d{i}.md" for i in range(40)]
+    for p in parents:
+        got = idx.search_children_many(data[0][1], "a", [p], Query(account="a"), 3)[0]
+        assert len(got) == 3 and all(h.row.parent_uri == p for h in got)
+        assert idx._children_mat_rows <= 100
+    assert 0 < len(idx._children_mat) <= 4
