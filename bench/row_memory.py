@@ -12,6 +12,8 @@ The baseline is the row's own bytes: its text, abstract and URI as UTF-8 and its
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import gc
 import os
 import sys
@@ -30,6 +32,10 @@ DIM = 384
 
 
 def rss() -> int:
+    """Resident bytes, after glibc hands back the free pages it keeps (so the figure is what the
+    index holds, not what earlier allocations left in the allocator's arenas)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
 
@@ -89,10 +95,10 @@ def main() -> None:
               f"{os.fstat(f.fileno()).st_size / n:,.0f} B |")
     if not a.no_trace:
         snap = tracemalloc.take_snapshot()
-        by_file = snap.statistics("filename")
+        by_file = snap.statistics("lineno" if os.environ.get("BY_LINE") else "filename")
         print("\nPython heap held after the build, by the module that allocated it (top 8):")
-        for st in by_file[:8]:
-            print(f"  {st.size / n:8,.0f} B a row  {st.traceback[0].filename.split('site-packages/')[-1]}")
+        for st in by_file[:14]:
+            print(f"  {st.size / n:8,.0f} B a row  {str(st.traceback[0]).split('site-packages/')[-1]}")
     keep = idx  # held to the end, so the figures above are of a live index
     assert len(keep) == n
 

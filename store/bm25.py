@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from skald.store.language import DEFAULT
+from skald.store.row_terms import RowTerms
 from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
 _CODE = re.compile(r"\d")
@@ -44,7 +45,6 @@ CHAMPIONS_FROM = 4 * CHAMPIONS
 WEIGHTS_CACHED_MAX = 2_000_000
 
 
-_NO_TERMS = np.zeros(0, dtype=np.int32)
 _EMPTY_LABELS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
@@ -124,7 +124,7 @@ class KeywordIndex:
     def __init__(self) -> None:
         self._tid: dict[str, int] = {}  # term -> its id
         self._post: list[_Postings] = []  # by term id
-        self._terms: dict[int, np.ndarray] = {}  # label -> the term ids its text holds (sorted)
+        self._terms = RowTerms()  # label -> the term ids its text holds (sorted)
         self._gen = np.zeros(1024, dtype=np.uint32)
         self._dl = np.zeros(1024, dtype=np.float32)
         self._total = 0
@@ -173,7 +173,7 @@ class KeywordIndex:
                 tids.append(tid)
             n = sum(counts.values())
             self._dl[label] = n
-            self._terms[label] = np.sort(np.asarray(tids, dtype=np.int32))
+            self._terms.set(label, np.sort(np.asarray(tids, dtype=np.int32)))
             self._total += n
 
     def remove(self, label: int) -> None:
@@ -185,7 +185,7 @@ class KeywordIndex:
         self.languages = (DEFAULT, *sorted(lang for lang, n in self._lang_rows.items() if n > 0))
 
     def _remove(self, label: int) -> None:
-        tids = self._terms.pop(label, None)
+        tids = self._terms.pop(label)
         if tids is None:
             return
         lang = self._lang.pop(label, None)
@@ -235,7 +235,7 @@ class KeywordIndex:
             qword = np.asarray([word[t] for t in order], dtype=np.int64)
             weights = np.asarray(idf, dtype=np.float64)
             # Every candidate's term ids in one array: which are query terms, summed per candidate.
-            have = [self._terms.get(label, _NO_TERMS) for label in labels]
+            have = [self._terms.get(label) for label in labels]
             ids = np.concatenate(have)
             if not ids.size:
                 return [0.0] * len(labels)
@@ -258,7 +258,7 @@ class KeywordIndex:
             tids = {tid: w for w, g in pairs for t in g if (tid := self._tid.get(t)) is not None}
             if not tids or not labels:
                 return out
-            have = [self._terms.get(label, _NO_TERMS) for label in labels]
+            have = [self._terms.get(label) for label in labels]
             ids = np.concatenate(have)
         want = np.sort(np.fromiter(tids, dtype=np.int32, count=len(tids)))
         at = np.minimum(np.searchsorted(want, ids), want.size - 1)  # a few query terms: no sort of ids

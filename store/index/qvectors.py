@@ -190,10 +190,9 @@ class QuantisedVectors:
             j = min(n, i + CHUNK)
             out[i:j] = (self.q[i:j].astype(np.float32) @ vec) * self.scale[i:j]
         if self.fresh is not None:
-            slots = self.slot[:n]
-            f = np.flatnonzero(slots >= 0)
+            f = np.flatnonzero(self.slot[:n] >= 0)
             if f.size:
-                out[f] = self.fresh[slots[f]] @ vec
+                out[f] = self.dot_fresh(f, vec)
         return out
 
     def dot_fresh(self, labels: np.ndarray, vec: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -35,6 +36,8 @@ log = logging.getLogger("skald.store.index")
 # Float32 vectors of directories' children kept for the descent (48 MB at 384-d); the int8 copy
 # is the one every row has, this only spares a hot directory its gather.
 CHILD_VECTORS_CACHED = 32_768
+# Row fields whose values repeat across rows, kept as one interned string each.
+SHARED_FIELDS = ("account", "parent_uri", "context_type", "category", "owner", "model", "kind", "lang")
 
 
 class IndexRows:
@@ -180,9 +183,10 @@ class IndexRows:
                     kids.add(label)
                     self._children_arr.pop(pkey, None)
                 text = row.text
-                if row.vector or (row.level == 2 and text):
-                    # The vector lives in `_qv`, a leaf's text in `_texts`: held once each.
-                    row = msgspec.structs.replace(row, vector=b"", text="" if row.level == 2 else text)
+                # The vector lives in `_qv`, a leaf's text in `_texts`: held once each. The fields
+                # many rows repeat (a document's sections share their parent) are one string each.
+                row = msgspec.structs.replace(row, vector=b"", text="" if row.level == 2 else text,
+                                              **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
                 if old is not None:
                     self._chash ^= row_digest(key, old)
                 self._chash ^= row_digest(key, row)

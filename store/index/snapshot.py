@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import uuid
 import zlib
 from pathlib import Path
@@ -17,7 +18,7 @@ import msgspec
 import numpy as np
 
 from skald.messages.index import IndexRow
-from skald.store.index.rows import IndexRows
+from skald.store.index.rows import SHARED_FIELDS, IndexRows
 from skald.store.index.types import CONTEXT_TYPES, HNSW_EF_SEARCH, row_digest, row_key, scope_key
 from skald.store.language import DEFAULT
 
@@ -166,7 +167,8 @@ class IndexSnapshot(IndexRows):
                     text = idx._texts.get(label)
                 elif text:
                     idx._texts.put(label, text)
-                    rows[label] = row = msgspec.structs.replace(row, text="")
+            rows[label] = row = msgspec.structs.replace(row, text="" if row.level == 2 else text,
+                                                        **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
             key = row_key(row.account, row.uri, row.level)
             idx._labels[key] = label
             idx._chash ^= row_digest(key, row)

@@ -149,3 +149,27 @@ def test_the_children_vector_cache_is_bounded(tmp_path, monkeypatch) -> None:  #
         assert len(got) == 3 and all(h.row.parent_uri == p for h in got)
         assert idx._children_mat_rows <= 100
     assert 0 < len(idx._children_mat) <= 4
+
+
+def test_row_terms_keep_every_rows_ids_through_rewrites_and_compaction() -> None:
+    from skald.store.row_terms import RowTerms
+
+    rng = np.random.default_rng(7)
+    terms, truth = RowTerms(capacity=4), {}
+    for step in range(40_000):
+        label = int(rng.integers(0, 3000))
+        if rng.random() < 0.2:
+            got = terms.pop(label)
+            assert (got is None) == (label not in truth)
+            if got is not None:
+                assert got.tolist() == truth.pop(label)
+        else:
+            ids = sorted(set(rng.integers(0, 5000, int(rng.integers(0, 60))).tolist()))
+            terms.set(label, np.asarray(ids, dtype=np.int32))
+            truth[label] = ids
+        if step % 5000 == 0:
+            assert all(terms.get(lab).tolist() == ids for lab, ids in truth.items())
+    assert len(terms) == len(truth) and terms.live == sum(len(v) for v in truth.values())
+    assert terms.end < 3 * max(terms.live, 1 << 16)  # compacted as it went: not 40,000 rows' worth
+    assert all(terms.get(lab).tolist() == ids for lab, ids in truth.items())
+    assert terms.get(-1).size == 0 and terms.get(10**6).size == 0
