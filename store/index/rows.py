@@ -372,8 +372,9 @@ class IndexRows:
         """One row whole, a leaf's text read back."""
         with self._lock:
             label = self._labels.get(row_key(account, uri, level))
-            row = None if label is None else self._rows[label]
-            if row is not None and row.level == 2 and self._tlen[label]:
+            if label is None or (row := self._rows[label]) is None:
+                return None
+            if row.level == 2 and self._tlen[label]:
                 row = msgspec.structs.replace(row, text=self._texts.get(label))
             return row
 

@@ -123,10 +123,10 @@ class IndexSearch(IndexScopes):
         """The k best of `labels` by `scores` (-inf: filtered out) whose rows lie in the query's
         scope and pass its predicate, checked per candidate in score order: for label sets the
         scope does not select (a level's rows, the rows waiting for the graph)."""
-        hits = self._in_scope(labels, scores, q, k + _margin(k))
+        hits = self._first_in_scope(labels, scores, q, k + _margin(k))
         return self._rescored(hits, vec, q.account, k)
 
-    def _in_scope(self, labels: np.ndarray, scores: np.ndarray, q: Query, k: int) -> list[Hit]:
+    def _first_in_scope(self, labels: np.ndarray, scores: np.ndarray, q: Query, k: int) -> list[Hit]:
         starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
         want = min(labels.size, max(k * 8, 64))
         while True:
