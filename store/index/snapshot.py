@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 
 from skald.messages.index import IndexRow
+from skald.store import bm25_snapshot
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
 from skald.store.index.types import CONTEXT_TYPES, HNSW_EF_SEARCH, row_digest, row_key, scope_key
 from skald.store.language import DEFAULT
@@ -25,8 +26,10 @@ from skald.store.language import DEFAULT
 log = logging.getLogger("skald.store.index")
 
 # foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a snapshot without them
-# holds rows with their text).
-SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy")
+# holds rows with their text); keywords.* since the keyword index is saved (without them it is
+# rebuilt from the texts).
+SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy",
+                  *bm25_snapshot.FILES)
 
 
 def _crc32(path: Path) -> int:
@@ -58,10 +61,12 @@ class IndexSnapshot(IndexRows):
     def _save(self, directory: Path) -> int:
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
-        rows, meta = self._freeze()
+        rows, meta, (texts_at, tlen, kw_gen) = self._freeze()
         try:
             self._qv.save(tmp / "vectors.npy", len(rows))
-            np.save(tmp / "texts.npy", self._texts.save(tmp / "texts.bin", len(rows)))
+            # Where each text is, and its length in characters (what hybrid reads, without the text).
+            np.save(tmp / "texts.npy", np.column_stack([self._texts.save(tmp / "texts.bin", texts_at), tlen]))
+            bm25_snapshot.save(self.keywords, tmp, kw_gen)
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
             with self._graph_lock:
@@ -81,9 +86,11 @@ class IndexSnapshot(IndexRows):
         shutil.rmtree(old, ignore_errors=True)
         return int(meta["applied_seq"])
 
-    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any]]:
+    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any],
+                               tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]]:
         """The rows and meta of one moment with every row in the graph, and the graph held still
-        (`_saving`) until `_thaw`, so the graph written after matches them."""
+        (`_saving`) until `_thaw`, so the graph written after matches them; where the leaf texts
+        are and each label's keyword generation at that moment (what `_load` repairs to)."""
         while True:
             while self.build_graph() > 0:
                 pass
@@ -98,7 +105,8 @@ class IndexSnapshot(IndexRows):
                 # The vectors and texts are copied after, not under the lock (1.5 GB at a million
                 # rows): a row written while they are saved is a row written after this moment,
                 # which the snapshot's tail writes again on load.
-                return self._rows[:n], meta
+                return self._rows[:n], meta, (self._texts.frozen(n), self._tlen[:n].astype(np.int64),
+                                               bm25_snapshot.generations(self.keywords, n))
 
     def _thaw(self) -> None:
         """The graph moves again: the deletes that waited, then the vectors that waited."""
@@ -149,22 +157,30 @@ class IndexSnapshot(IndexRows):
             idx._qv.put(np.arange(i, i + part.shape[0], dtype=np.int64), part, fresh=False)
         del vecs
         texts_saved = (directory / "texts.npy").exists()
+        redo: set[int] | None = None  # labels to index for keywords again; None: every one
+        if all(name in (meta.get("crc32") or {}) for name in bm25_snapshot.FILES):
+            idx.keywords, changed = bm25_snapshot.load(directory)
+            redo = set(changed.tolist())
         if texts_saved:
             table = np.load(directory / "texts.npy")
-            if table.shape != (n, 2):
+            if table.shape != (n, 3):
                 raise ValueError(f"texts {table.shape} for a snapshot of {n}")
-            idx._texts.load(directory / "texts.bin", table)
+            idx._texts.load(directory / "texts.bin", table[:, :2])
+            idx._tlen[:n] = table[:, 2]
         idx._graph = hnswlib.Index(space="ip", dim=dim)
         idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._level.shape[0])
         idx._graph.set_ef(HNSW_EF_SEARCH)
         for label, row in enumerate(rows):
             if row is None:
                 idx._free.append(label)
+                if redo is not None:  # a row written into a free label after the rows were taken
+                    idx.keywords.remove(label)
                 continue
             text = row.text
+            reindex = redo is None or label in redo
             if row.level == 2:
                 if texts_saved:
-                    text = idx._texts.get(label)
+                    text = idx._texts.get(label) if reindex else ""  # its length is in texts.npy
                 elif text:
                     idx._texts.put(label, text)
             rows[label] = row = msgspec.structs.replace(row, text="" if row.level == 2 else text,
@@ -173,10 +189,12 @@ class IndexSnapshot(IndexRows):
             idx._labels[key] = label
             idx._chash ^= row_digest(key, row)
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
-            idx.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
+            if reindex:
+                idx.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
             idx._by_level.setdefault(row.level, set()).add(label)
             idx._level[label] = row.level
-            idx._tlen[label] = len(text)
+            if not texts_saved or reindex or row.level != 2:
+                idx._tlen[label] = len(text)
             idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
             idx._mix[(row.level, int(idx._ctype[label]))] += 1
             idx._updated[label] = row.updated_at

@@ -96,12 +96,17 @@ class TextHeap:
             self._f.close()
             self._f, self.end, self.live_bytes = new, end, end
 
-    def save(self, path: Path, labels: int) -> np.ndarray:
-        """Write the texts of labels below `labels` to `path`, in label order, as they stand when
-        called (the file is only appended to, so later writes do not disturb what is read); their
-        (offset, size) pairs, size -1 for a label with no text."""
+    def frozen(self, labels: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where the texts of labels below `labels` are now: `save` writes them as they are at this
+        moment, whatever is written after (the file is only appended to between compactions)."""
         with self._lock:
-            offs, sizes = self.off[:labels].copy(), self.size[:labels].astype(np.int64)
+            return self.off[:labels].copy(), self.size[:labels].astype(np.int64)
+
+    def save(self, path: Path, at: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Write the texts `frozen` located to `path`, in label order; their (offset, size) pairs,
+        size -1 for a label with no text."""
+        offs, sizes = at
+        labels = offs.shape[0]
         out_offs = np.zeros(labels, dtype=np.int64)
         pos, fd = 0, self._f.fileno()
         with open(path, "wb") as out:

@@ -173,3 +173,47 @@ def test_row_terms_keep_every_rows_ids_through_rewrites_and_compaction() -> None
     assert terms.end < 3 * max(terms.live, 1 << 16)  # compacted as it went: not 40,000 rows' worth
     assert all(terms.get(lab).tolist() == ids for lab, ids in truth.items())
     assert terms.get(-1).size == 0 and terms.get(10**6).size == 0
+
+
+def _keyword_answers(idx: VectorIndex, words: list[str]) -> list[list[tuple[str, float]]]:
+    return [[(h.row.uri, round(h.score, 5)) for h in idx.keyword_search(w, Query(account="a"), 5)] for w in words]
+
+
+def test_a_snapshot_keeps_the_keyword_index_as_of_its_rows(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Loaded, not rebuilt; rows written while the snapshot was being saved (after its rows were
+    taken) are keyword-indexed as the snapshot's rows say, not as the later writes left them."""
+    from skald.store.index import snapshot as snapshot_mod
+
+    data = _rows(1200, seed=8)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.delete("a", data[3][0].uri, 2)
+    words = [f"word{i}" for i in range(0, 1200, 7)] + ["common", "body", "later"]
+    at_freeze = _keyword_answers(idx, words)
+    real_freeze = snapshot_mod.IndexSnapshot._freeze
+
+    def freeze_then_write(self):  # type: ignore[no-untyped-def]
+        got = real_freeze(self)
+        # After the rows are taken, before the keyword index is written: a rewrite, a removal and
+        # a new row into the label the removal freed.
+        self.upsert_many([(msgspec.structs.replace(data[10][0], text="Section 10\nlater words"), data[10][1])])
+        self.delete("a", data[20][0].uri, 2)
+        self.upsert_many([(msgspec.structs.replace(data[20][0], uri="viking://resources/new.md#x",
+                                                   text="New\nlater again"), data[20][1])])
+        self.upsert_many([(msgspec.structs.replace(data[30][0], uri="viking://resources/newer.md#y",
+                                                   text="Newer\nlater still"), data[30][1])])  # a label past them
+        return got
+
+    monkeypatch.setattr(snapshot_mod.IndexSnapshot, "_freeze", freeze_then_write)
+    idx.save(tmp_path / "snap")
+    add: list[int] = []
+    from skald.store import bm25
+
+    real_add = bm25.KeywordIndex.add
+    monkeypatch.setattr(bm25.KeywordIndex, "add", lambda self, label, *a, **k: (add.append(label),
+                                                                                 real_add(self, label, *a, **k))[1])
+    back = VectorIndex.load(tmp_path / "snap", DIM, "m")
+    assert back is not None
+    assert len(add) <= 3  # only the labels written after the rows were taken are indexed again
+    assert _keyword_answers(back, words) == at_freeze
+
