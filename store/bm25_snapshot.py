@@ -85,7 +85,9 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
         for tid in range(len(meta.terms)):
             p = _Postings()
             lo, hi = int(off[tid]), int(off[tid + 1])
-            p.labels, p.gens, p.tfs = labels[lo:hi].copy(), gens[lo:hi].copy(), tfs[lo:hi].copy()
+            # Views into the loaded arrays, not copies: a term's first append outgrows its view
+            # and moves it to an array of its own; a compaction writes only inside it.
+            p.labels, p.gens, p.tfs = labels[lo:hi], gens[lo:hi], tfs[lo:hi]
             if hi == lo:  # room for an append, as a new term has
                 p.labels, p.gens, p.tfs = np.empty(2, np.int32), np.empty(2, np.uint32), np.empty(2, np.float32)
             p.n, p.live = hi - lo, int(live[tid])

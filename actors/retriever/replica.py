@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from skald.actors.kit import heapfree
 from skald.actors.kit.ports import IndexLog
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates
@@ -36,6 +37,7 @@ MAX_SLOTS = 64  # replicas one host may hold side by side
 WATCH_EVERY_S = 1.0  # how often the stream's last sequence is asked for
 STALL_S = 3.0  # behind the stream with nothing applied for this long: the follower is recreated
 SNAPSHOT_SHARE = 0.02  # the most of a replica's time its snapshots may take
+TRIM_AFTER_ROWS = 10_000  # a graph backlog this long taken in: free heap pages handed back
 RYW_WAIT_S = 3.0  # longest wait for a caller's own write before answering UNAVAILABLE
 
 
@@ -88,6 +90,7 @@ class IndexReplica:
         last = await self.bus.index_last_seq()
         if snap is not None and snap.applied_seq <= last:
             self.index = snap
+            await asyncio.to_thread(heapfree.give_back)  # what decoding the snapshot left free
             self._tasks.append(asyncio.create_task(asyncio.to_thread(lambda: candidates.warm(snap.live_rows())),
                                                    name="index-warm"))
         elif snap is not None:
@@ -163,9 +166,14 @@ class IndexReplica:
         self.restarts += 1
 
     async def _build_graph(self) -> None:
-        """Deferred rows join the HNSW graph in chunks; searches stay exact until they have."""
-        while await asyncio.to_thread(self.index.build_graph, 2048):
+        """Deferred rows join the HNSW graph in chunks; searches stay exact until they have. A long
+        backlog taken in leaves much of the heap free: it goes back to the system."""
+        taken = self.index.pending_graph
+        while left := await asyncio.to_thread(self.index.build_graph, 2048):
+            taken += 2048 if left >= 2048 else 0  # rows that came while it worked
             await asyncio.sleep(0)
+        if taken >= TRIM_AFTER_ROWS:
+            await asyncio.to_thread(heapfree.give_back)
 
     def apply(self, batch: list[tuple[int, IndexChange]], bulk: bool = False) -> None:
         """Apply changes in stream order; rows of another model or dimension are skipped."""
@@ -174,8 +182,8 @@ class IndexReplica:
         def flush() -> None:
             if ups:
                 self.index.upsert_many(ups, defer_graph=bulk)
-                get = self.index.get  # the index keeps its own copy of each row
-                candidates.warm(get(r.account, r.uri, r.level) for r, _ in ups)
+                held = self.index.held  # the index keeps its own copy of each row
+                candidates.warm(held(r.account, r.uri, r.level) for r, _ in ups)
                 ups.clear()
 
         for _, ch in batch:

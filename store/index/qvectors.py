@@ -126,19 +126,6 @@ class QuantisedVectors:
             i = j
         return np.frombuffer(b"".join(parts), dtype=np.float32).reshape(labels.size, self.dim)
 
-    def save(self, path: Path, n: int) -> None:
-        """The float32 rows of labels 0..n-1 as an .npy file, copied in pieces (1.5 GB at a
-        million rows is never in memory at once)."""
-        fd, total = self._file.fileno(), n * self.row_bytes
-        with open(path, "wb") as out:
-            np.lib.format.write_array_header_2_0(out, {"descr": "<f4", "fortran_order": False,
-                                                       "shape": (n, self.dim)})
-            pos = 0
-            while pos < total:
-                piece = os.pread(fd, min(1 << 22, total - pos), pos)
-                out.write(piece.ljust(min(1 << 22, total - pos), b"\0"))
-                pos += min(1 << 22, total - pos)
-
     def exact_dot(self, labels: np.ndarray, vec: np.ndarray) -> np.ndarray:
         """Each row's exact product with `vec` (for the few rows a search returns)."""
         return self.exact(labels) @ vec if labels.size else np.zeros(0, dtype=np.float32)

@@ -378,6 +378,12 @@ class IndexRows:
                 row = msgspec.structs.replace(row, text=self._texts.get(label))
             return row
 
+    def held(self, account: str, uri: str, level: int) -> IndexRow | None:
+        """The row object the index holds (a leaf's without its text): what searches return, so a
+        cache keyed on the object's identity (the retriever's served cache) matches their hits."""
+        label = self._labels.get(row_key(account, uri, level))
+        return None if label is None else self._rows[label]
+
     def leaf_texts(self, account: str, uris: list[str]) -> list[str]:
         """The text of each leaf row named ("" for one not indexed): what a served section carries."""
         with self._lock:

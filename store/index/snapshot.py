@@ -19,17 +19,19 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot
+from skald.store.index import graphfile
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
 from skald.store.index.types import CONTEXT_TYPES, HNSW_EF_SEARCH, row_digest, row_key, scope_key
 from skald.store.language import DEFAULT
 
 log = logging.getLogger("skald.store.index")
 
-# foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a snapshot without them
-# holds rows with their text); keywords.* since the keyword index is saved (without them it is
-# rebuilt from the texts).
-SNAPSHOT_FILES = ("vectors.npy", "rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy",
-                  *bm25_snapshot.FILES)
+# What a snapshot writes. foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a
+# snapshot without them holds rows with their text); keywords.* since the keyword index is saved
+# (without them it is rebuilt from the texts). vectors.npy is only read: the vectors are the
+# graph's own (`graphfile.py`); an older snapshot has them beside it.
+SNAPSHOT_FILES = ("rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
+READ_FILES = (*SNAPSHOT_FILES, "vectors.npy")
 
 
 def _crc32(path: Path) -> int:
@@ -63,7 +65,6 @@ class IndexSnapshot(IndexRows):
         tmp.mkdir(parents=True)
         rows, meta, (texts_at, tlen, kw_gen) = self._freeze()
         try:
-            self._qv.save(tmp / "vectors.npy", len(rows))
             # Where each text is, and its length in characters (what hybrid reads, without the text).
             np.save(tmp / "texts.npy", np.column_stack([self._texts.save(tmp / "texts.bin", texts_at), tlen]))
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
@@ -102,9 +103,8 @@ class IndexSnapshot(IndexRows):
                 meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
                                         "rows": n}
                 meta["foreign"] = dict(self.foreign)
-                # The vectors and texts are copied after, not under the lock (1.5 GB at a million
-                # rows): a row written while they are saved is a row written after this moment,
-                # which the snapshot's tail writes again on load.
+                # The graph (with the vectors) is held still until `_thaw`; the texts are read
+                # where they are now and the keyword index's changes since are repaired on load.
                 return self._rows[:n], meta, (self._texts.frozen(n), self._tlen[:n].astype(np.int64),
                                                bm25_snapshot.generations(self.keywords, n))
 
@@ -144,18 +144,13 @@ class IndexSnapshot(IndexRows):
         if meta.get("dim") != dim or meta.get("model") != model:
             return None
         for name, want in (meta.get("crc32") or {}).items():
-            if name not in SNAPSHOT_FILES or _crc32(directory / name) != want:
+            if name not in READ_FILES or _crc32(directory / name) != want:
                 raise ValueError(f"{name} does not match its checksum")
         n = int(meta["rows"])
         idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent)
         rows = msgspec.msgpack.decode((directory / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
-        vecs = np.load(directory / "vectors.npy", mmap_mode="r")
-        if len(rows) != n or vecs.shape != (n, dim):
-            raise ValueError(f"{len(rows)} rows and vectors {vecs.shape} for a snapshot of {n}")
-        for i in range(0, n, 16_384):  # read in pieces: quantised into memory, float32 into the file
-            part = np.asarray(vecs[i : i + 16_384], dtype=np.float32)
-            idx._qv.put(np.arange(i, i + part.shape[0], dtype=np.int64), part, fresh=False)
-        del vecs
+        if len(rows) != n:
+            raise ValueError(f"{len(rows)} rows for a snapshot of {n}")
         texts_saved = (directory / "texts.npy").exists()
         redo: set[int] | None = None  # labels to index for keywords again; None: every one
         if all(name in (meta.get("crc32") or {}) for name in bm25_snapshot.FILES):
@@ -170,6 +165,16 @@ class IndexSnapshot(IndexRows):
         idx._graph = hnswlib.Index(space="ip", dim=dim)
         idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._level.shape[0])
         idx._graph.set_ef(HNSW_EF_SEARCH)
+        if "vectors.npy" in (meta.get("crc32") or {}):  # an older snapshot: the vectors beside the graph
+            vecs = np.load(directory / "vectors.npy", mmap_mode="r")
+            if vecs.shape != (n, dim):
+                raise ValueError(f"vectors {vecs.shape} for a snapshot of {n}")
+            for i in range(0, n, 16_384):  # read in pieces: quantised into memory, float32 into the file
+                idx._qv.put(np.arange(i, i + min(16_384, n - i), dtype=np.int64),
+                            np.asarray(vecs[i : i + 16_384], dtype=np.float32), fresh=False)
+            del vecs
+        else:
+            idx._vectors_from_graph(directory / "graph.bin", rows)
         for label, row in enumerate(rows):
             if row is None:
                 idx._free.append(label)
@@ -210,3 +215,31 @@ class IndexSnapshot(IndexRows):
         if "foreign.msgpack" in (meta.get("crc32") or {}):  # snapshots from before it have none
             idx.foreign = msgspec.msgpack.decode((directory / "foreign.msgpack").read_bytes(), type=dict[str, str])
         return idx
+
+    def _vectors_from_graph(self, path: Path, rows: list[IndexRow | None]) -> None:
+        """Every live row's vector read out of the saved graph (`graphfile.py`), quantised into
+        memory and written to the float32 file; asked of the graph row by row when the file's
+        layout is not the one known or a sample disagrees with the graph."""
+        n = len(rows)
+        try:
+            checked = False
+            for labels, mat in graphfile.vectors(path, self.dim):
+                live = np.fromiter((lab < n and rows[lab] is not None for lab in labels.tolist()), dtype=bool,
+                                   count=labels.size)
+                labels, mat = labels[live], mat[live]
+                if not labels.size:
+                    continue
+                if not checked:
+                    if not graphfile.verify(self._graph, labels, mat):
+                        raise graphfile.UnexpectedLayout("the vectors read differ from the graph's")
+                    checked = True
+                order = np.argsort(labels)
+                self._qv.put(labels[order], mat[order], fresh=False)
+            return
+        except graphfile.UnexpectedLayout as e:
+            log.warning("index snapshot graph %s: %s; reading its vectors one by one", path, e)
+        live_labels = np.asarray([lab for lab, r in enumerate(rows) if r is not None], dtype=np.int64)
+        for i in range(0, live_labels.size, 4096):
+            part = live_labels[i : i + 4096]
+            self._qv.put(part, np.asarray(self._graph.get_items(part.tolist(), return_type="numpy"),
+                                          dtype=np.float32), fresh=False)

@@ -86,9 +86,18 @@ def test_a_snapshot_keeps_vectors_and_texts_and_an_older_one_still_loads(tmp_pat
     idx.upsert_many(data)
     snap = tmp_path / "snap"
     idx.save(snap)
+    assert not (snap / "vectors.npy").exists()  # the vectors are the graph's own
     back = VectorIndex.load(snap, DIM, "m")
     assert back is not None
     _same(idx, back, data)
+    # Read from the graph row by row when what the file gives disagrees with the graph.
+    from skald.store.index import graphfile
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(graphfile, "verify", lambda *a: False)
+        slow = VectorIndex.load(snap, DIM, "m")
+    assert slow is not None
+    _same(idx, slow, data)
     # A snapshot written before leaf texts left the rows: rows carry their text, no texts files.
     rows = msgspec.msgpack.decode((snap / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
     by_uri = {r.uri: r.text for r, _ in data}
@@ -99,6 +108,12 @@ def test_a_snapshot_keeps_vectors_and_texts_and_an_older_one_still_loads(tmp_pat
         os.remove(snap / name)
         meta["crc32"].pop(name)
     meta["crc32"]["rows.msgpack"] = __import__("zlib").crc32((snap / "rows.msgpack").read_bytes())
+    vecs = np.zeros((len(rows), DIM), dtype=np.float32)  # and its vectors beside the graph
+    for label, r in enumerate(rows):
+        if r is not None:
+            vecs[label] = next(v for rr, v in data if rr.uri == r.uri)
+    np.save(snap / "vectors.npy", vecs)
+    meta["crc32"]["vectors.npy"] = __import__("zlib").crc32((snap / "vectors.npy").read_bytes())
     (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
     older = VectorIndex.load(snap, DIM, "m")
     assert older is not None
