@@ -10,6 +10,7 @@ and their writes, scopes, vector search, keywords, snapshots), each a class over
 from __future__ import annotations
 
 from skald.store.index.keywords import IndexKeywords
+from skald.store.index.reads import IndexReads
 from skald.store.index.search import IndexSearch
 from skald.store.index.snapshot import SNAPSHOT_FILES, IndexSnapshot
 from skald.store.index.types import (
@@ -27,7 +28,7 @@ from skald.store.index.types import (
 )
 
 
-class VectorIndex(IndexSnapshot, IndexKeywords, IndexSearch):
+class VectorIndex(IndexSnapshot, IndexKeywords, IndexSearch, IndexReads):
     """Thread-safe for one writer and many readers through a single lock (writes are short)."""
 
 

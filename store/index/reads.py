@@ -1,0 +1,60 @@
+"""Reads of single rows and of the index's size: a row whole (its leaf text read back from the
+text file), the row object as held, leaf texts for served sections, and the counts `stats` reports."""
+
+from __future__ import annotations
+
+import msgspec
+
+from skald.messages.index import IndexRow
+from skald.store.index.rows import IndexRows
+from skald.store.index.types import row_key
+
+
+class IndexReads(IndexRows):
+    """Rows read one at a time, and the index's counts."""
+
+    def live_rows(self) -> list[IndexRow]:
+        """Every row, a leaf's without its text (`leaf_text`)."""
+        with self._lock:
+            return [r for r in self._rows if r is not None]
+
+    def get(self, account: str, uri: str, level: int) -> IndexRow | None:
+        """One row whole, a leaf's text read back."""
+        with self._lock:
+            label = self._labels.get(row_key(account, uri, level))
+            if label is None or (row := self._rows[label]) is None:
+                return None
+            if row.level == 2 and self._tlen[label]:
+                row = msgspec.structs.replace(row, text=self._texts.get(label))
+            return row
+
+    def held(self, account: str, uri: str, level: int) -> IndexRow | None:
+        """The row object the index holds (a leaf's without its text): what searches return, so a
+        cache keyed on the object's identity (the retriever's served cache) matches their hits."""
+        label = self._labels.get(row_key(account, uri, level))
+        return None if label is None else self._rows[label]
+
+    def leaf_texts(self, account: str, uris: list[str]) -> list[str]:
+        """The text of each leaf row named ("" for one not indexed): what a served section carries."""
+        with self._lock:
+            return [self._texts.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
+                    for u in uris]
+
+    def leaf_text(self, label: int) -> str:
+        """A leaf row's text: kept in `_texts`, not on the row, and read for the rows a reply serves."""
+        with self._lock:
+            return self._texts.get(label)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            n = len(self._rows)
+            lv = self._level[:n][self._alive[:n]]
+            return {
+                "rows": self._live,
+                "level0": int((lv == 0).sum()),
+                "level1": int((lv == 1).sum()),
+                "level2": int((lv == 2).sum()),
+                "applied_seq": self.applied_seq,
+                "dim": self.dim,
+                "graph_pending": len(self._pending),
+            }
