@@ -232,3 +232,15 @@ def test_a_snapshot_keeps_the_keyword_index_as_of_its_rows(tmp_path, monkeypatch
     assert len(add) <= 3  # only the labels written after the rows were taken are indexed again
     assert _keyword_answers(back, words) == at_freeze
 
+
+
+def test_stats_count_levels_from_what_writes_keep(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(90, seed=9)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    summaries = [(msgspec.structs.replace(r, uri=r.parent_uri, level=lv, kind="document"), v)
+                 for r, v in data[:10] for lv in (0, 1)]
+    idx.upsert_many([*data, *summaries])
+    idx.delete("a", data[0][0].uri, 2)
+    idx.delete("a", summaries[0][0].uri, 0)
+    st = idx.stats()
+    assert (st["rows"], st["level0"], st["level1"], st["level2"]) == (108, 9, 10, 89)
