@@ -100,74 +100,80 @@ class QuantisedVectors:
         if self.live <= 0 and self.fresh is not None:
             self.fresh, self.used, self.live = None, 0, 0
 
+    @staticmethod
+    def _runs(labels: list[int]) -> list[tuple[int, int]]:
+        """(start, end) positions of the runs of consecutive labels, in the order given."""
+        runs, i = [], 0
+        while i < len(labels):
+            j = i + 1
+            while j < len(labels) and labels[j] == labels[j - 1] + 1:
+                j += 1
+            runs.append((i, j))
+            i = j
+        return runs
+
     def _write(self, labels: np.ndarray, mat: np.ndarray) -> None:
         """The float32 rows into the file at their labels' places, one write per contiguous run."""
-        fd, size = self._file.fileno(), self.row_bytes
-        lab = labels.tolist()
-        i = 0
-        while i < len(lab):
-            j = i + 1
-            while j < len(lab) and lab[j] == lab[j - 1] + 1:
-                j += 1
+        fd, size, lab = self._file.fileno(), self.row_bytes, labels.tolist()
+        for i, j in self._runs(lab):
             os.pwrite(fd, mat[i:j].tobytes(), lab[i] * size)
-            i = j
 
     def read(self, labels: np.ndarray) -> np.ndarray:
-        """Float32 rows from the file (zeros for a label never written), one read per contiguous run."""
+        """Float32 rows from the file (zeros for a label never written), read in label order so
+        neighbours (a document's sections) come in one read each run."""
         fd, size = self._file.fileno(), self.row_bytes
-        lab = labels.tolist()
-        parts: list[bytes] = []
-        i = 0
-        while i < len(lab):
-            j = i + 1
-            while j < len(lab) and lab[j] == lab[j - 1] + 1:
-                j += 1
-            parts.append(os.pread(fd, size * (j - i), lab[i] * size).ljust(size * (j - i), b"\0"))
-            i = j
-        return np.frombuffer(b"".join(parts), dtype=np.float32).reshape(labels.size, self.dim)
+        order = np.argsort(labels, kind="stable")
+        lab = labels[order].tolist()
+        data = b"".join(os.pread(fd, size * (j - i), lab[i] * size).ljust(size * (j - i), b"\0")
+                        for i, j in self._runs(lab))
+        out = np.empty((labels.size, self.dim), dtype=np.float32)
+        out[order] = np.frombuffer(data, dtype=np.float32).reshape(labels.size, self.dim)
+        return out
 
     def exact_dot(self, labels: np.ndarray, vec: np.ndarray) -> np.ndarray:
         """Each row's exact product with `vec` (for the few rows a search returns)."""
         return self.exact(labels) @ vec if labels.size else np.zeros(0, dtype=np.float32)
 
-    def dequant(self, labels: np.ndarray) -> np.ndarray:
-        """Float32 vectors of rows as the int8 copy gives them (what every replica computes alike)."""
-        return self.q[labels].astype(np.float32) * self.scale[labels, None]
+    def _fresh_of(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(which of the rows hold a fresh float32 copy, their slots), or None when none does."""
+        if self.fresh is None:
+            return None
+        slots = self.slot[labels]
+        f = slots >= 0
+        return (f, slots[f]) if f.any() else None
 
     def exact(self, labels: np.ndarray) -> np.ndarray:
         """Float32 vectors of rows: the fresh copy where there is one, else the file's."""
-        if self.fresh is None:
+        got = self._fresh_of(labels)
+        if got is None:
             return self.read(labels)
+        f, slots = got
         out = np.empty((labels.size, self.dim), dtype=np.float32)
-        slots = self.slot[labels]
-        f = slots >= 0
-        if (~f).any():
+        if not f.all():
             out[~f] = self.read(labels[~f])
-        out[f] = self.fresh[slots[f]]
+        out[f] = self.fresh[slots]  # type: ignore[index]
         return out
 
     def approx(self, labels: np.ndarray) -> np.ndarray:
         """Float32 vectors of rows to choose among (scores of the rows chosen come from `exact`):
         the fresh copy where there is one, else dequantised."""
-        out = self.dequant(labels)
-        if self.fresh is not None:
-            slots = self.slot[labels]
-            f = slots >= 0
-            if f.any():
-                out[f] = self.fresh[slots[f]]
+        out = self.q[labels].astype(np.float32) * self.scale[labels, None]
+        if (got := self._fresh_of(labels)) is not None:
+            out[got[0]] = self.fresh[got[1]]  # type: ignore[index]
         return out
 
     def dot(self, labels: np.ndarray, vec: np.ndarray) -> np.ndarray:
-        """Each row's product with `vec`: exact for fresh rows, from int8 for the rest."""
+        """Each row's product with `vec`: exact for fresh rows (over a view of the block when all
+        are fresh and their slots contiguous, as an ingest's rows are), from int8 for the rest."""
+        got = self._fresh_of(labels)
+        if got is not None and got[0].all():
+            return self._dot_fresh(got[1], vec)
         out = np.empty(labels.size, dtype=np.float32)
         for i in range(0, labels.size, CHUNK):
             part = labels[i : i + CHUNK]
             out[i : i + CHUNK] = (self.q[part].astype(np.float32) @ vec) * self.scale[part]
-        if self.fresh is not None:
-            slots = self.slot[labels]
-            f = slots >= 0
-            if f.any():
-                out[f] = self.fresh[slots[f]] @ vec
+        if got is not None:
+            out[got[0]] = self._dot_fresh(got[1], vec)
         return out
 
     def dot_all(self, n: int, vec: np.ndarray) -> np.ndarray:
@@ -176,24 +182,13 @@ class QuantisedVectors:
         for i in range(0, n, CHUNK):
             j = min(n, i + CHUNK)
             out[i:j] = (self.q[i:j].astype(np.float32) @ vec) * self.scale[i:j]
-        if self.fresh is not None:
-            f = np.flatnonzero(self.slot[:n] >= 0)
-            if f.size:
-                out[f] = self.dot_fresh(f, vec)
+        if (got := self._fresh_of(np.arange(n))) is not None:
+            out[got[0]] = self._dot_fresh(got[1], vec)
         return out
 
-    def dot_fresh(self, labels: np.ndarray, vec: np.ndarray) -> np.ndarray:
-        """`dot` of rows that all hold fresh slots, over a view when the slots are contiguous (an
-        ingest's rows are)."""
+    def _dot_fresh(self, slots: np.ndarray, vec: np.ndarray) -> np.ndarray:
         assert self.fresh is not None
-        slots = self.slot[labels]
         lo, hi = int(slots.min()), int(slots.max()) + 1
         if hi - lo == slots.size and np.all(np.diff(slots) > 0):
             return self.fresh[lo:hi] @ vec
         return self.fresh[slots] @ vec
-
-    def close(self) -> None:
-        self._file.close()
-
-    def all_fresh(self, labels: np.ndarray) -> bool:
-        return self.fresh is not None and bool((self.slot[labels] >= 0).all())

@@ -200,10 +200,8 @@ class IndexRows:
                     self._level_arr.clear()
                     self._level_mat.clear()
                 self.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
-                if row.level == 2:
+                if row.level == 2:  # a label's level is its key's: a summary row never held a text here
                     self._texts.put(label, text)
-                else:
-                    self._texts.drop(label)
                 self._tlen[label] = len(text)
                 if self._alive[label]:
                     self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1

@@ -61,8 +61,7 @@ class IndexSearch(IndexScopes):
         per candidate in score order; and how many rows were scored."""
         labels = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
         labels.sort()
-        sims = self._qv.dot_fresh(labels, vec) if self._qv.all_fresh(labels) else self._qv.dot(labels, vec)
-        scores = sims + self._adjust(labels, q.account)
+        scores = self._qv.dot(labels, vec) + self._adjust(labels, q.account)
         allowed = np.where(self._mask(labels, q), scores, -np.inf)
         return self._best_in_scope(labels, allowed, vec, q, k), int(labels.size)
 
@@ -151,14 +150,19 @@ class IndexSearch(IndexScopes):
     def _rescored(self, hits: list[Hit], vec: np.ndarray, account: str, k: int) -> list[Hit]:
         """Hits chosen by the int8 copy's scores, scored again exactly (the float32 copy), best
         first, the k best kept: what a caller sees is the cosine itself."""
-        if not hits:
-            return hits
-        labels = np.fromiter((h.label for h in hits), dtype=np.int64, count=len(hits))
-        exact = (self._qv.exact_dot(labels, vec) + self._adjust(labels, account)).tolist()
-        for h, sc in zip(hits, exact, strict=True):
-            h.score = sc
-        hits.sort(key=lambda h: -h.score)
-        return hits[:k]
+        return self._rescored_groups([hits], vec, account, k)[0]
+
+    def _rescored_groups(self, groups: list[list[Hit]], vec: np.ndarray, account: str, k: int) -> list[list[Hit]]:
+        """`_rescored` of several lists with one read of their float32 rows."""
+        every = [h for hits in groups for h in hits]
+        if every:
+            labels = np.fromiter((h.label for h in every), dtype=np.int64, count=len(every))
+            exact = (self._qv.exact_dot(labels, vec) + self._adjust(labels, account)).tolist()
+            for h, sc in zip(every, exact, strict=True):
+                h.score = sc
+        for hits in groups:
+            hits.sort(key=lambda h: -h.score)
+        return [hits[:k] for hits in groups]
 
     def _graph_search(
         self, vec: np.ndarray, q: Query, k: int, sel: float, scope_rows: int
@@ -255,8 +259,8 @@ class IndexSearch(IndexScopes):
                     hits.append(Hit(row, scs[j], good, label=label))
                     if len(hits) >= kk:
                         break
-                out.append(self._rescored(hits, vec, account, k))
-            return out
+                out.append(hits)
+            return self._rescored_groups(out, vec, account, k)
 
     def similarity(self, vec: np.ndarray, rows: list[IndexRow]) -> list[float]:
         """Cosine of `vec` with each row's own vector (0.0 for a row no longer indexed)."""

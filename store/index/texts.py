@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -73,12 +73,17 @@ class TextHeap:
     def garbage(self) -> int:
         return self.end - self.live_bytes
 
-    def items(self) -> Iterator[tuple[int, str]]:
-        """(label, text) of every label with a text, in file order (one sequential read)."""
-        labels = np.flatnonzero(self.size >= 0)
-        labels = labels[np.argsort(self.off[labels], kind="stable")]
-        for label in labels.tolist():
-            yield label, self.get(label)
+    def _copy(self, offs: np.ndarray, sizes: np.ndarray, out: BinaryIO) -> np.ndarray:
+        """The texts at (`offs`, `sizes`) written one after another to `out`, as stored (no decoding),
+        in label order; where each now starts."""
+        new = np.zeros(offs.shape[0], dtype=np.int64)
+        pos, fd = 0, self._f.fileno()
+        for label in np.flatnonzero(sizes > 0).tolist():
+            out.write(os.pread(fd, int(sizes[label]), int(offs[label])))
+            new[label] = pos
+            pos += int(sizes[label])
+        out.flush()
+        return new
 
     def compact(self) -> None:
         """Rewrite the file with the live texts only, when its garbage outgrows them. The caller
@@ -86,15 +91,11 @@ class TextHeap:
         if self.garbage() < max(COMPACT_FROM, self.live_bytes):
             return
         new = tempfile.TemporaryFile(dir=self._dir)  # noqa: SIM115
-        end = 0
         with self._lock:
-            for label, text in self.items():
-                data = text.encode()
-                os.pwrite(new.fileno(), data, end)
-                self.off[label] = end
-                end += len(data)
+            live = self.size > 0
+            self.off[live] = self._copy(self.off, self.size, new)[live]
             self._f.close()
-            self._f, self.end, self.live_bytes = new, end, end
+            self._f, self.end = new, self.live_bytes
 
     def frozen(self, labels: int) -> tuple[np.ndarray, np.ndarray]:
         """Where the texts of labels below `labels` are now: `save` writes them as they are at this
@@ -106,15 +107,8 @@ class TextHeap:
         """Write the texts `frozen` located to `path`, in label order; their (offset, size) pairs,
         size -1 for a label with no text."""
         offs, sizes = at
-        labels = offs.shape[0]
-        out_offs = np.zeros(labels, dtype=np.int64)
-        pos, fd = 0, self._f.fileno()
         with open(path, "wb") as out:
-            for label in np.flatnonzero(sizes > 0).tolist():
-                out.write(os.pread(fd, int(sizes[label]), int(offs[label])))
-                out_offs[label] = pos
-                pos += int(sizes[label])
-        return np.stack([out_offs, sizes], axis=1)
+            return np.stack([self._copy(offs, sizes, out), sizes], axis=1)
 
     def load(self, path: Path, table: np.ndarray) -> None:
         """Take the texts a snapshot saved (`save`'s file and pairs) as this heap's."""
@@ -128,6 +122,3 @@ class TextHeap:
             self.off[:n], self.size[:n] = table[:, 0], table[:, 1].astype(np.int32)
             self.end = end
             self.live_bytes = int(table[:, 1][table[:, 1] > 0].sum())
-
-    def close(self) -> None:
-        self._f.close()
