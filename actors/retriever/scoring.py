@@ -146,14 +146,19 @@ def keyword_hits(index: VectorIndex, text: str, q: Query, k: int) -> Words:
     return Words(*index.keyword_arrays(text, q, max(k, KEYWORD_DEPTH))) if text.strip() else NO_WORDS
 
 
+# How far an int8 cosine may stand from the exact one, with room to spare (the quantisation moves
+# it by about 0.002): rows this close to a cut are scored exactly before the cut is made.
+QUANT_SLACK = 0.01
+
+
 def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
            keywords_only: bool = False, words: Words | None = None) -> list[Hit]:
     """Dense top-k and BM25 top-k over the same scope, one list on the cosine scale: each row's
     cosine plus its `keyword_lifts` (the gate carries the threshold's lift). A row only the
-    keywords found gets its exact cosine, so the scale stays the embedder's and a calibrated
-    floor keeps its meaning. With `keywords_only`, only the rows BM25 found, scored the same way.
-    Scored as arrays over labels; only the k that come out become hits. `words`: `keyword_hits`,
-    if the caller has them already."""
+    keywords found gets its exact cosine (chosen by the int8 copy's, then scored exactly), so the
+    scale stays the embedder's and a calibrated floor keeps its meaning. With `keywords_only`,
+    only the rows BM25 found, scored the same way. Scored as arrays over labels; only the k that
+    come out become hits. `words`: `keyword_hits`, if the caller has them already."""
     if words is None:
         words = keyword_hits(index, text, q, k)
     dense = [] if keywords_only else index.search(vec, q, k)[0]
@@ -167,8 +172,12 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
     labels = np.concatenate((dense_labels, only))
     if not labels.size:
         return []
+    # The keyword-only rows' cosines from the int8 copy first; the ones that may be picked are
+    # scored again exactly below (a file read each, about a quarter of a find at a million rows
+    # when all of them were read).
     base = np.concatenate((np.fromiter((h.score for h in dense), dtype=np.float64, count=len(dense)),
-                           index.similarity_labels(vec, only.tolist(), q.account) if only.size else []))
+                           index.similarity_labels(vec, only.tolist(), q.account, exact=False)
+                           if only.size else []))
     levels, lengths = index.levels_lengths(labels)
     relative = np.zeros(labels.size)
     coverage = np.zeros(labels.size)
@@ -185,13 +194,21 @@ def hybrid(index: VectorIndex, vec: np.ndarray, text: str, q: Query, k: int,
         need = at[leaf[at]]
         if need.size and labels.size > k:
             kth_low = np.partition(-(base + _rank_lift(leaf, relative, 0.0)), k - 1)[k - 1]
-            high = base[need] + _rank_lift(leaf[need], relative[need], 1.0)
+            high = base[need] + _rank_lift(leaf[need], relative[need], 1.0) + QUANT_SLACK
             need = need[-high <= kth_low]
         if need.size:
             coverage[need] = index.keyword_coverage_labels(text, labels[need].tolist())
     rank, gate = keyword_lifts(levels, relative, coverage, lengths)
     novelty = novelty_margin(*index.absent_share(text)) if NOVELTY_MARGIN and text.strip() else 0.0
     score, gated = base + rank, base + gate
+    if only.size:
+        fix = np.arange(dense_labels.size, labels.size)
+        if labels.size > k:  # only a row within QUANT_SLACK of the k-th can be in the exact top k
+            kth = np.partition(-score, k - 1)[k - 1]
+            fix = fix[-score[fix] <= kth + QUANT_SLACK]
+        if fix.size:
+            base[fix] = index.similarity_labels(vec, labels[fix].tolist(), q.account)
+            score[fix], gated[fix] = base[fix] + rank[fix], base[fix] + gate[fix]
     pick = np.arange(labels.size)
     if labels.size > k:  # every row tied with the k-th stays in, for the tie-break by URI below
         kth = np.partition(-score, k - 1)[k - 1]

@@ -278,7 +278,10 @@ def test_hybrid_skips_coverage_only_for_rows_that_cannot_be_picked() -> None:
         for k in (1, 3, 10):
             seen.clear()
             got = scoring.hybrid(idx, qv, text, q, k)
-            same = [(h.label, h.score, h.gate) for h in wide[:k]]
-            assert [(h.label, h.score, h.gate) for h in got] == same, (text, k)
+            # Labels the same; scores to float32's precision (the exact cosines of a few rows or
+            # of all of them are products of different shapes, rounded differently).
+            assert [h.label for h in got] == [h.label for h in wide[:k]], (text, k)
+            assert [x for h in got for x in (h.score, h.gate)] == pytest.approx(
+                [x for h in wide[:k] for x in (h.score, h.gate)], abs=1e-6), (text, k)
             pruned += everyone - sum(seen)
     assert pruned > 0  # some rows' coverage was never computed

@@ -52,6 +52,49 @@ def test_returned_scores_are_exact_cosines_and_the_order_is_float32s(tmp_path) -
     assert kids[0].row.uri == data[7][0].uri and kids[0].score == pytest.approx(1.0, abs=1e-6)
 
 
+def test_hybrid_reads_exact_vectors_only_for_keyword_rows_near_the_cut(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The rows only the keywords found are chosen by their int8 cosines and the few near the
+    cut scored again exactly: the same hits, in the same order, with the same scores, as when
+    every one of them is read from the float32 file, for fewer rows read."""
+    from skald.actors.retriever import scoring
+
+    rng = np.random.default_rng(4)
+    words = [f"w{i}" for i in range(60)]
+    data = [(msgspec.structs.replace(r, text=" ".join(rng.choice(words, size=6))), v) for r, v in _rows(3000)]
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    read: list[int] = []
+    sim = idx.similarity_labels
+
+    def counted(vec, labels, account, exact=True):  # type: ignore[no-untyped-def]
+        if exact:
+            read.append(len(labels))
+        return sim(vec, labels, account, exact)
+
+    def every_exact(vec, labels, account, exact=True):  # type: ignore[no-untyped-def]
+        return sim(vec, labels, account, True)
+
+    mat = np.stack([v for _, v in data])
+    q = Query(account="a")
+    fewer = 0
+    for t in range(20):
+        qv = mat[rng.integers(0, len(data))] + 0.3 * rng.standard_normal(DIM).astype(np.float32)
+        qv /= np.linalg.norm(qv)
+        text = " ".join(rng.choice(words, size=3))
+        idx.similarity_labels = every_exact  # type: ignore[method-assign]
+        want = scoring.hybrid(idx, qv, text, q, 10)
+        idx.similarity_labels = counted  # type: ignore[method-assign]
+        read.clear()
+        got = scoring.hybrid(idx, qv, text, q, 10)
+        assert [h.label for h in got] == [h.label for h in want], t
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
+        assert [h.gate for h in got] == pytest.approx([h.gate for h in want], abs=1e-6)
+        for h in got:  # what is returned is the cosine itself plus the keyword lift
+            assert h.score >= float(mat[h.label] @ qv) - 1e-6
+        fewer += sum(read) < scoring.KEYWORD_DEPTH
+    assert fewer == 20  # never every keyword hit read exactly
+
+
 def test_a_leaf_text_leaves_the_row_and_is_read_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
     data = _rows(200)
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
