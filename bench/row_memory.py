@@ -49,6 +49,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=50_000)
     ap.add_argument("--vocab", type=int, default=50_000)
+    ap.add_argument("--batch", type=int, default=5_000,
+                    help="rows per upsert (a replica applies 256 at a time while it follows the stream)")
     ap.add_argument("--no-trace", action="store_true", help="resident memory only (tracemalloc slows the fill)")
     a = ap.parse_args()
     rng = np.random.default_rng(5)
@@ -60,7 +62,7 @@ def main() -> None:
     base = rss()
     idx = VectorIndex(DIM, "m")
     own, fill_s = 0, 0.0
-    for start in range(0, a.rows, 5_000):  # made and put in batches, as a replica decodes the stream's
+    for start in range(0, a.rows, 5_000):  # made in batches, put `--batch` at a time as a replica does
         rows = []
         for i in range(start, min(a.rows, start + 5_000)):
             v = centres[i % 200] + 0.35 * rng.standard_normal(DIM).astype(np.float32)
@@ -73,7 +75,8 @@ def main() -> None:
             own += len(text.encode()) + len(row.abstract.encode()) + len(row.uri.encode()) + DIM * 4
             rows.append((row, v))
         t0 = time.perf_counter()
-        idx.upsert_many(rows, defer_graph=True)
+        for j in range(0, len(rows), a.batch):
+            idx.upsert_many(rows[j : j + a.batch], defer_graph=True)
         fill_s += time.perf_counter() - t0
         del rows
     gc.collect()
@@ -84,7 +87,7 @@ def main() -> None:
     n = a.rows
     print(f"{n:,} rows; the row's own bytes (text, abstract, URI, float32 vector): {own / n:,.0f} B a row")
     print("| step | resident | per row |\n|---|---|---|")
-    print(f"| rows in the index (vectors, rows, keyword postings), made and put 5,000 at a time; {fill_s:.0f} s | "
+    print(f"| rows in the index (vectors, rows, keyword postings), put {a.batch:,} at a time; {fill_s:.1f} s | "
           f"{(filled - base) / 2**20:,.0f} MiB | {(filled - base) / n:,.0f} B |")
     print(f"| graph built | {(built - base) / 2**20:,.0f} MiB | {(built - base) / n:,.0f} B |")
     beside = [(name, getattr(idx, attr)) for name, attr in (("leaf texts", "_texts"), ("float32 vectors", "_qv"))

@@ -15,7 +15,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from skald.store.bm25 import KeywordIndex, _Postings
+from skald.store.bm25 import KeywordIndex
+from skald.store.postings import Postings
 from skald.store.row_terms import RowTerms
 
 FILES = ("keywords.npz", "keywords.msgpack")
@@ -83,7 +84,7 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
         kw._tid = {term: tid for tid, term in enumerate(meta.terms)}
         posts = []
         for tid in range(len(meta.terms)):
-            p = _Postings()
+            p = Postings()
             lo, hi = int(off[tid]), int(off[tid + 1])
             # Views into the loaded arrays, not copies: a term's first append outgrows its view
             # and moves it to an array of its own; a compaction writes only inside it.

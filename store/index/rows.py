@@ -147,6 +147,7 @@ class IndexRows:
             labels: list[int] = []
             vecs: list[np.ndarray] = []
             forgotten: set[int] = set()
+            texts: list[tuple[int, str, str]] = []  # keyword-indexed after the loop, as one batch
             for row, vec in items:
                 if vec.shape != (self.dim,):
                     raise ValueError(f"vector of dim {vec.shape} for an index of dim {self.dim}")
@@ -199,7 +200,7 @@ class IndexRows:
                     self._by_level[row.level].add(label)
                     self._level_arr.clear()
                     self._level_mat.clear()
-                self.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
+                texts.append((label, text or row.abstract, row.lang or DEFAULT))
                 if row.level == 2:  # a label's level is its key's: a summary row never held a text here
                     self._texts.put(label, text)
                 self._tlen[label] = len(text)
@@ -213,6 +214,7 @@ class IndexRows:
                 self._alive[label] = True
                 labels.append(label)
                 vecs.append(vec)
+            self.keywords.add_many(texts)
             # Dedup within the batch: the last vector for a label wins.
             last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
             lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))

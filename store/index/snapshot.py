@@ -32,6 +32,7 @@ log = logging.getLogger("skald.store.index")
 # graph's own (`graphfile.py`); an older snapshot has them beside it.
 SNAPSHOT_FILES = ("rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
 READ_FILES = (*SNAPSHOT_FILES, "vectors.npy")
+REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
 
 
 def _crc32(path: Path) -> int:
@@ -175,6 +176,7 @@ class IndexSnapshot(IndexRows):
             del vecs
         else:
             idx._vectors_from_graph(directory / "graph.bin", rows)
+        pending: list[tuple[int, str, str]] = []  # rows to keyword-index, a batch at a time
         for label, row in enumerate(rows):
             if row is None:
                 idx._free.append(label)
@@ -195,7 +197,10 @@ class IndexSnapshot(IndexRows):
             idx._chash ^= row_digest(key, row)
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
             if reindex:
-                idx.keywords.add(label, text or row.abstract, row.lang or DEFAULT)
+                pending.append((label, text or row.abstract, row.lang or DEFAULT))
+                if len(pending) >= REINDEX_BATCH:
+                    idx.keywords.add_many(pending)
+                    pending = []
             idx._by_level.setdefault(row.level, set()).add(label)
             idx._level[label] = row.level
             if not texts_saved or reindex or row.level != 2:
@@ -206,6 +211,7 @@ class IndexSnapshot(IndexRows):
             idx._created[label] = row.created_at
             idx._alive[label] = True
             idx._live += 1
+        idx.keywords.add_many(pending)
         idx._skeys = [scope_key(r.account, r.uri) if r is not None else "" for r in rows]
         pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
         idx._sorted_keys = [p[0] for p in pairs]

@@ -55,3 +55,29 @@ def test_reuse_is_bounded_by_postings(monkeypatch: pytest.MonkeyPatch) -> None:
     kw.search("timeout", 5, every)  # 20 more would pass 70: the kept weights are dropped first
     assert set(kw._weighed) == {kw._tid["timeout"]} and kw._weighed_size == 20
     assert same(kw, built(TEXTS), "gateway timeout")
+
+
+def test_a_batch_of_rows_indexes_as_the_rows_one_at_a_time() -> None:
+    """`add_many` writes a batch's postings a term at a time; the index it builds is the one
+    `add` builds row by row, a row given twice in one batch (its first text replaced) and a row
+    replaced from an earlier batch included: the same postings, lengths and scores."""
+    first = [(i, TEXTS[i], "en") for i in range(40)]
+    second = [(i, TEXTS[i], "en") for i in range(40, 60)]
+    second += [(5, "gateway rebuilt on node-5", "en"), (45, "latency on node-45 only", "en"),
+               (45, "timeout gateway gateway node-45", "en")]  # 45 twice in this batch; 5 from the first
+    one, many = KeywordIndex(), KeywordIndex()
+    for label, text, lang in first + second:
+        one.add(label, text, lang)
+    many.add_many(first)
+    many.add_many(second)
+    assert one._tid == many._tid and np.array_equal(one._dl, many._dl) and one._total == many._total
+    for a, b in zip(one._post, many._post, strict=True):
+        assert (a.n, a.live) == (b.n, b.live)
+        live_a = sorted(zip(*(x.tolist() for x in a.current(one._gen)), strict=True))
+        assert live_a == sorted(zip(*(x.tolist() for x in b.current(many._gen)), strict=True))
+    for query in ("gateway timeout", "latency node-45", "rebuilt gateway", "restart"):
+        assert same(one, many, query), query
+    labels, _ = many.search("rebuilt", 5, every)
+    assert labels.tolist() == [5]
+    assert 45 in many.search("timeout", 60, every)[0].tolist()
+    assert 45 not in many.search("latency", 60, every)[0].tolist()  # its middle text is gone

@@ -287,3 +287,20 @@ def test_stats_count_levels_from_what_writes_keep(tmp_path) -> None:  # type: ig
     idx.delete("a", summaries[0][0].uri, 0)
     st = idx.stats()
     assert (st["rows"], st["level0"], st["level1"], st["level2"]) == (108, 9, 10, 89)
+
+
+def test_new_rows_keep_the_scope_order_whichever_way_they_land(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Rows appended after every key, a few inserted among them, and a large batch among them in
+    no order all leave the scope order the one a snapshot rebuilds from scratch, and a
+    directory's scope holds exactly its rows."""
+    data = _rows(400, docs=50)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data[:100])  # d0..d49, in order
+    idx.upsert_many(data[300:303])  # a few: one insert each
+    idx.upsert_many(list(reversed(data[100:300])))  # a batch among them, in no order
+    idx.upsert_many(data[303:])
+    idx.delete("a", data[7][0].uri, 2)
+    want = sorted((idx._skeys[lab], lab) for lab in idx._labels.values())
+    assert list(zip(idx._sorted_keys, idx._sorted_labels, strict=True)) == want
+    hits, _ = idx.search(data[12][1], Query(account="a", prefixes=["viking://resources/d12.md"]), 100)
+    assert sorted(h.row.uri for h in hits) == sorted(r.uri for r, _ in data if r.parent_uri.endswith("/d12.md"))

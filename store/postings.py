@@ -1,0 +1,79 @@
+"""One term's postings for the keyword index (`store/bm25.py`): parallel arrays, written a slice
+at a time, retired by generation, compacted, and a champion list for very common terms."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Postings:
+    """One term's postings: parallel arrays of label, the label's generation when it was added, and
+    the term's frequency there; 12 bytes a posting where a dict entry costs about 100. A removed
+    row's postings stay until the term is compacted (its generation no longer matches)."""
+
+    __slots__ = ("labels", "gens", "tfs", "n", "live", "compactions", "champ", "champ_upto", "champ_epoch")
+
+    def __init__(self) -> None:
+        self.labels = np.empty(2, dtype=np.int32)
+        self.gens = np.empty(2, dtype=np.uint32)
+        self.tfs = np.empty(2, dtype=np.float32)
+        self.n = 0  # entries used
+        self.live = 0  # entries whose row still holds the term: the document frequency
+        self.compactions = 0  # entries move when compacted: a champion list from before is stale
+        self.champ: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # labels, gens, tfs
+        self.champ_upto = 0  # entries the champion list was chosen from
+        self.champ_epoch = 0
+
+    def extend(self, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray) -> None:
+        """Postings of several rows at once: one slice written per array, not a scalar per posting."""
+        m = labels.shape[0]
+        if self.n + m > self.labels.shape[0]:
+            cap = max(self.n + m, self.n * 2)
+            for name in ("labels", "gens", "tfs"):
+                old = getattr(self, name)
+                grown = np.empty(cap, dtype=old.dtype)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        self.labels[self.n : self.n + m] = labels
+        self.gens[self.n : self.n + m] = gens
+        self.tfs[self.n : self.n + m] = tfs
+        self.n += m
+        self.live += m
+
+    def current(self, gen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, tfs) of the rows that hold the term now."""
+        labels, tfs = self.labels[: self.n], self.tfs[: self.n]
+        if self.live == self.n:
+            return labels, tfs
+        ok = self.gens[: self.n] == gen[labels]
+        return labels[ok], tfs[ok]
+
+    def compact(self, gen: np.ndarray) -> None:
+        ok = self.gens[: self.n] == gen[self.labels[: self.n]]
+        keep = int(ok.sum())
+        self.labels[:keep] = self.labels[: self.n][ok]
+        self.gens[:keep] = self.gens[: self.n][ok]
+        self.tfs[:keep] = self.tfs[: self.n][ok]
+        self.n = keep
+        self.compactions += 1
+
+    def champions(self, gen: np.ndarray, dl: np.ndarray, avgdl: float, k1: float, b: float,
+                  size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, tfs) of the term's champion list (its `size` rows of highest BM25 weight under
+        `k1` and `b`) plus the entries added since it was chosen, rows that changed since left out;
+        chosen again once the additions reach `size`."""
+        if self.champ is None or self.champ_epoch != self.compactions or self.n - self.champ_upto > size:
+            labels, tfs = self.labels[: self.n], self.tfs[: self.n]
+            weight = tfs / (tfs + k1 * (1 - b + b * dl[labels] / avgdl))
+            top = np.argpartition(-weight, size)[:size]
+            top = top[self.gens[top] == gen[labels[top]]]
+            self.champ = (labels[top].copy(), self.gens[top].copy(), tfs[top].copy())
+            self.champ_upto, self.champ_epoch = self.n, self.compactions
+            return self.champ[0], self.champ[2]
+        labels, gens, tfs = self.champ
+        new = slice(self.champ_upto, self.n)
+        labels = np.concatenate((labels, self.labels[new]))
+        gens = np.concatenate((gens, self.gens[new]))
+        tfs = np.concatenate((tfs, self.tfs[new]))
+        ok = gens == gen[labels]
+        return labels[ok], tfs[ok]
