@@ -51,7 +51,7 @@ _EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
 
 class KeywordIndex:
-    """Postings per term as arrays (`_Postings`). Each label has a generation; removing a row bumps
+    """Postings per term as arrays (`store/postings.py`). Each label has a generation; removing a row bumps
     it, which retires all its postings at once (no search through any posting list), and a term
     whose retired postings outnumber its live ones is compacted."""
 
