@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from skald.actors.assembler import passages
@@ -273,3 +274,35 @@ def test_transcripts_are_read_through_the_cache_and_a_cut_head_loses_its_last_li
     path.write_text("# Conversation on 8 May 2023\n\n" + line * (reads.READ_MAX_BYTES // len(line) + 5))
     lines = reads.transcripts(ns, cache, [doc], ident)[doc]
     assert lines and all(ln == line.rstrip("\n") for ln in lines[2:])  # every line offered is whole
+
+
+def test_weaker_turns_are_served_compact_so_more_of_them_fit(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Past the first COMPACT_AFTER turns a block takes, a turn keeps its first sentences within
+    COMPACT_CHARS (its speaker first, so who said it and where stay); the stronger ones are whole,
+    and under the same budget more turns fit than when every turn is served whole."""
+    doc = "viking://user/u/memories/events/conversation_s1_m0.md"
+    said = ("assistant: [D1:{n}] Mel: We went camping at the lake last weekend. The kids loved the "
+            "campfire and we stayed up late telling stories about the old lighthouse. Next time we "
+            "want to hike to the ridge and see the sunrise from the top.")
+
+    def turn(n: int) -> Candidate:
+        return Candidate(uri=f"{doc}#L{2 * n}", category="events", score=1 - n / 100, lines=(2 * n, 2 * n),
+                         text=f"Conversation on 8 May 2023\n{said.format(n=n)}")
+
+    hits = [turn(n) for n in range(1, 30)]
+    out = passages.group_turns(hits, 10, 700)
+    lines = out[0].text.splitlines()[1:]
+    whole = [ln for ln in lines if ln != "…" and ln.endswith("sunrise from the top.")]
+    cut = [ln for ln in lines if ln != "…" and not ln.endswith("sunrise from the top.")]
+    assert len(whole) == passages.COMPACT_AFTER
+    full = said.format(n=0).split(": ", 2)[2]  # what every turn says after its speaker
+    assert cut and all(len(ln) <= passages.COMPACT_CHARS and ln.endswith(".")  # whole sentences, its start
+                       and full.startswith(ln.split(": ", 2)[2]) for ln in cut)
+    assert all(ln.startswith("assistant: [D1:") for ln in whole + cut)
+    monkeypatch.setattr(passages, "COMPACT_AFTER", 10**9)
+    every = passages.group_turns(hits, 10, 700)
+    assert len(whole) + len(cut) > sum(ln.startswith("assistant:") for ln in every[0].text.splitlines())
+    short = Candidate(uri=f"{doc}#L1", category="events", score=0.5, text="Conversation\nuser: ok.")
+    assert passages.compact(short) is short
+    long_first = msgspec.structs.replace(short, text="Conversation\nuser: " + "word " * 60)
+    assert passages.compact(long_first).text.endswith("…")
