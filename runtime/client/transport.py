@@ -47,6 +47,7 @@ _mdec = msgspec.msgpack.Decoder(Response)
 
 
 UPLOAD_PIECE_BYTES = 256 * 1024  # base64 in JSON stays well under NATS's 1 MB payload
+CLOSE_TRIES = 3  # closes asked of a connection a reconnect attempt keeps reopening (`close`)
 ATTEMPT_FLOOR_S = 2.0  # a retried request's attempt waits at least this long for its reply
 # Outlasts the server's 30 s rewrite fuse plus retrieval (docs/design/context-assembly.md, finding 13).
 REWRITE_DEADLINE_S = 65.0
@@ -135,12 +136,17 @@ class Transport:
             return
         with contextlib.suppress(Exception):  # reconnecting (a revoked key, a server gone): no drain
             await self.nc.drain()
-        if not self.nc.is_closed:  # a drain refused or cut short mid-reconnect leaves it open: close
+        for _ in range(CLOSE_TRIES):  # a drain refused or cut short mid-reconnect leaves it open: close
+            if self.nc.is_closed:
+                return
             # The server may reset the socket under the close (it closed a revoked key's connection),
             # or be gone with it (the event loop refuses a write to a closed transport): nats-py then
-            # raises from flushing its buffer, and the connection is closed all the same.
+            # raises from flushing its buffer, and the connection is closed all the same. A reconnect
+            # attempt running when the close begins can set the status back before it is cancelled
+            # (seen once in a test run): the close is asked again.
             with contextlib.suppress(OSError, RuntimeError):
                 await self.nc.close()
+            await asyncio.sleep(0)
 
     async def raw(self, op: Op | str, body: bytes, headers: dict[str, str] | None = None,
                   timeout_s: float | None = None) -> tuple[Response, dict[str, str]]:
