@@ -69,7 +69,9 @@ class CandidatesResult(msgspec.Struct, kw_only=True):
     buckets: dict[str, list[Candidate]]
     excluded: int = 0  # distinct served URIs dropped by exclude_uris
     cooled: int = 0  # ... by the dedup ledger
-    errors: dict[str, str] = {}  # bucket -> why its retrieval failed (the others still answer)
+    # bucket (or `shard:<k>`, a shard of a sharded index that did not answer) -> why its
+    # retrieval failed; the others still answer
+    errors: dict[str, str] = {}
     embed_ms: float = 0.0  # query embedding time, so callers can tell their own time from the model's
     search_ms: float = 0.0  # the index searches (dense, keyword, their fusion), after the embedding
     shape_ms: float = 0.0  # shaping hits into candidates (collapse, exclusions, cut)

@@ -110,6 +110,14 @@ class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
     active_count: int = 0  # times it was served in a context block or reported used (sessions.used)
 
 
+class ShardError(msgspec.Struct, kw_only=True):
+    """A shard of a sharded index that did not answer in time: its rows are missing from the reply."""
+
+    shard: int
+    code: str
+    message: str
+
+
 class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The reply of `search.find`."""
 
@@ -120,6 +128,9 @@ class FindResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     query_plan: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None
+    # A sharded index's shards that the scope spans and that did not answer (never a silent
+    # partial answer); absent when every shard answered.
+    missing_shards: list[ShardError] = []
 
 
 class GrepRequest(_Req, frozen=True):

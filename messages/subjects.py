@@ -54,9 +54,21 @@ def work(prefix: str, queue: str) -> str:
     return f"{prefix}.work.{queue}"
 
 
-def index_row(prefix: str, row_key: str) -> str:
-    """One subject per index row, so the stream keeps exactly the latest state of each row."""
-    return f"{prefix}.index.row.{row_key}"
+def index_row(prefix: str, row_key: str, shard: int | None = None) -> str:
+    """One subject per index row, so the stream keeps exactly the latest state of each row; in a
+    sharded index, under its shard's token, so a shard's replicas follow only its rows."""
+    return f"{prefix}.index.row.{row_key}" if shard is None else f"{prefix}.index.row.s{shard}.{row_key}"
+
+
+def index_rows(prefix: str, shard: int | None = None) -> str:
+    """What a replica follows: every row, or one shard's."""
+    return f"{prefix}.index.row.>" if shard is None else f"{prefix}.index.row.s{shard}.>"
+
+
+def shard_request(prefix: str, shard: int, op: str) -> str:
+    """A request for one shard of the index, answered by that shard's retrievers alone. Under
+    `direct.` (a token no worker id can be: `~` is not in one), so only workers may send it."""
+    return f"{prefix}.direct.~shard{shard}.{op}"
 
 
 def usage_token(account: str, uri: str) -> str:

@@ -104,13 +104,16 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--stream-replicas", type=click.IntRange(1, 5),
               help="JetStream replicas of Skald's streams and lease bucket (default $SKALD_STREAM_REPLICAS "
                    "or 1; 3 on a 3-node cluster). Never lowers what a deployment already has.")
+@click.option("--index-shard", metavar="K/N",
+              help="Hold and serve shard K (from 0) of an index split into N shards (default "
+                   "$SKALD_INDEX_SHARD/$SKALD_INDEX_SHARDS or 0/1, one index). Every worker gives the same N.")
 @_store
 @_metrics
 @_log_level
 @_log_format
 def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: str | None,
-           stream_replicas: int | None, store: str | None, metrics_port: int | None, log_level: str | None,
-           log_format: str | None) -> None:
+           stream_replicas: int | None, index_shard: str | None, store: str | None, metrics_port: int | None,
+           log_level: str | None, log_format: str | None) -> None:
     """Run chosen actors against an existing NATS server or cluster; start as many as you like.
 
     On a cluster, give every server's URL and --stream-replicas 3. A worker started before the
@@ -122,6 +125,12 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
     cfg = _cfg(data_dir, nats_url, None, actors, embedder, log_level, log_format)
     if stream_replicas is not None:
         cfg.stream_replicas = stream_replicas
+    if index_shard is not None:
+        k, slash, n = index_shard.partition("/")
+        if not (slash and k.isdigit() and n.isdigit()):
+            raise click.BadParameter(f"{index_shard!r}: K/N, e.g. 0/2", param_hint="--index-shard")
+        cfg.index_shard, cfg.index_shards = int(k), int(n)
+        cfg.validate()
     if store is not None:
         cfg.store = store
     if metrics_port is not None:

@@ -170,8 +170,14 @@ class MemoryBus:
             self._changed.notify_all()
         return len(self.index)
 
+    index_shards = 1  # one process, one index
+    index_shard = 0
+
     async def index_last_seq(self) -> int:
         return len(self.index)
+
+    async def index_next_seq(self, after: int) -> int:
+        return after + 1 if after < len(self.index) else 0
 
     async def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
         at = max(1, start_seq)
@@ -221,6 +227,14 @@ class MemoryBus:
         if worker_id != self.worker_id:
             raise errors.Unavailable("no such worker on this bus", {"worker": worker_id})
         return msgspec.json.decode(await self._invoke(op, body, identity, timeout_s, forwarded=True))
+
+    async def call_shard(self, shard: int, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
+                         index_seq: int = 0, into: type | None = None) -> Any:
+        """One process holds one index: shard 0 is this process's retriever."""
+        if shard != 0:
+            raise errors.Unavailable("this bus holds one index shard", {"shard": shard})
+        got = await self._invoke(op.name, body, identity, timeout_s, index_seq=index_seq, forwarded=True)
+        return msgspec.json.decode(got) if into is None else msgspec.json.decode(got, type=into)
 
     async def info(self) -> dict[str, Any]:
         return {"work": {"messages": sum(len(v) for v in self.jobs.values())},

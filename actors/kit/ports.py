@@ -123,8 +123,15 @@ class IndexLog(Protocol):
         """Publish row changes (row token, change); the highest sequence acknowledged."""
         ...
 
+    index_shards: int  # the index's shards (1: not sharded); rows go to the shard of their URI
+    index_shard: int  # the shard this worker's replica follows and serves
+
     async def index_last_seq(self) -> int:
         """The log's last sequence (0 when empty)."""
+        ...
+
+    async def index_next_seq(self, after: int) -> int:
+        """The sequence of the first change after `after` this worker's replica follows (0: none)."""
         ...
 
     def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
@@ -163,6 +170,16 @@ class Calls(Protocol):
 
     async def info(self) -> dict[str, Any]:
         """Depths and last sequences of the bus's streams, for `system.stats`."""
+        ...
+
+
+class ShardCalls(Protocol):
+    """Requests to the retrievers of one shard of the index (a sharded index's scatter and gather)."""
+
+    async def call_shard(self, shard: int, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
+                         index_seq: int = 0, into: type | None = None) -> Any:
+        """The shard's result, answered from its rows alone, or its typed error raised (UNAVAILABLE
+        when no retriever of that shard answers)."""
         ...
 
 

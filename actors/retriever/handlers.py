@@ -20,7 +20,7 @@ import numpy as np
 
 from skald.actors.kit.decl import handles
 from skald.actors.kit.overlap import overlapped
-from skald.actors.kit.ports import LLM, Calls, Embedder, IndexLog, Reranker, UsageLog
+from skald.actors.kit.ports import LLM, Calls, Embedder, IndexLog, Reranker, ShardCalls, UsageLog
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.gather import gather
@@ -35,6 +35,7 @@ from skald.actors.retriever.scoring import (
     hybrid,
     keyword_hits,
 )
+from skald.actors.retriever.shards import Scatter, merge_candidates, merge_find
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.retriever.usage import UsageCounts
 from skald.actors.text.tags import check_tags
@@ -44,13 +45,15 @@ from skald.messages import search as search_msgs
 from skald.messages.errors import InvalidArgument
 from skald.messages.system import Empty, StatsResult
 from skald.store.index import Hit, Query, VectorIndex
+from skald.store.index.shards import shards_for
 from skald.store.uri import Namespace
 
 log = logging.getLogger("skald.retriever")
 
 
-class RetrieverBus(Calls, IndexLog, UsageLog, Protocol):
-    """The bus ports the retriever uses: its index replica follows the log, the use counters feed hotness."""
+class RetrieverBus(Calls, ShardCalls, IndexLog, UsageLog, Protocol):
+    """The bus ports the retriever uses: its index replica follows the log, the use counters feed
+    hotness, and a sharded index's other shards answer what this one does not hold."""
 
 
 class Retriever(TreeReads):
@@ -70,12 +73,29 @@ class Retriever(TreeReads):
         self.replica = IndexReplica(embedder.name, embedder.dim, bus, state_dir, snapshot_interval_s)
         self.usage = UsageCounts(bus)
         self.stats = StatsCollector()
+        self.scatter = Scatter(bus, bus.index_shards, bus.index_shard)
         self.lists = ListSearch(ns=ns, replica=self.replica, embedder=embedder, llm=llm, settings=self.settings,
                                 stats=self.stats, clock=clock, rerank=self.rerank_fn, usage=self.usage)
 
     @property
     def index(self) -> VectorIndex:
         return self.replica.index
+
+    @property
+    def serves_shard(self) -> int | None:
+        """The shard of a sharded index this retriever holds (None: the whole index): the host also
+        binds its handlers to that shard's subjects, where the other shards' retrievers ask it."""
+        return self.scatter.mine if self.scatter.shards > 1 else None
+
+    def spans(self, req: search_msgs.FindRequest, ctx: Ctx) -> list[int] | None:
+        """The shards a search must ask, or None when this replica holds all it spans (an unsharded
+        index, a request another shard's retriever sent on, a scope inside this shard)."""
+        if self.scatter.shards <= 1 or ctx.forwarded:
+            return None
+        c = params.common(req, self.clock(), check_tags)
+        prefixes = scope.targets(self.ns, req.target_uri, c.context_types, ctx.identity)
+        targets = shards_for(ctx.identity.account, prefixes, self.scatter.shards)
+        return None if targets == [self.scatter.mine] else targets
 
     async def start(self) -> None:
         await self.replica.start()
@@ -111,6 +131,14 @@ class Retriever(TreeReads):
     @handles(catalog.SEARCH_FIND)
     async def find(self, req: search_msgs.FindRequest, ctx: Ctx) -> search_msgs.FindResult:
         """`search.find`: Semantic find: one vector search, ranked hits."""
+        targets = self.spans(req, ctx)
+        if targets is None:
+            return await self._find_here(req, ctx)
+        parts, missing = await self.scatter.ask(targets, catalog.SEARCH_FIND, req, ctx, search_msgs.FindResult,
+                                                lambda: self._find_here(req, ctx))
+        return merge_find(parts, params.common(req, self.clock(), check_tags).limit, missing)
+
+    async def _find_here(self, req: search_msgs.FindRequest, ctx: Ctx) -> search_msgs.FindResult:
         t0 = time.perf_counter()
         c = params.common(req, self.clock(), check_tags)
         prefixes = scope.targets(self.ns, req.target_uri, c.context_types, ctx.identity)
@@ -168,7 +196,12 @@ class Retriever(TreeReads):
             if given:
                 raise InvalidArgument(f"{', '.join(given)} only apply to mode=\"context\"",
                                       {"field": given[0], "fields": given})
-            return await run_search(self.lists, req, ctx)
+            targets = self.spans(req, ctx)
+            if targets is None:
+                return await run_search(self.lists, req, ctx)
+            parts, missing = await self.scatter.ask(targets, catalog.SEARCH_SEARCH, req, ctx, search_msgs.FindResult,
+                                                    lambda: run_search(self.lists, req, ctx))
+            return merge_find(parts, params.common(req, self.clock(), check_tags).limit, missing)
         # context / bootstrap: the assembler serves it (one subject, two actors; docs/design/context-assembly.md).
         return await self.bus.call(catalog.ASSEMBLE_CONTEXT, req, ctx.identity, ctx.remaining(),
                                    index_seq=ctx.index_seq, into=msgspec.Raw)  # passed on as it came
@@ -176,7 +209,17 @@ class Retriever(TreeReads):
     @handles(catalog.SEARCH_CANDIDATES, fresh_result=True)
     async def candidates(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:
         """Every bucket for every query in one trip; request errors raise, retrieval errors are
-        reported per bucket (docs/design/context-assembly.md, finding 12)."""
+        reported per bucket (docs/design/context-assembly.md, finding 12). A sharded index: every
+        shard is asked (buckets span the spaces), a silent one reported as `shard:<k>`."""
+        if self.scatter.shards > 1 and not ctx.forwarded:
+            every = list(range(self.scatter.shards))
+            parts, missing = await self.scatter.ask(every, catalog.SEARCH_CANDIDATES, req, ctx,
+                                                    context_msgs.CandidatesResult,
+                                                    lambda: self._candidates_here(req, ctx))
+            return merge_candidates(parts, req, missing)
+        return await self._candidates_here(req, ctx)
+
+    async def _candidates_here(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:
         t0 = time.perf_counter()
         probe = search_msgs.FindRequest(query=req.queries[0], context_type=req.context_type, tags=req.tags,
                                         filter=req.filter, since=req.since, until=req.until,

@@ -14,14 +14,17 @@ from skald.actors.kit.decl import handles
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import grep_glob
 from skald.actors.retriever.replica import IndexReplica
+from skald.actors.retriever.shards import Scatter
 from skald.actors.text import extract, formats
 from skald.actors.text.tags import check_tags
 from skald.actors.text.textfile import Unconvertible
 from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import search as search_msgs
+from skald.messages.catalog import Op
 from skald.messages.errors import InvalidArgument, NotFound, SkaldError
 from skald.store import document_records, sidecar, tree, treeops
+from skald.store.index.shards import shard_of
 from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
 
@@ -70,6 +73,17 @@ class TreeReads:
 
     ns: Namespace
     replica: IndexReplica
+    scatter: Scatter
+
+    async def _from_owner(self, op: Op, req: fs_msgs.AbstractRequest, ctx: Ctx,
+                          vp: VikingPath) -> fs_msgs.TextResult | None:
+        """A node's index rows live on its shard: another shard's node is read there (None: here)."""
+        sc = self.scatter
+        if sc.shards <= 1 or ctx.forwarded or (k := shard_of(vp.account, vp.uri, sc.shards)) == sc.mine:
+            return None
+        got: fs_msgs.TextResult = await sc.bus.call_shard(k, op, req, ctx.identity, ctx.remaining(),
+                                                          index_seq=ctx.index_seq, into=fs_msgs.TextResult)
+        return got
 
     @handles(catalog.SEARCH_GREP, timeout_s=60.0)
     async def grep(self, req: search_msgs.GrepRequest, ctx: Ctx) -> search_msgs.GrepResult:
@@ -278,6 +292,8 @@ class TreeReads:
         vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
         is_dir = await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key)
         text = await asyncio.to_thread(self._abstract_of, vp.key, is_dir)
+        if not text and (there := await self._from_owner(catalog.FS_ABSTRACT, req, ctx, vp)) is not None:
+            return there
         if not text:
             row = self.replica.index.get(vp.account, vp.uri, 0 if is_dir else 2)
             text = row.abstract if row else ""
@@ -294,6 +310,8 @@ class TreeReads:
             if not text:
                 raise NotFound("no overview yet (not indexed)", {"uri": vp.uri})
             return fs_msgs.TextResult(uri=vp.uri, content=text)
+        if (there := await self._from_owner(catalog.FS_OVERVIEW, req, ctx, vp)) is not None:
+            return there
         await self.replica.catch_up(ctx)
         row = self.replica.index.get(vp.account, vp.uri, 1)
         if row is not None and row.kind == "document":  # a long document: its table of contents

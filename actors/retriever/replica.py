@@ -67,11 +67,18 @@ class IndexReplica:
         self._started: tuple[float, int] | None = None  # when a start behind the stream began, and how far behind
         self._fresh_at = time.monotonic()  # last time the replica had everything the stream had
         self.restarts = 0
+        # A sharded index: this replica follows one shard's rows, while the stream's sequence counts
+        # every shard's; `_covered` is the sequence up to which every row of this shard is applied.
+        self.sharded = bus.index_shards > 1
+        self._covered = 0
         self._told: set[str] = set()  # other embedders whose rows were skipped, said once each
 
     def _claim_dir(self) -> Path:
-        """Each replica on a host keeps its own snapshot: take the first slot nobody holds."""
+        """Each replica on a host keeps its own snapshot: take the first slot nobody holds. A shard's
+        replicas keep theirs apart, so a worker started for another shard never loads the wrong rows."""
         base = self.state_dir / "index"
+        if self.sharded:
+            base = base / f"shard-{self.bus.index_shard}-of-{self.bus.index_shards}"
         base.mkdir(parents=True, exist_ok=True)
         for i in range(MAX_SLOTS):
             fd = open(base / f"replica-{i}.lock", "a+")  # noqa: SIM115 - held for the life of the process
@@ -101,7 +108,8 @@ class IndexReplica:
                      self.replica_dir.name, f"from its snapshot at seq {self.index.applied_seq}"
                      if self.index.applied_seq else "no snapshot, rebuilding", behind)
             self._started = (time.monotonic(), behind)
-        self.head_seq = last
+        self.head_seq = (await self.bus.index_next_seq(self.index.applied_seq) or self.index.applied_seq) \
+            if self.sharded else last
         self._follower = asyncio.create_task(self._follow(), name="index-follow")
         self._tasks.append(asyncio.create_task(self._snapshots(), name="index-snapshots"))
         self._tasks.append(asyncio.create_task(self._watch(), name="index-watch"))
@@ -144,7 +152,10 @@ class IndexReplica:
         while True:
             await asyncio.sleep(WATCH_EVERY_S)
             try:
-                last = await self.bus.index_last_seq()
+                # Sharded: the first change of this shard not applied yet (0: none), since the
+                # stream's last sequence may be another shard's and never arrive here.
+                last = await (self.bus.index_next_seq(self.index.applied_seq) if self.sharded
+                              else self.bus.index_last_seq())
             except Exception as e:  # noqa: BLE001 - the stream is electing a leader: ask again next time
                 log.debug("index stream not answering (%s)", type(e).__name__)
                 continue
@@ -237,9 +248,11 @@ class IndexReplica:
     async def catch_up(self, ctx: Ctx) -> bool:
         """Read-your-writes: wait until the caller's last write is applied; UNAVAILABLE (retry,
         perhaps on another replica) rather than stale rows when it does not come in time."""
-        if ctx.index_seq <= self.index.applied_seq:
+        if ctx.index_seq <= max(self.index.applied_seq, self._covered):
             return True
         wait_s = max(0.0, min(RYW_WAIT_S, ctx.remaining() / 2))
+        if self.sharded:
+            return await self._shard_barrier(ctx.index_seq, time.monotonic() + wait_s)
         async with self._applied:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._applied.wait_for(lambda: self.index.applied_seq >= ctx.index_seq),
@@ -249,6 +262,28 @@ class IndexReplica:
         raise Unavailable("this index replica has not applied your last write yet; retry",
                           {"index_seq": ctx.index_seq, "applied_seq": self.index.applied_seq,
                            "lag": self.lag(), "retry_after_ms": 200})
+
+    async def _shard_barrier(self, seq: int, until: float) -> bool:
+        """Read-your-writes on one shard: the caller's write may be another shard's, at a sequence
+        this replica never receives. Every change of this shard up to `seq` is applied when the
+        stream holds none after what was applied, or its first is past `seq` (the stream stored
+        everything up to `seq` before the caller was told it)."""
+        while True:
+            applied = self.index.applied_seq
+            nxt = await self.bus.index_next_seq(applied)
+            if nxt == 0 or nxt > seq:
+                self._covered = max(self._covered, nxt - 1 if nxt else seq)
+                return True
+            self.head_seq = max(self.head_seq, nxt)
+            left = until - time.monotonic()
+            if left > 0:
+                async with self._applied:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._applied.wait_for(lambda n=nxt: self.index.applied_seq >= n), left)
+            if self.index.applied_seq < nxt:
+                raise Unavailable("this index replica has not applied your last write yet; retry",
+                                  {"index_seq": seq, "applied_seq": self.index.applied_seq, "lag": self.lag(),
+                                   "retry_after_ms": 200})
 
     def lag(self) -> int:
         return max(0, self.head_seq - self.index.applied_seq)
@@ -262,5 +297,7 @@ class IndexReplica:
         return {"status": "stale" if stale > STALL_S else "ok", "index": self.index.stats(),
                 "replica": str(self.replica_dir or ""), "lag": lag, "applied_seq": applied,
                 "stream_seq": self.head_seq, "stale_s": round(stale, 3), "follower_restarts": self.restarts,
-                "content_hash": self._hash, "embedder": self.model, "snapshot_seq": self.snapshot_seq,
-                "snapshot_ms": self.snapshot_ms, "rows_other_model": len(self.index.foreign)}
+                "content_hash": self._hash, "embedder": self.model,
+                "snapshot_seq": self.snapshot_seq, "snapshot_ms": self.snapshot_ms,
+                "rows_other_model": len(self.index.foreign),
+                **({"shard": self.bus.index_shard, "shards": self.bus.index_shards} if self.sharded else {})}

@@ -41,6 +41,7 @@ from skald.messages.envelope import (
     H_WORKER,
 )
 from skald.messages.index import IndexChange
+from skald.runtime.bus.index_stream import IndexStream
 from skald.runtime.bus.jspublish import AckedPublisher
 from skald.runtime.bus.streams import RETRY_AFTER_MS, retry_transient, stream_name
 from skald.runtime.client import replies, tracing
@@ -80,12 +81,17 @@ class LocalServer(Protocol):
                          index_seq: int = 0, into: type | None = None) -> Any: ...
 
 
-class NatsBus:
+class NatsBus(IndexStream):
     """The `Bus` port over one NATS connection."""
 
     def __init__(self, nc: NATS, prefix: str, worker_id: str = "", lease_ttl_s: float = LEASE_TTL_S,
-                 worker_token: Callable[[], str] = lambda: "", replicas: int = 1) -> None:
+                 worker_token: Callable[[], str] = lambda: "", replicas: int = 1,
+                 index_shards: int = 1, index_shard: int = 0) -> None:
         self.nc = nc
+        # A sharded index (store/index/shards.py): rows are published under their shard's token and
+        # this worker's replica follows shard `index_shard` alone.
+        self.index_shards = index_shards
+        self.index_shard = index_shard
         self.js = nc.jetstream(timeout=10.0)
         self.prefix = prefix
         self.worker_token = worker_token
@@ -166,6 +172,14 @@ class NatsBus:
         return msgspec.json.decode(await self._request(f"{self.prefix}.direct.{worker_id}.{op}", body, identity,
                                                        timeout_s, {H_FORWARDED: "1"}, {"worker": worker_id}))
 
+    async def call_shard(self, shard: int, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
+                         index_seq: int = 0, into: type | None = None) -> Any:
+        """Ask the retrievers of one index shard (its queue group) to answer from their shard alone."""
+        extra = {H_FORWARDED: "1", **({H_INDEX_SEQ: str(index_seq)} if index_seq else {})}
+        got = await self._request(subjects.shard_request(self.prefix, shard, op.name), body, identity, timeout_s,
+                                  extra, {"op": op.name, "shard": shard})
+        return msgspec.json.decode(got) if into is None else msgspec.json.decode(got, type=into)
+
     async def call(self, op: Op, body: msgspec.Struct, identity: Any, timeout_s: float, *,
                    index_seq: int = 0, into: type | None = None) -> Any:
         """Ask another actor (through its queue group) on behalf of the caller's identity; one
@@ -236,20 +250,6 @@ class NatsBus:
         tracing.inject(headers)  # the job's span joins the trace of the request that enqueued it
         await self._js_publish(subjects.work(self.prefix, queue.name), msgspec.json.encode(payload), headers)
 
-    async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
-        """Publish row changes concurrently; returns the highest stream sequence acknowledged."""
-        if not changes:
-            return 0
-        last = 0
-        window = 256
-        for i in range(0, len(changes), window):
-            acks = await asyncio.gather(*(
-                self._js_publish(subjects.index_row(self.prefix, token), _enc.encode(ch))
-                for token, ch in changes[i : i + window]
-            ))
-            last = max(last, max(a.seq for a in acks))
-        return last
-
     async def notify(self, name: str, payload: msgspec.Struct) -> None:
         """Core NATS, not stored: progress and other things nobody needs to replay."""
         await self.nc.publish(subjects.note(self.prefix, name), msgspec.json.encode(payload))
@@ -265,41 +265,6 @@ class NatsBus:
         sub = await self.nc.subscribe(subjects.event(self.prefix, event_name), cb=cb)
         try:
             yield w
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-    async def index_last_seq(self) -> int:
-        try:
-            info = await self.js.stream_info(stream_name(self.prefix, "index"))
-        except NotFoundError:
-            return 0
-        return int(info.state.last_seq)
-
-    async def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
-        """Batches of (stream seq, change) from `start_seq` on, for as long as the caller iterates."""
-        queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
-
-        async def cb(msg: Any) -> None:
-            queue.put_nowait((msg.metadata.sequence.stream, msg.data))
-
-        cfg = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start_seq))
-        sub = await self.js.subscribe(f"{self.prefix}.index.row.>", stream=stream_name(self.prefix, "index"),
-                                      cb=cb, ordered_consumer=True, config=cfg,
-                                      pending_msgs_limit=1_000_000, pending_bytes_limit=2**31 - 1)
-        try:
-            while True:
-                first = await queue.get()
-                batch = [first]
-                while not queue.empty() and len(batch) < 4096:
-                    batch.append(queue.get_nowait())
-                out = []
-                for seq, data in batch:
-                    try:
-                        out.append((seq, _change_dec.decode(data)))
-                    except msgspec.DecodeError:
-                        log.error("undecodable index change at seq %d skipped", seq)
-                yield out
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

@@ -111,6 +111,11 @@ class ActorHost(InProcess):
                     # The same handler addressed to this worker alone (owners receive forwarded work).
                     direct = f"{self.cfg.prefix}.direct.{self.worker_id}.{decl.op}"
                     self._subs.append(await self.nc.subscribe(direct, cb=self._callback(decl, fn)))
+                    # A retriever of a sharded index: what the other shards ask of this shard.
+                    if (shard := getattr(actor, "serves_shard", None)) is not None:
+                        self._subs.append(await self.nc.subscribe(subjects.shard_request(self.cfg.prefix, shard,
+                                                                                         decl.op),
+                                                                  queue=name, cb=self._callback(decl, fn)))
                 elif isinstance(decl, Consumes):
                     for _ in range(decl.concurrency):
                         self._loops.append(asyncio.create_task(consume(self.nc, self.cfg, self._stopping, decl, fn,

@@ -61,6 +61,11 @@ class Config:
     recall_intent_timeout_s: float = 5.0  # query expansion fuse (search with a session, context mode)
     recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
     snapshot_interval_s: float = 30.0
+    # The index split into this many shards (store/index/shards.py): every worker of a deployment
+    # gives the same count; a retriever holds and serves shard `index_shard` alone and asks the
+    # others' retrievers for what a broader scope spans. 1: one index, every retriever holds it all.
+    index_shards: int = 1
+    index_shard: int = 0
     ingest_concurrency: int = 2
     embed_cache_rows: int = 200_000  # passage vectors kept by content hash (~1.5 KB each at 384 dims); 0: off
     io_threads: int = 32  # threads for blocking file I/O (fsync-bound)
@@ -135,6 +140,9 @@ class Config:
             if bad := [v for v in values if v not in allowed]:
                 raise ConfigError(f"SKALD_{name.upper()}={bad[0]!r}: must be one of {', '.join(allowed)}")
         placement(self.store_placement)
+        if self.index_shard >= self.index_shards:
+            raise ConfigError(f"SKALD_INDEX_SHARD={self.index_shard!r}: must be below SKALD_INDEX_SHARDS "
+                              f"({self.index_shards}); shards are numbered from 0")
         for name, (lo, hi) in RANGES.items():
             value = getattr(self, name)
             if not lo <= value <= hi:
@@ -195,7 +203,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "io_threads": (1, 1024), "stream_replicas": (1, 5), "embed_cache_rows": (0, 100_000_000), "lease_ttl_s": (0.5, 600),
     "events_max_age_s": (0.0, 10 * 365 * 86_400.0),
     "archive_quarantine_after": (1, 1000), "trace_sample": (0.0, 1.0), "work_ack_wait_s": (0.0, 3600),
-    "max_file_mb": (0.001, 256.0),
+    "max_file_mb": (0.001, 256.0), "index_shards": (1, 1024), "index_shard": (0, 1023),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})
 

@@ -115,7 +115,7 @@ async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | N
     """The actors `cfg` asks for, on the NATS bus of `nc`."""
     keys = keys or make_keys(cfg)
     bus = NatsBus(nc, cfg.prefix, worker_id, cfg.lease_ttl_s, worker_token=lambda: keys.worker_secret,
-                  replicas=cfg.stream_replicas)
+                  replicas=cfg.stream_replicas, index_shards=cfg.index_shards, index_shard=cfg.index_shard)
     return await actors_on(cfg, bus, worker_id, tree), bus
 
 

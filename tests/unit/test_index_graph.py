@@ -9,6 +9,7 @@ import threading
 import msgspec
 import numpy as np
 
+from skald.actors.kit.memory_bus import MemoryBus
 from skald.actors.retriever.replica import IndexReplica
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
 from skald.store.index import Query, VectorIndex
@@ -180,7 +181,7 @@ def test_rows_of_another_embedder_are_skipped_said_once_and_counted(tmp_path, ca
     """An embeddings server moved to another address is another model (its name carries the
     address): the replica must not compare its vectors with this one's, and must not leave the
     index empty without a word."""
-    rep = IndexReplica("openai:e5@new", 64, None, tmp_path)  # type: ignore[arg-type]
+    rep = IndexReplica("openai:e5@new", 64, MemoryBus(), tmp_path)
     ours, theirs = rows(3, seed=4), rows(2, seed=5)
     changes = [IndexChange(upsert=msgspec.structs.replace(r, model=m, vector=v.astype("<f4").tobytes()))
                for m, batch in (("openai:e5@new", ours), ("openai:e5@old", theirs)) for r, v in batch]
@@ -221,7 +222,7 @@ def test_the_applied_sequence_never_runs_ahead_of_the_rows(tmp_path) -> None:  #
     """A snapshot records the sequence it holds and its tail starts after it: a sequence claimed
     while its rows still waited to be written would lose them for good (and a read-your-writes
     check would pass before the rows are searchable)."""
-    rep = IndexReplica("m", 64, None, tmp_path)  # type: ignore[arg-type]
+    rep = IndexReplica("m", 64, MemoryBus(), tmp_path)
     rep.index = Recording()
     data = rows(4, seed=6)
     batch = [(10 + i, IndexChange(upsert=msgspec.structs.replace(r, model="m", vector=v.astype("<f4").tobytes())))

@@ -1,0 +1,109 @@
+"""The index log on JetStream: row changes published one subject per row (in a sharded index,
+under the row's shard), and a replica's ordered follower from a sequence on (its shard's rows alone)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgspec
+from nats.js import api
+from nats.js.errors import NotFoundError
+
+from skald.messages import subjects
+from skald.messages.index import IndexChange
+from skald.runtime.bus.streams import stream_name
+from skald.store.index.shards import shard_of
+
+log = logging.getLogger("skald.bus")
+_enc = msgspec.msgpack.Encoder()
+_change_dec = msgspec.msgpack.Decoder(IndexChange)
+
+
+class IndexStream:
+    """The index log's half of the NATS bus (a mixin of `NatsBus`, which supplies the connection,
+    the acknowledged publisher and the retry through stream elections)."""
+
+    prefix: str
+    js: Any
+    index_shards: int
+    index_shard: int
+    _js_publish: Callable[..., Awaitable[Any]]
+    _through_election: Callable[[Callable[[], Awaitable[Any]], str], Awaitable[Any]]
+
+    async def publish_index(self, changes: list[tuple[str, IndexChange]]) -> int:
+        """Publish row changes concurrently; returns the highest stream sequence acknowledged."""
+        if not changes:
+            return 0
+        last = 0
+        window = 256
+        n = self.index_shards
+
+        def subject(token: str, ch: IndexChange) -> str:
+            if n <= 1:
+                return subjects.index_row(self.prefix, token)
+            at = ch.upsert or ch.delete
+            return subjects.index_row(self.prefix, token, shard_of(at.account, at.uri, n) if at else 0)
+
+        for i in range(0, len(changes), window):
+            acks = await asyncio.gather(*(
+                self._js_publish(subject(token, ch), _enc.encode(ch))
+                for token, ch in changes[i : i + window]
+            ))
+            last = max(last, max(a.seq for a in acks))
+        return last
+
+    async def index_last_seq(self) -> int:
+        try:
+            info = await self.js.stream_info(stream_name(self.prefix, "index"))
+        except NotFoundError:
+            return 0
+        return int(info.state.last_seq)
+
+    def _index_filter(self) -> str:
+        return subjects.index_rows(self.prefix, self.index_shard if self.index_shards > 1 else None)
+
+    async def index_next_seq(self, after: int) -> int:
+        """The stream sequence of the first change after `after` that this worker's replica follows
+        (0: none stored yet). With a sharded index the stream's last sequence may be another
+        shard's, which this replica never receives: this is how it knows it has all of its own."""
+        async def get() -> int:
+            try:
+                msg = await self.js.get_msg(stream_name(self.prefix, "index"), seq=after + 1,
+                                            subject=self._index_filter(), next=True)
+            except NotFoundError:
+                return 0
+            return int(msg.seq or 0)
+
+        return await self._through_election(get, "the index stream is not answering")  # type: ignore[no-any-return]
+
+    async def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
+        """Batches of (stream seq, change) from `start_seq` on, for as long as the caller iterates."""
+        queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+
+        async def cb(msg: Any) -> None:
+            queue.put_nowait((msg.metadata.sequence.stream, msg.data))
+
+        cfg = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start_seq))
+        sub = await self.js.subscribe(self._index_filter(), stream=stream_name(self.prefix, "index"),
+                                      cb=cb, ordered_consumer=True, config=cfg,
+                                      pending_msgs_limit=1_000_000, pending_bytes_limit=2**31 - 1)
+        try:
+            while True:
+                first = await queue.get()
+                batch = [first]
+                while not queue.empty() and len(batch) < 4096:
+                    batch.append(queue.get_nowait())
+                out = []
+                for seq, data in batch:
+                    try:
+                        out.append((seq, _change_dec.decode(data)))
+                    except msgspec.DecodeError:
+                        log.error("undecodable index change at seq %d skipped", seq)
+                yield out
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()

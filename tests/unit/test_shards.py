@@ -1,0 +1,85 @@
+"""Which shard holds a row, which shards a scope spans, and how shard answers merge."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from skald.actors.retriever.shards import merge_candidates, merge_find
+from skald.messages.context import Bucket, Candidate, CandidatesRequest, CandidatesResult
+from skald.messages.search import FindResult, MatchedContext, ShardError
+from skald.runtime.host.config import Config, ConfigError
+from skald.store.index.shards import shard_key, shard_of, shards_for
+
+
+def test_a_subtree_two_segments_deep_stays_on_one_shard() -> None:
+    doc = "viking://resources/acme/runbooks/deploy.md"
+    want = shard_of("a", doc, 8)
+    for uri in ("viking://resources/acme", "viking://resources/acme/runbooks", f"{doc}#rollback",
+                "viking://resources/acme/other/x.md"):
+        assert shard_of("a", uri, 8) == want
+    assert shard_key("a", f"{doc}#rollback") == "a\x00resources/acme"
+    # stable across processes: CRC-32 of the key, not Python's salted hash
+    assert want == zlib.crc32(b"a\x00resources/acme") % 8
+    assert shard_of("a", doc, 1) == 0
+
+
+def test_accounts_and_projects_spread_over_the_shards() -> None:
+    got = {shard_of(f"acct{i}", f"viking://resources/p{j}", 4) for i in range(20) for j in range(20)}
+    assert got == {0, 1, 2, 3}
+
+
+def test_the_shards_a_scope_spans() -> None:
+    assert shards_for("a", None, 3) == [0, 1, 2]
+    assert shards_for("a", ["viking://resources"], 3) == [0, 1, 2]  # shallower than two segments
+    one = shard_of("a", "viking://resources/acme", 3)
+    assert shards_for("a", ["viking://resources/acme/runbooks"], 3) == [one]
+    two = shards_for("a", ["viking://resources/acme", "viking://user/bob/memories"], 3)
+    assert two == sorted({one, shard_of("a", "viking://user/bob", 3)})
+    assert shards_for("a", ["viking://resources"], 1) == [0]
+
+
+def hit(uri: str, score: float, kind: str = "resource") -> MatchedContext:
+    return MatchedContext(context_type=kind, uri=uri, level=2, score=score)
+
+
+def test_find_answers_merge_by_score_and_name_the_missing_shard() -> None:
+    a = FindResult(memories=[hit("viking://user/u/memories/m.md", 0.9, "memory")],
+                   resources=[hit("viking://resources/a/x.md", 0.5)], skills=[], total=2,
+                   provenance={"mode": "quick"}, telemetry={"latency_ms": 2.0})
+    b = FindResult(memories=[], resources=[hit("viking://resources/b/y.md", 0.7),
+                                           hit("viking://resources/b/z.md", 0.1)], skills=[], total=2,
+                   provenance={"mode": "quick"}, telemetry={"latency_ms": 5.0})
+    gone = [ShardError(shard=2, code="UNAVAILABLE", message="no worker serves this")]
+    out = merge_find([a, b], 3, gone)
+    assert [m.uri for m in out.memories] == ["viking://user/u/memories/m.md"]
+    assert [m.uri for m in out.resources] == ["viking://resources/b/y.md", "viking://resources/a/x.md"]
+    assert out.total == 3 and out.missing_shards == gone
+    assert out.provenance == {"mode": "quick", "shards": 3} and out.telemetry == {"latency_ms": 5.0}
+
+
+def cand(uri: str, score: float, raw: float = 0.0) -> Candidate:
+    return Candidate(uri=uri, category="resources", score=score, raw=raw)
+
+
+def test_candidates_merge_per_bucket_with_the_missing_shard_as_an_error() -> None:
+    req = CandidatesRequest(queries=["q"], buckets=[Bucket(name="resources", limit=2), Bucket(name="skills", limit=1)])
+    a = CandidatesResult(buckets={"resources": [cand("r1", 0.9), cand("r2", 1.0, raw=0.7)]}, excluded=1,
+                         search_ms=3.0)
+    b = CandidatesResult(buckets={"resources": [cand("r3", 1.0, raw=0.8), cand("r1", 0.2)]}, cooled=2,
+                         errors={"skills": "INTERNAL: boom"}, search_ms=4.0)
+    out = merge_candidates([a, b], req, [ShardError(shard=1, code="DEADLINE_EXCEEDED", message="no answer")])
+    # clipped scores tie at 1.0: the raw similarity orders them; r1 keeps its better copy
+    assert [c.uri for c in out.buckets["resources"]] == ["r3", "r2"]
+    assert out.buckets["skills"] == []
+    assert (out.excluded, out.cooled, out.search_ms) == (1, 2, 4.0)
+    assert out.errors == {"skills": "INTERNAL: boom", "shard:1": "DEADLINE_EXCEEDED: no answer"}
+
+
+def test_a_shard_number_outside_the_count_is_refused() -> None:
+    assert Config.from_env({"SKALD_INDEX_SHARDS": "4", "SKALD_INDEX_SHARD": "3"}).index_shard == 3
+    with pytest.raises(ConfigError, match="SKALD_INDEX_SHARD=4"):
+        Config.from_env({"SKALD_INDEX_SHARDS": "4", "SKALD_INDEX_SHARD": "4"})
+    with pytest.raises(ConfigError, match="SKALD_INDEX_SHARDS"):
+        Config.from_env({"SKALD_INDEX_SHARDS": "0"})
