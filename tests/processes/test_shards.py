@@ -76,6 +76,9 @@ async def test_two_shards_as_processes(nats_url: str, tmp_path: Path) -> None:
                                              "limit": 10, "include_provenance": True})
             assert set(every) <= uris(r)
             assert "missing_shards" not in r and r["provenance"]["shards"] == 2
+            r = await c.call("search.search", {"query": "osprey nests", "target_uri": "viking://resources",
+                                               "limit": 10})  # list mode: each shard descends its own rows
+            assert set(every) <= uris(r) and "missing_shards" not in r
 
             # Inside one shard: that shard alone answers (the other holds none of its rows).
             d0, d1 = by_shard[0][0], by_shard[1][0]
