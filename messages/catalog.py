@@ -106,6 +106,9 @@ SYSTEM_STATS = Op("system.stats", system_msgs.Empty, system_msgs.StatsResult, "R
 # and the retriever relays search.search in context/bootstrap mode to the assembler.
 SEARCH_CANDIDATES = Op("search.candidates", context_msgs.CandidatesRequest, context_msgs.CandidatesResult,
                        "Candidates for context assembly: every bucket, every query.", internal=True)
+SEARCH_FIND_SHARD = Op("search.find_shard", search_msgs.ShardFindRequest, search_msgs.FindResult,
+                       "search.find answered from one shard of a sharded index, the query embedded once.",
+                       internal=True)
 ASSEMBLE_CONTEXT = Op("assemble.context", search_msgs.SearchRequest, context_msgs.ContextResult,
                       "search.search in context or bootstrap mode, served by the assembler.", internal=True)
 

@@ -42,6 +42,10 @@ class CandidatesRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     peer_scope: Literal["actor", "all"] = "all"
     other_peer_penalty: dict[str, float] = {}
     keywords_only: bool = False  # search_type=keywords: only rows BM25 found (still on the cosine scale)
+    # The queries' vectors (little-endian float32, one per query, by `vector_model`) when a retriever
+    # asking a sharded index's shards embedded them already; otherwise each shard embeds them.
+    vectors: list[bytes] = []
+    vector_model: str = ""
 
 
 class Candidate(msgspec.Struct, kw_only=True, omit_defaults=True):

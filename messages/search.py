@@ -110,6 +110,16 @@ class MatchedContext(msgspec.Struct, kw_only=True, omit_defaults=True):
     active_count: int = 0  # times it was served in a context block or reported used (sessions.used)
 
 
+class ShardFindRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Internal (retriever -> one shard's retrievers): a find answered from that shard's rows, with
+    the query's vector as the first retriever embedded it (little-endian float32, by `model`), so a
+    search spanning shards embeds once. A vector of another model or size is embedded again."""
+
+    find: FindRequest
+    vector: bytes = b""
+    model: str = ""
+
+
 class ShardError(msgspec.Struct, kw_only=True):
     """A shard of a sharded index that did not answer in time: its rows are missing from the reply."""
 

@@ -10,6 +10,8 @@ import asyncio
 import logging
 import time
 
+import numpy as np
+
 from skald.actors.kit.overlap import overlapped
 from skald.actors.kit.ports import Embedder
 from skald.actors.retriever import candidates, params, results
@@ -27,6 +29,14 @@ from skald.store.index import Hit, Query, VectorIndex
 from skald.store.uri import Identity, join_uri
 
 log = logging.getLogger("skald.retriever")
+
+
+def given_vectors(req: context_msgs.CandidatesRequest, embedder: Embedder) -> list[np.ndarray] | None:
+    """The queries' vectors a retriever asking this shard sent, if this one would embed the same."""
+    if (not req.vectors or req.vector_model != embedder.name or len(req.vectors) != len(req.queries)
+            or any(len(v) != 4 * embedder.dim for v in req.vectors)):
+        return None
+    return [np.frombuffer(v, dtype="<f4").astype(np.float32) for v in req.vectors]
 
 
 async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: context_msgs.CandidatesRequest,
@@ -78,8 +88,11 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
         return got
 
     te = time.perf_counter()
-    vecs, words = await overlapped(asyncio.gather(*(embedder.embed_query(q) for q in req.queries)),
-                                   keyword_half)
+    if (given := given_vectors(req, embedder)) is not None:
+        vecs, words = given, keyword_half()
+    else:
+        vecs, words = await overlapped(asyncio.gather(*(embedder.embed_query(q) for q in req.queries)),
+                                       keyword_half)
     embed_ms = (time.perf_counter() - te) * 1000
     n_excluded: set[str] = set()
     n_cooled: set[str] = set()

@@ -134,11 +134,26 @@ class Retriever(TreeReads):
         targets = self.spans(req, ctx)
         if targets is None:
             return await self._find_here(req, ctx)
-        parts, missing = await self.scatter.ask(targets, catalog.SEARCH_FIND, req, ctx, search_msgs.FindResult,
-                                                lambda: self._find_here(req, ctx))
+        vec = await self.embedder.embed_query(req.query) if req.query.strip() else None  # once, for every shard
+        body = search_msgs.ShardFindRequest(find=req, vector=b"" if vec is None else vec.astype("<f4").tobytes(),
+                                            model=self.embedder.name)
+        parts, missing = await self.scatter.ask(targets, catalog.SEARCH_FIND_SHARD, body, ctx,
+                                                search_msgs.FindResult, lambda: self._find_here(req, ctx, vec))
         return merge_find(parts, params.common(req, self.clock(), check_tags).limit, missing)
 
-    async def _find_here(self, req: search_msgs.FindRequest, ctx: Ctx) -> search_msgs.FindResult:
+    @handles(catalog.SEARCH_FIND_SHARD)
+    async def find_shard(self, req: search_msgs.ShardFindRequest, ctx: Ctx) -> search_msgs.FindResult:
+        """`search.find_shard`: find from this shard's rows, with the asking retriever's query vector."""
+        return await self._find_here(req.find, ctx, self.given_vector(req.vector, req.model))
+
+    def given_vector(self, data: bytes, model: str) -> np.ndarray | None:
+        """A vector another retriever embedded, if this one would have embedded the same (None: embed it)."""
+        if model != self.embedder.name or len(data) != 4 * self.embedder.dim:
+            return None
+        return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+    async def _find_here(self, req: search_msgs.FindRequest, ctx: Ctx,
+                         given: np.ndarray | None = None) -> search_msgs.FindResult:
         t0 = time.perf_counter()
         c = params.common(req, self.clock(), check_tags)
         prefixes = scope.targets(self.ns, req.target_uri, c.context_types, ctx.identity)
@@ -154,8 +169,11 @@ class Retriever(TreeReads):
             k = c.limit * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
             te = time.perf_counter()
             # The keyword half needs no vector: it runs while the query's embedding is on its way.
-            vec, words = await overlapped(self.embedder.embed_query(req.query),
-                                          lambda: keyword_hits(self.index, req.query, q, k + 2))
+            if given is None:
+                vec, words = await overlapped(self.embedder.embed_query(req.query),
+                                              lambda: keyword_hits(self.index, req.query, q, k + 2))
+            else:
+                vec, words = given, keyword_hits(self.index, req.query, q, k + 2)
             prov["embed_ms"] = round((time.perf_counter() - te) * 1000, 3)
             ts = time.perf_counter()
             # Dense and keyword candidates on the cosine scale: error codes and rare names the
@@ -213,6 +231,9 @@ class Retriever(TreeReads):
         shard is asked (buckets span the spaces), a silent one reported as `shard:<k>`."""
         if self.scatter.shards > 1 and not ctx.forwarded:
             every = list(range(self.scatter.shards))
+            vecs = await asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries))  # once, for all
+            req = msgspec.structs.replace(req, vectors=[v.astype("<f4").tobytes() for v in vecs],
+                                          vector_model=self.embedder.name)
             parts, missing = await self.scatter.ask(every, catalog.SEARCH_CANDIDATES, req, ctx,
                                                     context_msgs.CandidatesResult,
                                                     lambda: self._candidates_here(req, ctx))

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import zlib
 
+import msgspec
+import numpy as np
 import pytest
 
+from skald.actors.retriever import params
+from skald.actors.retriever.calibration import IDENTITY
+from skald.actors.retriever.gather import gather
 from skald.actors.retriever.shards import merge_candidates, merge_find
+from skald.actors.text.tags import check_tags
 from skald.messages.context import Bucket, Candidate, CandidatesRequest, CandidatesResult
-from skald.messages.search import FindResult, MatchedContext, ShardError
+from skald.messages.index import IndexRow
+from skald.messages.search import FindRequest, FindResult, MatchedContext, ShardError
 from skald.runtime.host.config import Config, ConfigError
+from skald.runtime.models.embedders import HashEmbedder
+from skald.store.index import VectorIndex
 from skald.store.index.shards import shard_key, shard_of, shards_for
+from skald.store.uri import Identity
 
 
 def test_a_subtree_two_segments_deep_stays_on_one_shard() -> None:
@@ -83,3 +93,43 @@ def test_a_shard_number_outside_the_count_is_refused() -> None:
         Config.from_env({"SKALD_INDEX_SHARDS": "4", "SKALD_INDEX_SHARD": "4"})
     with pytest.raises(ConfigError, match="SKALD_INDEX_SHARDS"):
         Config.from_env({"SKALD_INDEX_SHARDS": "0"})
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hashed embedder, counting the queries it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        self.asked += 1
+        return await super().embed_query(text)
+
+
+async def test_candidates_take_the_vectors_a_scatter_embedded_once() -> None:
+    emb = CountingEmbedder()
+    idx = VectorIndex(emb.dim, emb.name)
+    texts = {"heron.md": "the grey heron waits by the pond", "osprey.md": "the osprey nests on the cliff",
+             "wren.md": "a wren sings in the hedge"}
+    idx.upsert_many([(IndexRow(account="default", uri=f"viking://resources/birds/{n}", level=2,
+                               parent_uri="viking://resources/birds", context_type="resource", text=t,
+                               abstract=t, model=emb.name), emb.embed_sync(t)) for n, t in texts.items()])
+    ident = Identity(account="default", user="default", agent="default")
+    req = CandidatesRequest(queries=["where does the osprey nest"], buckets=[Bucket(name="resources", limit=3)],
+                            score_threshold=-1.0)
+    c = params.common(FindRequest(query=req.queries[0]), 0.0, check_tags)
+    emb.asked = 0
+    plain = await gather(idx, emb, IDENTITY, req, c, ident)
+    assert emb.asked == 1
+    vec = await emb.embed_query(req.queries[0])
+    given = msgspec.structs.replace(req, vectors=[vec.astype("<f4").tobytes()], vector_model=emb.name)
+    emb.asked = 0
+    got = await gather(idx, emb, IDENTITY, given, c, ident)
+    assert emb.asked == 0  # the shard used the vector it was sent
+    same = [(x.uri, x.score) for x in plain.buckets["resources"]]
+    assert [(x.uri, x.score) for x in got.buckets["resources"]] == same
+    assert got.buckets["resources"][0].uri.endswith("osprey.md")
+    other = msgspec.structs.replace(given, vector_model="another-model")
+    await gather(idx, emb, IDENTITY, other, c, ident)
+    assert emb.asked == 1  # another model's vector is not comparable: embedded again
