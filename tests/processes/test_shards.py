@@ -5,7 +5,8 @@ Shown: rows split between the shards by their URI's first two segments; a search
 gathers from both, and one inside a shard asks only it; read-your-writes holds on the shard that
 never receives the write's sequence; with one shard's retriever SIGKILLed, a spanning search still
 answers from the other and names the missing shard (find and context), while a search inside the
-lost shard is UNAVAILABLE, never an empty answer."""
+lost shard is UNAVAILABLE, never an empty answer; a new retriever for that shard rebuilds it from
+its own subjects and the answers are whole again."""
 
 from __future__ import annotations
 
@@ -113,5 +114,16 @@ async def test_two_shards_as_processes(nats_url: str, tmp_path: Path) -> None:
             block = await c.call("search.search", {"query": "osprey nests", "mode": "context",
                                                    "score_threshold": -1.0})
             assert "shard:1" in block["stats"]["retrieval_errors"]
+
+            # A new retriever for shard 1 (its predecessor left no snapshot) rebuilds the shard from
+            # the stream's shard-1 subjects alone and the spanning search is whole again.
+            r1 = processes.worker(nats_url, data, prefix, "retriever", index_shard="1", **common)
+            everything.append(r1)
+            wait_ready(r1, 60)
+            ids = await worker_ids(c, "retriever", 2)
+            assert (await shard_rows(c, ids))[1] == rows[1]  # every row of its shard, none of the other's
+            r = await c.call("search.find", {"query": "osprey nests", "target_uri": "viking://resources",
+                                             "limit": 10})
+            assert set(every) <= uris(r) and "missing_shards" not in r
     finally:
         processes.reap(everything)
