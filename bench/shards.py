@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.docs_scale import SECTIONS_PER_DOC, rss_of, zipf_document, zipf_vocabulary  # noqa: E402
+from bench.docs_scale import SECTIONS_PER_DOC, disk_of, rss_of, zipf_document, zipf_vocabulary  # noqa: E402
 from bench.find import pct  # noqa: E402
 from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
 from skald.runtime.client.api import SkaldClient  # noqa: E402
@@ -63,9 +63,13 @@ async def timed(c: SkaldClient, op: str, body: dict[str, Any]) -> float:
     return (time.perf_counter() - t) * 1000
 
 
-async def one(url: str, shards: int, rows: int, queries: int, seed: int) -> None:
+async def one(shards: int, rows: int, queries: int, seed: int) -> None:
+    """One deployment on a nats-server of its own, so its disk and the server's memory are its own."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"skald-bench-shards{shards}-"))
+    srv = EmbeddedNats(tmp / "nats", port=-1)
+    url = srv.start()
     prefix = f"shards{shards}"
-    data = Path(tempfile.mkdtemp(prefix=f"skald-bench-shards{shards}-")) / "data"
+    data = tmp / "data"
     common = {"embedder": "hash", "index_shards": str(shards)}
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -106,11 +110,15 @@ async def one(url: str, shards: int, rows: int, queries: int, seed: int) -> None
             held = {h["actors"]["retriever"].get("shard", 0): h["actors"]["retriever"]["index"]["rows"]
                     for h in hs.values()}
             shown = ", ".join(f"{k}: {held[k]:,} rows {rss_of(procs[k].pid):.2f} GB" for k in sorted(held))
+            writer_gb, nats_gb = rss_of(procs[-1].pid), rss_of(srv.proc.pid)
+            disk_gb = (disk_of(data) + disk_of(tmp / "nats")) / 1e9
             print(f"{shards:>6} | {docs * SECTIONS_PER_DOC:>9,} | {ingest_s:7.0f} | "
                   f"{pct(span, 50):8.2f} {pct(span, 99):7.2f} | {pct(inside, 50):8.2f} {pct(inside, 99):7.2f} | "
-                  f"{pct(ctx, 50):8.2f} {pct(ctx, 99):7.2f} | {shown}", flush=True)
+                  f"{pct(ctx, 50):8.2f} {pct(ctx, 99):7.2f} | {writer_gb:6.2f} {nats_gb:7.2f} {disk_gb:7.2f} | "
+                  f"{shown}", flush=True)
     finally:
         processes.reap(procs)
+        srv.stop()
 
 
 async def main() -> None:
@@ -119,16 +127,11 @@ async def main() -> None:
     ap.add_argument("--shards", default="1,2", help="shard counts to compare")
     ap.add_argument("--queries", type=int, default=200)
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="skald-bench-shards-"))
-    srv = EmbeddedNats(tmp / "nats", port=-1)
-    url = srv.start()
     print(f"{'shards':>6} | {'sections':>9} | {'ingest s':>7} | {'span p50':>8} {'p99':>7} | "
-          f"{'one p50':>8} {'p99':>7} | {'ctx p50':>8} {'p99':>7} | per shard: rows, retriever RSS", flush=True)
-    try:
-        for n in (int(x) for x in a.shards.split(",")):
-            await one(url, n, a.rows, a.queries, seed=7)
-    finally:
-        srv.stop()
+          f"{'one p50':>8} {'p99':>7} | {'ctx p50':>8} {'p99':>7} | {'writer':>6} {'nats GB':>7} {'disk GB':>7} | "
+          "per shard: rows, retriever RSS", flush=True)
+    for n in (int(x) for x in a.shards.split(",")):
+        await one(n, a.rows, a.queries, seed=7)
 
 
 if __name__ == "__main__":
