@@ -31,8 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nats.errors import TimeoutError as NatsTimeout  # noqa: E402
+
 from bench.docs_scale import SECTIONS_PER_DOC, disk_of, rss_of, zipf_document, zipf_vocabulary  # noqa: E402
 from bench.find import pct  # noqa: E402
+from skald.messages import errors  # noqa: E402
 from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
 from skald.runtime.client.api import SkaldClient  # noqa: E402
 from support import processes  # noqa: E402
@@ -47,9 +50,14 @@ async def retrievers(c: SkaldClient, want: int) -> dict[str, Any]:
 
 
 async def settled(c: SkaldClient, want: int, rows: int) -> dict[str, Any]:
-    """Retriever healths once they hold `rows` section rows between them, nothing behind, the graph built."""
+    """Retriever healths once they hold `rows` section rows between them, nothing behind, the graph
+    built. A replica applying a long tail may answer its health late: asked again."""
     while True:
-        hs = await retrievers(c, want)
+        try:
+            hs = await retrievers(c, want)
+        except (NatsTimeout, errors.DeadlineExceeded, errors.Unavailable):
+            await asyncio.sleep(1.0)
+            continue
         rs = [h["actors"]["retriever"] for h in hs.values()]
         if (sum(r["index"]["level2"] for r in rs) >= rows and all(r["lag"] == 0 for r in rs)
                 and not any(r["index"]["graph_pending"] for r in rs)):
