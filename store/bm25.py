@@ -255,16 +255,20 @@ class KeywordIndex:
             total = sum(idf) or 1.0
             return sum(w for w, df in zip(idf, dfs, strict=True) if not df) / total
 
-    def search(self, query: str, k: int,
-               allow: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, query: str, k: int, allow: Callable[[np.ndarray], np.ndarray],
+               within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top k (labels, BM25 scores) among the labels `allow` accepts (it takes an array of labels
         and answers a boolean array: filters run as array operations), best first, ties by label.
         Work is in proportion to the query's postings, never to the index: a term's scores are
         summed in a scratch array only over its own labels, and only those are read back; a term
-        in very many rows contributes its champion list (CHAMPIONS)."""
+        in very many rows contributes its champion list (CHAMPIONS). `within`, a mask by label of a
+        narrow scope's rows: every posting is read (champions would mostly miss the scope) and only
+        the scope's are summed, so `allow` is asked about a few rows, not a frequent term's all."""
         terms = query_terms(query, self.languages)
         if not terms:
             return _EMPTY_LABELS, _EMPTY_SCORES
+        if within is not None:
+            return _top(*self._scores(terms, prune=False, within=within)[:2], k, allow)
         hit, scores, pruned = self._scores(terms, prune=True)
         labels, best = _top(hit, scores, k, allow)
         if pruned and labels.size < k:  # a narrow scope: the champion lists may have missed its rows
@@ -289,9 +293,10 @@ class KeywordIndex:
         self._weighed[tid] = (self._writes, labels, weights)
         return labels, weights
 
-    def _scores(self, terms: frozenset[str], prune: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(labels, BM25 scores) of every row holding a query term, and whether a champion list
-        stood in for a term's postings."""
+    def _scores(self, terms: frozenset[str], prune: bool,
+                within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(labels, BM25 scores) of every row holding a query term (of those `within` marks, when
+        given), and whether a champion list stood in for a term's postings."""
         pruned = False
         with self._lock:
             n = len(self._terms)
@@ -311,6 +316,8 @@ class KeywordIndex:
                     pruned = True
                 else:
                     parts.append(self._weights_of(tid, idf, avgdl))
+            if within is not None:
+                parts = [(lab[m], w[m]) for lab, w in parts for m in (_marked(within, lab),)]
             if not parts:
                 return _EMPTY_LABELS, _EMPTY_SCORES, pruned
             if len(parts) == 1:
@@ -328,6 +335,16 @@ class KeywordIndex:
             scores = self._scratch[hit]
             self._scratch[hit] = 0.0
             return hit, scores, pruned
+
+
+def _marked(mask: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """`mask[labels]`, False for a label past the mask's end."""
+    if labels.size and int(labels.max()) >= mask.size:
+        out = np.zeros(labels.size, dtype=bool)
+        ok = labels < mask.size
+        out[ok] = mask[labels[ok]]
+        return out
+    return mask[labels]
 
 
 def _idf(n: int, df: int) -> float:

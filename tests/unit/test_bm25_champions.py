@@ -57,3 +57,44 @@ def test_a_narrow_scope_is_answered_exactly(small_lists: None) -> None:
     only = np.asarray(outside)
     got = kw.search("gateway", 3, lambda labels: np.isin(labels, only))[0].tolist()
     assert sorted(got) == sorted(outside)
+
+
+def test_a_narrow_scope_is_searched_through_a_mask_of_its_rows(small_lists: None) -> None:
+    """A scope of few rows: the same top rows and scores as testing the scope row by row over
+    every posting, while the row-by-row test is asked about the scope's postings only."""
+    from skald.messages.index import IndexRow
+    from skald.store.index import Query, VectorIndex
+    from skald.store.index import keywords as index_keywords
+
+    rng = np.random.default_rng(5)
+    idx = VectorIndex(8, "m")
+    rows = []
+    for i in range(600):
+        words = ["gateway"] * int(1 + i % 7) + ["filler"] * int(5 + i % 11) + (["zebra"] if i % 13 == 3 else [])
+        v = rng.normal(size=8).astype(np.float32)
+        rows.append((IndexRow(account="a", uri=f"viking://resources/p{i % 30}/f{i}.md", level=2,
+                              parent_uri=f"viking://resources/p{i % 30}", context_type="resource",
+                              text=" ".join(words), model="m"), v / np.linalg.norm(v)))
+    idx.upsert_many(rows)
+    q = Query(account="a", prefixes=["viking://resources/p7"])
+    asked: list[int] = []
+    plain = idx._allow_many
+
+    def counting(labels: np.ndarray, query: Query) -> np.ndarray:
+        asked.append(labels.size)
+        return plain(labels, query)
+
+    idx._allow_many = counting  # type: ignore[method-assign]
+    narrow = idx.keyword_arrays("gateway zebra", q, 10)
+    narrow_asked = sum(asked)
+    asked.clear()
+    index_keywords.NARROW_MIN, saved = 0, index_keywords.NARROW_MIN
+    try:
+        index_keywords.NARROW_SHARE, share = 0.0, index_keywords.NARROW_SHARE
+        broad = idx.keyword_arrays("gateway zebra", q, 10)
+    finally:
+        index_keywords.NARROW_MIN, index_keywords.NARROW_SHARE = saved, share
+    assert narrow[0].tolist() == broad[0].tolist() and np.allclose(narrow[1], broad[1])
+    assert len(narrow[0]) == 10 and all(idx.row_at(lab).uri.startswith("viking://resources/p7/")
+                                        for lab in narrow[0].tolist())
+    assert narrow_asked <= 20 < sum(asked)  # the scope's 20 rows, against every posting of "gateway"
