@@ -10,8 +10,6 @@ import asyncio
 import logging
 import time
 
-import numpy as np
-
 from skald.actors.kit.overlap import overlapped
 from skald.actors.kit.ports import Embedder
 from skald.actors.retriever import candidates, params, results
@@ -23,20 +21,13 @@ from skald.actors.retriever.scoring import (
     hybrid,
     keyword_hits,
 )
+from skald.actors.retriever.shards import sent_vector
 from skald.actors.text import sections
 from skald.messages import context as context_msgs
 from skald.store.index import Hit, Query, VectorIndex
 from skald.store.uri import Identity, join_uri
 
 log = logging.getLogger("skald.retriever")
-
-
-def given_vectors(req: context_msgs.CandidatesRequest, embedder: Embedder) -> list[np.ndarray] | None:
-    """The queries' vectors a retriever asking this shard sent, if this one would embed the same."""
-    if (not req.vectors or req.vector_model != embedder.name or len(req.vectors) != len(req.queries)
-            or any(len(v) != 4 * embedder.dim for v in req.vectors)):
-        return None
-    return [np.frombuffer(v, dtype="<f4").astype(np.float32) for v in req.vectors]
 
 
 async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: context_msgs.CandidatesRequest,
@@ -88,8 +79,9 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
         return got
 
     te = time.perf_counter()
-    if (given := given_vectors(req, embedder)) is not None:
-        vecs, words = given, keyword_half()
+    given = [sent_vector(v, req.vector_model, embedder) for v in req.vectors]
+    if given and len(given) == len(req.queries) and all(v is not None for v in given):
+        vecs, words = [v for v in given if v is not None], keyword_half()
     else:
         vecs, words = await overlapped(asyncio.gather(*(embedder.embed_query(q) for q in req.queries)),
                                        keyword_half)

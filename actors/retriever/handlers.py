@@ -35,7 +35,7 @@ from skald.actors.retriever.scoring import (
     hybrid,
     keyword_hits,
 )
-from skald.actors.retriever.shards import Scatter, merge_candidates, merge_find
+from skald.actors.retriever.shards import Scatter, merge_candidates, merge_find, sent_vector, wire_vector
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.retriever.usage import UsageCounts
 from skald.actors.text.tags import check_tags
@@ -135,7 +135,7 @@ class Retriever(TreeReads):
         if targets is None:
             return await self._find_here(req, ctx)
         vec = await self.embedder.embed_query(req.query) if req.query.strip() else None  # once, for every shard
-        body = search_msgs.ShardFindRequest(find=req, vector=b"" if vec is None else vec.astype("<f4").tobytes(),
+        body = search_msgs.ShardFindRequest(find=req, vector=b"" if vec is None else wire_vector(vec),
                                             model=self.embedder.name)
         parts, missing = await self.scatter.ask(targets, catalog.SEARCH_FIND_SHARD, body, ctx,
                                                 search_msgs.FindResult, lambda: self._find_here(req, ctx, vec))
@@ -144,13 +144,7 @@ class Retriever(TreeReads):
     @handles(catalog.SEARCH_FIND_SHARD)
     async def find_shard(self, req: search_msgs.ShardFindRequest, ctx: Ctx) -> search_msgs.FindResult:
         """`search.find_shard`: find from this shard's rows, with the asking retriever's query vector."""
-        return await self._find_here(req.find, ctx, self.given_vector(req.vector, req.model))
-
-    def given_vector(self, data: bytes, model: str) -> np.ndarray | None:
-        """A vector another retriever embedded, if this one would have embedded the same (None: embed it)."""
-        if model != self.embedder.name or len(data) != 4 * self.embedder.dim:
-            return None
-        return np.frombuffer(data, dtype="<f4").astype(np.float32)
+        return await self._find_here(req.find, ctx, sent_vector(req.vector, req.model, self.embedder))
 
     async def _find_here(self, req: search_msgs.FindRequest, ctx: Ctx,
                          given: np.ndarray | None = None) -> search_msgs.FindResult:
@@ -232,7 +226,7 @@ class Retriever(TreeReads):
         if self.scatter.shards > 1 and not ctx.forwarded:
             every = list(range(self.scatter.shards))
             vecs = await asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries))  # once, for all
-            req = msgspec.structs.replace(req, vectors=[v.astype("<f4").tobytes() for v in vecs],
+            req = msgspec.structs.replace(req, vectors=[wire_vector(v) for v in vecs],
                                           vector_model=self.embedder.name)
             parts, missing = await self.scatter.ask(every, catalog.SEARCH_CANDIDATES, req, ctx,
                                                     context_msgs.CandidatesResult,

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
+import numpy as np
 
-from skald.actors.kit.ports import ShardCalls
+from skald.actors.kit.ports import Embedder, ShardCalls
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import results
 from skald.messages import errors
@@ -24,6 +25,19 @@ from skald.messages.search import FindResult, ShardError
 
 T = TypeVar("T")
 MERGE_MARGIN_S = 0.05  # of the caller's deadline, kept for merging and replying after the shards
+
+
+def wire_vector(vec: np.ndarray) -> bytes:
+    """A query vector as a scatter sends it: little-endian float32."""
+    return vec.astype("<f4").tobytes()
+
+
+def sent_vector(data: bytes, model: str, embedder: Embedder) -> np.ndarray | None:
+    """A vector the asking retriever embedded, if this one would have embedded the same (the same
+    model and size); None: embed the query here."""
+    if model != embedder.name or len(data) != 4 * embedder.dim:
+        return None
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
 
 
 def merge_find(parts: Sequence[FindResult], limit: int, missing: list[ShardError]) -> FindResult:
