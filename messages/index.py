@@ -10,7 +10,8 @@ class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
     abstract (0) / overview (1).
 
     `uri` is the node itself (the directory for levels 0 and 1); the `.abstract.md` /
-    `.overview.md` suffix is added when it is served. `vector` is little-endian float32.
+    `.overview.md` suffix is added when it is served. `vector` is packed by `store/vector_bytes.py`:
+    float16 after a marker byte (float32, little-endian, in rows written before it).
     """
 
     account: str

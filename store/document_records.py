@@ -27,7 +27,7 @@ class SectionRecord(msgspec.Struct, kw_only=True, array_like=True):
     page: int
     sha: str
     model: str = ""
-    vector: bytes = b""
+    vector: bytes = b""  # store/vector_bytes.py: float16 after a marker byte (float32 before it)
 
 
 class DocRecord(msgspec.Struct, kw_only=True):

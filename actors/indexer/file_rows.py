@@ -17,7 +17,7 @@ import numpy as np
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.text import sections as sections_mod
 from skald.actors.text.textfile import Doc
-from skald.store import document_records
+from skald.store import document_records, vector_bytes
 from skald.store.uri import context_type_of, join_uri
 
 SECTION_EMBED_CHARS = 2_000  # a section is cut to fit the window; this only bounds a pathological line
@@ -101,7 +101,7 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
         embed = f"{s.context}\n{s.text}" if transcript else f"{title}\n{body}"
         ssha = rows_mod.sha256(f"{title}\n{body}\n{s.context}".encode())
         hit = reuse.get((s.anchor, ssha))
-        vec = np.frombuffer(hit.vector, dtype="<f4") if hit is not None else None
+        vec = vector_bytes.unpack(hit.vector) if hit is not None else None
         specs.append(RowSpec(uri=f"{uri}#{s.anchor}", level=2, parent_uri=uri, abstract=s.abstract, text=body,
                              embed=embed[:SECTION_EMBED_CHARS], content_hash=ssha, vector=vec,
                              kind="section", title=s.title, start_line=s.start, end_line=s.end, page=s.page))

@@ -13,6 +13,7 @@ from skald.actors.text.tags import check_tags  # noqa: F401 - re-exported for th
 from skald.messages.errors import InvalidArgument
 from skald.messages.frontmatter import frontmatter
 from skald.messages.index import IndexRow
+from skald.store import vector_bytes
 from skald.store.language import language_of
 from skald.store.uri import category_of, context_type_of, join_uri
 
@@ -80,7 +81,7 @@ def file_texts(segments: tuple[str, ...], text: str, summary: str) -> tuple[str,
 
 
 def vec_bytes(v: np.ndarray) -> bytes:
-    return np.asarray(v, dtype="<f4").tobytes()
+    return vector_bytes.pack(v)
 
 
 def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],

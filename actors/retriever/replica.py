@@ -29,6 +29,7 @@ from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates
 from skald.messages.errors import Unavailable
 from skald.messages.index import IndexChange, IndexRow
+from skald.store import vector_bytes
 from skald.store.index import VectorIndex
 
 log = logging.getLogger("skald.retriever")
@@ -200,9 +201,9 @@ class IndexReplica:
         for _, ch in batch:
             if ch.upsert is not None:
                 row = ch.upsert
-                vec = np.frombuffer(row.vector, dtype="<f4")
+                vec = vector_bytes.unpack(row.vector)
                 if row.model == self.model and vec.shape == (self.index.dim,):
-                    ups.append((row, vec.astype(np.float32)))
+                    ups.append((row, vec))
                 else:
                     flush()  # in stream order: a later write of the key by this embedder clears it
                     self._foreign(row)
