@@ -71,8 +71,18 @@ def rss_of(pid: int) -> float:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096 / 1e9
 
 
-def disk_of(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+def disk_of(path: Path, open_files: tuple[Any, ...] = ()) -> int:
+    """Bytes of the files under `path` and of `open_files` (the index's unlinked files), each file
+    once: a snapshot's texts are a hard link to the live text file."""
+    seen: dict[tuple[int, int], int] = {}
+    for f in path.rglob("*"):
+        if f.is_file():
+            st = f.stat()
+            seen[(st.st_dev, st.st_ino)] = st.st_size
+    for f in open_files:
+        st = os.fstat(f.fileno())
+        seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
 
 
 COLD = """
@@ -190,8 +200,7 @@ async def main() -> None:
             index = retr.index  # type: ignore[attr-defined]
             cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await asyncio.to_thread(
                 cold_start, index, d.tmp / "cold-snapshot")
-            beside = sum(os.fstat(f.fileno()).st_size for f in (index._texts._f, index._qv._file))
-            disk = (disk_of(d.tmp) + beside) / 1e9  # with this size's snapshot
+            disk = disk_of(d.tmp, (index._texts._f, index._qv._file)) / 1e9  # with this size's snapshot
             print(f"{rows:>12,} | {load_s:7.0f} {target / max(load_s, 1e-9):7.0f} | {pct(find, 50):8.2f} "
                   f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(vfind, 50):16.2f} "
                   f"{pct(vfind, 99):6.2f} {pct(vctx, 50):7.2f} {pct(vctx, 99):6.2f} | {pct(bus, 50):7.2f} | "

@@ -21,6 +21,7 @@ from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot
 from skald.store.index import graphfile
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
+from skald.store.index.texts import Frozen
 from skald.store.index.types import CONTEXT_TYPES, HNSW_EF_SEARCH, row_digest, row_key, scope_key
 from skald.store.language import DEFAULT
 
@@ -35,13 +36,20 @@ READ_FILES = (*SNAPSHOT_FILES, "vectors.npy")
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
 
 
-def _crc32(path: Path) -> int:
-    """CRC-32 of a snapshot file, read in pieces (a 100k-row snapshot is ~150 MB)."""
-    crc = 0
+def _crc32(path: Path, nbytes: int | None = None) -> int:
+    """CRC-32 of a snapshot file, read in pieces (a 100k-row snapshot is ~150 MB): of its first
+    `nbytes` when given (the texts file, linked from the live heap, grows after the snapshot)."""
+    crc, left = 0, nbytes if nbytes is not None else -1
     with open(path, "rb") as f:
-        while piece := f.read(1 << 22):
+        while left != 0 and (piece := f.read(1 << 22 if left < 0 else min(1 << 22, left))):
             crc = zlib.crc32(piece, crc)
+            left -= len(piece) if left > 0 else 0
     return crc
+
+
+def _covered(meta: dict[str, Any], name: str) -> int | None:
+    """The bytes of a snapshot file its checksum covers: the texts' recorded length, else the whole file."""
+    return int(meta["texts_bytes"]) if name == "texts.bin" and "texts_bytes" in meta else None
 
 
 class IndexSnapshot(IndexRows):
@@ -67,7 +75,8 @@ class IndexSnapshot(IndexRows):
         rows, meta, (texts_at, tlen, kw_gen) = self._freeze()
         try:
             # Where each text is, and its length in characters (what hybrid reads, without the text).
-            np.save(tmp / "texts.npy", np.column_stack([self._texts.save(tmp / "texts.bin", texts_at), tlen]))
+            table, meta["texts_bytes"] = self._texts.save(tmp / "texts.bin", texts_at)
+            np.save(tmp / "texts.npy", np.column_stack([table, tlen]))
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
             (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
@@ -76,7 +85,7 @@ class IndexSnapshot(IndexRows):
         finally:
             self._thaw()
         # The files are complete: their checksums are read back without holding up searches.
-        meta["crc32"] = {name: _crc32(tmp / name) for name in SNAPSHOT_FILES}
+        meta["crc32"] = {name: _crc32(tmp / name, _covered(meta, name)) for name in SNAPSHOT_FILES}
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
@@ -88,8 +97,7 @@ class IndexSnapshot(IndexRows):
         shutil.rmtree(old, ignore_errors=True)
         return int(meta["applied_seq"])
 
-    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any],
-                               tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]]:
+    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any], tuple[Frozen, np.ndarray, np.ndarray]]:
         """The rows and meta of one moment with every row in the graph, and the graph held still
         (`_saving`) until `_thaw`, so the graph written after matches them; where the leaf texts
         are and each label's keyword generation at that moment (what `_load` repairs to)."""
@@ -145,7 +153,7 @@ class IndexSnapshot(IndexRows):
         if meta.get("dim") != dim or meta.get("model") != model:
             return None
         for name, want in (meta.get("crc32") or {}).items():
-            if name not in READ_FILES or _crc32(directory / name) != want:
+            if name not in READ_FILES or _crc32(directory / name, _covered(meta, name)) != want:
                 raise ValueError(f"{name} does not match its checksum")
         n = int(meta["rows"])
         idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent)
@@ -161,7 +169,7 @@ class IndexSnapshot(IndexRows):
             table = np.load(directory / "texts.npy")
             if table.shape != (n, 3):
                 raise ValueError(f"texts {table.shape} for a snapshot of {n}")
-            idx._texts.load(directory / "texts.bin", table[:, :2])
+            idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"))
             idx._tlen[:n] = table[:, 2]
         idx._graph = hnswlib.Index(space="ip", dim=dim)
         idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._level.shape[0])

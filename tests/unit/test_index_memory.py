@@ -179,6 +179,40 @@ def test_the_text_file_is_compacted_when_its_garbage_outgrows_it(tmp_path, monke
     assert idx.leaf_texts("a", [r.uri for r, _ in data]) == [r.text + " again" for r, _ in data]
 
 
+def test_a_snapshot_links_the_live_text_file_and_reads_only_what_it_covered(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(400, seed=5)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    snap = tmp_path / "snap"
+    idx.save(snap)
+    live = os.fstat(idx._texts._f.fileno())
+    linked = os.stat(snap / "texts.bin")
+    assert (linked.st_dev, linked.st_ino) == (live.st_dev, live.st_ino)  # the texts on disk once
+    # Written after the snapshot: the live file (the snapshot's too) grows, then is compacted away.
+    monkeypatch.setattr(texts_mod, "COMPACT_FROM", 0)
+    for _ in range(2):
+        idx.upsert_many([(msgspec.structs.replace(r, text=r.text + " later"), v) for r, v in data])
+    assert os.stat(snap / "texts.bin").st_size > msgspec.json.decode((snap / "meta.json").read_bytes())["texts_bytes"]
+    idx.save(tmp_path / "other")  # compacts: the live heap is a new file, the snapshot keeps the old
+    assert os.fstat(idx._texts._f.fileno()).st_ino != linked.st_ino
+    back = VectorIndex.load(snap, DIM, "m")
+    assert back is not None
+    assert back.leaf_texts("a", [r.uri for r, _ in data]) == [r.text for r, _ in data]  # as of the snapshot
+    # A byte changed inside what the snapshot covers is refused; growth past it was not.
+    raw = bytearray((snap / "texts.bin").read_bytes())
+    raw[10] ^= 0xFF
+    (snap / "texts.bin").write_bytes(bytes(raw))
+    assert VectorIndex.load(snap, DIM, "m") is None
+    # Where no link can be made, the snapshot copies the texts, and reads back the same.
+    monkeypatch.setattr(texts_mod, "_link", lambda f, path: False)
+    copied = tmp_path / "copied"
+    idx.save(copied)
+    assert os.stat(copied / "texts.bin").st_ino != os.fstat(idx._texts._f.fileno()).st_ino
+    again = VectorIndex.load(copied, DIM, "m")
+    assert again is not None
+    assert again.leaf_texts("a", [r.uri for r, _ in data]) == [r.text + " later" for r, _ in data]
+
+
 def test_float32_copies_of_waiting_rows_go_once_the_graph_holds_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
     data = _rows(9000, seed=5)
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
