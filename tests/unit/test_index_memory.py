@@ -338,3 +338,37 @@ def test_new_rows_keep_the_scope_order_whichever_way_they_land(tmp_path) -> None
     assert list(zip(idx._sorted_keys, idx._sorted_labels, strict=True)) == want
     hits, _ = idx.search(data[12][1], Query(account="a", prefixes=["viking://resources/d12.md"]), 100)
     assert sorted(h.row.uri for h in hits) == sorted(r.uri for r, _ in data if r.parent_uri.endswith("/d12.md"))
+
+
+def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_still_loads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import zlib
+
+    data = _rows(600, seed=9)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.upsert_many([(msgspec.structs.replace(r, text=r.text + " rewritten"), v) for r, v in data[:200]])
+    idx.delete("a", data[300][0].uri, 2)
+    words = [f"word{i}" for i in range(0, 600, 11)] + ["rewritten", "common", "body"]
+    want = _keyword_answers(idx, words)
+    held = sum(p.n for p in idx.keywords._post)
+    snap = tmp_path / "snap"
+    idx.save(snap)
+    with np.load(snap / "keywords.npz") as z:
+        assert "post_gens" not in z.files and z["post_tfs"].dtype == np.uint16
+        saved = int(z["post_labels"].size)
+        arrays = {name: z[name] for name in z.files}
+    assert saved < held  # the rewritten and removed rows' old postings are not written
+    back = VectorIndex.load(snap, DIM, "m")
+    assert back is not None
+    assert _keyword_answers(back, words) == want
+    # The layout written before: every posting with its generation, frequencies as float32.
+    arrays["post_gens"] = arrays["gen"][arrays["post_labels"]]
+    arrays["post_live"] = np.diff(arrays["post_off"])
+    arrays["post_tfs"] = arrays["post_tfs"].astype(np.float32)
+    np.savez(snap / "keywords.npz", allow_pickle=False, **arrays)
+    meta = msgspec.json.decode((snap / "meta.json").read_bytes())
+    meta["crc32"]["keywords.npz"] = zlib.crc32((snap / "keywords.npz").read_bytes())
+    (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
+    older = VectorIndex.load(snap, DIM, "m")
+    assert older is not None
+    assert _keyword_answers(older, words) == want
