@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import hnswlib
 import numpy as np
@@ -28,9 +29,19 @@ class UnexpectedLayout(ValueError):
     """The file does not have the layout this reader knows."""
 
 
-def vectors(path: Path, dim: int, chunk: int = 16_384) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(labels, float32 vectors) of every element in the graph file, a chunk at a time, read
-    through a memory map (the file is not loaded whole)."""
+class Layout(NamedTuple):
+    """Where the elements are in a saved graph: the first's offset, how many, each one's size, and
+    where in an element its vector and its label are."""
+
+    start: int
+    elements: int
+    per: int
+    data_at: int
+    label_at: int
+
+
+def layout(path: Path, dim: int) -> Layout:
+    """The level-0 block's layout, checked against the dimension and the file's length."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(_HEADER.size)
@@ -40,7 +51,29 @@ def vectors(path: Path, dim: int, chunk: int = 16_384) -> Iterator[tuple[np.ndar
     if not (count <= max_elements and data_at + dim * 4 == label_at and label_at + 8 == per
             and _HEADER.size + count * per <= size):
         raise UnexpectedLayout(f"sizes {per}/{label_at}/{data_at} for dimension {dim}, {count} elements")
-    block = np.memmap(path, dtype=np.uint8, mode="r", offset=_HEADER.size, shape=(count, per))
+    return Layout(_HEADER.size, count, per, data_at, label_at)
+
+
+def positions(path: Path, dim: int, capacity: int, chunk: int = 65_536) -> np.ndarray:
+    """Each label's element in the graph file (int32, -1 for a label it does not hold), read from
+    the labels' column a chunk at a time."""
+    lay = layout(path, dim)
+    out = np.full(capacity, -1, dtype=np.int32)
+    block = np.memmap(path, dtype=np.uint8, mode="r", offset=lay.start, shape=(lay.elements, lay.per))
+    for i in range(0, lay.elements, chunk):
+        part = np.asarray(block[i : i + chunk, lay.label_at : lay.label_at + 8])
+        labels = part.copy().view("<u8")[:, 0].astype(np.int64)
+        ok = labels < capacity
+        out[labels[ok]] = np.arange(i, i + labels.size, dtype=np.int32)[ok]
+    del block
+    return out
+
+
+def vectors(path: Path, dim: int, chunk: int = 16_384) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(labels, float32 vectors) of every element in the graph file, a chunk at a time, read
+    through a memory map (the file is not loaded whole)."""
+    start, count, per, data_at, label_at = layout(path, dim)
+    block = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(count, per))
     for i in range(0, count, chunk):
         part = np.asarray(block[i : i + chunk])
         labels = part[:, label_at : label_at + 8].copy().view("<u8")[:, 0].astype(np.int64)

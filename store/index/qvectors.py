@@ -10,6 +10,14 @@ no fast conversion for), so exact scoring costs what it did. The rows a search r
 scored again from the float32 file (`exact`): a few `pread`s from the page cache, so a returned
 score is the cosine itself, as before.
 
+The float32 file would hold every vector a second time on disk beside the snapshot's graph, which
+has them too (1.5 KB a row). So once a snapshot is written or loaded its graph file is the base:
+a row whose vector has not been written since is read from there (`rebase`; the labels' places
+in it come from its label column, and a sample read both ways must agree before it is trusted),
+and the file's bytes for those rows are given back to the file system (a hole punched). Writes
+after it go to the file as before. The base is opened, not mapped: what is read stays out of the
+process's resident memory, as `pread` from the file does.
+
 Rows waiting for the graph (a large ingest it is still taking in) keep their float32 vector in
 memory too, in `fresh` slots: the graph is given the exact vector, and the search over the waiting
 rows scores them from a contiguous float32 block. A slot is released when its row is in the graph,
@@ -18,13 +26,31 @@ and the block itself once none is in use, so those copies never outlive the wait
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
+from skald.store.index import graphfile
+
 CHUNK = 16_384  # rows dequantised at a time: bounds the float32 temporary to 24 MB at 384-d
+_PUNCH = 0x03  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+
+
+def _punch(fd: int, runs: list[tuple[int, int]]) -> None:
+    """Give back the file system's blocks under byte ranges [start, end) of a file (its length
+    kept, the ranges then read as zeros); nothing where the system cannot."""
+    try:
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    for start, end in runs:
+        if fallocate(fd, _PUNCH, start, end - start) != 0:
+            return
 
 
 def quantise(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,6 +75,11 @@ class QuantisedVectors:
         self.fresh: np.ndarray | None = None  # float32 (slots, dim)
         self.used = 0  # slots handed out since the block was last empty
         self.live = 0  # slots still held
+        self._base: BinaryIO | None = None  # a snapshot's graph file, for the rows not written since
+        self._lay: graphfile.Layout | None = None
+        self.base_pos = np.full(capacity, -1, dtype=np.int32)  # label -> its element there, -1 for none
+        self.written = np.zeros(capacity, dtype=np.int64)  # label -> the write count when last written
+        self.writes = 0
 
     def grow(self, cap: int) -> None:
         old = self.q.shape[0]
@@ -60,14 +91,20 @@ class QuantisedVectors:
         scale[:old] = self.scale
         slot = np.full(cap, -1, dtype=np.int64)
         slot[:old] = self.slot
-        self.q, self.scale, self.slot = q, scale, slot
+        base_pos = np.full(cap, -1, dtype=np.int32)
+        base_pos[:old] = self.base_pos
+        written = np.zeros(cap, dtype=np.int64)
+        written[:old] = self.written
+        self.q, self.scale, self.slot, self.base_pos, self.written = q, scale, slot, base_pos, written
 
-    def put(self, labels: np.ndarray, mat: np.ndarray, fresh: bool) -> None:
-        """Store rows (the last of a repeated label wins); with `fresh`, keep their float32 too."""
+    def put(self, labels: np.ndarray, mat: np.ndarray, fresh: bool, in_base: bool = False) -> None:
+        """Store rows (the last of a repeated label wins); with `fresh`, keep their float32 too;
+        with `in_base`, their float32 is the graph file's about to be taken as the base (a load)."""
         mat = np.ascontiguousarray(mat, dtype=np.float32)
         q, scale = quantise(mat)
         self.q[labels], self.scale[labels] = q, scale
-        self._write(labels, mat)
+        if not in_base:
+            self._write(labels, mat)
         old = self.slot[labels]
         self.live -= int((old >= 0).sum())
         self.slot[labels] = -1
@@ -113,12 +150,84 @@ class QuantisedVectors:
         return runs
 
     def _write(self, labels: np.ndarray, mat: np.ndarray) -> None:
-        """The float32 rows into the file at their labels' places, one write per contiguous run."""
+        """The float32 rows into the file at their labels' places, one write per contiguous run;
+        from now on they are read from the file, not the base."""
         fd, size, lab = self._file.fileno(), self.row_bytes, labels.tolist()
         for i, j in self._runs(lab):
             os.pwrite(fd, mat[i:j].tobytes(), lab[i] * size)
+        self.writes += 1
+        self.written[labels] = self.writes
+        self.base_pos[labels] = -1
+
+    def mark(self) -> int:
+        """The write count now: a `rebase` onto a graph saved as of this moment leaves the rows
+        written after it in the file."""
+        return self.writes
+
+    def rebase(self, path: Path, since: int, pos: np.ndarray, check: bool = True) -> bool:
+        """Take the graph file at `path` (saved when the write count was `since`; `pos` each
+        label's element in it, from `graphfile.positions` or a load's read) as the base of the
+        rows not written since, and give back their bytes in the file. With `check`, a sample of
+        rows read from both must agree (the file's layout is hnswlib's, not a documented format);
+        when it does not, or the file does not read, nothing changes."""
+        try:
+            lay = graphfile.layout(path, self.dim)
+            f = open(path, "rb")  # noqa: SIM115 - held as the base until the next one
+        except (OSError, graphfile.UnexpectedLayout):
+            return False
+        cap = self.q.shape[0]
+        pos = np.concatenate((pos[:cap], np.full(max(0, cap - pos.size), -1, dtype=np.int32)))
+        pos[self.written > since] = -1
+        if check:
+            held = np.flatnonzero(pos >= 0)
+            pick = held[np.linspace(0, held.size - 1, num=min(16, held.size)).astype(np.int64)] if held.size else held
+            if not np.array_equal(self._read_base(f, lay, pos[pick]), self.read(pick)):
+                f.close()
+                return False
+        old, self._base, self._lay, self.base_pos = self._base, f, lay, pos
+        if old is not None:
+            old.close()
+        size, runs = self.row_bytes, self._label_runs(np.flatnonzero(pos >= 0))
+        _punch(self._file.fileno(), [(a * size, b * size) for a, b in runs])
+        return True
+
+    @staticmethod
+    def _label_runs(labels: np.ndarray) -> list[tuple[int, int]]:
+        """[start, end) runs of consecutive values in a sorted array."""
+        if labels.size == 0:
+            return []
+        cut = np.flatnonzero(np.diff(labels) != 1) + 1
+        starts = np.concatenate(([0], cut))
+        ends = np.concatenate((cut, [labels.size]))
+        return [(int(labels[a]), int(labels[b - 1]) + 1) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+    def _read_base(self, f: BinaryIO, lay: graphfile.Layout, pos: np.ndarray) -> np.ndarray:
+        """Float32 vectors of graph elements, read from the graph file a run of elements at a time."""
+        order = np.argsort(pos, kind="stable")
+        sp = pos[order].tolist()
+        out = np.empty((pos.size, self.dim), dtype=np.float32)
+        fd, per, at = f.fileno(), lay.per, lay.data_at
+        for i, j in self._runs(sp):
+            raw = np.frombuffer(os.pread(fd, per * (j - i), lay.start + sp[i] * per), dtype=np.uint8)
+            out[order[i:j]] = raw.reshape(j - i, per)[:, at : at + self.row_bytes].copy().view(np.float32)
+        return out
 
     def read(self, labels: np.ndarray) -> np.ndarray:
+        """Float32 rows: from the base for rows not written since it was taken, else from the file."""
+        if self._base is None:
+            return self._read_file(labels)
+        pos = self.base_pos[labels]
+        inb = pos >= 0
+        if not inb.any():
+            return self._read_file(labels)
+        assert self._lay is not None
+        out = np.empty((labels.size, self.dim), dtype=np.float32)
+        out[inb] = self._read_base(self._base, self._lay, pos[inb])
+        if not inb.all():
+            out[~inb] = self._read_file(labels[~inb])
+        return out
+
+    def _read_file(self, labels: np.ndarray) -> np.ndarray:
         """Float32 rows from the file (zeros for a label never written), read in label order so
         neighbours (a document's sections) come in one read each run."""
         fd, size = self._file.fileno(), self.row_bytes

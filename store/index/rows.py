@@ -79,6 +79,7 @@ class IndexRows:
         # While a snapshot writes the graph (`save`), nothing changes it: new vectors wait in
         # `_pending` (scored exactly), deletes wait here, and searches go on.
         self._saving = False
+        self._saved_writes = 0  # the vectors' write count when a snapshot's rows were taken (`qvectors.rebase`)
         self._save_lock = threading.Lock()  # one snapshot at a time (a stopping replica saves too)
         self._unsaved_deletes: list[tuple[int, bool]] = []  # (label, whether the graph holds it)
         self._children: dict[str, set[int]] = {}  # `account NUL parent_uri` -> labels of its children

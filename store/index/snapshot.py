@@ -95,6 +95,13 @@ class IndexSnapshot(IndexRows):
             os.rename(directory, old)
         os.rename(tmp, directory)
         shutil.rmtree(old, ignore_errors=True)
+        try:  # the vectors not written since are read from the graph just saved
+            pos = graphfile.positions(directory / "graph.bin", self.dim, len(self._rows))
+        except (OSError, graphfile.UnexpectedLayout) as e:
+            log.warning("index snapshot graph %s: %s; its vectors stay in the float32 file too", directory, e)
+        else:
+            with self._lock:
+                self._qv.rebase(directory / "graph.bin", self._saved_writes, pos)
         return int(meta["applied_seq"])
 
     def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any], tuple[Frozen, np.ndarray, np.ndarray]]:
@@ -108,6 +115,7 @@ class IndexSnapshot(IndexRows):
                 if self._pending:  # rows came meanwhile: into the graph first
                     continue
                 self._saving = True
+                self._saved_writes = self._qv.mark()
                 n = len(self._rows)
                 meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
                                         "rows": n}
@@ -231,13 +239,18 @@ class IndexSnapshot(IndexRows):
         return idx
 
     def _vectors_from_graph(self, path: Path, rows: list[IndexRow | None]) -> None:
-        """Every live row's vector read out of the saved graph (`graphfile.py`), quantised into
-        memory and written to the float32 file; asked of the graph row by row when the file's
-        layout is not the one known or a sample disagrees with the graph."""
+        """Every live row's vector read out of the saved graph (`graphfile.py`) and quantised into
+        memory; the graph file is then where exact reads find them (`QuantisedVectors.rebase`),
+        nothing copied to the float32 file. Asked of the graph row by row, and written to that
+        file, when the layout is not the one known or a sample disagrees with the graph."""
         n = len(rows)
         try:
             checked = False
+            pos, at = np.full(self._qv.q.shape[0], -1, dtype=np.int32), 0
             for labels, mat in graphfile.vectors(path, self.dim):
+                fits = labels < pos.size
+                pos[labels[fits]] = np.arange(at, at + labels.size, dtype=np.int32)[fits]
+                at += labels.size
                 live = np.fromiter((lab < n and rows[lab] is not None for lab in labels.tolist()), dtype=bool,
                                    count=labels.size)
                 labels, mat = labels[live], mat[live]
@@ -248,7 +261,10 @@ class IndexSnapshot(IndexRows):
                         raise graphfile.UnexpectedLayout("the vectors read differ from the graph's")
                     checked = True
                 order = np.argsort(labels)
-                self._qv.put(labels[order], mat[order], fresh=False)
+                self._qv.put(labels[order], mat[order], fresh=False, in_base=True)
+            # Read from the graph file from now on (checked against the graph above), not copied.
+            if not self._qv.rebase(path, self._qv.mark(), pos, check=False):
+                raise ValueError(f"{path} cannot be read as the vectors' base")
             return
         except graphfile.UnexpectedLayout as e:
             log.warning("index snapshot graph %s: %s; reading its vectors one by one", path, e)

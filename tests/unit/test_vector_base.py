@@ -1,0 +1,89 @@
+"""The float32 vectors on disk once: after a snapshot, the rows not written since are read from
+its graph file and their bytes in the index's own float32 file are given back; what a search
+returns (exact cosines) does not change, through rewrites, a snapshot taken while rows are
+written, a load, and a graph file that does not read back as it should."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import msgspec
+import numpy as np
+
+from skald.store.index import Query, VectorIndex
+from skald.store.index import snapshot as snapshot_mod
+
+from .test_index_memory import DIM, _rows
+
+
+def _allocated(idx: VectorIndex) -> int:
+    """Bytes the file system holds for the index's float32 file."""
+    return os.fstat(idx._qv._file.fileno()).st_blocks * 512
+
+
+def _scores(idx: VectorIndex, probes: list[np.ndarray]) -> list[list[tuple[str, float]]]:
+    return [[(h.row.uri, round(h.score, 6)) for h in idx.search(v, Query(account="a"), 5)[0]] for v in probes]
+
+
+def test_rows_not_written_since_a_snapshot_are_read_from_its_graph(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(1500, seed=11)
+    probes = [v for _, v in data[::97]]
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    before, held = _scores(idx, probes), _allocated(idx)
+    assert held >= 1500 * DIM * 4
+    # Rows written after the snapshot's rows are taken and before its graph becomes the base.
+    real_freeze = snapshot_mod.IndexSnapshot._freeze
+    moved = data[7][1][::-1].copy()
+
+    def freeze_then_write(self):  # type: ignore[no-untyped-def]
+        got = real_freeze(self)
+        self.upsert_many([(data[7][0], moved)])
+        return got
+
+    monkeypatch.setattr(snapshot_mod.IndexSnapshot, "_freeze", freeze_then_write)
+    idx.save(tmp_path / "snap")
+    monkeypatch.undo()
+    assert _allocated(idx) < held / 20  # the vectors' bytes given back: the graph file holds them
+    assert int((idx._qv.base_pos >= 0).sum()) == 1499  # every row but the one written meanwhile
+    row7 = idx.search(moved, Query(account="a"), 1)[0][0]
+    assert row7.row.uri == data[7][0].uri and abs(row7.score - float(moved @ moved)) < 1e-5
+    # Rewritten after the snapshot: read from the file again, the new vector's cosine returned.
+    fresh = [(r, -v) for r, v in data[:40]]
+    idx.upsert_many(fresh)
+    hit = idx.search(-data[3][1], Query(account="a"), 1)[0][0]
+    assert hit.row.uri == data[3][0].uri and abs(hit.score - 1.0) < 1e-5
+    idx.upsert_many(data[:40])
+    idx.upsert_many([(data[7][0], data[7][1])])
+    assert _scores(idx, probes) == before
+    # A second snapshot: the base moves to its graph, the first snapshot's can go.
+    idx.save(tmp_path / "snap2")
+    shutil.rmtree(tmp_path / "snap")
+    assert _scores(idx, probes) == before
+    # Loaded: nothing written to the float32 file, every row read from the snapshot's graph.
+    back = VectorIndex.load(tmp_path / "snap2", DIM, "m", text_dir=tmp_path)
+    assert back is not None
+    assert _allocated(back) == 0 and int((back._qv.base_pos >= 0).sum()) == 1500
+    assert _scores(back, probes) == before
+
+
+def test_a_graph_file_that_disagrees_is_not_taken_as_the_base(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = _rows(400, seed=12)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.save(tmp_path / "snap")
+    bad = tmp_path / "bad.bin"
+    raw = bytearray((tmp_path / "snap" / "graph.bin").read_bytes())
+    lay = snapshot_mod.graphfile.layout(tmp_path / "snap" / "graph.bin", DIM)
+    for e in range(lay.elements):  # every vector's first component changed
+        at = lay.start + e * lay.per + lay.data_at
+        raw[at : at + 4] = np.float32(0.5).tobytes()
+    bad.write_bytes(bytes(raw))
+    qv, good = idx._qv, tmp_path / "snap" / "graph.bin"
+    assert not qv.rebase(bad, qv.mark(), snapshot_mod.graphfile.positions(bad, DIM, 400))
+    assert qv.rebase(good, qv.mark(), snapshot_mod.graphfile.positions(good, DIM, 400))
+    probe = data[5][1]
+    hit = idx.search(probe, Query(account="a"), 1)[0][0]
+    assert abs(hit.score - 1.0) < 1e-5
+    assert msgspec.json.decode((tmp_path / "snap" / "meta.json").read_bytes())["rows"] == 400
