@@ -9,8 +9,9 @@ every term are written as concatenated arrays with each term's offset, the per-r
 Only the postings of rows that still hold their term are written (a removed or rewritten row's
 stay in memory until their term is compacted), so each posting's generation is its row's and need
 not be written, and term frequencies, counts, go as uint16: 6 bytes a posting on disk instead of 12
-(about 0.5 KB of a section row's snapshot). Snapshots written before (with `post_gens`, float32
-frequencies and stale postings) still load.
+(about 0.5 KB of a section row's snapshot), zstd-compressed (`store/packed.py`). Snapshots
+written before (an uncompressed `keywords.npz`, with `post_gens`, float32 frequencies and stale
+postings) still load.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from skald.store import packed
 from skald.store.bm25 import KeywordIndex
 from skald.store.postings import Postings
 from skald.store.row_terms import RowTerms
 
-FILES = ("keywords.npz", "keywords.msgpack")
+ARRAYS = "keywords.arrays"  # zstd-compressed (`store/packed.py`)
+FILES = (ARRAYS, "keywords.msgpack")
+OLDER_FILES = (("keywords.npz", "keywords.msgpack"),)  # what snapshots written before hold instead
 
 
 class _Meta(msgspec.Struct):
@@ -76,7 +80,7 @@ def save(kw: KeywordIndex, directory: Path, frozen: np.ndarray) -> None:
             terms[tid] = term
         meta = _Meta(terms=terms, lang=dict(kw._lang), total=kw._total, rows=kw._terms.rows,
                      live=kw._terms.live, end=kw._terms.end)
-    np.savez(directory / "keywords.npz", allow_pickle=False, **arrays)
+    packed.write_arrays(directory / ARRAYS, arrays)
     (directory / "keywords.msgpack").write_bytes(msgspec.msgpack.encode(meta))
 
 
@@ -86,35 +90,40 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
     indexed again from the snapshot's texts (`stale` labels are removed here)."""
     meta = msgspec.msgpack.decode((directory / "keywords.msgpack").read_bytes(), type=_Meta)
     kw = KeywordIndex()
-    with np.load(directory / "keywords.npz") as z:
-        off, labels = z["post_off"], z["post_labels"]
-        tfs = z["post_tfs"].astype(np.float32, copy=False)
-        kw._gen, kw._dl = z["gen"], z["dl"]
-        if "post_gens" in z.files:  # written before: every posting with its generation, stale ones too
-            gens, live = z["post_gens"], z["post_live"]
-        else:  # only postings of rows holding the term: each generation is its row's
-            gens, live = kw._gen[labels], np.diff(off)
-        if off.size != len(meta.terms) + 1 or live.size != len(meta.terms) or int(off[-1]) != labels.size:
-            raise ValueError("keyword postings do not match their terms")
-        kw._tid = {term: tid for tid, term in enumerate(meta.terms)}
-        posts = []
-        for tid in range(len(meta.terms)):
-            p = Postings()
-            lo, hi = int(off[tid]), int(off[tid + 1])
-            # Views into the loaded arrays, not copies: a term's first append outgrows its view
-            # and moves it to an array of its own; a compaction writes only inside it.
-            p.labels, p.gens, p.tfs = labels[lo:hi], gens[lo:hi], tfs[lo:hi]
-            if hi == lo:  # room for an append, as a new term has
-                p.labels, p.gens, p.tfs = np.empty(2, np.int32), np.empty(2, np.uint32), np.empty(2, np.float32)
-            p.n, p.live = hi - lo, int(live[tid])
-            posts.append(p)
-        kw._post = posts
-        terms = RowTerms()
-        terms.data = np.concatenate((z["terms_data"], np.zeros(4096, np.int32)))
-        terms.start, terms.count = z["terms_start"], z["terms_count"]
-        terms.rows, terms.live, terms.end = meta.rows, meta.live, meta.end
-        kw._terms = terms
-        frozen = z["frozen"]
+    if (directory / ARRAYS).exists():
+        z = packed.read_arrays(directory / ARRAYS)
+    else:  # a snapshot written before the arrays were compressed
+        with np.load(directory / "keywords.npz") as npz:
+            z = {name: npz[name] for name in npz.files}
+    off, labels = z["post_off"], z["post_labels"]
+    tfs = z["post_tfs"].astype(np.float32, copy=False)
+    kw._gen, kw._dl = z["gen"], z["dl"]
+    if "post_gens" in z:  # written before: every posting with its generation, stale ones too
+        gens, live = z["post_gens"], z["post_live"]
+    else:  # only postings of rows holding the term: each generation is its row's
+        gens, live = kw._gen[labels], np.diff(off)
+    if off.size != len(meta.terms) + 1 or live.size != len(meta.terms) or int(off[-1]) != labels.size:
+        raise ValueError("keyword postings do not match their terms")
+    kw._tid = {term: tid for tid, term in enumerate(meta.terms)}
+    posts = []
+    for tid in range(len(meta.terms)):
+        p = Postings()
+        lo, hi = int(off[tid]), int(off[tid + 1])
+        # Views into the loaded arrays, not copies: a term's first append outgrows its view
+        # and moves it to an array of its own; a compaction writes only inside it.
+        p.labels, p.gens, p.tfs = labels[lo:hi], gens[lo:hi], tfs[lo:hi]
+        if hi == lo:  # room for an append, as a new term has
+            p.labels, p.gens, p.tfs = np.empty(2, np.int32), np.empty(2, np.uint32), np.empty(2, np.float32)
+        p.n, p.live = hi - lo, int(live[tid])
+        posts.append(p)
+    kw._post = posts
+    terms = RowTerms()
+    terms.data = np.concatenate((z["terms_data"], np.zeros(4096, np.int32)))
+    terms.start, terms.count = z["terms_start"], z["terms_count"]
+    terms.rows, terms.live, terms.end = meta.rows, meta.live, meta.end
+    kw._terms = terms
+    frozen = z["frozen"]
+    del z
     kw._total = meta.total
     kw._lang = meta.lang
     kw._lang_rows = Counter(meta.lang.values())

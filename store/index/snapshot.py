@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 
 from skald.messages.index import IndexRow
-from skald.store import bm25_snapshot
+from skald.store import bm25_snapshot, packed
 from skald.store.index import graphfile
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
 from skald.store.index.texts import Frozen
@@ -27,12 +27,14 @@ from skald.store.language import DEFAULT
 
 log = logging.getLogger("skald.store.index")
 
-# What a snapshot writes. foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a
+ROWS = "rows.zst"  # the rows, msgpack zstd-compressed (`store/packed.py`)
+# What a snapshot writes. rows.zst and keywords.arrays since they are compressed (rows.msgpack and
+# keywords.npz before, still read); foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a
 # snapshot without them holds rows with their text); keywords.* since the keyword index is saved
 # (without them it is rebuilt from the texts). vectors.npy is only read: the vectors are the
 # graph's own (`graphfile.py`); an older snapshot has them beside it.
-SNAPSHOT_FILES = ("rows.msgpack", "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
-READ_FILES = (*SNAPSHOT_FILES, "vectors.npy")
+SNAPSHOT_FILES = (ROWS, "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
+READ_FILES = (*SNAPSHOT_FILES, "vectors.npy", "rows.msgpack", "keywords.npz")
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
 
 
@@ -78,7 +80,7 @@ class IndexSnapshot(IndexRows):
             table, meta["texts_bytes"] = self._texts.save(tmp / "texts.bin", texts_at)
             np.save(tmp / "texts.npy", np.column_stack([table, tlen]))
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
-            (tmp / "rows.msgpack").write_bytes(msgspec.msgpack.encode(rows))
+            packed.write_bytes(tmp / ROWS, msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
             with self._graph_lock:
                 self._graph.save_index(str(tmp / "graph.bin"))
@@ -165,12 +167,15 @@ class IndexSnapshot(IndexRows):
                 raise ValueError(f"{name} does not match its checksum")
         n = int(meta["rows"])
         idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent)
-        rows = msgspec.msgpack.decode((directory / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
+        crcs = meta.get("crc32") or {}
+        raw = packed.read_bytes(directory / ROWS) if ROWS in crcs else (directory / "rows.msgpack").read_bytes()
+        rows = msgspec.msgpack.decode(raw, type=list[IndexRow | None])
+        del raw
         if len(rows) != n:
             raise ValueError(f"{len(rows)} rows for a snapshot of {n}")
         texts_saved = (directory / "texts.npy").exists()
         redo: set[int] | None = None  # labels to index for keywords again; None: every one
-        if all(name in (meta.get("crc32") or {}) for name in bm25_snapshot.FILES):
+        if any(all(name in crcs for name in files) for files in (bm25_snapshot.FILES, *bm25_snapshot.OLDER_FILES)):
             idx.keywords, changed = bm25_snapshot.load(directory)
             redo = set(changed.tolist())
         if texts_saved:

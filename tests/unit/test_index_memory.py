@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from skald.messages.index import IndexRow
+from skald.store import packed
 from skald.store.index import Query, VectorIndex
 from skald.store.index import rows as rows_mod
 from skald.store.index import texts as texts_mod
@@ -142,12 +143,12 @@ def test_a_snapshot_keeps_vectors_and_texts_and_an_older_one_still_loads(tmp_pat
     assert slow is not None
     _same(idx, slow, data)
     # A snapshot written before leaf texts left the rows: rows carry their text, no texts files.
-    rows = msgspec.msgpack.decode((snap / "rows.msgpack").read_bytes(), type=list[IndexRow | None])
+    rows = msgspec.msgpack.decode(packed.read_bytes(snap / "rows.zst"), type=list[IndexRow | None])
     by_uri = {r.uri: r.text for r, _ in data}
     old = [None if r is None else msgspec.structs.replace(r, text=by_uri[r.uri]) for r in rows]
-    (snap / "rows.msgpack").write_bytes(msgspec.msgpack.encode(old))
+    (snap / "rows.msgpack").write_bytes(msgspec.msgpack.encode(old))  # uncompressed, as then
     meta = msgspec.json.decode((snap / "meta.json").read_bytes())
-    for name in ("texts.bin", "texts.npy"):
+    for name in ("texts.bin", "texts.npy", "rows.zst"):
         os.remove(snap / name)
         meta["crc32"].pop(name)
     meta["crc32"]["rows.msgpack"] = __import__("zlib").crc32((snap / "rows.msgpack").read_bytes())
@@ -353,20 +354,21 @@ def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_
     held = sum(p.n for p in idx.keywords._post)
     snap = tmp_path / "snap"
     idx.save(snap)
-    with np.load(snap / "keywords.npz") as z:
-        assert "post_gens" not in z.files and z["post_tfs"].dtype == np.uint16
-        saved = int(z["post_labels"].size)
-        arrays = {name: z[name] for name in z.files}
+    arrays = packed.read_arrays(snap / "keywords.arrays")
+    assert "post_gens" not in arrays and arrays["post_tfs"].dtype == np.uint16
+    saved = int(arrays["post_labels"].size)
     assert saved < held  # the rewritten and removed rows' old postings are not written
     back = VectorIndex.load(snap, DIM, "m")
     assert back is not None
     assert _keyword_answers(back, words) == want
-    # The layout written before: every posting with its generation, frequencies as float32.
+    # The layout written before: uncompressed, every posting with its generation, frequencies as float32.
     arrays["post_gens"] = arrays["gen"][arrays["post_labels"]]
     arrays["post_live"] = np.diff(arrays["post_off"])
     arrays["post_tfs"] = arrays["post_tfs"].astype(np.float32)
     np.savez(snap / "keywords.npz", allow_pickle=False, **arrays)
     meta = msgspec.json.decode((snap / "meta.json").read_bytes())
+    os.remove(snap / "keywords.arrays")
+    meta["crc32"].pop("keywords.arrays")
     meta["crc32"]["keywords.npz"] = zlib.crc32((snap / "keywords.npz").read_bytes())
     (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
     older = VectorIndex.load(snap, DIM, "m")

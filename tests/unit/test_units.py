@@ -201,7 +201,7 @@ def test_content_hash_says_whether_two_indexes_hold_the_same_rows_whatever_the_o
     assert a.content_hash() == empty
 
 
-@pytest.mark.parametrize("damage", ["flip graph.bin", "truncate rows.msgpack", "truncate keywords.npz",
+@pytest.mark.parametrize("damage", ["flip graph.bin", "truncate rows.zst", "truncate keywords.arrays",
                                     "flip keywords.msgpack", "remove graph.bin", "garble meta.json",
                                     "flip foreign.msgpack"])
 def test_a_corrupt_index_snapshot_is_refused_and_logged_never_half_loaded(tmp_path, caplog, damage) -> None:  # type: ignore[no-untyped-def]
