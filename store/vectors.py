@@ -2,7 +2,8 @@
 model, across re-ingests, directory refreshes, restarts and every worker sharing the data directory.
 
 SQLite (stdlib) in WAL mode: one file under `.skald/`, safe for several processes, a lookup of a
-batch in one query. The key is sha256(model, text); the value the float32 vector. Bounded: past
+batch in one query. The key is sha256(model, text); the value the vector, float16 as the index
+stream keeps it (`vector_bytes.py`; float32 entries written before still read). Bounded: past
 `max_rows` the oldest entries (by insertion) are dropped, a few percent at a time.
 """
 
@@ -14,6 +15,8 @@ import threading
 from pathlib import Path
 
 import numpy as np
+
+from skald.store import vector_bytes
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL)"
 
@@ -43,7 +46,7 @@ class VectorCache:
                 part = keys[i : i + 500]
                 marks = ",".join("?" * len(part))
                 for k, dim, data in self._db.execute(f"SELECT key, dim, data FROM vec WHERE key IN ({marks})", part):
-                    vec = np.frombuffer(data, dtype="<f4")
+                    vec = vector_bytes.unpack(bytes(data))
                     if vec.shape == (dim,):
                         out[bytes(k)] = vec
         return out
@@ -51,7 +54,7 @@ class VectorCache:
     def put_many(self, items: list[tuple[bytes, np.ndarray]]) -> None:
         if not items:
             return
-        rows = [(k, int(v.shape[0]), np.ascontiguousarray(v, dtype="<f4").tobytes()) for k, v in items]
+        rows = [(k, int(v.shape[0]), vector_bytes.pack(v)) for k, v in items]
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO vec (key, dim, data) VALUES (?, ?, ?)", rows)

@@ -376,6 +376,10 @@ async def test_passages_are_embedded_once_by_content_across_processes_and_bounde
     assert sent == [["alpha", "beta"], ["gamma"]]
     assert np.allclose(again, await original(["beta", "gamma", "alpha"]))
     assert (other.passage_hits, other.passage_misses) == (2, 1)
+    import sqlite3
+
+    sizes = {n for (n,) in sqlite3.connect(path).execute("SELECT length(data) FROM vec")}
+    assert sizes == {1 + 2 * inner.dim}  # float16, as the index stream keeps vectors
     small = VectorCache(tmp_path / "small.sqlite", max_rows=1000)
     for i in range(3):
         small.put_many([(bytes([i, j % 256, j // 256]), np.ones(4, np.float32)) for j in range(1000)])
