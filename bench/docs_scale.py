@@ -72,16 +72,18 @@ def rss_of(pid: int) -> float:
 
 
 def disk_of(path: Path, open_files: tuple[Any, ...] = ()) -> int:
-    """Bytes of the files under `path` and of `open_files` (the index's unlinked files), each file
-    once: a snapshot's texts are a hard link to the live text file."""
+    """Bytes the file system holds for the files under `path` and `open_files` (the index's
+    unlinked files), each file once (a snapshot's texts are a hard link to the live text file) and
+    as allocated, as du counts (the index's float32 file has holes where the snapshot's graph
+    holds its rows)."""
     seen: dict[tuple[int, int], int] = {}
     for f in path.rglob("*"):
         if f.is_file():
             st = f.stat()
-            seen[(st.st_dev, st.st_ino)] = st.st_size
+            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
     for f in open_files:
         st = os.fstat(f.fileno())
-        seen[(st.st_dev, st.st_ino)] = st.st_size
+        seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
     return sum(seen.values())
 
 

@@ -2,9 +2,9 @@
 
 It holds the converted text of a document whose bytes are not its text (PDF, Office, HTML),
 so reads serve text without converting again, and its sections (anchor, title, lines, page,
-content hash, vector), so a re-ingest re-embeds only the sections whose text changed and
-drops the rows of sections that are gone. Like `.index.json` it is a cache: a missing or stale
-record is rebuilt from the file.
+content hash), so a re-ingest re-embeds only the sections whose text changed (the others' vectors
+are read back from their rows in the index log) and drops the rows of sections that are gone.
+Like `.index.json` it is a cache: a missing or stale record is rebuilt from the file.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class SectionRecord(msgspec.Struct, kw_only=True, array_like=True):
     page: int
     sha: str
     model: str = ""
-    vector: bytes = b""  # store/vector_bytes.py: float16 after a marker byte (float32 before it)
+    vector: bytes = b""  # written by records from before: the index log's row holds the vector now
 
 
 class DocRecord(msgspec.Struct, kw_only=True):

@@ -17,6 +17,7 @@ import numpy as np
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.text import sections as sections_mod
 from skald.actors.text.textfile import Doc
+from skald.messages.index import IndexRow
 from skald.store import document_records, vector_bytes
 from skald.store.uri import context_type_of, join_uri
 
@@ -25,7 +26,9 @@ SECTION_EMBED_CHARS = 2_000  # a section is cut to fit the window; this only bou
 
 @dataclass(slots=True)
 class RowSpec:
-    """A row waiting for its vector: `vector` is set when an unchanged one is reused."""
+    """A row waiting for its vector: `vector` is set when an unchanged one is reused; `unchanged`
+    says a section's text is what its record says was indexed, so the row the index log holds for
+    it may carry a vector to reuse (`reuse`)."""
 
     uri: str
     level: int
@@ -40,6 +43,7 @@ class RowSpec:
     start_line: int = 0
     end_line: int = 0
     page: int = 0
+    unchanged: bool = False
 
 
 @dataclass(slots=True)
@@ -83,7 +87,7 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
         return FilePlan([row], sorted(row_keys(uri, old) - {(uri, 2)}), rec, summary=summary)
     transcript = sections_mod.is_transcript(segments)
     secs = sections_mod.turns(doc) if transcript else sections_mod.split(doc, name)
-    reuse = {(s.anchor, s.sha): s for s in (old.sections if old else []) if s.model == model and s.vector}
+    known = {(s.anchor, s.sha): s for s in (old.sections if old else []) if s.model == model}
     title = doc.title or name
     # A transcript's overview is its abstract: a line per turn would repeat the whole file.
     toc = f"# {title}\n\n{summary}" if transcript else sections_mod.toc(name, title, summary, secs)
@@ -100,14 +104,14 @@ def plan(segments: tuple[str, ...], doc: Doc, sha: str, summary: str, model: str
         body = f"{s.title}\n{s.text}"
         embed = f"{s.context}\n{s.text}" if transcript else f"{title}\n{body}"
         ssha = rows_mod.sha256(f"{title}\n{body}\n{s.context}".encode())
-        hit = reuse.get((s.anchor, ssha))
-        vec = vector_bytes.unpack(hit.vector) if hit is not None else None
+        hit = known.get((s.anchor, ssha))
+        vec = vector_bytes.unpack(hit.vector) if hit is not None and hit.vector else None  # a record from before
         specs.append(RowSpec(uri=f"{uri}#{s.anchor}", level=2, parent_uri=uri, abstract=s.abstract, text=body,
                              embed=embed[:SECTION_EMBED_CHARS], content_hash=ssha, vector=vec,
-                             kind="section", title=s.title, start_line=s.start, end_line=s.end, page=s.page))
+                             kind="section", title=s.title, start_line=s.start, end_line=s.end, page=s.page,
+                             unchanged=hit is not None))
         records.append(document_records.SectionRecord(anchor=s.anchor, title=s.title, start=s.start, end=s.end,
-                                                page=s.page, sha=ssha, model=model,
-                                                vector=hit.vector if hit is not None else b""))
+                                                page=s.page, sha=ssha, model=model))
     new_keys = {(r.uri, r.level) for r in specs}
     rec = document_records.DocRecord(sha=sha, format=doc.format, title=doc.title, text=text_rec, sections=records)
     return FilePlan(specs, sorted(row_keys(uri, old) - new_keys), rec, sections=len(secs), summary=summary)
@@ -131,13 +135,16 @@ async def embed_missing(specs: list[RowSpec], embed: Callable[[list[str]], Await
     return len(todo)
 
 
-def remember_vectors(plan_: FilePlan) -> None:
-    """Store the sections' vectors in the record, for the next re-ingest to reuse."""
-    if plan_.record is None or not plan_.record.sections:
-        return
-    by_uri = {s.uri: s for s in plan_.rows if s.kind == "section"}
-    uri_of = plan_.rows[0].uri
-    for rec in plan_.record.sections:
-        spec = by_uri.get(f"{uri_of}#{rec.anchor}")
-        if spec is not None and spec.vector is not None:
-            rec.vector = rows_mod.vec_bytes(spec.vector)
+def reuse(waiting: dict[tuple[str, str, int], RowSpec], held: dict[tuple[str, str, int], IndexRow],
+          model: str) -> int:
+    """Give each unchanged section waiting for a vector the one its row in the index log carries,
+    when that row was made from the same text by the same model; how many were given. (The
+    document record keeps which sections were indexed from what text, not their vectors: the log
+    already holds each one, and a record's copy was most of the record, 0.77 KB a section.)"""
+    given = 0
+    for key, spec in waiting.items():
+        row = held.get(key)
+        if row is not None and row.model == model and row.content_hash == spec.content_hash and row.vector:
+            spec.vector = vector_bytes.unpack(row.vector)
+            given += 1
+    return given

@@ -121,6 +121,14 @@ class IngestPipeline:
                             generator=self.summarizer.name, sections=fr.sections, skipped=fr.skipped,
                             embedded=fr.embedded + len(dir_changes))
 
+    async def _reuse(self, plans: list[tuple[VikingPath, Entry, tuple[str, ...], file_rows.FilePlan]]) -> None:
+        """The vectors of sections indexed before from the same text, read from the rows the index
+        log holds (only for files with a record saying so: a new file asks nothing)."""
+        waiting = {(vp.account, r.uri, r.level): r for vp, _, _, p in plans for r in p.rows
+                   if r.unchanged and r.vector is None}
+        if waiting:
+            file_rows.reuse(waiting, await self.bus.latest_rows(list(waiting)), self.embedder.name)
+
     async def _file_rows(self, job: ingest_msgs.IngestJob, files: list[tuple[VikingPath, Entry]],
                          total: int) -> FileRows:
         """The job's files as row changes, embedded a batch at a time."""
@@ -162,6 +170,7 @@ class IngestPipeline:
                 old_rec = records[vp.key] = await asyncio.to_thread(document_records.load, t, vp.key)
                 plans.append((vp, st, tags, file_rows.plan(vp.segments, doc, sha, summary, self.embedder.name,
                                                            old_rec)))
+            await self._reuse(plans)
             note = self._progress(job, i, total, len(batch))
             embedded += await file_rows.embed_missing([r for *_, p in plans for r in p.rows],
                                                       self.embedder.embed_passages, note)
@@ -177,7 +186,6 @@ class IngestPipeline:
                                             start_line=r.start_line, end_line=r.end_line, page=r.page)
                     out.append((row_subject_token(vp.account, r.uri, r.level), IndexChange(upsert=row)))
                 n_sections += p.sections
-                file_rows.remember_vectors(p)
                 if p.record is not None:
                     await asyncio.to_thread(document_records.save, t, vp.key, p.record)
                 elif records[vp.key] is not None:  # it had one: it no longer needs it

@@ -34,7 +34,8 @@ from skald.actors.kit.request import Attempt, Ctx
 from skald.actors.kit.waiter import FutureWaiter
 from skald.messages import errors
 from skald.messages.catalog import Op, Queue
-from skald.messages.index import IndexChange
+from skald.messages.index import IndexChange, IndexRow
+from skald.store.index.types import row_subject_token
 
 _json = msgspec.json.Encoder()
 log = logging.getLogger("skald.memory_bus")
@@ -172,6 +173,17 @@ class MemoryBus:
 
     index_shards = 1  # one process, one index
     index_shard = 0
+
+    async def latest_rows(self, keys: list[tuple[str, str, int]]) -> dict[tuple[str, str, int], IndexRow]:
+        want = {row_subject_token(*k): k for k in keys}
+        out: dict[tuple[str, str, int], IndexRow] = {}
+        for _, token, change in reversed(self.index):
+            key = want.pop(token, None)
+            if key is not None and change.upsert is not None:
+                out[key] = change.upsert
+            if not want:
+                break
+        return out
 
     async def index_last_seq(self) -> int:
         return len(self.index)

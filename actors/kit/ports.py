@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from skald.messages.catalog import Op, Queue
-from skald.messages.index import IndexChange
+from skald.messages.index import IndexChange, IndexRow
 
 
 class Embedder(Protocol):
@@ -136,6 +136,12 @@ class IndexLog(Protocol):
 
     def follow_index(self, start_seq: int) -> AsyncIterator[list[tuple[int, IndexChange]]]:
         """Batches of (sequence, change) from `start_seq` on, for as long as the caller iterates."""
+        ...
+
+    async def latest_rows(self, keys: list[tuple[str, str, int]]) -> dict[tuple[str, str, int], IndexRow]:
+        """The row the log holds now for each (account, uri, level): its latest upsert. A key whose
+        latest change is a delete, that has none, or that could not be read is left out (a caller
+        reusing what it finds does the work again for what is missing)."""
         ...
 
 

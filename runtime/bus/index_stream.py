@@ -14,9 +14,10 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from skald.messages import subjects
-from skald.messages.index import IndexChange
-from skald.runtime.bus.streams import stream_name
+from skald.messages.index import IndexChange, IndexRow
+from skald.runtime.bus.streams import TRANSIENT, stream_name
 from skald.store.index.shards import shard_of
+from skald.store.index.types import row_subject_token
 
 log = logging.getLogger("skald.bus")
 _enc = msgspec.msgpack.Encoder()
@@ -43,10 +44,10 @@ class IndexStream:
         n = self.index_shards
 
         def subject(token: str, ch: IndexChange) -> str:
-            if n <= 1:
-                return subjects.index_row(self.prefix, token)
             at = ch.upsert or ch.delete
-            return subjects.index_row(self.prefix, token, shard_of(at.account, at.uri, n) if at else 0)
+            if at is None:
+                return subjects.index_row(self.prefix, token, 0 if n > 1 else None)
+            return self._row_subject(token, at.account, at.uri)
 
         for i in range(0, len(changes), window):
             acks = await asyncio.gather(*(
@@ -55,6 +56,30 @@ class IndexStream:
             ))
             last = max(last, max(a.seq for a in acks))
         return last
+
+    def _row_subject(self, token: str, account: str, uri: str) -> str:
+        n = self.index_shards
+        return subjects.index_row(self.prefix, token, shard_of(account, uri, n) if n > 1 else None)
+
+    async def latest_rows(self, keys: list[tuple[str, str, int]]) -> dict[tuple[str, str, int], IndexRow]:
+        """Each row's subject's last message, read from the stream a window at a time."""
+        out: dict[tuple[str, str, int], IndexRow] = {}
+        stream = stream_name(self.prefix, "index")
+
+        async def one(key: tuple[str, str, int]) -> None:
+            account, uri, level = key
+            try:
+                msg = await self.js.get_msg(stream, subject=self._row_subject(
+                    row_subject_token(account, uri, level), account, uri))
+                change = _change_dec.decode(msg.data or b"")
+            except (NotFoundError, msgspec.DecodeError, *TRANSIENT):
+                return  # not there, or not now: the caller does without it
+            if change.upsert is not None:
+                out[key] = change.upsert
+
+        for i in range(0, len(keys), 64):
+            await asyncio.gather(*(one(k) for k in keys[i : i + 64]))
+        return out
 
     async def index_last_seq(self) -> int:
         try:

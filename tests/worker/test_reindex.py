@@ -71,3 +71,28 @@ async def test_reindex_refuses_what_it_cannot_do(client, body: dict[str, Any], c
     with pytest.raises(errors.SkaldError) as err:
         await client.call("content.reindex", body)
     assert err.value.code == code
+
+
+async def test_a_rewritten_document_reuses_its_unchanged_sections_vectors_from_the_index_stream(
+        deploy: Callable[..., Any]) -> None:
+    """On a real JetStream index stream: the document record keeps no vectors, and a rewrite
+    embeds only the section that changed; the others' vectors come back from their rows."""
+    import msgspec
+
+    from skald.store import document_records
+    from support import documents as sample_docs
+
+    w, c = await deploy()
+    base = "viking://resources/reuse"
+    text = sample_docs.handbook_md()
+    first = await c.add_resource(content=text, name="handbook.md", target_uri=base, wait=True)
+    assert first.sections >= 30 and first.embedded >= first.sections
+    record = next((w.cfg.data_dir / "accounts").rglob(".docs/handbook.md.msgpack"))
+    rec = msgspec.msgpack.decode(record.read_bytes(), type=document_records.DocRecord)
+    assert len(rec.sections) == first.sections and not any(s.vector for s in rec.sections)
+    again = await c.add_resource(content=text.replace("thirty-five days", "forty days"), name="handbook.md",
+                                 target_uri=base, wait=True)
+    assert again.sections == first.sections
+    assert again.embedded <= 1 + 2 + 3  # the changed section, the document's two rows, the directories
+    found = await c.find("how long are backups kept", target_uri=f"{base}/handbook.md", limit=3)
+    assert any(m.uri.endswith("#backups") for m in found.resources)
