@@ -205,11 +205,11 @@ class QuantisedVectors:
         """Float32 vectors of graph elements, read from the graph file a run of elements at a time."""
         order = np.argsort(pos, kind="stable")
         sp = pos[order].tolist()
+        fd, per = f.fileno(), lay.per
+        data = b"".join(os.pread(fd, per * (j - i), lay.start + sp[i] * per) for i, j in self._runs(sp))
+        elements = np.frombuffer(data, dtype=np.uint8).reshape(pos.size, per)
         out = np.empty((pos.size, self.dim), dtype=np.float32)
-        fd, per, at = f.fileno(), lay.per, lay.data_at
-        for i, j in self._runs(sp):
-            raw = np.frombuffer(os.pread(fd, per * (j - i), lay.start + sp[i] * per), dtype=np.uint8)
-            out[order[i:j]] = raw.reshape(j - i, per)[:, at : at + self.row_bytes].copy().view(np.float32)
+        out[order] = np.ascontiguousarray(elements[:, lay.data_at : lay.data_at + self.row_bytes]).view(np.float32)
         return out
 
     def read(self, labels: np.ndarray) -> np.ndarray:
