@@ -46,7 +46,7 @@ class VectorCache:
                 part = keys[i : i + 500]
                 marks = ",".join("?" * len(part))
                 for k, dim, data in self._db.execute(f"SELECT key, dim, data FROM vec WHERE key IN ({marks})", part):
-                    vec = vector_bytes.unpack(bytes(data))
+                    vec = vector_bytes.unpack(data)
                     if vec.shape == (dim,):
                         out[bytes(k)] = vec
         return out

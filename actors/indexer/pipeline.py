@@ -28,7 +28,7 @@ from skald.messages import ingest as ingest_msgs
 from skald.messages import subjects
 from skald.messages.errors import InvalidArgument, NotFound
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
-from skald.store import document_records, faults, sidecar, tree, treeops
+from skald.store import document_records, faults, sidecar, tree, treeops, vector_bytes
 from skald.store.index import row_subject_token
 from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
@@ -297,7 +297,7 @@ class IngestPipeline:
         vecs = await self.embedder.embed_passages([t for _, t in rows])
         out = []
         for (row, _), vec in zip(rows, vecs, strict=True):
-            row = msgspec.structs.replace(row, vector=rows_mod.vec_bytes(vec))
+            row = msgspec.structs.replace(row, vector=vector_bytes.pack(vec))
             out.append((row_subject_token(row.account, row.uri, row.level), IndexChange(upsert=row)))
         return out
 

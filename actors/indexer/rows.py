@@ -80,10 +80,6 @@ def file_texts(segments: tuple[str, ...], text: str, summary: str) -> tuple[str,
     return summary, f"{name}\n{summary}\n{body[:EMBED_CHARS]}"
 
 
-def vec_bytes(v: np.ndarray) -> bytes:
-    return vector_bytes.pack(v)
-
-
 def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],
              created_at: float, updated_at: float, content_hash: str, model: str, vector: np.ndarray,
              owner: str, text: str = "", uri: str = "", parent_uri: str = "", kind: str = "", title: str = "",
@@ -96,7 +92,7 @@ def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str,
     return IndexRow(
         account=account, uri=uri or join_uri(segments), level=level, parent_uri=parent_uri or join_uri(segments[:-1]),
         context_type=ctype, category=cat, abstract=abstract, tags=tags, created_at=created_at,
-        updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vec_bytes(vector),
+        updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vector_bytes.pack(vector),
         text=text[:KEYWORD_CHARS], kind=kind, title=title, start_line=start_line, end_line=end_line, page=page,
         lang=language_of(text or abstract),
     )

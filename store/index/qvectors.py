@@ -138,16 +138,14 @@ class QuantisedVectors:
             self.fresh, self.used, self.live = None, 0, 0
 
     @staticmethod
-    def _runs(labels: list[int]) -> list[tuple[int, int]]:
-        """(start, end) positions of the runs of consecutive labels, in the order given."""
-        runs, i = [], 0
-        while i < len(labels):
-            j = i + 1
-            while j < len(labels) and labels[j] == labels[j - 1] + 1:
-                j += 1
-            runs.append((i, j))
-            i = j
-        return runs
+    def _runs(labels: list[int] | np.ndarray) -> list[tuple[int, int]]:
+        """(start, end) positions of the runs of consecutive labels, in the order given (array
+        operations: a snapshot's base asks this of every row)."""
+        a = np.asarray(labels, dtype=np.int64)
+        if a.size == 0:
+            return []
+        cut = (np.flatnonzero(np.diff(a) != 1) + 1).tolist()
+        return list(zip([0, *cut], [*cut, int(a.size)], strict=True))
 
     def _write(self, labels: np.ndarray, mat: np.ndarray) -> None:
         """The float32 rows into the file at their labels' places, one write per contiguous run;
@@ -187,19 +185,9 @@ class QuantisedVectors:
         old, self._base, self._lay, self.base_pos = self._base, f, lay, pos
         if old is not None:
             old.close()
-        size, runs = self.row_bytes, self._label_runs(np.flatnonzero(pos >= 0))
-        _punch(self._file.fileno(), [(a * size, b * size) for a, b in runs])
+        held, size = np.flatnonzero(pos >= 0), self.row_bytes
+        _punch(self._file.fileno(), [(int(held[i]) * size, (int(held[j - 1]) + 1) * size) for i, j in self._runs(held)])
         return True
-
-    @staticmethod
-    def _label_runs(labels: np.ndarray) -> list[tuple[int, int]]:
-        """[start, end) runs of consecutive values in a sorted array."""
-        if labels.size == 0:
-            return []
-        cut = np.flatnonzero(np.diff(labels) != 1) + 1
-        starts = np.concatenate(([0], cut))
-        ends = np.concatenate((cut, [labels.size]))
-        return [(int(labels[a]), int(labels[b - 1]) + 1) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
     def _read_base(self, f: BinaryIO, lay: graphfile.Layout, pos: np.ndarray) -> np.ndarray:
         """Float32 vectors of graph elements, read from the graph file a run of elements at a time."""
