@@ -21,6 +21,7 @@ from skald.runtime.models.httpjson import AttemptTimeout, JsonClient, Response, 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 5
 BACKOFF_MAX_S = 8.0
+MIN_ATTEMPT_S = 0.05  # no retry is started with less time than this left
 
 
 class Transient(Exception):  # noqa: N818 - a signal for the retry loop, raised only inside it
@@ -53,6 +54,7 @@ async def post_json(client: JsonClient, url: str, body: Any, deadline_s: float,
     """POST `body`; the first non-transient answer (raised for an error status), or the last
     transient failure once attempts or the deadline run out."""
     end = time.monotonic() + deadline_s
+    answered: list[Transient] = []  # the server's own failing answers, latest last
     backoff = wait_random_exponential(multiplier=0.25, max=BACKOFF_MAX_S)
 
     def wait(state: RetryCallState) -> float:
@@ -62,7 +64,7 @@ async def post_json(client: JsonClient, url: str, body: Any, deadline_s: float,
         return max(0.0, min(pause, end - time.monotonic()))
 
     def deadline_left(state: RetryCallState) -> bool:
-        return time.monotonic() >= end - 0.01
+        return time.monotonic() >= end - MIN_ATTEMPT_S
 
     def transient(e: BaseException) -> bool:
         return isinstance(e, (Transient, TransportError)) and time.monotonic() < end
@@ -74,7 +76,8 @@ async def post_json(client: JsonClient, url: str, body: Any, deadline_s: float,
     async def attempt() -> Response:
         r = await client.post(url, body, max(0.05, end - time.monotonic()))
         if r.status in RETRY_STATUS:
-            raise Transient(r)
+            answered.append(Transient(r))
+            raise answered[-1]
         r.raise_for_status(url)
         return r
 
@@ -99,6 +102,11 @@ async def post_json(client: JsonClient, url: str, body: Any, deadline_s: float,
             stats.gave_up += 1
         e.response.raise_for_status(url)
         raise
-    except AttemptTimeout as e:  # out of time: the same error a caller's own fuse raises
+    except AttemptTimeout as e:
+        if answered:  # the server kept failing and the deadline cut off a retry: report its failure
+            if stats is not None:
+                stats.gave_up += 1
+            answered[-1].response.raise_for_status(url)
+        # out of time without an answer: the same error a caller's own fuse raises
         raise TimeoutError(f"no answer from {url} within {deadline_s:.1f}s") from e
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

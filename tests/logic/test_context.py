@@ -168,7 +168,7 @@ async def test_digest_rewrite_cites_served_uris_and_fails_closed(deploy: Callabl
     mode = {"kind": "ok"}
     stub = digest_stub(mode)
     try:
-        w, c = await deploy(llm_base_url=stub.url, recall_rewrite_timeout_s=0.5)
+        w, c = await deploy(llm_base_url=stub.url, recall_rewrite_timeout_s=1.0)
         await seed(c)
         body = {"query": "caddy upstream port", **CTX, "rewrite": True, "session_id": "rw", "dedup_turns": 1,
                 "query_expansion": "off"}

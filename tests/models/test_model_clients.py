@@ -130,6 +130,15 @@ async def test_transient_failures_are_retried_honouring_retry_after() -> None:
         with pytest.raises(HTTPStatusError):
             await post_json(client, f"{stub.url}/chat/completions", {}, 0.5, stats)
         assert time.monotonic() - t0 < 2.0 and stats.gave_up == 1
+        # a 503, then a retry the deadline cuts off: the server's failure is what is reported
+        script[:] = [(503, {"error": "busy"}, 0), (503, {"error": "busy"}, 1.5)]
+        with pytest.raises(HTTPStatusError) as failed:
+            await post_json(client, f"{stub.url}/chat/completions", {}, 0.5, stats)
+        assert failed.value.status == 503 and stats.gave_up == 2
+        # no answer at all within the deadline is a timeout
+        script[:] = [(200, chat("late"), 1.5)]
+        with pytest.raises(TimeoutError):
+            await post_json(client, f"{stub.url}/chat/completions", {}, 0.3, stats)
         await client.close()
     finally:
         stub.close()
