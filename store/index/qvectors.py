@@ -11,7 +11,8 @@ scored again from the float32 file (`exact`): a few `pread`s from the page cache
 score is the cosine itself, as before.
 
 The float32 file would hold every vector a second time on disk beside the snapshot's graph, which
-has them too (1.5 KB a row). So once a snapshot is written or loaded its graph file is the base:
+has them too (1.5 KB a row). So once a snapshot is written or loaded its graph file (or, where the
+graph is kept split, its float16 vectors file, `graphfile.split`) is the base:
 a row whose vector has not been written since is read from there (`rebase`; the labels' places
 in it come from its label column, and a sample read both ways must agree before it is trusted),
 and the file's bytes for those rows are given back to the file system (a hole punched). Writes
@@ -163,13 +164,13 @@ class QuantisedVectors:
         return self.writes
 
     def rebase(self, path: Path, since: int, pos: np.ndarray, check: bool = True) -> bool:
-        """Take the graph file at `path` (saved when the write count was `since`; `pos` each
-        label's element in it, from `graphfile.positions` or a load's read) as the base of the
-        rows not written since, and give back their bytes in the file. With `check`, a sample of
-        rows read from both must agree (the file's layout is hnswlib's, not a documented format);
-        when it does not, or the file does not read, nothing changes."""
+        """Take the graph file at `path`, or a split graph's float16 vectors (saved when the write
+        count was `since`; `pos` each label's element in it, from `graphfile.positions` or a load's
+        read) as the base of the rows not written since, and give back their bytes in the file.
+        With `check`, a sample of rows read from both must agree (the file's layout is hnswlib's,
+        not a documented format); when it does not, or the file does not read, nothing changes."""
         try:
-            lay = graphfile.layout(path, self.dim)
+            lay = graphfile.base_layout(path, self.dim)
             f = open(path, "rb")  # noqa: SIM115 - held as the base until the next one
         except (OSError, graphfile.UnexpectedLayout):
             return False
@@ -190,14 +191,16 @@ class QuantisedVectors:
         return True
 
     def _read_base(self, f: BinaryIO, lay: graphfile.Layout, pos: np.ndarray) -> np.ndarray:
-        """Float32 vectors of graph elements, read from the graph file a run of elements at a time."""
+        """Float32 vectors of graph elements, read from the graph file (or a split one's float16
+        vectors) a run of elements at a time."""
         order = np.argsort(pos, kind="stable")
         sp = pos[order].tolist()
         fd, per = f.fileno(), lay.per
         data = b"".join(os.pread(fd, per * (j - i), lay.start + sp[i] * per) for i, j in self._runs(sp))
         elements = np.frombuffer(data, dtype=np.uint8).reshape(pos.size, per)
         out = np.empty((pos.size, self.dim), dtype=np.float32)
-        out[order] = np.ascontiguousarray(elements[:, lay.data_at : lay.data_at + self.row_bytes]).view(np.float32)
+        width = self.dim * np.dtype(lay.dtype).itemsize
+        out[order] = np.ascontiguousarray(elements[:, lay.data_at : lay.data_at + width]).view(lay.dtype)
         return out
 
     def read(self, labels: np.ndarray) -> np.ndarray:

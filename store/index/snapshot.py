@@ -32,8 +32,11 @@ ROWS = "rows.zst"  # the rows, msgpack zstd-compressed (`store/packed.py`)
 # keywords.npz before, still read); foreign.msgpack since 2026-12; texts.* since leaf texts left the rows (a
 # snapshot without them holds rows with their text); keywords.* since the keyword index is saved
 # (without them it is rebuilt from the texts). vectors.npy is only read: the vectors are the
-# graph's own (`graphfile.py`); an older snapshot has them beside it.
-SNAPSHOT_FILES = (ROWS, "graph.bin", "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
+# graph's own (`graphfile.py`); an older snapshot has them beside it. The graph is graph.links and
+# vectors.f16 when its vectors are float16 values (every one since the stream carries float16), else
+# graph.bin as hnswlib saved it.
+GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES)
+SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
 READ_FILES = (*SNAPSHOT_FILES, "vectors.npy", "rows.msgpack", "keywords.npz")
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
 
@@ -83,11 +86,13 @@ class IndexSnapshot(IndexRows):
             packed.write_bytes(tmp / ROWS, msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
             with self._graph_lock:
-                self._graph.save_index(str(tmp / "graph.bin"))
+                self._graph.save_index(str(tmp / graphfile.GRAPH))
         finally:
             self._thaw()
+        graphfile.split(tmp / graphfile.GRAPH, self.dim)  # kept whole when a vector is not float16
         # The files are complete: their checksums are read back without holding up searches.
-        meta["crc32"] = {name: _crc32(tmp / name, _covered(meta, name)) for name in SNAPSHOT_FILES}
+        meta["crc32"] = {name: _crc32(tmp / name, _covered(meta, name)) for name in SNAPSHOT_FILES
+                         if (tmp / name).exists()}
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
@@ -97,13 +102,14 @@ class IndexSnapshot(IndexRows):
             os.rename(directory, old)
         os.rename(tmp, directory)
         shutil.rmtree(old, ignore_errors=True)
+        graph, halves = graphfile.saved(directory)
         try:  # the vectors not written since are read from the graph just saved
-            pos = graphfile.positions(directory / "graph.bin", self.dim, len(self._rows))
+            pos = graphfile.positions(graph, self.dim, len(self._rows))
         except (OSError, graphfile.UnexpectedLayout) as e:
             log.warning("index snapshot graph %s: %s; its vectors stay in the float32 file too", directory, e)
         else:
             with self._lock:
-                self._qv.rebase(directory / "graph.bin", self._saved_writes, pos)
+                self._qv.rebase(halves or graph, self._saved_writes, pos)
         return int(meta["applied_seq"])
 
     def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any], tuple[Frozen, np.ndarray, np.ndarray]]:
@@ -185,7 +191,12 @@ class IndexSnapshot(IndexRows):
             idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"))
             idx._tlen[:n] = table[:, 2]
         idx._graph = hnswlib.Index(space="ip", dim=dim)
-        idx._graph.load_index(str(directory / "graph.bin"), max_elements=idx._level.shape[0])
+        graph, halves = graphfile.saved(directory)
+        if halves is None:
+            idx._graph.load_index(str(graph), max_elements=idx._level.shape[0])
+        else:
+            with graphfile.assembled(graph, halves, dim, text_dir or directory.parent) as whole:
+                idx._graph.load_index(whole, max_elements=idx._level.shape[0])
         idx._graph.set_ef(HNSW_EF_SEARCH)
         if "vectors.npy" in (meta.get("crc32") or {}):  # an older snapshot: the vectors beside the graph
             vecs = np.load(directory / "vectors.npy", mmap_mode="r")
@@ -196,7 +207,7 @@ class IndexSnapshot(IndexRows):
                             np.asarray(vecs[i : i + 16_384], dtype=np.float32), fresh=False)
             del vecs
         else:
-            idx._vectors_from_graph(directory / "graph.bin", rows)
+            idx._vectors_from_graph(graph, halves, rows)
         pending: list[tuple[int, str, str]] = []  # rows to keyword-index, a batch at a time
         for label, row in enumerate(rows):
             if row is None:
@@ -243,16 +254,17 @@ class IndexSnapshot(IndexRows):
             idx.foreign = msgspec.msgpack.decode((directory / "foreign.msgpack").read_bytes(), type=dict[str, str])
         return idx
 
-    def _vectors_from_graph(self, path: Path, rows: list[IndexRow | None]) -> None:
-        """Every live row's vector read out of the saved graph (`graphfile.py`) and quantised into
-        memory; the graph file is then where exact reads find them (`QuantisedVectors.rebase`),
-        nothing copied to the float32 file. Asked of the graph row by row, and written to that
-        file, when the layout is not the one known or a sample disagrees with the graph."""
+    def _vectors_from_graph(self, path: Path, halves: Path | None, rows: list[IndexRow | None]) -> None:
+        """Every live row's vector read out of the saved graph (`graphfile.py`: the graph file, or
+        a split graph's links and float16 `halves`) and quantised into memory; that file is then
+        where exact reads find them (`QuantisedVectors.rebase`), nothing copied to the float32
+        file. Asked of the graph row by row, and written to that file, when the layout is not the
+        one known or a sample disagrees with the graph."""
         n = len(rows)
         try:
             checked = False
             pos, at = np.full(self._qv.q.shape[0], -1, dtype=np.int32), 0
-            for labels, mat in graphfile.vectors(path, self.dim):
+            for labels, mat in graphfile.vectors(path, self.dim, halves):
                 fits = labels < pos.size
                 pos[labels[fits]] = np.arange(at, at + labels.size, dtype=np.int32)[fits]
                 at += labels.size
@@ -268,8 +280,9 @@ class IndexSnapshot(IndexRows):
                 order = np.argsort(labels)
                 self._qv.put(labels[order], mat[order], fresh=False, in_base=True)
             # Read from the graph file from now on (checked against the graph above), not copied.
-            if not self._qv.rebase(path, self._qv.mark(), pos, check=False):
-                raise ValueError(f"{path} cannot be read as the vectors' base")
+            base = halves or path
+            if not self._qv.rebase(base, self._qv.mark(), pos, check=False):
+                raise ValueError(f"{base} cannot be read as the vectors' base")
             return
         except graphfile.UnexpectedLayout as e:
             log.warning("index snapshot graph %s: %s; reading its vectors one by one", path, e)

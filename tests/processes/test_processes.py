@@ -75,7 +75,7 @@ async def test_a_corrupt_index_snapshot_is_rebuilt_from_the_stream(tmp_path: Pat
         rows = (await c.call("system.health"))["actors"]["retriever"]["index"]["rows"]
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 0
-    graph = data / ".skald" / "index" / "replica-0" / "graph.bin"
+    graph = data / ".skald" / "index" / "replica-0" / "graph.links"  # split: the stream's vectors are float16
     raw = bytearray(graph.read_bytes())
     raw[len(raw) // 2] ^= 0x40
     graph.write_bytes(bytes(raw))
@@ -94,7 +94,7 @@ async def test_a_corrupt_index_snapshot_is_rebuilt_from_the_stream(tmp_path: Pat
         assert [m["uri"] for m in after["resources"]] == [m["uri"] for m in before["resources"]]
     p2.send_signal(signal.SIGTERM)
     assert p2.wait(20) == 0
-    assert p2.stderr is not None and "graph.bin does not match its checksum" in p2.stderr.read()
+    assert p2.stderr is not None and "graph.links does not match its checksum" in p2.stderr.read()
 
 
 async def test_two_retriever_workers_share_the_load_and_survive_a_kill(tmp_path: Path, procs: list) -> None:

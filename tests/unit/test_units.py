@@ -203,14 +203,19 @@ def test_content_hash_says_whether_two_indexes_hold_the_same_rows_whatever_the_o
 
 @pytest.mark.parametrize("damage", ["flip graph.bin", "truncate rows.zst", "truncate keywords.arrays",
                                     "flip keywords.msgpack", "remove graph.bin", "garble meta.json",
-                                    "flip foreign.msgpack"])
+                                    "flip foreign.msgpack", "flip graph.links", "flip vectors.f16",
+                                    "truncate vectors.f16", "remove graph.links"])
 def test_a_corrupt_index_snapshot_is_refused_and_logged_never_half_loaded(tmp_path, caplog, damage) -> None:  # type: ignore[no-untyped-def]
     """Each file of a snapshot carries its CRC-32 in meta.json: a snapshot that does not read back
-    whole is refused (None, so the replica rebuilds from the index stream) with a warning."""
+    whole is refused (None, so the replica rebuilds from the index stream) with a warning. The
+    graph is split (links, float16 vectors) when the vectors are float16 values, as the stream's are."""
     emb = HashEmbedder()
     idx = VectorIndex(emb.dim, emb.name)
-    idx.upsert_many(_rows(300, emb.dim))
+    split = damage.endswith((".links", ".f16"))
+    rows = _rows(300, emb.dim)
+    idx.upsert_many([(r, v.astype(np.float16).astype(np.float32)) for r, v in rows] if split else rows)
     idx.save(tmp_path / "snap")
+    assert (tmp_path / "snap" / "graph.bin").exists() != split
     assert VectorIndex.load(tmp_path / "snap", emb.dim, emb.name) is not None
     verb, name = damage.split()
     path = tmp_path / "snap" / name

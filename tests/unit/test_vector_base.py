@@ -10,6 +10,7 @@ import shutil
 
 import msgspec
 import numpy as np
+import pytest
 
 from skald.store.index import Query, VectorIndex
 from skald.store.index import snapshot as snapshot_mod
@@ -26,8 +27,13 @@ def _scores(idx: VectorIndex, probes: list[np.ndarray]) -> list[list[tuple[str, 
     return [[(h.row.uri, round(h.score, 6)) for h in idx.search(v, Query(account="a"), 5)[0]] for v in probes]
 
 
-def test_rows_not_written_since_a_snapshot_are_read_from_its_graph(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("halves", [False, True], ids=["float32", "float16"])
+def test_rows_not_written_since_a_snapshot_are_read_from_its_graph(tmp_path, monkeypatch, halves) -> None:  # type: ignore[no-untyped-def]
+    """Vectors as the index stream carries them (float16 values) make a split graph, whose float16
+    file is the base; others a whole graph, read in place."""
     data = _rows(1500, seed=11)
+    if halves:
+        data = [(r, v.astype(np.float16).astype(np.float32)) for r, v in data]
     probes = [v for _, v in data[::97]]
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
     idx.upsert_many(data)
@@ -45,6 +51,12 @@ def test_rows_not_written_since_a_snapshot_are_read_from_its_graph(tmp_path, mon
     monkeypatch.setattr(snapshot_mod.IndexSnapshot, "_freeze", freeze_then_write)
     idx.save(tmp_path / "snap")
     monkeypatch.undo()
+    names = {p.name for p in (tmp_path / "snap").iterdir()}
+    if halves:  # the graph's links, and its vectors in 2 bytes a component
+        assert {"graph.links", "vectors.f16"} <= names and "graph.bin" not in names
+        assert (tmp_path / "snap" / "vectors.f16").stat().st_size == 1500 * DIM * 2
+    else:
+        assert "graph.bin" in names and "graph.links" not in names
     assert _allocated(idx) < held / 20  # the vectors' bytes given back: the graph file holds them
     assert int((idx._qv.base_pos >= 0).sum()) == 1499  # every row but the one written meanwhile
     row7 = idx.search(moved, Query(account="a"), 1)[0][0]
@@ -65,6 +77,7 @@ def test_rows_not_written_since_a_snapshot_are_read_from_its_graph(tmp_path, mon
     back = VectorIndex.load(tmp_path / "snap2", DIM, "m", text_dir=tmp_path)
     assert back is not None
     assert _allocated(back) == 0 and int((back._qv.base_pos >= 0).sum()) == 1500
+    assert back._qv._lay is not None and back._qv._lay.dtype == ("<f2" if halves else "<f4")
     assert _scores(back, probes) == before
 
 
@@ -87,3 +100,20 @@ def test_a_graph_file_that_disagrees_is_not_taken_as_the_base(tmp_path) -> None:
     hit = idx.search(probe, Query(account="a"), 1)[0][0]
     assert abs(hit.score - 1.0) < 1e-5
     assert msgspec.json.decode((tmp_path / "snap" / "meta.json").read_bytes())["rows"] == 400
+
+
+def test_a_split_graphs_vectors_that_disagree_are_not_taken_as_the_base(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = [(r, v.astype(np.float16).astype(np.float32)) for r, v in _rows(400, seed=13)]
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.save(tmp_path / "snap")
+    links, good = tmp_path / "snap" / "graph.links", tmp_path / "snap" / "vectors.f16"
+    halves = np.fromfile(good, dtype="<f2").reshape(-1, DIM)
+    bad = tmp_path / "vectors.f16"  # the name a split graph's vectors have, in another directory
+    (halves * np.float16(0.5)).tofile(bad)
+    pos = snapshot_mod.graphfile.positions(links, DIM, 400)
+    qv = idx._qv
+    assert not qv.rebase(bad, qv.mark(), pos)
+    assert qv.rebase(good, qv.mark(), pos)
+    hit = idx.search(data[9][1], Query(account="a"), 1)[0][0]
+    assert hit.row.uri == data[9][0].uri and abs(hit.score - 1.0) < 1e-3
