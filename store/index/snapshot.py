@@ -126,7 +126,7 @@ class IndexSnapshot(IndexRows):
                 self._saved_writes = self._qv.mark()
                 n = len(self._rows)
                 meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
-                                        "rows": n}
+                                        "rows": n, "chash": f"{self._chash:032x}"}
                 meta["foreign"] = dict(self.foreign)
                 # The graph (with the vectors) is held still until `_thaw`; the texts are read
                 # where they are now and the keyword index's changes since are repaired on load.
@@ -209,6 +209,12 @@ class IndexSnapshot(IndexRows):
         else:
             idx._vectors_from_graph(graph, halves, rows)
         pending: list[tuple[int, str, str]] = []  # rows to keyword-index, a batch at a time
+        setattr_ = msgspec.structs.force_setattr  # the rows are this load's own, not yet shared
+        # The XOR of the rows' digests, as saved with them (a digest of every row is 3-4 s of a
+        # million-row load); computed here for a snapshot from before it was saved.
+        chash = int(meta["chash"], 16) if "chash" in meta else None
+        if chash is not None:
+            idx._chash = chash
         for label, row in enumerate(rows):
             if row is None:
                 idx._free.append(label)
@@ -222,11 +228,16 @@ class IndexSnapshot(IndexRows):
                     text = idx._texts.get(label) if reindex else ""  # its length is in texts.npy
                 elif text:
                     idx._texts.put(label, text)
-            rows[label] = row = msgspec.structs.replace(row, text="" if row.level == 2 else text,
-                                                        **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
+            if row.level == 2 and row.text:  # a snapshot from before the texts left the rows
+                rows[label] = row = msgspec.structs.replace(row, text="")
+            # The fields many rows repeat, one string each, set in place (a copy of every row cost
+            # about 1 s of a million-row load).
+            for f in SHARED_FIELDS:
+                setattr_(row, f, sys.intern(getattr(row, f)))
             key = row_key(row.account, row.uri, row.level)
             idx._labels[key] = label
-            idx._chash ^= row_digest(key, row)
+            if chash is None:
+                idx._chash ^= row_digest(key, row)
             idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
             if reindex:
                 pending.append((label, text or row.abstract, row.lang or DEFAULT))
