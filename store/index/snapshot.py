@@ -36,7 +36,8 @@ ROWS = "rows.zst"  # the rows, msgpack zstd-compressed (`store/packed.py`)
 # vectors.f16 when its vectors are float16 values (every one since the stream carries float16), else
 # graph.bin as hnswlib saved it.
 GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES)
-SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", *bm25_snapshot.FILES)
+SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", "texts.dict",
+                  *bm25_snapshot.FILES)
 READ_FILES = (*SNAPSHOT_FILES, "vectors.npy", "rows.msgpack", "keywords.npz")
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
 
@@ -82,6 +83,8 @@ class IndexSnapshot(IndexRows):
             # Where each text is, and its length in characters (what hybrid reads, without the text).
             table, meta["texts_bytes"] = self._texts.save(tmp / "texts.bin", texts_at)
             np.save(tmp / "texts.npy", np.column_stack([table, tlen]))
+            if (dictionary := self._texts.packer.dictionary) is not None:  # what the texts are packed with
+                (tmp / "texts.dict").write_bytes(dictionary)
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
             packed.write_bytes(tmp / ROWS, msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
@@ -188,7 +191,8 @@ class IndexSnapshot(IndexRows):
             table = np.load(directory / "texts.npy")
             if table.shape != (n, 3):
                 raise ValueError(f"texts {table.shape} for a snapshot of {n}")
-            idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"))
+            dictionary = (directory / "texts.dict").read_bytes() if "texts.dict" in crcs else None
+            idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"), dictionary)
             idx._tlen[:n] = table[:, 2]
         idx._graph = hnswlib.Index(space="ip", dim=dim)
         graph, halves = graphfile.saved(directory)

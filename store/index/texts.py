@@ -9,6 +9,14 @@ the operating system's page cache keeps the hot part in memory, outside the proc
 back under pressure. Replaced and removed texts leave garbage; the file is rewritten with only the
 live texts when the garbage outgrows them (`compact`).
 
+Each text is stored zstd-compressed with a dictionary (`Packer`): a section of a few hundred words
+shares most of its vocabulary and phrasing with the others, which one text alone cannot exploit
+(per text, plain zstd keeps 62% of the bytes; with a 32 KB dictionary trained on the heap's first
+texts, 39%; 7.6 us to compress a 950-byte section, 2 us to read it back). The dictionary is trained
+once, from the first megabyte of texts put (stored as they are until then), and kept for the heap's
+life: a compaction and a snapshot copy the texts as stored, and a snapshot saves the dictionary
+beside them. A stored text is told apart by zstd's frame magic, which valid UTF-8 cannot begin with.
+
 A snapshot does not copy the texts: the file is only ever appended to between compactions, so the
 snapshot takes it as it is, by a hard link to the open file (an `O_TMPFILE` file can be given a
 name), with where each text is at that moment and how many leading bytes it relies on. The texts
@@ -25,8 +33,68 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
+import zstandard
 
 COMPACT_FROM = 64 << 20  # bytes of garbage below which the file is never rewritten
+TRAIN_BYTES = 1 << 20  # texts put before the dictionary is trained from them
+DICT_BYTES = 32 << 10
+MIN_PACK = 64  # texts shorter than this are stored as they are
+LEVEL = 3
+_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame's first bytes: 0xb5 cannot follow '(' in UTF-8
+
+
+class Packer:
+    """A heap's dictionary compression: samples until trained, then one compressor (used under
+    the heap's write lock) and a decompressor per reading thread (they are not thread-safe)."""
+
+    def __init__(self, dictionary: bytes | None = None) -> None:
+        self._samples: list[bytes | bytearray | memoryview] | None = [] if dictionary is None else None
+        self._sampled = 0
+        self.dictionary = dictionary
+        self._c: zstandard.ZstdCompressor | None = None
+        self._local = threading.local()
+        if dictionary is not None:
+            self._ready(dictionary)
+
+    def _ready(self, dictionary: bytes) -> None:
+        self.dictionary = dictionary
+        self._d = zstandard.ZstdCompressionDict(dictionary)
+        self._c = zstandard.ZstdCompressor(level=LEVEL, dict_data=self._d)
+
+    def pack(self, data: bytes) -> bytes:
+        """What to store for `data` (under the heap's write lock): compressed once trained, when smaller."""
+        if self._c is None:
+            self._sample(data)
+            return data
+        if len(data) < MIN_PACK:
+            return data
+        out = self._c.compress(data)
+        return out if len(out) < len(data) else data
+
+    def _sample(self, data: bytes) -> None:
+        if self._samples is None or not data:
+            return
+        self._samples.append(data)
+        self._sampled += len(data)
+        if self._sampled < TRAIN_BYTES or len(self._samples) < 64:
+            return
+        samples, self._samples = self._samples, None
+        try:
+            trained = zstandard.train_dictionary(DICT_BYTES, samples, level=LEVEL)
+        except zstandard.ZstdError:  # too little variety to train on: sample the next texts
+            self._samples, self._sampled = [], 0
+            return
+        self._ready(trained.as_bytes())
+
+    def unpack(self, data: bytes) -> str:
+        if data[:4] != _MAGIC:
+            return data.decode()
+        d = getattr(self._local, "d", None)
+        if d is None:
+            if self.dictionary is None:
+                raise ValueError("a compressed text without its dictionary")
+            d = self._local.d = zstandard.ZstdDecompressor(dict_data=self._d)
+        return d.decompress(data).decode()
 
 
 class Frozen(NamedTuple):
@@ -75,6 +143,7 @@ class TextHeap:
         self.size = np.full(capacity, -1, dtype=np.int32)  # bytes of each label's text, -1 for none
         self.end = 0
         self.live_bytes = 0
+        self.packer = Packer()
 
     def grow(self, cap: int) -> None:
         old = self.off.shape[0]
@@ -87,8 +156,8 @@ class TextHeap:
         self.off, self.size = off, size
 
     def put(self, label: int, text: str) -> None:
-        data = text.encode()
         with self._lock:
+            data = self.packer.pack(text.encode())
             self._forget(label)
             if data:
                 os.pwrite(self._f.fileno(), data, self.end)
@@ -100,7 +169,7 @@ class TextHeap:
         n = int(self.size[label]) if 0 <= label < self.size.shape[0] else -1
         if n <= 0:
             return ""
-        return os.pread(self._f.fileno(), n, int(self.off[label])).decode()
+        return self.packer.unpack(os.pread(self._f.fileno(), n, int(self.off[label])))
 
     def drop(self, label: int) -> None:
         with self._lock:
@@ -154,10 +223,13 @@ class TextHeap:
             table = np.stack([self._copy(at.offs, at.sizes, out), at.sizes], axis=1)
             return table, out.tell()
 
-    def load(self, path: Path, table: np.ndarray, nbytes: int | None = None) -> None:
-        """Take the texts a snapshot saved (`save`'s file and pairs) as this heap's: the first
-        `nbytes` of the file (all of it when not given), which is all the pairs point into (a
-        linked file may have grown after the snapshot, when it was still a live heap)."""
+    def load(self, path: Path, table: np.ndarray, nbytes: int | None = None, dictionary: bytes | None = None) -> None:
+        """Take the texts a snapshot saved (`save`'s file and pairs, and the dictionary they were
+        packed with, if any) as this heap's: the first `nbytes` of the file (all of it when not
+        given), which is all the pairs point into (a linked file may have grown after the
+        snapshot, when it was still a live heap)."""
+        if dictionary is not None:
+            self.packer = Packer(dictionary)
         n = table.shape[0]
         self.grow(n)
         left = nbytes if nbytes is not None else path.stat().st_size
