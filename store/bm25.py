@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from skald.store.language import DEFAULT
-from skald.store.postings import Postings
+from skald.store.postings import TF_MAX, Postings
 from skald.store.row_terms import RowTerms
 from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
@@ -139,7 +139,7 @@ class KeywordIndex:
         tid = tid[order]
         lab = np.asarray(labels, dtype=np.int32)[order]
         gen = np.asarray(gens, dtype=np.uint32)[order]
-        tf = np.asarray(tfs, dtype=np.float32)[order]
+        tf = np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(np.uint16)[order]
         cuts = np.flatnonzero(tid[1:] != tid[:-1]) + 1
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), tid.size]

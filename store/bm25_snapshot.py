@@ -24,7 +24,7 @@ import numpy as np
 
 from skald.store import packed
 from skald.store.bm25 import KeywordIndex
-from skald.store.postings import Postings
+from skald.store.postings import TF_MAX, Postings
 from skald.store.row_terms import RowTerms
 
 ARRAYS = "keywords.arrays"  # zstd-compressed (`store/packed.py`)
@@ -59,7 +59,7 @@ def save(kw: KeywordIndex, directory: Path, frozen: np.ndarray) -> None:
         counts = np.fromiter((p.n for p in posts), dtype=np.int64, count=len(posts))
         labels = np.concatenate([p.labels[: p.n] for p in posts]) if posts else np.zeros(0, np.int32)
         gens = np.concatenate([p.gens[: p.n] for p in posts]) if posts else np.zeros(0, np.uint32)
-        tfs = np.concatenate([p.tfs[: p.n] for p in posts]) if posts else np.zeros(0, np.float32)
+        tfs = np.concatenate([p.tfs[: p.n] for p in posts]) if posts else np.zeros(0, np.uint16)
         held = gens == kw._gen[labels]  # the postings of rows that hold the term now
         kept = np.concatenate(([0], np.cumsum(held, dtype=np.int64)))
         off = kept[np.concatenate(([0], np.cumsum(counts)))]
@@ -67,7 +67,7 @@ def save(kw: KeywordIndex, directory: Path, frozen: np.ndarray) -> None:
         arrays = {
             "post_off": off,
             "post_labels": labels[held],
-            "post_tfs": tfs.astype(np.uint16) if not tfs.size or float(tfs.max()) < 65_536 else tfs,
+            "post_tfs": tfs,
             "terms_data": kw._terms.data[: kw._terms.end].copy(),
             "terms_start": kw._terms.start.copy(),
             "terms_count": kw._terms.count.copy(),
@@ -96,7 +96,7 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
         with np.load(directory / "keywords.npz") as npz:
             z = {name: npz[name] for name in npz.files}
     off, labels = z["post_off"], z["post_labels"]
-    tfs = z["post_tfs"].astype(np.float32, copy=False)
+    tfs = np.minimum(z["post_tfs"], TF_MAX).astype(np.uint16, copy=False)  # float32 in older snapshots
     kw._gen, kw._dl = z["gen"], z["dl"]
     if "post_gens" in z:  # written before: every posting with its generation, stale ones too
         gens, live = z["post_gens"], z["post_live"]
@@ -113,7 +113,7 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
         # and moves it to an array of its own; a compaction writes only inside it.
         p.labels, p.gens, p.tfs = labels[lo:hi], gens[lo:hi], tfs[lo:hi]
         if hi == lo:  # room for an append, as a new term has
-            p.labels, p.gens, p.tfs = np.empty(2, np.int32), np.empty(2, np.uint32), np.empty(2, np.float32)
+            p.labels, p.gens, p.tfs = np.empty(2, np.int32), np.empty(2, np.uint32), np.empty(2, np.uint16)
         p.n, p.live = hi - lo, int(live[tid])
         posts.append(p)
     kw._post = posts
