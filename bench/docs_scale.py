@@ -147,6 +147,8 @@ async def main() -> None:
     ap.add_argument("--sizes", default="100000,250000,500000,1000000", help="section rows at each measurement")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--text", choices=["zipf", "clustered"], default="zipf")
+    ap.add_argument("--batch-docs", type=int, default=BATCH_DOCS,
+                    help="documents moved in per fs.mv (whose handler answers within 120 s: fewer on a slow machine)")
     ap.add_argument("--no-cold", action="store_true", help="skip the snapshot and cold start at each size")
     a = ap.parse_args()
     rng = random.Random(7)
@@ -168,7 +170,7 @@ async def main() -> None:
         for target in (int(x) for x in a.sizes.split(",")):
             t0 = time.perf_counter()
             while docs * SECTIONS_PER_DOC < target:
-                n = min(BATCH_DOCS, -(-(target - docs * SECTIONS_PER_DOC) // SECTIONS_PER_DOC))
+                n = min(a.batch_docs, -(-(target - docs * SECTIONS_PER_DOC) // SECTIONS_PER_DOC))
                 stage = d.worker.cfg.data_dir / "accounts" / "default" / "resources" / f"stage{docs}"
                 stage.mkdir(parents=True)
                 for i in range(docs, docs + n):
