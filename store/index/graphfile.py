@@ -7,7 +7,7 @@ A vector written to the stream is float16 (`store/vector_bytes.py`), so the floa
 graph are float16 values held in twice the bytes: a snapshot writes them as float16 (768 bytes a
 row at 384 dimensions instead of 1,536) when every one converts back exactly, and the whole graph
 as hnswlib saved it otherwise (vectors written before float16 went on the stream). hnswlib loads
-only its own file, so a load puts the two parts back together into an unnamed temporary file
+only its own file, so a load puts the two parts back together into an unnamed file in memory
 first (`assembled`), gone once the graph is read.
 
 hnswlib writes its level-0 block whole after a fixed header: one record per element, each its
@@ -140,8 +140,8 @@ def _scratch(where: Path | None) -> BinaryIO:
 
 @contextlib.contextmanager
 def assembled(links: Path, halves: Path, dim: int, where: Path | None, chunk: int = 16_384) -> Iterator[str]:
-    """A path hnswlib can load: the split graph put back together in an unnamed temporary file in
-    `where` (its name is the process's descriptor link), removed when the block ends."""
+    """A path hnswlib can load: the split graph put back together in an unnamed file (in memory,
+    else in `where`; its name is the process's descriptor link), gone when the block ends."""
     lay = layout(links, dim, split=True)
     vlay = halves_layout(halves, dim, lay.elements)
     full = lay.per + dim * 4
