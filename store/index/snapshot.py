@@ -7,9 +7,9 @@ import contextlib
 import logging
 import os
 import shutil
-import sys
 import uuid
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
 
@@ -19,11 +19,10 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot, packed
-from skald.store.index import graphfile
-from skald.store.index.rows import SHARED_FIELDS, IndexRows
+from skald.store.index import graphfile, restore
+from skald.store.index.rows import IndexRows
 from skald.store.index.texts import Frozen
-from skald.store.index.types import CONTEXT_TYPES, HNSW_EF_SEARCH, row_digest, row_key, scope_key
-from skald.store.language import DEFAULT
+from skald.store.index.types import HNSW_EF_SEARCH
 
 log = logging.getLogger("skald.store.index")
 
@@ -39,7 +38,6 @@ GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES)
 SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", "texts.dict",
                   *bm25_snapshot.FILES)
 READ_FILES = (*SNAPSHOT_FILES, "vectors.npy", "rows.msgpack", "keywords.npz")
-REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
 
 
 def _crc32(path: Path, nbytes: int | None = None) -> int:
@@ -56,6 +54,13 @@ def _crc32(path: Path, nbytes: int | None = None) -> int:
 def _covered(meta: dict[str, Any], name: str) -> int | None:
     """The bytes of a snapshot file its checksum covers: the texts' recorded length, else the whole file."""
     return int(meta["texts_bytes"]) if name == "texts.bin" and "texts_bytes" in meta else None
+
+
+def _check(directory: Path, meta: dict[str, Any], names: list[str]) -> None:
+    """Raise unless each of `names` matches the checksum the snapshot's meta holds for it."""
+    for name in names:
+        if _crc32(directory / name, _covered(meta, name)) != meta["crc32"][name]:
+            raise ValueError(f"{name} does not match its checksum")
 
 
 class IndexSnapshot(IndexRows):
@@ -171,103 +176,69 @@ class IndexSnapshot(IndexRows):
         meta = msgspec.json.decode((directory / "meta.json").read_bytes())
         if meta.get("dim") != dim or meta.get("model") != model:
             return None
-        for name, want in (meta.get("crc32") or {}).items():
-            if name not in READ_FILES or _crc32(directory / name, _covered(meta, name)) != want:
-                raise ValueError(f"{name} does not match its checksum")
+        crcs = meta.get("crc32") or {}
+        if unknown := [name for name in crcs if name not in READ_FILES]:
+            raise ValueError(f"{unknown[0]} is not a snapshot file")
         n = int(meta["rows"])
         idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent)
-        crcs = meta.get("crc32") or {}
-        raw = packed.read_bytes(directory / ROWS) if ROWS in crcs else (directory / "rows.msgpack").read_bytes()
-        rows = msgspec.msgpack.decode(raw, type=list[IndexRow | None])
-        del raw
-        if len(rows) != n:
-            raise ValueError(f"{len(rows)} rows for a snapshot of {n}")
-        texts_saved = (directory / "texts.npy").exists()
-        redo: set[int] | None = None  # labels to index for keywords again; None: every one
-        if any(all(name in crcs for name in files) for files in (bm25_snapshot.FILES, *bm25_snapshot.OLDER_FILES)):
-            idx.keywords, changed = bm25_snapshot.load(directory)
-            redo = set(changed.tolist())
-        if texts_saved:
-            table = np.load(directory / "texts.npy")
-            if table.shape != (n, 3):
-                raise ValueError(f"texts {table.shape} for a snapshot of {n}")
-            dictionary = (directory / "texts.dict").read_bytes() if "texts.dict" in crcs else None
-            idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"), dictionary)
-            idx._tlen[:n] = table[:, 2]
-        idx._graph = hnswlib.Index(space="ip", dim=dim)
-        graph, halves = graphfile.saved(directory)
-        if halves is None:
-            idx._graph.load_index(str(graph), max_elements=idx._level.shape[0])
-        else:
-            with graphfile.assembled(graph, halves, dim, text_dir or directory.parent) as whole:
-                idx._graph.load_index(whole, max_elements=idx._level.shape[0])
-        idx._graph.set_ef(HNSW_EF_SEARCH)
-        if "vectors.npy" in (meta.get("crc32") or {}):  # an older snapshot: the vectors beside the graph
-            vecs = np.load(directory / "vectors.npy", mmap_mode="r")
-            if vecs.shape != (n, dim):
-                raise ValueError(f"vectors {vecs.shape} for a snapshot of {n}")
-            for i in range(0, n, 16_384):  # read in pieces: quantised into memory, float32 into the file
-                idx._qv.put(np.arange(i, i + min(16_384, n - i), dtype=np.int64),
-                            np.asarray(vecs[i : i + 16_384], dtype=np.float32), fresh=False)
-            del vecs
-        else:
-            idx._vectors_from_graph(graph, halves, rows)
-        pending: list[tuple[int, str, str]] = []  # rows to keyword-index, a batch at a time
-        setattr_ = msgspec.structs.force_setattr  # the rows are this load's own, not yet shared
-        # The XOR of the rows' digests, as saved with them (a digest of every row is 3-4 s of a
-        # million-row load); computed here for a snapshot from before it was saved.
-        chash = int(meta["chash"], 16) if "chash" in meta else None
-        if chash is not None:
-            idx._chash = chash
-        for label, row in enumerate(rows):
-            if row is None:
-                idx._free.append(label)
-                if redo is not None:  # a row written into a free label after the rows were taken
-                    idx.keywords.remove(label)
-                continue
-            text = row.text
-            reindex = redo is None or label in redo
-            if row.level == 2:
-                if texts_saved:
-                    text = idx._texts.get(label) if reindex else ""  # its length is in texts.npy
-                elif text:
-                    idx._texts.put(label, text)
-            if row.level == 2 and row.text:  # a snapshot from before the texts left the rows
-                rows[label] = row = msgspec.structs.replace(row, text="")
-            # The fields many rows repeat, one string each, set in place (a copy of every row cost
-            # about 1 s of a million-row load).
-            for f in SHARED_FIELDS:
-                setattr_(row, f, sys.intern(getattr(row, f)))
-            key = row_key(row.account, row.uri, row.level)
-            idx._labels[key] = label
-            if chash is None:
-                idx._chash ^= row_digest(key, row)
-            idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
-            if reindex:
-                pending.append((label, text or row.abstract, row.lang or DEFAULT))
-                if len(pending) >= REINDEX_BATCH:
-                    idx.keywords.add_many(pending)
-                    pending = []
-            idx._by_level.setdefault(row.level, set()).add(label)
-            idx._level[label] = row.level
-            if not texts_saved or reindex or row.level != 2:
-                idx._tlen[label] = len(text)
-            idx._ctype[label] = CONTEXT_TYPES.index(row.context_type) if row.context_type in CONTEXT_TYPES else -1
-            idx._mix[(row.level, int(idx._ctype[label]))] += 1
-            idx._updated[label] = row.updated_at
-            idx._created[label] = row.created_at
-            idx._alive[label] = True
-            idx._live += 1
-        idx.keywords.add_many(pending)
-        idx._skeys = [scope_key(r.account, r.uri) if r is not None else "" for r in rows]
-        pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
-        idx._sorted_keys = [p[0] for p in pairs]
-        idx._sorted_labels = [p[1] for p in pairs]
-        idx._rows = rows
+        # The graph is checked and loaded on a thread of its own while this one reads the rows:
+        # both are C work that lets go of the interpreter (copies, reads, checksums) for the most
+        # part, and this machine has two cores. (A million rows: 17 s one after the other.)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            graph_loaded = pool.submit(idx._load_graph, directory, meta, text_dir or directory.parent)
+            _check(directory, meta, [name for name in crcs if name not in GRAPH_FILES])
+            raw = packed.read_bytes(directory / ROWS) if ROWS in crcs else (directory / "rows.msgpack").read_bytes()
+            rows = msgspec.msgpack.decode(raw, type=list[IndexRow | None])
+            del raw
+            if len(rows) != n:
+                raise ValueError(f"{len(rows)} rows for a snapshot of {n}")
+            texts_saved = (directory / "texts.npy").exists()
+            redo: set[int] | None = None  # labels to index for keywords again; None: every one
+            if any(all(name in crcs for name in files) for files in (bm25_snapshot.FILES, *bm25_snapshot.OLDER_FILES)):
+                idx.keywords, changed = bm25_snapshot.load(directory)
+                redo = set(changed.tolist())
+            if texts_saved:
+                table = np.load(directory / "texts.npy")
+                if table.shape != (n, 3):
+                    raise ValueError(f"texts {table.shape} for a snapshot of {n}")
+                dictionary = (directory / "texts.dict").read_bytes() if "texts.dict" in crcs else None
+                idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"), dictionary)
+                idx._tlen[:n] = table[:, 2]
+            graph, halves = graph_loaded.result()
+            if "vectors.npy" in crcs:  # an older snapshot: the vectors beside the graph
+                vecs = np.load(directory / "vectors.npy", mmap_mode="r")
+                if vecs.shape != (n, dim):
+                    raise ValueError(f"vectors {vecs.shape} for a snapshot of {n}")
+                for i in range(0, n, 16_384):  # read in pieces: quantised into memory, float32 into the file
+                    idx._qv.put(np.arange(i, i + min(16_384, n - i), dtype=np.int64),
+                                np.asarray(vecs[i : i + 16_384], dtype=np.float32), fresh=False)
+                del vecs
+                vectors_read = None
+            else:  # quantised on the other thread while the rows are restored here
+                vectors_read = pool.submit(idx._vectors_from_graph, graph, halves, rows)
+            # The XOR of the rows' digests, as saved with them (a digest of every row is 3-4 s of a
+            # million-row load); computed for a snapshot from before it was saved.
+            restore.restore(idx, rows, texts_saved, redo, int(meta["chash"], 16) if "chash" in meta else None)
+            if vectors_read is not None:
+                vectors_read.result()
         idx.applied_seq = int(meta.get("applied_seq", 0))
         if "foreign.msgpack" in (meta.get("crc32") or {}):  # snapshots from before it have none
             idx.foreign = msgspec.msgpack.decode((directory / "foreign.msgpack").read_bytes(), type=dict[str, str])
         return idx
+
+    def _load_graph(self, directory: Path, meta: dict[str, Any], scratch: Path) -> tuple[Path, Path | None]:
+        """The snapshot's graph, checked against its checksums first (hnswlib trusts what it
+        reads), loaded into this index; the files it was read from."""
+        _check(directory, meta, [name for name in meta.get("crc32") or {} if name in GRAPH_FILES])
+        self._graph = hnswlib.Index(space="ip", dim=self.dim)
+        graph, halves = graphfile.saved(directory)
+        if halves is None:
+            self._graph.load_index(str(graph), max_elements=self._level.shape[0])
+        else:
+            with graphfile.assembled(graph, halves, self.dim, scratch) as whole:
+                self._graph.load_index(whole, max_elements=self._level.shape[0])
+        self._graph.set_ef(HNSW_EF_SEARCH)
+        return graph, halves
 
     def _vectors_from_graph(self, path: Path, halves: Path | None, rows: list[IndexRow | None]) -> None:
         """Every live row's vector read out of the saved graph (`graphfile.py`: the graph file, or
@@ -279,12 +250,12 @@ class IndexSnapshot(IndexRows):
         try:
             checked = False
             pos, at = np.full(self._qv.q.shape[0], -1, dtype=np.int32), 0
+            present = np.array([row is not None for row in rows], dtype=bool)
             for labels, mat in graphfile.vectors(path, self.dim, halves):
                 fits = labels < pos.size
                 pos[labels[fits]] = np.arange(at, at + labels.size, dtype=np.int32)[fits]
                 at += labels.size
-                live = np.fromiter((lab < n and rows[lab] is not None for lab in labels.tolist()), dtype=bool,
-                                   count=labels.size)
+                live = (labels < n) & present[np.minimum(labels, n - 1)] if n else np.zeros(labels.size, dtype=bool)
                 labels, mat = labels[live], mat[live]
                 if not labels.size:
                     continue

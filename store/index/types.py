@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import methodcaller
 
 from skald.messages.index import IndexRow
 
@@ -29,6 +30,16 @@ def row_key(account: str, uri: str, level: int) -> str:
 def scope_key(account: str, uri: str) -> str:
     """A section (`<doc>#<anchor>`) sorts, and scopes, inside its document's subtree."""
     return f"{account}\x00{uri.replace('#', '/')}/"
+
+
+def row_keys(accounts: Iterable[str], uris: Iterable[str], levels: Iterable[int]) -> list[str]:
+    """`row_key` of many rows, formatted in C (a snapshot's load makes one per row)."""
+    return list(map("{}\x00{}\x00{}".format, accounts, uris, levels))
+
+
+def scope_keys(accounts: Iterable[str], uris: Iterable[str]) -> list[str]:
+    """`scope_key` of many rows, formatted in C."""
+    return list(map("{}\x00{}/".format, accounts, map(methodcaller("replace", "#", "/"), uris)))
 
 
 def row_subject_token(account: str, uri: str, level: int) -> str:

@@ -1,0 +1,153 @@
+"""A loaded snapshot's rows made into the index's maps and arrays (labels, children, levels,
+times, scope keys, the keyword rows to redo).
+
+A snapshot of today's layout (texts and keyword index saved) is restored field by field over every
+row at once: `map`, `zip` and numpy iterate in C, where a Python loop over the rows cost about 8 us
+a row (most of a million-row cold start). An older snapshot (texts in the rows, or no keyword index)
+takes the loop row by row, which also moves texts and rebuilds keywords."""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from itertools import compress, repeat
+from operator import attrgetter, not_
+
+import msgspec
+import numpy as np
+
+from skald.messages.index import IndexRow
+from skald.store.index.rows import SHARED_FIELDS, IndexRows
+from skald.store.index.types import CONTEXT_TYPES, row_digest, row_key, row_keys, scope_key, scope_keys
+from skald.store.language import DEFAULT
+
+REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
+_CTYPE = {name: code for code, name in enumerate(CONTEXT_TYPES)}
+
+
+def restore(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, redo: set[int] | None,
+            chash: int | None) -> None:
+    """Fill `idx` from `rows` as read from a snapshot: `redo` the labels whose keyword rows are to
+    be made again (None: every one, the keyword index was not saved); `chash` the rows' saved
+    content hash (None: an older snapshot, computed here)."""
+    if chash is not None:
+        idx._chash = chash
+    if texts_saved and redo is not None:
+        _columns(idx, rows, redo, chash is None)
+    else:
+        _row_by_row(idx, rows, texts_saved, redo, chash is None)
+    idx._rows = rows
+
+
+def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest: bool) -> None:
+    """Today's layout: every leaf's text is in the text heap and its length in the saved table, and
+    the keyword index holds every label but `redo`."""
+    present = [row is not None for row in rows]
+    labels = list(compress(range(len(rows)), present))
+    live: list[IndexRow] = list(compress(rows, present))  # type: ignore[arg-type]
+    if len(live) < len(rows):
+        for label in compress(range(len(rows)), map(not_, present)):
+            idx._free.append(label)
+            idx.keywords.remove(label)  # a row written into a free label after the rows were taken
+    # The fields many rows repeat, one string each, set in place on rows that are this load's own.
+    setattr_ = msgspec.structs.force_setattr
+    for field in SHARED_FIELDS:
+        deque(map(setattr_, live, repeat(field), map(sys.intern, map(attrgetter(field), live))), maxlen=0)
+    count = len(live)
+    accounts = list(map(attrgetter("account"), live))
+    uris = list(map(attrgetter("uri"), live))
+    level = np.fromiter(map(attrgetter("level"), live), dtype=np.int8, count=count)
+    keys = row_keys(accounts, uris, level.tolist())
+    idx._labels.update(zip(keys, labels, strict=True))
+    if digest:
+        for key, row in zip(keys, live, strict=True):
+            idx._chash ^= row_digest(key, row)
+    children = idx._children
+    for pkey, label in zip(map("{}\x00{}".format, accounts, map(attrgetter("parent_uri"), live)), labels, strict=True):
+        if (kids := children.get(pkey)) is None:
+            children[pkey] = kids = set()
+        kids.add(label)
+    at = np.asarray(labels, dtype=np.int64)
+    ctype = np.fromiter(map(_CTYPE.get, map(attrgetter("context_type"), live), repeat(-1)), dtype=np.int8,
+                        count=count)
+    idx._level[at], idx._ctype[at], idx._alive[at] = level, ctype, True
+    idx._updated[at] = np.fromiter(map(attrgetter("updated_at"), live), dtype=np.float64, count=count)
+    idx._created[at] = np.fromiter(map(attrgetter("created_at"), live), dtype=np.float64, count=count)
+    idx._live += count
+    summary = np.flatnonzero(level != 2)  # a summary row keeps its text; a leaf's length is in the table
+    idx._tlen[at[summary]] = [len(live[i].text) for i in summary.tolist()]
+    for lvl in np.unique(level).tolist():
+        idx._by_level.setdefault(lvl, set()).update(at[level == lvl].tolist())
+    mix = np.bincount(level.astype(np.int64) * 256 + (ctype.astype(np.int64) + 128))  # (level, type) as one code
+    for code in np.flatnonzero(mix).tolist():
+        idx._mix[(code // 256, code % 256 - 128)] += int(mix[code])
+    pending: list[tuple[int, str, str]] = []
+    for label in sorted(redo):
+        if label >= len(rows) or (again := rows[label]) is None:
+            continue
+        text = idx._texts.get(label) if again.level == 2 else again.text
+        idx._tlen[label] = len(text)
+        pending.append((label, text or again.abstract, again.lang or DEFAULT))
+        if len(pending) >= REINDEX_BATCH:
+            idx.keywords.add_many(pending)
+            pending = []
+    idx.keywords.add_many(pending)
+    scoped = scope_keys(accounts, uris)
+    if count == len(rows):
+        idx._skeys = scoped
+    else:
+        each = iter(scoped)
+        idx._skeys = [next(each) if row is not None else "" for row in rows]
+    order = sorted(range(count), key=scoped.__getitem__)  # stable: equal keys keep label order
+    idx._sorted_keys = [scoped[i] for i in order]
+    idx._sorted_labels = [labels[i] for i in order]
+
+
+def _row_by_row(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, redo: set[int] | None,
+                digest: bool) -> None:
+    """An older snapshot's rows: leaf texts moved out of the rows into the text heap, keyword rows
+    made for every label (or `redo`'s) as they are met."""
+    pending: list[tuple[int, str, str]] = []
+    setattr_ = msgspec.structs.force_setattr
+    for label, row in enumerate(rows):
+        if row is None:
+            idx._free.append(label)
+            if redo is not None:
+                idx.keywords.remove(label)
+            continue
+        text = row.text
+        reindex = redo is None or label in redo
+        if row.level == 2:
+            if texts_saved:
+                text = idx._texts.get(label) if reindex else ""  # its length is in texts.npy
+            elif text:
+                idx._texts.put(label, text)
+        if row.level == 2 and row.text:  # a snapshot from before the texts left the rows
+            rows[label] = row = msgspec.structs.replace(row, text="")
+        for f in SHARED_FIELDS:
+            setattr_(row, f, sys.intern(getattr(row, f)))
+        key = row_key(row.account, row.uri, row.level)
+        idx._labels[key] = label
+        if digest:
+            idx._chash ^= row_digest(key, row)
+        idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
+        if reindex:
+            pending.append((label, text or row.abstract, row.lang or DEFAULT))
+            if len(pending) >= REINDEX_BATCH:
+                idx.keywords.add_many(pending)
+                pending = []
+        idx._by_level.setdefault(row.level, set()).add(label)
+        idx._level[label] = row.level
+        if not texts_saved or reindex or row.level != 2:
+            idx._tlen[label] = len(text)
+        idx._ctype[label] = _CTYPE.get(row.context_type, -1)
+        idx._mix[(row.level, int(idx._ctype[label]))] += 1
+        idx._updated[label] = row.updated_at
+        idx._created[label] = row.created_at
+        idx._alive[label] = True
+        idx._live += 1
+    idx.keywords.add_many(pending)
+    idx._skeys = [scope_key(r.account, r.uri) if r is not None else "" for r in rows]
+    pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
+    idx._sorted_keys = [p[0] for p in pairs]
+    idx._sorted_labels = [p[1] for p in pairs]

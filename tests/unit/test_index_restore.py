@@ -1,0 +1,124 @@
+"""A snapshot's rows restored column by column (`store/index/restore.py`) give the index the same
+maps and arrays as the row-by-row restore and as the index that was saved: labels, children,
+levels, context types, times, text lengths, scope order, free labels, content hash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from skald.messages.index import IndexRow
+from skald.store.index import Query, VectorIndex, restore
+from skald.store.index import snapshot as snapshot_mod
+
+DIM = 384
+
+
+def _data(n: int) -> list[tuple[IndexRow, np.ndarray]]:
+    """Leaves of two accounts under 30 documents, the documents' summary rows (levels 0 and 1, text
+    kept in the row), context types known and not, times that differ per row."""
+    rng = np.random.default_rng(4)
+    out = []
+    for i in range(n):
+        v = rng.standard_normal(DIM).astype(np.float32)
+        v /= np.linalg.norm(v)
+        account, doc = ("a", "b")[i % 7 == 0], f"viking://resources/d{i % 30}.md"
+        ctype = ("resource", "memory", "skill", "elsewhere")[i % 4]
+        if i % 10 == 0:  # a summary row: the document's, then its directory's
+            level = 1 if i % 20 else 0
+            uri, parent = (doc, "viking://resources") if level == 1 else ("viking://resources", "viking://")
+            uri = f"{uri}?{i}" if level == 0 else uri
+        else:
+            level, uri, parent = 2, f"{doc}#s{i}", doc
+        out.append((IndexRow(account=account, uri=uri, level=level, parent_uri=parent, context_type=ctype,
+                             kind="section", abstract=f"abstract {i}", text=f"text of row {i} " * (1 + i % 5),
+                             updated_at=1000.0 + i, created_at=500.0 + i / 3, lang="en"), v))
+    return out
+
+
+def _state(idx: Any) -> dict[str, Any]:
+    """What a search reads of the rows, over the labels that hold one."""
+    live = sorted(idx._labels.values())
+    return {
+        "labels": dict(idx._labels),
+        "children": {k: v for k, v in idx._children.items() if v},
+        "by_level": {k: v for k, v in idx._by_level.items() if v},
+        "arrays": [a[live].tolist() for a in (idx._level, idx._ctype, idx._updated, idx._created, idx._tlen)],
+        "alive": np.flatnonzero(idx._alive[: len(idx._rows)]).tolist(),
+        "mix": {k: v for k, v in idx._mix.items() if v},
+        "skeys": [idx._skeys[lab] for lab in live],
+        "order": list(zip(idx._sorted_keys, idx._sorted_labels, strict=True)),
+        "free": sorted(idx._free),
+        "live": idx._live,
+        "hash": idx.content_hash(),
+        "rows": [idx._rows[lab] for lab in live],
+        "texts": [idx.leaf_text(lab) if idx._level[lab] == 2 else "" for lab in live],
+    }
+
+
+def _row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(restore, "_columns", lambda idx, rows, redo, digest: restore._row_by_row(
+        idx, rows, True, redo, digest))
+
+
+@pytest.mark.parametrize("saved_hash", [True, False])
+def test_a_loaded_index_is_the_one_saved(tmp_path, monkeypatch, saved_hash) -> None:  # type: ignore[no-untyped-def]
+    data = _data(900)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    for r, _ in data[5:60:9]:  # free labels among the rows
+        idx.delete(r.account, r.uri, r.level)
+    snap = tmp_path / "snap"
+    idx.save(snap)
+    if not saved_hash:  # a snapshot from before the content hash was saved computes it
+        meta = msgspec.json.decode((snap / "meta.json").read_bytes())
+        del meta["chash"]
+        (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
+    back = VectorIndex.load(snap, DIM, "m")
+    assert back is not None
+    assert _state(back) == _state(idx)
+    _row_by_row(monkeypatch)
+    slow = VectorIndex.load(snap, DIM, "m")
+    assert slow is not None and _state(slow) == _state(back)
+    # The fields rows repeat are one string each.
+    parents = {id(r.parent_uri) for r in back._rows if r is not None and r.parent_uri.endswith("d3.md")}
+    assert len(parents) == 1
+
+
+def test_rows_written_while_a_snapshot_was_saved_are_restored_as_the_snapshot_holds_them(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Labels the keyword index changed after the rows were taken are made again from the rows and
+    texts the snapshot holds (their text lengths too), by either restore."""
+    data = _data(600)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.delete("a", data[3][0].uri, 2)
+    real_freeze = snapshot_mod.IndexSnapshot._freeze
+
+    def freeze_then_write(self):  # type: ignore[no-untyped-def]
+        got = real_freeze(self)
+        self.upsert_many([(msgspec.structs.replace(data[11][0], text="rewritten later, longer than before " * 3),
+                           data[11][1])])
+        self.delete("a", data[22][0].uri, 2)
+        self.upsert_many([(msgspec.structs.replace(data[23][0], uri="viking://resources/new.md#x", text="new"),
+                           data[23][1])])
+        return got
+
+    monkeypatch.setattr(snapshot_mod.IndexSnapshot, "_freeze", freeze_then_write)
+    idx.save(tmp_path / "snap")
+    monkeypatch.undo()
+    back = VectorIndex.load(tmp_path / "snap", DIM, "m")
+    assert back is not None
+    label = back._labels[f"a\x00{data[11][0].uri}\x002"]
+    assert back._tlen[label] == len(data[11][0].text)  # as the snapshot's rows took it
+    assert f"a\x00{data[22][0].uri}\x002" in back._labels
+    _row_by_row(monkeypatch)
+    slow = VectorIndex.load(tmp_path / "snap", DIM, "m")
+    assert slow is not None and _state(slow) == _state(back)
+    for word in ("rewritten", "new", "row", "text"):
+        hits = [[(h.row.uri, round(h.score, 5)) for h in i.keyword_search(word, Query(account="a"), 20)]
+                for i in (back, slow)]
+        assert hits[0] == hits[1]
+    assert back.keyword_search("row", Query(account="a"), 5)
