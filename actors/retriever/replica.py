@@ -132,11 +132,15 @@ class IndexReplica:
                     # Catching up is pure CPU: applied on the loop in short slices (no GIL
                     # ping-pong with a thread), yielding between them so requests still run.
                     self.apply(chunk, bulk)
+                    self._progress_at = time.monotonic()  # a slice applied: the follower is alive
                     await asyncio.sleep(0)
                 else:
                     await asyncio.to_thread(self.apply, chunk, bulk)
             if batch:
                 self.head_seq = max(self.head_seq, batch[-1][0])
+                # Progress counts per slice, not per batch: a batch of 4,096 rows applied beside a
+                # busy ingest can take longer than STALL_S, and the follower was recreated mid-batch
+                # (its delivered rows sent again) as if it had stopped.
                 self._progress_at = time.monotonic()
                 if self._started is not None and self.index.applied_seq >= self.head_seq:
                     t0, behind = self._started

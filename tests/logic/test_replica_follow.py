@@ -1,0 +1,52 @@
+"""The index replica's follower on a long tail (the in-memory bus hands it over as one batch): a
+batch of many slow slices is progress, not a stall, so the watchdog leaves the follower alone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from skald.actors.kit.memory_bus import MemoryBus
+from skald.actors.retriever import replica as replica_mod
+from skald.messages.index import IndexChange, IndexRow
+from skald.store import vector_bytes
+from skald.store.index.types import row_subject_token
+
+DIM = 384
+
+
+async def test_a_long_tail_applied_slowly_keeps_its_follower(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    bus = MemoryBus()
+    rng = np.random.default_rng(2)
+    changes = []
+    for i in range(1500):
+        v = rng.standard_normal(DIM).astype(np.float32)
+        v /= np.linalg.norm(v)
+        uri = f"viking://resources/tail/r{i // 40}.md#s{i % 40}"
+        row = IndexRow(account="a", uri=uri, level=2, parent_uri=uri.split("#")[0], context_type="resource",
+                       model="m", kind="section", abstract=f"step {i}", text=f"turn valve {i}",
+                       vector=vector_bytes.pack(v))
+        changes.append((row_subject_token("a", uri, 2), IndexChange(upsert=row)))
+    await bus.publish_index(changes)
+    monkeypatch.setattr(replica_mod, "STALL_S", 0.4)
+    monkeypatch.setattr(replica_mod, "WATCH_EVERY_S", 0.05)
+    rep = replica_mod.IndexReplica("m", DIM, bus, tmp_path, snapshot_interval_s=3600)
+    real = rep.index.upsert_many
+
+    def slow(rows, defer_graph=False):  # type: ignore[no-untyped-def]
+        time.sleep(0.15)  # a slice of 256 rows on a loaded machine: six of them outlast STALL_S
+        return real(rows, defer_graph=defer_graph)
+
+    monkeypatch.setattr(rep.index, "upsert_many", slow)
+    await rep.start()
+    try:
+        for _ in range(300):
+            if rep.index.applied_seq >= 1500:
+                break
+            await asyncio.sleep(0.05)
+        assert rep.index.applied_seq == 1500 and len(rep.index) == 1500
+        assert rep.restarts == 0
+    finally:
+        await rep.stop()
