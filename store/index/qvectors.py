@@ -103,12 +103,7 @@ class QuantisedVectors:
         with `in_base`, their float32 is the graph file's about to be taken as the base (a load)."""
         mat = np.ascontiguousarray(mat, dtype=np.float32)
         q, scale = quantise(mat)
-        if labels.size and labels[-1] - labels[0] + 1 == labels.size and bool((np.diff(labels) > 0).all()):
-            # A run of labels (a snapshot's load puts the rows in label order): copied as a block,
-            # where a scatter by label took about 1 s of a million-row load.
-            self.q[labels[0] : labels[-1] + 1], self.scale[labels[0] : labels[-1] + 1] = q, scale
-        else:
-            self.q[labels], self.scale[labels] = q, scale
+        self.q[labels], self.scale[labels] = q, scale
         if not in_base:
             self._write(labels, mat)
         old = self.slot[labels]
