@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from skald.store.language import DEFAULT
-from skald.store.postings import TF_MAX, Postings
+from skald.store.postings import TF_MAX, Postings, PostingsTable
 from skald.store.row_terms import RowTerms
 from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
@@ -57,7 +57,7 @@ class KeywordIndex:
 
     def __init__(self) -> None:
         self._tid: dict[str, int] = {}  # term -> its id
-        self._post: list[Postings] = []  # by term id
+        self._post = PostingsTable()  # by term id
         self._terms = RowTerms()  # label -> the term ids its text holds (sorted)
         self._gen = np.zeros(1024, dtype=np.uint32)
         self._dl = np.zeros(1024, dtype=np.float32)

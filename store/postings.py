@@ -84,3 +84,77 @@ class Postings:
         tfs = np.concatenate((tfs, self.tfs[new]))
         ok = gens == gen[labels]
         return labels[ok], tfs[ok]
+
+
+class PostingsTable:
+    """Every term's postings by term id. The terms a snapshot held stay ranges of its concatenated
+    arrays until one is first asked for (`__getitem__` makes its `Postings` then): a million rows of
+    real text hold about a million terms, most of them in one row (an identifier, a code), and a
+    `Postings` with three array views made for each at load cost 11-15 s of a million-row cold
+    start and about 0.5 KB a term, for terms most of which no search or write ever touches."""
+
+    __slots__ = ("_items", "_off", "_labels", "_gens", "_tfs", "_live")
+
+    def __init__(self) -> None:
+        self._items: list[Postings | None] = []
+        self._off = np.zeros(1, dtype=np.int64)  # the loaded terms' ranges (none loaded: one offset)
+        self._labels = np.zeros(0, dtype=np.int32)
+        self._gens = np.zeros(0, dtype=np.uint32)
+        self._tfs = np.zeros(0, dtype=np.uint16)
+        self._live = np.zeros(0, dtype=np.int64)
+
+    @classmethod
+    def loaded(cls, off: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray,
+               live: np.ndarray) -> PostingsTable:
+        """Terms 0..len(off)-2 as ranges `off[t]:off[t+1]` of the arrays; `live` their document
+        frequencies."""
+        table = cls()
+        table._items = [None] * (off.size - 1)
+        table._off, table._labels, table._gens, table._tfs, table._live = off, labels, gens, tfs, live
+        return table
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, tid: int) -> Postings:
+        p = self._items[tid]
+        if p is None:
+            p = self._items[tid] = self._made(tid)
+        return p
+
+    def append(self, p: Postings) -> None:
+        self._items.append(p)
+
+    def _made(self, tid: int) -> Postings:
+        p = Postings()
+        lo, hi = int(self._off[tid]), int(self._off[tid + 1])
+        if hi > lo:  # views, not copies: a term's first append outgrows its view and moves it to its own array
+            p.labels, p.gens, p.tfs = self._labels[lo:hi], self._gens[lo:hi], self._tfs[lo:hi]
+        p.n, p.live = hi - lo, int(self._live[tid])
+        return p
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(entries per term, labels, generations, frequencies) of every term in id order, as one
+        concatenation: a run of terms never asked for is one slice of the loaded arrays."""
+        off = self._off
+        loaded = off.size - 1
+        counts = np.zeros(len(self._items), dtype=np.int64)
+        counts[:loaded] = np.diff(off)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        run = 0  # the first loaded term of the run not yet taken
+        for tid, p in enumerate(self._items):
+            if p is None:
+                continue
+            if run < tid:
+                parts.append((self._labels[off[run] : off[tid]], self._gens[off[run] : off[tid]],
+                              self._tfs[off[run] : off[tid]]))
+            parts.append((p.labels[: p.n], p.gens[: p.n], p.tfs[: p.n]))
+            counts[tid] = p.n
+            run = tid + 1
+        if run < loaded:
+            parts.append((self._labels[off[run] : off[loaded]], self._gens[off[run] : off[loaded]],
+                          self._tfs[off[run] : off[loaded]]))
+        if not parts:
+            return counts, np.zeros(0, np.int32), np.zeros(0, np.uint32), np.zeros(0, np.uint16)
+        return (counts, np.concatenate([a for a, _, _ in parts]), np.concatenate([g for _, g, _ in parts]),
+                np.concatenate([t for _, _, t in parts]))

@@ -122,3 +122,42 @@ def test_rows_written_while_a_snapshot_was_saved_are_restored_as_the_snapshot_ho
                 for i in (back, slow)]
         assert hits[0] == hits[1]
     assert back.keyword_search("row", Query(account="a"), 5)
+
+
+def test_a_loaded_keyword_index_written_to_and_saved_again_answers_as_one_built_whole(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The terms a snapshot held stay ranges of its arrays until used (`PostingsTable`): after a
+    load, rows added (new terms and old ones), rewritten and removed, a second snapshot and its load
+    answer every word as an index given the same rows from the start."""
+    data = _data(700)
+    first, rest = data[:500], data[500:]
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(first)
+    idx.save(tmp_path / "one")
+    back = VectorIndex.load(tmp_path / "one", DIM, "m")
+    assert back is not None
+    rewritten = (msgspec.structs.replace(first[42][0], text="entirely new words zebra quartz"), first[42][1])
+    gone = first[7][0]
+    changes: list[Any] = [("up", rest), ("up", [rewritten]), ("del", gone)]
+    whole = VectorIndex(DIM, "m", text_dir=tmp_path)
+    whole.upsert_many(first)
+    # A removal alone (no new term) and a snapshot: the terms never used after it stay one range.
+    for target in (back, whole):
+        target.delete(first[3][0].account, first[3][0].uri, first[3][0].level)
+    back.save(tmp_path / "mid")
+    back = VectorIndex.load(tmp_path / "mid", DIM, "m")
+    assert back is not None
+    for target in (back, whole):
+        for kind, what in changes:
+            if kind == "up":
+                target.upsert_many(what)
+            else:
+                target.delete(what.account, what.uri, what.level)
+    back.save(tmp_path / "two")
+    again = VectorIndex.load(tmp_path / "two", DIM, "m")
+    assert again is not None
+    words = ["zebra", "quartz", "row", "text", "of", "3", "42", "7", "498", "499", "600", "699", "abstract"]
+    for i in (back, again):
+        for word in words:
+            got = [(h.row.uri, round(h.score, 4)) for h in i.keyword_search(word, Query(account="a"), 30)]
+            want = [(h.row.uri, round(h.score, 4)) for h in whole.keyword_search(word, Query(account="a"), 30)]
+            assert got == want, word
