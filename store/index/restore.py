@@ -1,10 +1,10 @@
 """A loaded snapshot's rows made into the index's maps and arrays (labels, children, levels,
 times, scope keys, the keyword rows to redo).
 
-A snapshot of today's layout (texts and keyword index saved) is restored field by field over every
-row at once: `map`, `zip` and numpy iterate in C, where a Python loop over the rows cost 6-7 us
-a row (6-7 s of a million-row cold start). An older snapshot (texts in the rows, or no keyword index)
-takes the loop row by row, which also moves texts and rebuilds keywords."""
+Restored field by field over every row at once: `map`, `zip` and numpy iterate in C, where a
+Python loop over the rows cost 6-7 us a row (6-7 s of a million-row cold start). An older snapshot
+first has its leaf texts moved out of its rows (texts in the rows) and every row keyword-indexed
+again (no keyword index saved); the restore itself is the same."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
-from skald.store.index.types import CONTEXT_TYPES, row_digest, row_key, row_keys, scope_key, scope_keys
+from skald.store.index.types import CONTEXT_TYPES, row_digest, row_keys, scope_keys
 from skald.store.language import DEFAULT
 
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
@@ -32,16 +32,29 @@ def restore(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, redo
     content hash (None: an older snapshot, computed here)."""
     if chash is not None:
         idx._chash = chash
-    if texts_saved and redo is not None:
-        _columns(idx, rows, redo, chash is None)
-    else:
-        _row_by_row(idx, rows, texts_saved, redo, chash is None)
+    if not texts_saved:
+        _texts_out_of_rows(idx, rows)
+    if redo is None:
+        redo = {label for label, row in enumerate(rows) if row is not None}
+    _columns(idx, rows, redo, chash is None)
     idx._rows = rows
 
 
+def _texts_out_of_rows(idx: IndexRows, rows: list[IndexRow | None]) -> None:
+    """A snapshot from before the leaf texts left the rows: each text into the text heap (the rows
+    keep none), every row's text length noted, as a saved texts table would give them."""
+    for label, row in enumerate(rows):
+        if row is None:
+            continue
+        idx._tlen[label] = len(row.text)
+        if row.level == 2 and row.text:
+            idx._texts.put(label, row.text)
+            rows[label] = msgspec.structs.replace(row, text="")
+
+
 def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest: bool) -> None:
-    """Today's layout: every leaf's text is in the text heap and its length in the saved table, and
-    the keyword index holds every label but `redo`."""
+    """Every leaf's text is in the text heap and its length in `_tlen`, and the keyword index holds
+    every label but `redo`."""
     present = [row is not None for row in rows]
     labels = list(compress(range(len(rows)), present))
     live: list[IndexRow] = list(compress(rows, present))  # type: ignore[arg-type]
@@ -101,53 +114,3 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
     order = sorted(range(count), key=scoped.__getitem__)  # stable: equal keys keep label order
     idx._sorted_keys = [scoped[i] for i in order]
     idx._sorted_labels = [labels[i] for i in order]
-
-
-def _row_by_row(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, redo: set[int] | None,
-                digest: bool) -> None:
-    """An older snapshot's rows: leaf texts moved out of the rows into the text heap, keyword rows
-    made for every label (or `redo`'s) as they are met."""
-    pending: list[tuple[int, str, str]] = []
-    setattr_ = msgspec.structs.force_setattr
-    for label, row in enumerate(rows):
-        if row is None:
-            idx._free.append(label)
-            if redo is not None:
-                idx.keywords.remove(label)
-            continue
-        text = row.text
-        reindex = redo is None or label in redo
-        if row.level == 2:
-            if texts_saved:
-                text = idx._texts.get(label) if reindex else ""  # its length is in texts.npy
-            elif text:
-                idx._texts.put(label, text)
-        if row.level == 2 and row.text:  # a snapshot from before the texts left the rows
-            rows[label] = row = msgspec.structs.replace(row, text="")
-        for f in SHARED_FIELDS:
-            setattr_(row, f, sys.intern(getattr(row, f)))
-        key = row_key(row.account, row.uri, row.level)
-        idx._labels[key] = label
-        if digest:
-            idx._chash ^= row_digest(key, row)
-        idx._children.setdefault(f"{row.account}\x00{row.parent_uri}", set()).add(label)
-        if reindex:
-            pending.append((label, text or row.abstract, row.lang or DEFAULT))
-            if len(pending) >= REINDEX_BATCH:
-                idx.keywords.add_many(pending)
-                pending = []
-        idx._by_level.setdefault(row.level, set()).add(label)
-        idx._level[label] = row.level
-        if not texts_saved or reindex or row.level != 2:
-            idx._tlen[label] = len(text)
-        idx._ctype[label] = _CTYPE.get(row.context_type, -1)
-        idx._mix[(row.level, int(idx._ctype[label]))] += 1
-        idx._updated[label] = row.updated_at
-        idx._created[label] = row.created_at
-        idx._alive[label] = True
-        idx._live += 1
-    idx.keywords.add_many(pending)
-    idx._skeys = [scope_key(r.account, r.uri) if r is not None else "" for r in rows]
-    pairs = sorted((idx._skeys[lab], lab) for lab, r in enumerate(rows) if r is not None)
-    idx._sorted_keys = [p[0] for p in pairs]
-    idx._sorted_labels = [p[1] for p in pairs]
