@@ -23,23 +23,27 @@ def row_digest(key: str, row: IndexRow) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
+_ROW_KEY = "{}\x00{}\x00{}"  # account, URI, level
+_SCOPE_KEY = "{}\x00{}/"  # account, URI with a section's '#' as '/'
+
+
 def row_key(account: str, uri: str, level: int) -> str:
-    return f"{account}\x00{uri}\x00{level}"
+    return _ROW_KEY.format(account, uri, level)
 
 
 def scope_key(account: str, uri: str) -> str:
     """A section (`<doc>#<anchor>`) sorts, and scopes, inside its document's subtree."""
-    return f"{account}\x00{uri.replace('#', '/')}/"
+    return _SCOPE_KEY.format(account, uri.replace("#", "/"))
 
 
 def row_keys(accounts: Iterable[str], uris: Iterable[str], levels: Iterable[int]) -> list[str]:
     """`row_key` of many rows, formatted in C (a snapshot's load makes one per row)."""
-    return list(map("{}\x00{}\x00{}".format, accounts, uris, levels))
+    return list(map(_ROW_KEY.format, accounts, uris, levels))
 
 
 def scope_keys(accounts: Iterable[str], uris: Iterable[str]) -> list[str]:
     """`scope_key` of many rows, formatted in C."""
-    return list(map("{}\x00{}/".format, accounts, map(methodcaller("replace", "#", "/"), uris)))
+    return list(map(_SCOPE_KEY.format, accounts, map(methodcaller("replace", "#", "/"), uris)))
 
 
 def row_subject_token(account: str, uri: str, level: int) -> str:
