@@ -5,6 +5,7 @@ last step attributed to the modules that hold it (tracemalloc).
 
     .venv/bin/python bench/row_memory.py                 # 50,000 rows
     .venv/bin/python bench/row_memory.py --rows 100000 --no-trace
+    .venv/bin/python bench/row_memory.py --rows 100000 --no-trace --batch 256 --codes  # as a replica, identifiers
 
 The baseline is the row's own bytes: its text, abstract and URI as UTF-8 and its float32 vector.
 """
@@ -51,6 +52,8 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=50_000)
     ap.add_argument("--batch", type=int, default=5_000,
                     help="rows per upsert (a replica applies 256 at a time while it follows the stream)")
+    ap.add_argument("--codes", action="store_true",
+                    help="each row also holds a code of its own (an identifier: a term in one row, as real text has)")
     ap.add_argument("--no-trace", action="store_true", help="resident memory only (tracemalloc slows the fill)")
     a = ap.parse_args()
     rng = np.random.default_rng(5)
@@ -67,7 +70,7 @@ def main() -> None:
         for i in range(start, min(a.rows, start + 5_000)):
             v = centres[i % 200] + 0.35 * rng.standard_normal(DIM).astype(np.float32)
             v = (v / np.linalg.norm(v)).astype("<f4")
-            text = text_of(rng, vocab, 60)
+            text = text_of(rng, vocab, 60) + (f" Code R{i // 40}-{i % 40}." if a.codes else "")
             row = IndexRow(account="acme", uri=f"viking://resources/runbooks/r{i // 40:05d}.md#step-{i % 40}",
                            level=2, parent_uri=f"viking://resources/runbooks/r{i // 40:05d}.md",
                            context_type="resource", abstract=text[:120], text=text, kind="section",

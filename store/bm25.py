@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from skald.store.language import DEFAULT
-from skald.store.postings import TF_MAX, Postings, PostingsTable
+from skald.store.postings import TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
 from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
@@ -117,8 +117,7 @@ class KeywordIndex:
                 for term in counts:
                     tid = self._tid.get(term)
                     if tid is None:
-                        tid = self._tid[term] = len(self._post)
-                        self._post.append(Postings())
+                        tid = self._tid[term] = self._post.new_term()
                     row_tids.append(tid)
                 tids += row_tids
                 labels += [label] * len(row_tids)
@@ -144,7 +143,7 @@ class KeywordIndex:
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), tid.size]
         for lo, hi, t in zip(starts, ends, tid[starts].tolist(), strict=True):
-            self._post[t].extend(lab[lo:hi], gen[lo:hi], tf[lo:hi])
+            self._post.extend(t, lab[lo:hi], gen[lo:hi], tf[lo:hi])
 
     def remove(self, label: int) -> None:
         with self._lock:
@@ -179,7 +178,7 @@ class KeywordIndex:
 
     def _df(self, term: str) -> int:
         tid = self._tid.get(term)
-        return 0 if tid is None else self._post[tid].live
+        return 0 if tid is None else self._post.live(tid)
 
     def coverage(self, query: str, labels: list[int]) -> list[float]:
         """For each label, the share of the query's IDF mass its text contains (0..1): how much of
@@ -280,7 +279,7 @@ class KeywordIndex:
         got = self._weighed.get(tid)
         if got is not None and got[0] == self._writes:
             return got[1], got[2]
-        labels, tf = self._post[tid].current(self._gen)
+        labels, tf = self._post.current(tid, self._gen)
         labels = _frozen(labels.astype(np.int64))
         weights = _frozen(_weights(tf, self._dl[labels], idf, avgdl))
         if got is None:
@@ -307,7 +306,7 @@ class KeywordIndex:
             parts: list[tuple[np.ndarray, np.ndarray]] = []
             for t in sorted(terms):
                 tid = self._tid.get(t)
-                if tid is None or not 0 < (df := self._post[tid].live) <= common:
+                if tid is None or not 0 < (df := self._post.live(tid)) <= common:
                     continue  # absent, or in most rows: next to no weight, and the whole cost of the search
                 idf = _idf(n, df)
                 if prune and df > CHAMPIONS_FROM:

@@ -86,14 +86,26 @@ class Postings:
         return labels[ok], tfs[ok]
 
 
-class PostingsTable:
-    """Every term's postings by term id. The terms a snapshot held stay ranges of its concatenated
-    arrays until one is first asked for (`__getitem__` makes its `Postings` then): a million rows of
-    real text hold about a million terms, most of them in one row (an identifier, a code), and a
-    `Postings` with three array views made for each at load cost 11-15 s of a million-row cold
-    start and about 0.5 KB a term, for terms most of which no search or write ever touches."""
+_NO_LABELS = np.zeros(0, dtype=np.int32)
+_NO_GENS = np.zeros(0, dtype=np.uint32)
+_NO_TFS = np.zeros(0, dtype=np.uint16)
 
-    __slots__ = ("_items", "_off", "_labels", "_gens", "_tfs", "_live")
+
+class PostingsTable:
+    """Every term's postings by term id. A term's postings start as a range of arrays shared by
+    many terms and get a `Postings` of their own when a search or a second write first asks for
+    them (`__getitem__`): a million rows of real text hold about a million terms, most of them in
+    one row (an identifier, a code), and a `Postings` with three arrays costs about 0.5 KB a term
+    (at load, 11-15 s of a million-row cold start) for terms most of which no search or later
+    write ever touches.
+
+    Two runs of ranges: the terms a snapshot held (its concatenated arrays, fixed) and, after them,
+    the terms written since, in the order they were first written (the tail, grown as the index
+    is). A term is written there whole by its first write (`extend`), so each range follows the
+    one before and one offset a term places it."""
+
+    __slots__ = ("_items", "_off", "_labels", "_gens", "_tfs", "_live",
+                 "_toff", "_tn", "_tlabels", "_tgens", "_ttfs")
 
     def __init__(self) -> None:
         self._items: list[Postings | None] = []
@@ -102,6 +114,13 @@ class PostingsTable:
         self._gens = np.zeros(0, dtype=np.uint32)
         self._tfs = np.zeros(0, dtype=np.uint16)
         self._live = np.zeros(0, dtype=np.int64)
+        # The tail: ranges of terms written since, `_toff[i]:_toff[i + 1]` for the i-th after the
+        # loaded ones; `_tn` of them written so far.
+        self._toff = np.zeros(1024, dtype=np.int64)
+        self._tn = 0
+        self._tlabels = np.zeros(1024, dtype=np.int32)
+        self._tgens = np.zeros(1024, dtype=np.uint32)
+        self._ttfs = np.zeros(1024, dtype=np.uint16)
 
     @classmethod
     def loaded(cls, off: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray,
@@ -122,38 +141,98 @@ class PostingsTable:
             p = self._items[tid] = self._made(tid)
         return p
 
-    def append(self, p: Postings) -> None:
-        self._items.append(p)
+    def new_term(self) -> int:
+        """A term id for a term not seen before; its postings come with its first `extend`."""
+        self._items.append(None)
+        return len(self._items) - 1
+
+    def extend(self, tid: int, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray) -> None:
+        """Postings of several rows for one term: a term's first write is a range of the tail."""
+        if self._items[tid] is not None or tid != self._off.size - 1 + self._tn:
+            self[tid].extend(labels, gens, tfs)
+            return
+        lo, m = int(self._toff[self._tn]), labels.shape[0]
+        if lo + m > self._tlabels.shape[0]:
+            cap = max(lo + m, 2 * self._tlabels.shape[0])
+            self._tlabels, self._tgens, self._ttfs = (
+                np.concatenate((a[:lo], np.zeros(cap - lo, dtype=a.dtype)))
+                for a in (self._tlabels, self._tgens, self._ttfs))
+        if self._tn + 2 > self._toff.shape[0]:
+            self._toff = np.concatenate((self._toff, np.zeros(self._toff.shape[0], dtype=np.int64)))
+        self._tlabels[lo : lo + m] = labels
+        self._tgens[lo : lo + m] = gens
+        self._ttfs[lo : lo + m] = tfs
+        self._tn += 1
+        self._toff[self._tn] = lo + m
+
+    def live(self, tid: int) -> int:
+        """The term's document frequency, without making its `Postings`."""
+        p = self._items[tid]
+        if p is not None:
+            return p.live
+        base = self._off.size - 1
+        if tid < base:
+            return int(self._live[tid])
+        i = tid - base
+        return int(self._toff[i + 1] - self._toff[i]) if i < self._tn else 0
+
+    def current(self, tid: int, gen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, tfs) of the rows that hold the term now, without making its `Postings` (views:
+        the caller copies what it keeps)."""
+        p = self._items[tid]
+        if p is not None:
+            return p.current(gen)
+        ((labels, gens, tfs),) = self._unmade(tid, tid + 1) or ((_NO_LABELS, _NO_GENS, _NO_TFS),)
+        if self.live(tid) == labels.shape[0]:
+            return labels, tfs
+        ok = gens == gen[labels]
+        return labels[ok], tfs[ok]
 
     def _made(self, tid: int) -> Postings:
         p = Postings()
-        lo, hi = int(self._off[tid]), int(self._off[tid + 1])
-        if hi > lo:  # views, not copies: a term's first append outgrows its view and moves it to its own array
-            p.labels, p.gens, p.tfs = self._labels[lo:hi], self._gens[lo:hi], self._tfs[lo:hi]
-        p.n, p.live = hi - lo, int(self._live[tid])
+        base = self._off.size - 1
+        if tid < base:
+            lo, hi = int(self._off[tid]), int(self._off[tid + 1])
+            if hi > lo:  # views, not copies: a term's first append outgrows its view and moves it to its own array
+                p.labels, p.gens, p.tfs = self._labels[lo:hi], self._gens[lo:hi], self._tfs[lo:hi]
+            p.n, p.live = hi - lo, int(self._live[tid])
+        elif (i := tid - base) < self._tn:  # copies: the tail's arrays are replaced as they grow
+            lo, hi = int(self._toff[i]), int(self._toff[i + 1])
+            p.labels, p.gens, p.tfs = self._tlabels[lo:hi].copy(), self._tgens[lo:hi].copy(), self._ttfs[lo:hi].copy()
+            p.n = p.live = hi - lo  # a tail term is made before any of its rows is removed
         return p
+
+    def _unmade(self, first: int, end: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The postings of terms first..end-1, none of them made: a slice of the loaded arrays and
+        one of the tail (terms past the tail's have none)."""
+        base = self._off.size - 1
+        out = []
+        if first < base:
+            lo, hi = self._off[first], self._off[min(end, base)]
+            out.append((self._labels[lo:hi], self._gens[lo:hi], self._tfs[lo:hi]))
+        a, b = max(first, base) - base, min(end - base, self._tn)
+        if a < b:
+            lo, hi = self._toff[a], self._toff[b]
+            out.append((self._tlabels[lo:hi], self._tgens[lo:hi], self._ttfs[lo:hi]))
+        return out
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(entries per term, labels, generations, frequencies) of every term in id order, as one
-        concatenation: a run of terms never asked for is one slice of the loaded arrays."""
-        off = self._off
-        loaded = off.size - 1
+        concatenation: a run of terms never made is a slice of the loaded arrays or the tail."""
+        base = self._off.size - 1
         counts = np.zeros(len(self._items), dtype=np.int64)
-        counts[:loaded] = np.diff(off)
+        counts[:base] = np.diff(self._off)
+        counts[base : base + self._tn] = np.diff(self._toff[: self._tn + 1])
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        run = 0  # the first loaded term of the run not yet taken
+        run = 0  # the first term of the run of unmade ones not yet taken
         for tid, p in enumerate(self._items):
             if p is None:
                 continue
-            if run < tid:
-                parts.append((self._labels[off[run] : off[tid]], self._gens[off[run] : off[tid]],
-                              self._tfs[off[run] : off[tid]]))
+            parts += self._unmade(run, tid)
             parts.append((p.labels[: p.n], p.gens[: p.n], p.tfs[: p.n]))
             counts[tid] = p.n
             run = tid + 1
-        if run < loaded:
-            parts.append((self._labels[off[run] : off[loaded]], self._gens[off[run] : off[loaded]],
-                          self._tfs[off[run] : off[loaded]]))
+        parts += self._unmade(run, len(self._items))
         if not parts:
             return counts, np.zeros(0, np.int32), np.zeros(0, np.uint32), np.zeros(0, np.uint16)
         return (counts, np.concatenate([a for a, _, _ in parts]), np.concatenate([g for _, g, _ in parts]),

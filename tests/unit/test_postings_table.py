@@ -1,0 +1,89 @@
+"""A term's postings stay a range of shared arrays until a search's or a later write's use makes
+them a `Postings` of their own: the index answers as one whose every term had its own from the
+start, through writes, rewrites, removals and a snapshot, and an ingest of rows that each hold a
+code of their own makes no object for those codes."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from skald.store import bm25_snapshot
+from skald.store.bm25 import KeywordIndex
+from skald.store.terms import tokenize
+
+WORDS = ["gateway", "restart", "timeout", "latency", "node", "cache", "disk", "quota", "replica", "shard"]
+
+
+def text(rng: random.Random, label: int, version: int) -> str:
+    """Common words, and a code held by this row alone (a rare term per row, as real text has)."""
+    return " ".join(rng.choices(WORDS, k=rng.randint(2, 8))) + f" code{label}x{version}"
+
+
+def held(kw: KeywordIndex) -> dict[str, dict[int, int]]:
+    """term -> {label: frequency} of the rows that hold it now, read without making any `Postings`."""
+    out: dict[str, dict[int, int]] = {}
+    for term, tid in kw._tid.items():
+        labels, tfs = kw._post.current(tid, kw._gen)
+        assert kw._post.live(tid) == labels.size, term
+        if labels.size:
+            out[term] = dict(zip(labels.tolist(), tfs.tolist(), strict=True))
+    return out
+
+
+def expected(texts: dict[int, str]) -> dict[str, dict[int, int]]:
+    out: dict[str, dict[int, int]] = {}
+    for label, t in texts.items():
+        for term, n in Counter(tokenize(t, "en")).items():
+            out.setdefault(term, {})[label] = n
+    return out
+
+
+def every(labels: np.ndarray) -> np.ndarray:
+    return np.ones(labels.size, dtype=bool)
+
+
+def test_ranges_answer_as_postings_through_writes_removals_and_a_snapshot(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    kw, texts = KeywordIndex(), {}
+    for step in range(12):
+        batch = []
+        for _ in range(40):
+            label = rng.randrange(120)  # rewrites of earlier rows, in this batch and earlier ones
+            texts[label] = text(rng, label, step)
+            batch.append((label, texts[label], "en"))
+        kw.add_many(batch)
+        for label in rng.sample(sorted(texts), 5):
+            kw.remove(label)
+            del texts[label]
+        if step == 5:  # saved and loaded halfway: later writes go to terms loaded and terms new
+            bm25_snapshot.save(kw, tmp_path, bm25_snapshot.generations(kw, kw._gen.shape[0]))
+            kw, _ = bm25_snapshot.load(tmp_path)
+        assert held(kw) == {t: p for t, p in expected(texts).items()}, step
+        query = " ".join(rng.sample(WORDS, 2)) + f" code{rng.choice(sorted(texts))}x{step}"
+        fresh = KeywordIndex()
+        fresh.add_many([(label, t, "en") for label, t in texts.items()])
+        (la, sa), (lb, sb) = kw.search(query, 10, every), fresh.search(query, 10, every)
+        assert la.tolist() == lb.tolist() and np.allclose(sa, sb), query
+    # every posting saved, made and unmade terms alike: a snapshot of it loads to the same index
+    (tmp_path / "again").mkdir()
+    bm25_snapshot.save(kw, tmp_path / "again", bm25_snapshot.generations(kw, kw._gen.shape[0]))
+    assert held(bm25_snapshot.load(tmp_path / "again")[0]) == expected(texts)
+
+
+def test_an_ingest_of_codes_makes_no_object_for_a_term_in_one_row() -> None:
+    rng = random.Random(5)
+    kw = KeywordIndex()
+    for start in range(0, 2_000, 256):  # as a replica applies: 256 rows at a time
+        kw.add_many([(label, text(rng, label, 0), "en") for label in range(start, min(2_000, start + 256))])
+    made = [tid for tid in range(len(kw._post)) if kw._post._items[tid] is not None]
+    assert len(kw._post) == len(WORDS) + 2_000
+    # the common words are written again by later batches (made then); no row's own code is
+    assert len(made) <= len(WORDS)
+    kw.search("code17x0", 5, every)  # a search reads a term without making it
+    assert kw._post._items[kw._tid["code17x0"]] is None
+    kw.remove(17)  # a removal does: its count of live rows changes
+    assert kw._post._items[kw._tid["code17x0"]] is not None and kw._post.live(kw._tid["code17x0"]) == 0
