@@ -46,6 +46,13 @@ def text_of(rng: np.random.Generator, vocab: list[str], words: int) -> str:
     return " ".join(vocab[r] for r in ranks)
 
 
+def abstract_of(i: int, text: str) -> str:
+    """As the indexer writes a section's: its heading path, then its first words within 220
+    characters (`›` and `…` in it, as there: Python then keeps the string at two bytes a character)."""
+    head = f"Runbook {i // 40} › Step {i % 40}: "
+    return head + text[: 219 - len(head)] + "…"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=50_000)
@@ -73,7 +80,7 @@ def main() -> None:
             text = text_of(rng, vocab, 60) + (f" Code R{i // 40}-{i % 40}." if a.codes else "")
             row = IndexRow(account="acme", uri=f"viking://resources/runbooks/r{i // 40:05d}.md#step-{i % 40}",
                            level=2, parent_uri=f"viking://resources/runbooks/r{i // 40:05d}.md",
-                           context_type="resource", abstract=text[:120], text=text, kind="section",
+                           context_type="resource", abstract=abstract_of(i, text), text=text, kind="section",
                            title=f"Step {i % 40}", vector=v.tobytes())
             own += len(text.encode()) + len(row.abstract.encode()) + len(row.uri.encode()) + DIM * 4
             rows.append((row, v))

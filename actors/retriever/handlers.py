@@ -157,7 +157,7 @@ class Retriever(TreeReads):
         prov: dict[str, Any] = {"mode": "quick", "targets": prefixes, "fresh": fresh}
         if not req.query.strip():
             rows = self.index.scan(q, c.limit)
-            result = results.group((results.to_matched(r, 0.0) for r in rows), c.limit)
+            result = results.group((results.to_matched(r, 0.0, self.index.abstract_of(r)) for r in rows), c.limit)
             prov["engine"] = "scan"
         else:
             k = c.limit * (params.EVENT_DECAY_OVERFETCH if c.decay is not None else 1)
@@ -180,7 +180,8 @@ class Retriever(TreeReads):
                 return results.passes(decayed_score(h.row, cal.score(gate_of(h) - margin), c.decay, c.now),
                                       req.score_threshold)
 
-            matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now) for h in answered(hits, passes)]
+            matched = [decayed_match(h.row, cal.score(h.score), c.decay, c.now, self.index.abstract_of(h.row))
+                       for h in answered(hits, passes)]
             prov["calibration"] = cal.describe()
             result = results.group(matched, c.limit, ranked_input=True)
         account = ctx.identity.account

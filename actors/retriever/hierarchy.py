@@ -41,6 +41,8 @@ class TreeIndex(Protocol):
 
     def allows(self, row: IndexRow, q: Query, scoped: bool = False) -> bool: ...
 
+    def abstract_of(self, row: IndexRow) -> str: ...
+
 
 def hotness(active_count: int, updated_at: float | None, now: float) -> float:
     """`(1+n)/(2+n) * 2^(-age_days/7)`: use raises it toward 1, age halves it weekly; no time = 0."""
@@ -84,11 +86,12 @@ class Outcome:
     rerank_fallback: bool = False
 
 
-async def _scores(rerank: Rerank | None, query: str, hits: list[Hit], out: Outcome) -> list[float]:
+async def _scores(rerank: Rerank | None, query: str, hits: list[Hit], out: Outcome,
+                  abstract_of: Callable[[IndexRow], str]) -> list[float]:
     base = [h.score for h in hits]
     if rerank is None or not hits:
         return base
-    got = await rerank(query, [h.row.abstract or h.row.uri for h in hits])
+    got = await rerank(query, [abstract_of(h.row) or h.row.uri for h in hits])
     out.rerank_used = True
     if got is None or len(got) != len(hits) or not all(math.isfinite(s) for s in got):
         out.rerank_fallback = True
@@ -104,7 +107,7 @@ async def descend(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, co
     gq = Query(account=scope.account, prefixes=scope.prefixes, levels=frozenset({0, 1}),
                context_types=scope.context_types)
     global_hits, _ = index.search(vec, gq, max(p.limit, GLOBAL_SEARCH_TOPK))
-    dir_scores = await _scores(rerank, text, global_hits, out)
+    dir_scores = await _scores(rerank, text, global_hits, out, index.abstract_of)
     starts: list[tuple[str, float]] = []
     seen: set[str] = set()
     for h, s in zip(global_hits, dir_scores, strict=True):
@@ -142,7 +145,8 @@ async def descend(index: TreeIndex, vec: np.ndarray, text: str, scope: Query, co
         if rerank is None:
             scored: list[list[float]] = [[h.score for h in hits] for hits in results]
         else:
-            scored = list(await asyncio.gather(*(_scores(rerank, text, hits, out) for hits in results)))
+            scored = list(await asyncio.gather(*(_scores(rerank, text, hits, out, index.abstract_of)
+                                                 for hits in results)))
         rnd: list[dict[str, Any]] = []
         changed: set[tuple[str, int]] = set()
         gte, alpha, tracing = p.score_gte, p.alpha, p.trace

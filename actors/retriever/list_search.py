@@ -147,15 +147,15 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
     if not req.query.strip():  # no query: the rows the filters select, newest first, as find lists them
         listing = Query(account=ctx.identity.account, prefixes=prefixes, levels=levels, context_types=ctypes,
                         since=since, until=until, time_field=req.time_field, predicate=pred)
-        matched = [results_mod.to_matched(r, 0.0) for r in index.scan(listing, limit)]
+        matched = [results_mod.to_matched(r, 0.0, index.abstract_of(r)) for r in index.scan(listing, limit)]
         provenance.append({"query": "", "engine": "scan"})
     for hits, prov in results:
         provenance.append(prov)
         for row, score in hits:
             if req.search_type == "keywords":
-                m = results_mod.to_matched(row, score)
+                m = results_mod.to_matched(row, score, index.abstract_of(row))
             else:  # similarities (hybrid's on the same cosine scale), calibrated
-                m = decayed_match(row, s.calibration.score(score), decay, now)
+                m = decayed_match(row, s.calibration.score(score), decay, now, index.abstract_of(row))
             if req.search_type == "semantic" and not results_mod.passes(m.score, req.score_threshold, req.score_gte):
                 continue  # hybrid's hits passed their own gates above
             m.match_reason = prov["query"]  # which query found it, until `explain` says why

@@ -36,11 +36,12 @@ def passes(score: float, threshold: float | None, gte: bool = False) -> bool:
     return score >= threshold if gte else score > threshold
 
 
-def to_matched(row: IndexRow, score: float) -> MatchedContext:
-    """A long document's L0/L1 rows are served as the document itself (it has no `.overview.md`)."""
+def to_matched(row: IndexRow, score: float, abstract: str) -> MatchedContext:
+    """A long document's L0/L1 rows are served as the document itself (it has no `.overview.md`).
+    `abstract` is the index's for the row (a leaf's is not held on the row: `abstract_of`)."""
     uri = row.uri if row.kind == "document" else served_uri(row.uri, row.level)
     return MatchedContext(context_type=row.context_type, uri=uri, level=row.level,
-                          score=round(float(score), 6), category=row.category, abstract=row.abstract,
+                          score=round(float(score), 6), category=row.category, abstract=abstract,
                           tags=list(row.tags) or None, location=location(row))
 
 

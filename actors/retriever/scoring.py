@@ -27,9 +27,9 @@ def decayed_score(row: IndexRow, score: float, decay: float | None, now: float) 
     return score if ts is None else score * ts
 
 
-def decayed_match(row: IndexRow, score: float, decay: float | None, now: float) -> MatchedContext:
+def decayed_match(row: IndexRow, score: float, decay: float | None, now: float, abstract: str) -> MatchedContext:
     """The hit as a result; a decayed one keeps its similarity as `origin_score` beside `time_score`."""
-    m = to_matched(row, score)
+    m = to_matched(row, score, abstract)
     ts = decay_factor(row, decay, now)
     if ts is not None:
         m.origin_score, m.time_score = m.score, round(ts, 6)

@@ -16,23 +16,34 @@ class IndexReads(IndexRows):
     """Rows read one at a time, and the index's counts."""
 
     def live_rows(self) -> list[IndexRow]:
-        """Every row, a leaf's without its text (`leaf_text`)."""
+        """Every row, a leaf's without its text and abstract (`leaf_text`, `abstract_of`)."""
         with self._lock:
             return [r for r in self._rows if r is not None]
 
     def get(self, account: str, uri: str, level: int) -> IndexRow | None:
-        """One row whole, a leaf's text read back."""
+        """One row whole, a leaf's text and abstract read back."""
         with self._lock:
             label = self._labels.get(row_key(account, uri, level))
             if label is None or (row := self._rows[label]) is None:
                 return None
-            if row.level == 2 and self._tlen[label]:
-                row = msgspec.structs.replace(row, text=self._texts.get(label))
+            if row.level == 2:
+                row = msgspec.structs.replace(row, text=self._texts.get(label) if self._tlen[label] else "",
+                                              abstract=self._abstracts.get(label))
             return row
 
+    def abstract_of(self, row: IndexRow) -> str:
+        """A row's abstract: a leaf's is kept in `_abstracts`, not on the row searches return, and
+        read for the hits a reply serves (a find's results, the candidates a context block keeps)."""
+        if row.level != 2 or row.abstract:
+            return row.abstract
+        with self._lock:
+            label = self._labels.get(row_key(row.account, row.uri, 2))
+            return "" if label is None else self._abstracts.get(label)
+
     def held(self, account: str, uri: str, level: int) -> IndexRow | None:
-        """The row object the index holds (a leaf's without its text): what searches return, so a
-        cache keyed on the object's identity (the retriever's served cache) matches their hits."""
+        """The row object the index holds (a leaf's without its text and abstract): what searches
+        return, so a cache keyed on the object's identity (the retriever's served cache) matches
+        their hits."""
         label = self._labels.get(row_key(account, uri, level))
         return None if label is None else self._rows[label]
 
@@ -40,6 +51,12 @@ class IndexReads(IndexRows):
         """The text of each leaf row named ("" for one not indexed): what a served section carries."""
         with self._lock:
             return [self._texts.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
+                    for u in uris]
+
+    def leaf_abstracts(self, account: str, uris: list[str]) -> list[str]:
+        """The abstract of each leaf row named ("" for one not indexed)."""
+        with self._lock:
+            return [self._abstracts.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
                     for u in uris]
 
     def leaf_text(self, label: int) -> str:

@@ -3,8 +3,8 @@ times, scope keys, the keyword rows to redo).
 
 Restored field by field over every row at once: `map`, `zip` and numpy iterate in C, where a
 Python loop over the rows cost 6-7 us a row (6-7 s of a million-row cold start). An older snapshot
-first has its leaf texts moved out of its rows (texts in the rows) and every row keyword-indexed
-again (no keyword index saved); the restore itself is the same."""
+first has its leaf texts and abstracts moved out of its rows (held in the rows then) and every row
+keyword-indexed again (no keyword index saved); the restore itself is the same."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held m
 _CTYPE = {name: code for code, name in enumerate(CONTEXT_TYPES)}
 
 
-def restore(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, redo: set[int] | None,
-            chash: int | None) -> None:
+def restore(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, abstracts_saved: bool,
+            redo: set[int] | None, chash: int | None) -> None:
     """Fill `idx` from `rows` as read from a snapshot: `redo` the labels whose keyword rows are to
     be made again (None: every one, the keyword index was not saved); `chash` the rows' saved
     content hash (None: an older snapshot, computed here)."""
@@ -34,6 +34,8 @@ def restore(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, redo
         idx._chash = chash
     if not texts_saved:
         _texts_out_of_rows(idx, rows)
+    if not abstracts_saved:
+        _abstracts_out_of_rows(idx, rows)
     if redo is None:
         redo = {label for label, row in enumerate(rows) if row is not None}
     _columns(idx, rows, redo, chash is None)
@@ -50,6 +52,14 @@ def _texts_out_of_rows(idx: IndexRows, rows: list[IndexRow | None]) -> None:
         if row.level == 2 and row.text:
             idx._texts.put(label, row.text)
             rows[label] = msgspec.structs.replace(row, text="")
+
+
+def _abstracts_out_of_rows(idx: IndexRows, rows: list[IndexRow | None]) -> None:
+    """A snapshot from before the leaf abstracts left the rows: each into the abstract heap."""
+    for label, row in enumerate(rows):
+        if row is not None and row.level == 2 and row.abstract:
+            idx._abstracts.put(label, row.abstract)
+            rows[label] = msgspec.structs.replace(row, abstract="")
 
 
 def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest: bool) -> None:
@@ -98,9 +108,10 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
     for label in sorted(redo):
         if label >= len(rows) or (again := rows[label]) is None:
             continue
-        text = idx._texts.get(label) if again.level == 2 else again.text
+        leaf = again.level == 2
+        text = idx._texts.get(label) if leaf else again.text
         idx._tlen[label] = len(text)
-        pending.append((label, text or again.abstract, again.lang or DEFAULT))
+        pending.append((label, text or (idx._abstracts.get(label) if leaf else again.abstract), again.lang or DEFAULT))
         if len(pending) >= REINDEX_BATCH:
             idx.keywords.add_many(pending)
             pending = []

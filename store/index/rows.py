@@ -54,6 +54,8 @@ class IndexRows:
         self._skeys: list[str] = []  # each row's `scope_key` (its scope key), "" for a free slot
         self._qv = QuantisedVectors(dim, capacity, text_dir)  # int8 per row; float32 while a row waits for the graph
         self._texts = TextHeap(text_dir, capacity)  # leaf rows' text, in a file (`texts.py`)
+        # Leaf rows' abstracts likewise (about 0.5 KB a row as strings): read for the hits a reply serves.
+        self._abstracts = TextHeap(text_dir, capacity)
         self._level = np.zeros(capacity, dtype=np.int8)
         self._ctype = np.zeros(capacity, dtype=np.int8)
         self._updated = np.zeros(capacity, dtype=np.float64)
@@ -113,6 +115,7 @@ class IndexRows:
         new = max(need, cap * 2)
         self._qv.grow(new)
         self._texts.grow(new)
+        self._abstracts.grow(new)
         for name in ("_level", "_ctype", "_updated", "_created", "_alive", "_adj", "_tlen"):
             old = getattr(self, name)
             arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
@@ -184,10 +187,12 @@ class IndexRows:
                 if label not in kids:
                     kids.add(label)
                     self._children_arr.pop(pkey, None)
-                text = row.text
-                # The vector lives in `_qv`, a leaf's text in `_texts`: held once each. The fields
-                # many rows repeat (a document's sections share their parent) are one string each.
-                row = msgspec.structs.replace(row, vector=b"", text="" if row.level == 2 else text,
+                text, abstract, leaf = row.text, row.abstract, row.level == 2
+                # The vector lives in `_qv`, a leaf's text and abstract in `_texts` and `_abstracts`:
+                # held once each. The fields many rows repeat (a document's sections share their
+                # parent) are one string each.
+                row = msgspec.structs.replace(row, vector=b"", text="" if leaf else text,
+                                              abstract="" if leaf else abstract,
                                               **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
                 if old is not None:
                     self._chash ^= row_digest(key, old)
@@ -201,9 +206,10 @@ class IndexRows:
                     self._by_level[row.level].add(label)
                     self._level_arr.clear()
                     self._level_mat.clear()
-                texts.append((label, text or row.abstract, row.lang or DEFAULT))
-                if row.level == 2:  # a label's level is its key's: a summary row never held a text here
+                texts.append((label, text or abstract, row.lang or DEFAULT))
+                if leaf:  # a label's level is its key's: a summary row never held a text here
                     self._texts.put(label, text)
+                    self._abstracts.put(label, abstract)
                 self._tlen[label] = len(text)
                 if self._alive[label]:
                     self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
@@ -349,6 +355,7 @@ class IndexRows:
             self._skeys[label] = ""
             self.keywords.remove(label)
             self._texts.drop(label)
+            self._abstracts.drop(label)
             self._qv.release(np.asarray([label], dtype=np.int64))
             if self._alive[label]:
                 self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1

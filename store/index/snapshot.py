@@ -33,10 +33,11 @@ ROWS = "rows.zst"  # the rows, msgpack zstd-compressed (`store/packed.py`)
 # (without them it is rebuilt from the texts). vectors.npy is only read: the vectors are the
 # graph's own (`graphfile.py`); an older snapshot has them beside it. The graph is graph.links and
 # vectors.f16 when its vectors are float16 values (every one since the stream carries float16), else
-# graph.bin as hnswlib saved it.
+# graph.bin as hnswlib saved it. abstracts.* since leaf abstracts left the rows (without them the
+# rows hold theirs).
 GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES)
 SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", "texts.dict",
-                  *bm25_snapshot.FILES)
+                  "abstracts.bin", "abstracts.npy", "abstracts.dict", *bm25_snapshot.FILES)
 READ_FILES = (*SNAPSHOT_FILES, "vectors.npy", "rows.msgpack", "keywords.npz")
 
 
@@ -52,8 +53,10 @@ def _crc32(path: Path, nbytes: int | None = None) -> int:
 
 
 def _covered(meta: dict[str, Any], name: str) -> int | None:
-    """The bytes of a snapshot file its checksum covers: the texts' recorded length, else the whole file."""
-    return int(meta["texts_bytes"]) if name == "texts.bin" and "texts_bytes" in meta else None
+    """The bytes of a snapshot file its checksum covers: a heap's recorded length (texts, abstracts),
+    else the whole file."""
+    field = {"texts.bin": "texts_bytes", "abstracts.bin": "abstracts_bytes"}.get(name)
+    return int(meta[field]) if field is not None and field in meta else None
 
 
 def _check(directory: Path, meta: dict[str, Any], names: list[str]) -> None:
@@ -83,13 +86,17 @@ class IndexSnapshot(IndexRows):
     def _save(self, directory: Path) -> int:
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
-        rows, meta, (texts_at, tlen, kw_gen) = self._freeze()
+        rows, meta, (texts_at, abstracts_at, tlen, kw_gen) = self._freeze()
         try:
             # Where each text is, and its length in characters (what hybrid reads, without the text).
             table, meta["texts_bytes"] = self._texts.save(tmp / "texts.bin", texts_at)
             np.save(tmp / "texts.npy", np.column_stack([table, tlen]))
             if (dictionary := self._texts.packer.dictionary) is not None:  # what the texts are packed with
                 (tmp / "texts.dict").write_bytes(dictionary)
+            table, meta["abstracts_bytes"] = self._abstracts.save(tmp / "abstracts.bin", abstracts_at)
+            np.save(tmp / "abstracts.npy", table)
+            if (dictionary := self._abstracts.packer.dictionary) is not None:
+                (tmp / "abstracts.dict").write_bytes(dictionary)
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
             packed.write_bytes(tmp / ROWS, msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
@@ -120,10 +127,11 @@ class IndexSnapshot(IndexRows):
                 self._qv.rebase(halves or graph, self._saved_writes, pos)
         return int(meta["applied_seq"])
 
-    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any], tuple[Frozen, np.ndarray, np.ndarray]]:
+    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any], tuple[Frozen, Frozen, np.ndarray, np.ndarray]]:
         """The rows and meta of one moment with every row in the graph, and the graph held still
         (`_saving`) until `_thaw`, so the graph written after matches them; where the leaf texts
-        are and each label's keyword generation at that moment (what `_load` repairs to)."""
+        and abstracts are and each label's keyword generation at that moment (what `_load`
+        repairs to)."""
         while True:
             while self.build_graph() > 0:
                 pass
@@ -138,13 +146,15 @@ class IndexSnapshot(IndexRows):
                 meta["foreign"] = dict(self.foreign)
                 # The graph (with the vectors) is held still until `_thaw`; the texts are read
                 # where they are now and the keyword index's changes since are repaired on load.
-                return self._rows[:n], meta, (self._texts.frozen(n), self._tlen[:n].astype(np.int64),
+                return self._rows[:n], meta, (self._texts.frozen(n), self._abstracts.frozen(n),
+                                               self._tlen[:n].astype(np.int64),
                                                bm25_snapshot.generations(self.keywords, n))
 
     def _thaw(self) -> None:
         """The graph moves again: the deletes that waited, then the vectors that waited."""
         with self._lock:
             self._texts.compact()  # when its garbage outgrew the live texts; nothing reads it meanwhile
+            self._abstracts.compact()
             self._saving = False
             waited, self._unsaved_deletes = self._unsaved_deletes, []
             with self._graph_lock:
@@ -204,6 +214,13 @@ class IndexSnapshot(IndexRows):
                 dictionary = (directory / "texts.dict").read_bytes() if "texts.dict" in crcs else None
                 idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"), dictionary)
                 idx._tlen[:n] = table[:, 2]
+            abstracts_saved = (directory / "abstracts.npy").exists()
+            if abstracts_saved:
+                table = np.load(directory / "abstracts.npy")
+                if table.shape != (n, 2):
+                    raise ValueError(f"abstracts {table.shape} for a snapshot of {n}")
+                dictionary = (directory / "abstracts.dict").read_bytes() if "abstracts.dict" in crcs else None
+                idx._abstracts.load(directory / "abstracts.bin", table, _covered(meta, "abstracts.bin"), dictionary)
             graph, halves = graph_loaded.result()
             if "vectors.npy" in crcs:  # an older snapshot: the vectors beside the graph
                 vecs = np.load(directory / "vectors.npy", mmap_mode="r")
@@ -218,7 +235,8 @@ class IndexSnapshot(IndexRows):
                 vectors_read = pool.submit(idx._vectors_from_graph, graph, halves, rows)
             # The XOR of the rows' digests, as saved with them (a digest of every row is 3-4 s of a
             # million-row load); computed for a snapshot from before it was saved.
-            restore.restore(idx, rows, texts_saved, redo, int(meta["chash"], 16) if "chash" in meta else None)
+            restore.restore(idx, rows, texts_saved, abstracts_saved, redo,
+                            int(meta["chash"], 16) if "chash" in meta else None)
             if vectors_read is not None:
                 vectors_read.result()
         idx.applied_seq = int(meta.get("applied_seq", 0))

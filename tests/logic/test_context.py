@@ -26,6 +26,7 @@ async def test_context_reply_is_assembled_under_budget(client: MemoryDeployment)
     by = {e["uri"]: e for e in entries}
     assert by[uris["event"]]["detail"] in ("overview", "full") and by[uris["event"]]["category"] == "events"
     assert by[uris["pref"]]["detail"] == "abstract" and by[uris["resource"]]["detail"] == "abstract"
+    assert by[uris["resource"]]["text"]  # a leaf's abstract, which the index keeps out of its row
     skill = [e for e in entries if e["category"] == "skills"]
     assert len(skill) == 1 and skill[0]["uri"].endswith("/caddy-port/SKILL.md")
     assert "caddy-port" in skill[0]["text"]

@@ -49,6 +49,23 @@ async def test_find_shape_and_ranking(corpus: MemoryDeployment) -> None:
     assert scores == sorted(scores, reverse=True) or len(r["memories"]) > 0
 
 
+async def test_a_leaf_hit_carries_its_abstract_though_the_index_keeps_it_out_of_the_row(
+        corpus: MemoryDeployment) -> None:
+    """A leaf row's abstract is kept in a file beside the index, not on the row a search returns
+    (about 0.5 KB a row less held); every reply serving a leaf reads it back: find, a find that
+    only filters, and list search."""
+    k8s = "viking://resources/infra/k8s.md"
+    held = corpus.retriever.index.get("default", k8s, 2)  # type: ignore[attr-defined]
+    assert held is not None and "liveness probe" in held.abstract
+    r = await corpus.call("search.find", {"query": "liveness probe pods restart"})
+    assert [h["abstract"] for h in r["resources"] if h["uri"] == k8s] == [held.abstract]
+    listed = await corpus.call("search.find", {"query": "", "target_uri": "viking://resources/infra"})
+    assert [h["abstract"] for h in all_hits(listed) if h["uri"] == k8s] == [held.abstract]
+    for mode in ("keywords", "semantic"):
+        s = await corpus.call("search.search", {"query": "liveness probe pods restart", "search_type": mode})
+        assert [h["abstract"] for h in all_hits(s) if h["uri"] == k8s] == [held.abstract], mode
+
+
 async def test_every_hit_says_why_it_matched_and_directories_carry_their_overview(corpus: MemoryDeployment) -> None:
     """Seed 004's `match_reason` (how the hit was found and which of the query's words its text
     holds, as the query writes them) and `overview` (a directory's L1 text, beside its abstract)."""

@@ -61,20 +61,23 @@ def _state(idx: Any) -> dict[str, Any]:
         "hash": idx.content_hash(),
         "rows": [idx._rows[lab] for lab in live],
         "texts": [idx.leaf_text(lab) if idx._level[lab] == 2 else "" for lab in live],
+        "abstracts": [idx.abstract_of(idx._rows[lab]) for lab in live],
     }
 
 
 def _older(snap: Path, loaded: Any) -> None:
-    """`snap` rewritten as a snapshot from before the leaf texts left the rows and the keyword index
-    was saved: each leaf's text (as `loaded` read it from the snapshot) back in its row, no texts
-    or keyword files."""
+    """`snap` rewritten as a snapshot from before the leaf texts and abstracts left the rows and the
+    keyword index was saved: each leaf's text and abstract (as `loaded` read them from the snapshot)
+    back in its row, no texts, abstracts or keyword files."""
     rows = msgspec.msgpack.decode(packed.read_bytes(snap / "rows.zst"), type=list[IndexRow | None])
-    old = [r if r is None or r.level != 2 else msgspec.structs.replace(r, text=loaded.leaf_text(label))
+    old = [r if r is None or r.level != 2 else
+           msgspec.structs.replace(r, text=loaded.leaf_text(label), abstract=loaded.abstract_of(r))
            for label, r in enumerate(rows)]
     meta = msgspec.json.decode((snap / "meta.json").read_bytes())
     packed.write_bytes(snap / "rows.zst", msgspec.msgpack.encode(old))
     meta["crc32"]["rows.zst"] = zlib.crc32((snap / "rows.zst").read_bytes())
-    for name in ("texts.bin", "texts.npy", "texts.dict", *bm25_snapshot.FILES):
+    for name in ("texts.bin", "texts.npy", "texts.dict", "abstracts.bin", "abstracts.npy", "abstracts.dict",
+                 *bm25_snapshot.FILES):
         if (snap / name).exists():
             os.remove(snap / name)
         meta["crc32"].pop(name, None)
@@ -97,6 +100,7 @@ def test_a_loaded_index_is_the_one_saved(tmp_path, monkeypatch, saved_hash) -> N
     back = VectorIndex.load(snap, DIM, "m")
     assert back is not None
     assert _state(back) == _state(idx)
+    assert back.get("a", "viking://resources/d1.md#s1", 2).abstract == "abstract 1"  # type: ignore[union-attr]
     _older(snap, back)  # texts moved out of the rows and keywords made again, then the same restore
     slow = VectorIndex.load(snap, DIM, "m")
     assert slow is not None and _state(slow) == _state(back)
