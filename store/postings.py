@@ -93,8 +93,9 @@ _NO_TFS = np.zeros(0, dtype=np.uint16)
 
 class PostingsTable:
     """Every term's postings by term id. A term's postings start as a range of arrays shared by
-    many terms and get a `Postings` of their own when a search or a second write first asks for
-    them (`__getitem__`): a million rows of real text hold about a million terms, most of them in
+    many terms and get a `Postings` of their own (`__getitem__`) when a later write, a removal or a
+    champion list first needs one; a search and a document frequency read the range (`current`,
+    `live`): a million rows of real text hold about a million terms, most of them in
     one row (an identifier, a code), and a `Postings` with three arrays costs about 0.5 KB a term
     (at load, 11-15 s of a million-row cold start) for terms most of which no search or later
     write ever touches.
