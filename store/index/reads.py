@@ -9,6 +9,7 @@ import msgspec
 
 from skald.messages.index import IndexRow
 from skald.store.index.rows import IndexRows
+from skald.store.index.texts import TextHeap
 from skald.store.index.types import row_key
 
 
@@ -49,14 +50,15 @@ class IndexReads(IndexRows):
 
     def leaf_texts(self, account: str, uris: list[str]) -> list[str]:
         """The text of each leaf row named ("" for one not indexed): what a served section carries."""
-        with self._lock:
-            return [self._texts.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
-                    for u in uris]
+        return self._leaves(self._texts, account, uris)
 
     def leaf_abstracts(self, account: str, uris: list[str]) -> list[str]:
         """The abstract of each leaf row named ("" for one not indexed)."""
+        return self._leaves(self._abstracts, account, uris)
+
+    def _leaves(self, heap: TextHeap, account: str, uris: list[str]) -> list[str]:
         with self._lock:
-            return [self._abstracts.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
+            return [heap.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
                     for u in uris]
 
     def leaf_text(self, label: int) -> str:

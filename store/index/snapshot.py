@@ -21,7 +21,7 @@ from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot, packed
 from skald.store.index import graphfile, restore
 from skald.store.index.rows import IndexRows
-from skald.store.index.texts import Frozen
+from skald.store.index.texts import Frozen, TextHeap
 from skald.store.index.types import HNSW_EF_SEARCH
 
 log = logging.getLogger("skald.store.index")
@@ -66,6 +66,29 @@ def _check(directory: Path, meta: dict[str, Any], names: list[str]) -> None:
             raise ValueError(f"{name} does not match its checksum")
 
 
+def _save_heap(heap: TextHeap, tmp: Path, name: str, at: Frozen, *columns: np.ndarray) -> int:
+    """A text heap into `tmp` as `<name>.bin` (its file), `<name>.npy` (where each label's entry is,
+    and `columns` beside it) and `<name>.dict` (what it is packed with, once trained); the bytes of
+    the file its entries lie in."""
+    table, nbytes = heap.save(tmp / f"{name}.bin", at)
+    np.save(tmp / f"{name}.npy", np.column_stack([table, *columns]))
+    if (dictionary := heap.packer.dictionary) is not None:
+        (tmp / f"{name}.dict").write_bytes(dictionary)
+    return nbytes
+
+
+def _load_heap(heap: TextHeap, directory: Path, name: str, meta: dict[str, Any], width: int) -> np.ndarray:
+    """What `_save_heap` wrote, taken as `heap`'s; its table (of `width` columns, checked)."""
+    n = int(meta["rows"])
+    table = np.load(directory / f"{name}.npy")
+    if table.shape != (n, width):
+        raise ValueError(f"{name} {table.shape} for a snapshot of {n}")
+    crcs = meta.get("crc32") or {}
+    dictionary = (directory / f"{name}.dict").read_bytes() if f"{name}.dict" in crcs else None
+    heap.load(directory / f"{name}.bin", table[:, :2], _covered(meta, f"{name}.bin"), dictionary)
+    return table
+
+
 class IndexSnapshot(IndexRows):
 
     """The index on disk: written atomically with checksums, read back whole or refused."""
@@ -89,14 +112,8 @@ class IndexSnapshot(IndexRows):
         rows, meta, (texts_at, abstracts_at, tlen, kw_gen) = self._freeze()
         try:
             # Where each text is, and its length in characters (what hybrid reads, without the text).
-            table, meta["texts_bytes"] = self._texts.save(tmp / "texts.bin", texts_at)
-            np.save(tmp / "texts.npy", np.column_stack([table, tlen]))
-            if (dictionary := self._texts.packer.dictionary) is not None:  # what the texts are packed with
-                (tmp / "texts.dict").write_bytes(dictionary)
-            table, meta["abstracts_bytes"] = self._abstracts.save(tmp / "abstracts.bin", abstracts_at)
-            np.save(tmp / "abstracts.npy", table)
-            if (dictionary := self._abstracts.packer.dictionary) is not None:
-                (tmp / "abstracts.dict").write_bytes(dictionary)
+            meta["texts_bytes"] = _save_heap(self._texts, tmp, "texts", texts_at, tlen)
+            meta["abstracts_bytes"] = _save_heap(self._abstracts, tmp, "abstracts", abstracts_at)
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
             packed.write_bytes(tmp / ROWS, msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
@@ -208,19 +225,10 @@ class IndexSnapshot(IndexRows):
                 idx.keywords, changed = bm25_snapshot.load(directory)
                 redo = set(changed.tolist())
             if texts_saved:
-                table = np.load(directory / "texts.npy")
-                if table.shape != (n, 3):
-                    raise ValueError(f"texts {table.shape} for a snapshot of {n}")
-                dictionary = (directory / "texts.dict").read_bytes() if "texts.dict" in crcs else None
-                idx._texts.load(directory / "texts.bin", table[:, :2], _covered(meta, "texts.bin"), dictionary)
-                idx._tlen[:n] = table[:, 2]
+                idx._tlen[:n] = _load_heap(idx._texts, directory, "texts", meta, 3)[:, 2]
             abstracts_saved = (directory / "abstracts.npy").exists()
             if abstracts_saved:
-                table = np.load(directory / "abstracts.npy")
-                if table.shape != (n, 2):
-                    raise ValueError(f"abstracts {table.shape} for a snapshot of {n}")
-                dictionary = (directory / "abstracts.dict").read_bytes() if "abstracts.dict" in crcs else None
-                idx._abstracts.load(directory / "abstracts.bin", table, _covered(meta, "abstracts.bin"), dictionary)
+                _load_heap(idx._abstracts, directory, "abstracts", meta, 2)
             graph, halves = graph_loaded.result()
             if "vectors.npy" in crcs:  # an older snapshot: the vectors beside the graph
                 vecs = np.load(directory / "vectors.npy", mmap_mode="r")
