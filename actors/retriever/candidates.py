@@ -11,7 +11,7 @@ collapsed to one `.overview.md` entry, and the other-peer penalty.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 
@@ -127,11 +127,13 @@ class Scored:
 
 @dataclass(slots=True)
 class Shaped:
-    """Candidates after shaping, and the URIs exclusions and the ledger removed."""
+    """Candidates after shaping, the URIs exclusions and the ledger removed, and the long
+    documents whose table of contents (their L1 row) was among the hits: a kept one carries it."""
 
     candidates: list[Candidate]
     excluded: set[str]
     cooled: set[str]
+    overviews: set[str] = field(default_factory=set)
 
 
 TURNS_PER_ENTRY = 4  # turns a bucket may carry, on average, per entry it is asked for
@@ -178,6 +180,7 @@ class _Served(msgspec.Struct, gc=False):
     scope: str  # "global", "self", or "peer" (a row in the space of the peer `peer`)
     peer: str
     lines: tuple[int, int] | None
+    overview: bool = False  # a long document's L1 row: its table of contents is read for it once kept
 
 
 _SERVED: dict[str, _Served | None] = {}
@@ -192,14 +195,14 @@ def _served(row: IndexRow) -> _Served | None:
     if not segs or is_profile(segs):
         return None
     pkg = skill_package(segs) if row.context_type == "skill" else None
-    text, location = "", ""
+    text, location, overview = "", "", False
     lines = (row.start_line, row.end_line) if row.kind == "section" else None
     if pkg is not None:
         uri, is_dir = SCHEME + "/".join(pkg) + "/SKILL.md", False
     elif row.kind == "document":
-        # A long document's node: served as the document, its table of contents as overview.
-        uri, is_dir = row.uri, True
-        text = (results.l1_overview(row) or "") if row.level == 1 else ""
+        # A long document's node: served as the document, its table of contents as overview
+        # (which the index keeps out of the row: read for the candidates kept, `Shaped.overviews`).
+        uri, is_dir, overview = row.uri, True, row.level == 1
     elif row.kind == "section":
         uri, is_dir, text, location = row.uri, False, row.text, results.location(row)
     elif row.level in (0, 1):
@@ -213,7 +216,7 @@ def _served(row: IndexRow) -> _Served | None:
         scope = "global"
     elif len(segs) > 3 and segs[0] == "user" and segs[2] == "peers":
         scope, peer = "peer", segs[3]
-    return _Served(row, uri, is_dir, display_category(row), pkg, text, location, scope, peer, lines)
+    return _Served(row, uri, is_dir, display_category(row), pkg, text, location, scope, peer, lines, overview)
 
 
 def served(row: IndexRow) -> _Served | None:
@@ -270,5 +273,7 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
                                   page=h.row.page)
         elif sv.text and not cur.text:
             cur.text = sv.text
+        if sv.overview:
+            out.overviews.add(uri)
     out.candidates = sorted(best.values(), key=rank_key)
     return out

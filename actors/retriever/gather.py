@@ -133,6 +133,10 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
             bare = [m for m in kept if m.lines is not None and not m.text and "#" in m.uri]
             for m, text in zip(bare, index.leaf_texts(account, [m.uri for m in bare]), strict=True):
                 m.text = text
+            # And a long document's table of contents, for one whose L1 row was hit.
+            bare = [m for m in kept if m.uri in shaped.overviews and not m.text]
+            for m, text in zip(bare, index.overviews(account, [m.uri for m in bare]), strict=True):
+                m.text = results.overview_text(text)
             # So is a leaf's abstract.
             bare = [m for m in kept if not m.abstract and not m.is_dir]
             for m, abstract in zip(bare, index.leaf_abstracts(account, [m.uri for m in bare]), strict=True):

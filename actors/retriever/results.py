@@ -70,7 +70,12 @@ def explain(result: FindResult, query: str, how: str,
 def l1_overview(row: IndexRow | None) -> str | None:
     """A directory's overview or a long document's table of contents: its L1 row's text after
     the name line."""
-    return (row.text.partition("\n")[2] or None) if row is not None else None
+    return (overview_text(row.text) or None) if row is not None else None
+
+
+def overview_text(text: str) -> str:
+    """An L1 row's text without its first line (the node's name)."""
+    return text.partition("\n")[2]
 
 
 def location(row: IndexRow) -> str:

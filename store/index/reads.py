@@ -10,7 +10,7 @@ import msgspec
 from skald.messages.index import IndexRow
 from skald.store.index.rows import IndexRows
 from skald.store.index.texts import TextHeap
-from skald.store.index.types import row_key
+from skald.store.index.types import row_key, text_held
 
 
 class IndexReads(IndexRows):
@@ -22,7 +22,7 @@ class IndexReads(IndexRows):
             return [r for r in self._rows if r is not None]
 
     def get(self, account: str, uri: str, level: int) -> IndexRow | None:
-        """One row whole, a leaf's text and abstract read back."""
+        """One row whole, a leaf's text and abstract (a document's table of contents) read back."""
         with self._lock:
             label = self._labels.get(row_key(account, uri, level))
             if label is None or (row := self._rows[label]) is None:
@@ -30,6 +30,8 @@ class IndexReads(IndexRows):
             if row.level == 2:
                 row = msgspec.structs.replace(row, text=self._texts.get(label) if self._tlen[label] else "",
                                               abstract=self._abstracts.get(label))
+            elif text_held(row.level, row.kind):
+                row = msgspec.structs.replace(row, text=self._texts.get(label) if self._tlen[label] else "")
             return row
 
     def abstract_of(self, row: IndexRow) -> str:
@@ -56,9 +58,13 @@ class IndexReads(IndexRows):
         """The abstract of each leaf row named ("" for one not indexed)."""
         return self._leaves(self._abstracts, account, uris)
 
-    def _leaves(self, heap: TextHeap, account: str, uris: list[str]) -> list[str]:
+    def overviews(self, account: str, uris: list[str]) -> list[str]:
+        """The L1 text (a table of contents) of each long document named ("" for one not indexed)."""
+        return self._leaves(self._texts, account, uris, 1)
+
+    def _leaves(self, heap: TextHeap, account: str, uris: list[str], level: int = 2) -> list[str]:
         with self._lock:
-            return [heap.get(lab) if (lab := self._labels.get(row_key(account, u, 2))) is not None else ""
+            return [heap.get(lab) if (lab := self._labels.get(row_key(account, u, level))) is not None else ""
                     for u in uris]
 
     def leaf_text(self, label: int) -> str:

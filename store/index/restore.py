@@ -18,7 +18,7 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
-from skald.store.index.types import CONTEXT_TYPES, row_digest, row_keys, scope_keys
+from skald.store.index.types import CONTEXT_TYPES, row_digest, row_keys, scope_keys, text_held
 from skald.store.language import DEFAULT
 
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
@@ -49,7 +49,7 @@ def _texts_out_of_rows(idx: IndexRows, rows: list[IndexRow | None]) -> None:
         if row is None:
             continue
         idx._tlen[label] = len(row.text)
-        if row.level == 2 and row.text:
+        if text_held(row.level, row.kind) and row.text:
             idx._texts.put(label, row.text)
             rows[label] = msgspec.structs.replace(row, text="")
 
@@ -97,8 +97,16 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
     idx._updated[at] = np.fromiter(map(attrgetter("updated_at"), live), dtype=np.float64, count=count)
     idx._created[at] = np.fromiter(map(attrgetter("created_at"), live), dtype=np.float64, count=count)
     idx._live += count
-    summary = np.flatnonzero(level != 2)  # a summary row keeps its text; a leaf's length is in the table
-    idx._tlen[at[summary]] = [len(live[i].text) for i in summary.tolist()]
+    # A summary row keeps its text and its length is taken from it; a leaf's length is in the
+    # table, and so is a long document's table of contents' (in the text heap since it left its
+    # row: one a snapshot from before holds on the row goes there now).
+    for i in np.flatnonzero(level != 2).tolist():
+        if text := live[i].text:
+            label = labels[i]
+            idx._tlen[label] = len(text)
+            if text_held(live[i].level, live[i].kind):
+                idx._texts.put(label, text)
+                rows[label] = live[i] = msgspec.structs.replace(live[i], text="")
     for lvl in np.unique(level).tolist():
         idx._by_level.setdefault(lvl, set()).update(at[level == lvl].tolist())
     mix = np.bincount(level.astype(np.int64) * 256 + (ctype.astype(np.int64) + 128))  # (level, type) as one code
@@ -109,7 +117,7 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
         if label >= len(rows) or (again := rows[label]) is None:
             continue
         leaf = again.level == 2
-        text = idx._texts.get(label) if leaf else again.text
+        text = idx._texts.get(label) if text_held(again.level, again.kind) else again.text
         idx._tlen[label] = len(text)
         pending.append((label, text or (idx._abstracts.get(label) if leaf else again.abstract), again.lang or DEFAULT))
         if len(pending) >= REINDEX_BATCH:

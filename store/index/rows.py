@@ -29,6 +29,7 @@ from skald.store.index.types import (
     row_digest,
     row_key,
     scope_key,
+    text_held,
 )
 from skald.store.language import DEFAULT
 
@@ -188,10 +189,11 @@ class IndexRows:
                     kids.add(label)
                     self._children_arr.pop(pkey, None)
                 text, abstract, leaf = row.text, row.abstract, row.level == 2
-                # The vector lives in `_qv`, a leaf's text and abstract in `_texts` and `_abstracts`:
-                # held once each. The fields many rows repeat (a document's sections share their
-                # parent) are one string each.
-                row = msgspec.structs.replace(row, vector=b"", text="" if leaf else text,
+                held = text_held(row.level, row.kind)
+                # The vector lives in `_qv`, a leaf's text and abstract in `_texts` and `_abstracts`
+                # (so does a document's table of contents): held once each. The fields many rows
+                # repeat (a document's sections share their parent) are one string each.
+                row = msgspec.structs.replace(row, vector=b"", text="" if held else text,
                                               abstract="" if leaf else abstract,
                                               **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
                 if old is not None:
@@ -207,8 +209,11 @@ class IndexRows:
                     self._level_arr.clear()
                     self._level_mat.clear()
                 texts.append((label, text or abstract, row.lang or DEFAULT))
-                if leaf:  # a label's level is its key's: a summary row never held a text here
+                if held:
                     self._texts.put(label, text)
+                elif old is not None and text_held(old.level, old.kind):
+                    self._texts.drop(label)  # a long document's key now a directory's, say
+                if leaf:  # a label's level is its key's: a summary row never held an abstract here
                     self._abstracts.put(label, abstract)
                 self._tlen[label] = len(text)
                 if self._alive[label]:

@@ -17,6 +17,14 @@ HNSW_EF_SEARCH = 64  # recall@10 ~0.998 at 100k clustered rows (docs/design/vect
 CONTEXT_TYPES = ("resource", "memory", "skill")
 
 
+def text_held(level: int, kind: str) -> bool:
+    """Whether the index keeps a row's text in its text heap rather than on the row: a leaf's
+    (read back for the passages served) and a long document's table of contents (its L1 row),
+    which grows with the document's sections (a line each, about 10 KB for 40) and is read only
+    when that document is served or its overview asked for."""
+    return level == 2 or (level == 1 and kind == "document")
+
+
 def row_digest(key: str, row: IndexRow) -> int:
     """What `content_hash` holds of one row: its key, content and time, 128 bits."""
     h = hashlib.blake2b(f"{key}\x00{row.content_hash}\x00{row.updated_at!r}".encode(), digest_size=16)

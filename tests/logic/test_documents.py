@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from skald.messages import catalog
 from skald.messages.errors import Conflict, InvalidArgument, NotFound
 from support import documents as sample_docs
 from support.memory_deploy import MemoryClient
@@ -221,3 +222,17 @@ async def test_tags_on_add_and_set_tags_reach_every_row_of_a_file(client: Memory
         await client.set_tags(BASE, ["a=b"])
     with pytest.raises(InvalidArgument):
         await client.set_tags(f"{BASE}/handbook.md", ["not a tag"])
+
+
+async def test_a_document_served_as_a_whole_carries_its_table_of_contents(client: MemoryClient,
+                                                                          docs: dict[str, bytes]) -> None:
+    """A long document's node among a context request's candidates is served with its table of
+    contents (a line per section), which the index keeps out of the row the search returns."""
+    got = await client.call(catalog.SEARCH_CANDIDATES, {"queries": ["Operations handbook sections"],
+                                                        "buckets": [{"name": "resources", "limit": 30}]})
+    docs_served = {c["uri"]: c for c in got["buckets"]["resources"] if c.get("is_dir") and "#" not in c["uri"]}
+    for name in ("handbook.md", "handbook.pdf"):
+        text = docs_served[f"{BASE}/{name}"]["text"]
+        assert text.startswith("# Operations handbook") and "(#recovery-objectives) (" in text, name
+        ov = await client.call("fs.overview", {"uri": f"{BASE}/{name}"})
+        assert text == ov["content"]

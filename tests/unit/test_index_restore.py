@@ -184,3 +184,57 @@ def test_a_loaded_keyword_index_written_to_and_saved_again_answers_as_one_built_
             got = [(h.row.uri, round(h.score, 4)) for h in i.keyword_search(word, Query(account="a"), 30)]
             want = [(h.row.uri, round(h.score, 4)) for h in whole.keyword_search(word, Query(account="a"), 30)]
             assert got == want, word
+
+
+def test_a_documents_table_of_contents_is_kept_out_of_its_row_and_read_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A long document's L1 row (its table of contents, a line per section) is held in the text
+    heap, not on the row searches return: `get` and `overviews` read it back, its words are still
+    keyword-indexed, its length is still the row's, and a snapshot loads it so, one from before (the
+    text on its row) too."""
+    data = _data(300)
+    toc = "# Handbook\n\n## Sections\n" + "\n".join(
+        f"- [Step {s}](#s{s}) (lines {4 * s}-{4 * s + 3}): zebracorn drill {s}" for s in range(40))
+    v = np.random.default_rng(9).standard_normal(DIM).astype(np.float32)
+    doc = IndexRow(account="a", uri="viking://resources/hb.md", level=1, parent_uri="viking://resources",
+                   context_type="resource", kind="document", abstract="the handbook", text=f"hb.md\n{toc}",
+                   lang="en")
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many([*data, (doc, v / np.linalg.norm(v))])
+
+    def check(ix: Any) -> None:
+        held = ix.held("a", doc.uri, 1)
+        assert held.text == "" and held.abstract == "the handbook"
+        assert ix.get("a", doc.uri, 1) == doc
+        assert ix.overviews("a", [doc.uri, "viking://resources/none.md"]) == [doc.text, ""]
+        label = ix._labels["a\x00viking://resources/hb.md\x001"]
+        assert ix._tlen[label] == len(doc.text)
+        labels, _ = ix.keywords.search("zebracorn", 5, lambda ls: np.ones(len(ls), dtype=bool))
+        assert labels.tolist() == [label]
+
+    check(idx)
+    snap = tmp_path / "snap"
+    idx.save(snap)
+    back = VectorIndex.load(snap, DIM, "m")
+    assert back is not None
+    check(back)
+    # A snapshot from before: the table of contents on its row and not in the texts (their table
+    # has no entry for it), the texts and keywords saved.
+    rows = msgspec.msgpack.decode(packed.read_bytes(snap / "rows.zst"), type=list[IndexRow | None])
+    label = next(i for i, r in enumerate(rows) if r is not None and r.kind == "document")
+    rows[label] = msgspec.structs.replace(rows[label], text=doc.text)
+    packed.write_bytes(snap / "rows.zst", msgspec.msgpack.encode(rows))
+    table = np.load(snap / "texts.npy")
+    table[label, 1:] = (-1, 0)
+    np.save(snap / "texts.npy", table)
+    meta = msgspec.json.decode((snap / "meta.json").read_bytes())
+    for name in ("rows.zst", "texts.npy"):
+        meta["crc32"][name] = zlib.crc32((snap / name).read_bytes())
+    (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
+    before = VectorIndex.load(snap, DIM, "m")
+    assert before is not None
+    check(before)
+    assert _state(before) == _state(back)
+    _older(snap, back)  # and older still: no texts saved, every row keyword-indexed again
+    oldest = VectorIndex.load(snap, DIM, "m")
+    assert oldest is not None
+    check(oldest)
