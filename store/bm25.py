@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from skald.store.language import DEFAULT
-from skald.store.postings import TF_MAX, PostingsTable
+from skald.store.postings import GEN_MASK, TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
 from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
@@ -59,7 +59,7 @@ class KeywordIndex:
         self._tid: dict[str, int] = {}  # term -> its id
         self._post = PostingsTable()  # by term id
         self._terms = RowTerms()  # label -> the term ids its text holds (sorted)
-        self._gen = np.zeros(1024, dtype=np.uint32)
+        self._gen = np.zeros(1024, dtype=np.uint16)  # each label's, bumped by every rewrite and removal
         self._dl = np.zeros(1024, dtype=np.float32)
         self._total = 0
         self._lock = threading.Lock()
@@ -137,8 +137,8 @@ class KeywordIndex:
         order = np.argsort(tid, kind="stable")  # each term's postings stay in label order of arrival
         tid = tid[order]
         lab = np.asarray(labels, dtype=np.int32)[order]
-        gen = np.asarray(gens, dtype=np.uint32)[order]
-        tf = np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(np.uint16)[order]
+        gen = np.asarray(gens, dtype=np.uint16)[order]
+        tf = np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(np.uint8)[order]
         cuts = np.flatnonzero(tid[1:] != tid[:-1]) + 1
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), tid.size]
@@ -163,7 +163,10 @@ class KeywordIndex:
             if not self._lang_rows[lang]:
                 del self._lang_rows[lang]
                 self._set_languages()
-        self._gen[label] += 1  # every posting of the old text is retired at once
+        nxt = (int(self._gen[label]) + 1) & GEN_MASK
+        if nxt == 0:
+            self._purge(label, tids)
+        self._gen[label] = nxt  # every posting of the old text is retired at once
         for tid in tids.tolist():
             post = self._post[tid]
             post.live -= 1
@@ -171,6 +174,20 @@ class KeywordIndex:
                 post.compact(self._gen)
         self._total -= int(self._dl[label])
         self._dl[label] = 0
+
+    def _purge(self, label: int, tids: np.ndarray) -> None:
+        """Before `label`'s generation wraps round to 0: none of its postings may outlive it, or a
+        retired one from 65,536 rewrites ago would pass for current. Its current postings (in
+        `tids`) and its retired ones (only in terms with retired postings: a term's first
+        retirement makes its `Postings`) all go, with every other row's retired ones in those
+        terms. Each term's document frequency still counts the row: `_remove` lowers it next.
+        Once in 65,536 rewrites of one row, a pass over the terms."""
+        mine = set(tids.tolist())
+        for tid in mine:
+            self._post[tid].compact(self._gen, drop=label)  # made first, if a range still
+        for tid, p in self._post.made():
+            if p.n != p.live and tid not in mine:
+                p.compact(self._gen, drop=label)
 
     def vocabulary(self) -> int:
         """Distinct terms ever indexed (a term no row holds any more still counts until restart)."""

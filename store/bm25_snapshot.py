@@ -8,10 +8,10 @@ every term are written as concatenated arrays with each term's offset, the per-r
 
 Only the postings of rows that still hold their term are written (a removed or rewritten row's
 stay in memory until their term is compacted), so each posting's generation is its row's and need
-not be written, and term frequencies, counts, go as uint16: 6 bytes a posting on disk instead of 12
+not be written, and term frequencies, counts, go as uint8: 5 bytes a posting on disk instead of 12
 (about 0.5 KB of a section row's snapshot), zstd-compressed (`store/packed.py`). Snapshots
 written before (an uncompressed `keywords.npz`, with `post_gens`, float32 frequencies and stale
-postings) still load.
+postings; uint16 frequencies and uint32 generations until these were narrowed) still load.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from skald.store import packed
 from skald.store.bm25 import KeywordIndex
-from skald.store.postings import TF_MAX, PostingsTable
+from skald.store.postings import GEN_MASK, TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
 
 ARRAYS = "keywords.arrays"  # zstd-compressed (`store/packed.py`)
@@ -45,7 +45,7 @@ def generations(kw: KeywordIndex, n: int) -> np.ndarray:
     """Each label's generation now (bumped by every removal and rewrite): taken with the rows a
     snapshot holds, so the labels written after them can be told apart on load (`stale`)."""
     with kw._lock:
-        out = np.zeros(n, dtype=np.uint32)
+        out = np.zeros(n, dtype=np.uint16)
         m = min(n, kw._gen.shape[0])
         out[:m] = kw._gen[:m]
         return out
@@ -92,12 +92,16 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
         with np.load(directory / "keywords.npz") as npz:
             z = {name: npz[name] for name in npz.files}
     off, labels = z["post_off"], z["post_labels"]
-    tfs = np.minimum(z["post_tfs"], TF_MAX).astype(np.uint16, copy=False)  # float32 in older snapshots
-    kw._gen, kw._dl = z["gen"], z["dl"]
-    if "post_gens" in z:  # written before: every posting with its generation, stale ones too
-        gens, live = z["post_gens"], z["post_live"]
-    else:  # only postings of rows holding the term: each generation is its row's
-        gens, live = kw._gen[labels], np.diff(off)
+    tfs = np.minimum(z["post_tfs"], TF_MAX).astype(np.uint8, copy=False)  # float32, then uint16, before
+    if "post_gens" in z:  # written before: every posting with its generation, stale ones too (dropped)
+        held = z["post_gens"] == z["gen"][labels]
+        off = np.concatenate(([0], np.cumsum(held, dtype=np.int64)))[off]
+        labels, tfs = labels[held], tfs[held]
+    # Generations as the index keeps them (their low bits: uint32 in snapshots written before; none
+    # of the postings kept is retired, so no two of a row's can meet).
+    kw._gen = (z["gen"] & GEN_MASK).astype(np.uint16, copy=False)
+    kw._dl = z["dl"]
+    gens, live = kw._gen[labels], np.diff(off)
     if off.size != len(meta.terms) + 1 or live.size != len(meta.terms) or int(off[-1]) != labels.size:
         raise ValueError("keyword postings do not match their terms")
     kw._tid = dict(zip(meta.terms, range(len(meta.terms)), strict=True))
@@ -116,9 +120,10 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
     kw._lang = meta.lang
     kw._lang_rows = Counter(meta.lang.values())
     kw._set_languages()
+    frozen = (frozen & GEN_MASK).astype(np.uint16, copy=False)
     n = frozen.shape[0]
     held = np.flatnonzero(kw._terms.count >= 0)
-    gen = np.zeros(kw._gen.shape[0], dtype=np.uint32)
+    gen = np.zeros(kw._gen.shape[0], dtype=np.uint16)
     gen[:n] = frozen
     stale = held[(held >= n) | (kw._gen[held] != gen[held])]
     changed = np.flatnonzero(kw._gen[:n] != frozen)  # written or removed after the rows were taken

@@ -3,27 +3,32 @@ at a time, retired by generation, compacted, and a champion list for very common
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-TF_MAX = 65_535  # a term's count in one row is kept as uint16 (a text is bounded far below it)
-GROW_SLOWLY_FROM = 4_096  # entries past which an array grows by a quarter, not double
+TF_MAX = 255  # a term's count in one row is kept as uint8: BM25's weight has all but saturated by then
+GEN_MASK = 0xFFFF  # a posting keeps its row's generation as uint16 (`KeywordIndex` purges before one wraps)
+GROW_SLOWLY_FROM = 64  # entries past which an array grows by an eighth, not double
 
 
 class Postings:
-    """One term's postings: parallel arrays of label, the label's generation when it was added, and
-    the term's frequency there; 10 bytes a posting where a dict entry costs about 100. A removed
-    row's postings stay until the term is compacted (its generation no longer matches).
+    """One term's postings: parallel arrays of label, the label's generation when it was added (its
+    low 16 bits), and the term's frequency there (uint8); 7 bytes a posting where a dict entry
+    costs about 100. A removed row's postings stay until the term is compacted (its generation no
+    longer matches).
 
-    A term's arrays double while small and grow by a quarter past GROW_SLOWLY_FROM entries: the
-    frequent terms hold most postings, and doubling left them a third empty on average (about 0.4
-    KB a section row of 100 words at a million rows); a quarter costs more copies, each a memcpy."""
+    A term's arrays double while small and grow by an eighth past GROW_SLOWLY_FROM entries:
+    doubling left a term's arrays a third empty on average, and by a quarter from 4,096 entries
+    still 29 % of all postings' room at 100,000 section rows of Zipf text (923 bytes a row, 791 by
+    an eighth from 64, the fill no slower: each growth is a memcpy)."""
 
     __slots__ = ("labels", "gens", "tfs", "n", "live", "compactions", "champ", "champ_upto", "champ_epoch")
 
     def __init__(self) -> None:
         self.labels = np.empty(2, dtype=np.int32)
-        self.gens = np.empty(2, dtype=np.uint32)
-        self.tfs = np.empty(2, dtype=np.uint16)
+        self.gens = np.empty(2, dtype=np.uint16)
+        self.tfs = np.empty(2, dtype=np.uint8)
         self.n = 0  # entries used
         self.live = 0  # entries whose row still holds the term: the document frequency
         self.compactions = 0  # entries move when compacted: a champion list from before is stale
@@ -35,7 +40,7 @@ class Postings:
         """Postings of several rows at once: one slice written per array, not a scalar per posting."""
         m = labels.shape[0]
         if self.n + m > self.labels.shape[0]:
-            cap = max(self.n + m, self.n + (self.n // 4 if self.n >= GROW_SLOWLY_FROM else self.n))
+            cap = max(self.n + m, self.n + (self.n // 8 if self.n >= GROW_SLOWLY_FROM else self.n))
             for name in ("labels", "gens", "tfs"):
                 old = getattr(self, name)
                 grown = np.empty(cap, dtype=old.dtype)
@@ -55,8 +60,11 @@ class Postings:
         ok = self.gens[: self.n] == gen[labels]
         return labels[ok], tfs[ok]
 
-    def compact(self, gen: np.ndarray) -> None:
+    def compact(self, gen: np.ndarray, drop: int = -1) -> None:
+        """Keep the postings of rows that hold the term now; with `drop`, none of that label's."""
         ok = self.gens[: self.n] == gen[self.labels[: self.n]]
+        if drop >= 0:
+            ok &= self.labels[: self.n] != drop
         keep = int(ok.sum())
         self.labels[:keep] = self.labels[: self.n][ok]
         self.gens[:keep] = self.gens[: self.n][ok]
@@ -87,8 +95,8 @@ class Postings:
 
 
 _NO_LABELS = np.zeros(0, dtype=np.int32)
-_NO_GENS = np.zeros(0, dtype=np.uint32)
-_NO_TFS = np.zeros(0, dtype=np.uint16)
+_NO_GENS = np.zeros(0, dtype=np.uint16)
+_NO_TFS = np.zeros(0, dtype=np.uint8)
 
 
 class PostingsTable:
@@ -112,16 +120,16 @@ class PostingsTable:
         self._items: list[Postings | None] = []
         self._off = np.zeros(1, dtype=np.int64)  # the loaded terms' ranges (none loaded: one offset)
         self._labels = np.zeros(0, dtype=np.int32)
-        self._gens = np.zeros(0, dtype=np.uint32)
-        self._tfs = np.zeros(0, dtype=np.uint16)
+        self._gens = np.zeros(0, dtype=np.uint16)
+        self._tfs = np.zeros(0, dtype=np.uint8)
         self._live = np.zeros(0, dtype=np.int64)
         # The tail: ranges of terms written since, `_toff[i]:_toff[i + 1]` for the i-th after the
         # loaded ones; `_tn` of them written so far.
         self._toff = np.zeros(1024, dtype=np.int64)
         self._tn = 0
         self._tlabels = np.zeros(1024, dtype=np.int32)
-        self._tgens = np.zeros(1024, dtype=np.uint32)
-        self._ttfs = np.zeros(1024, dtype=np.uint16)
+        self._tgens = np.zeros(1024, dtype=np.uint16)
+        self._ttfs = np.zeros(1024, dtype=np.uint8)
 
     @classmethod
     def loaded(cls, off: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray,
@@ -141,6 +149,11 @@ class PostingsTable:
         if p is None:
             p = self._items[tid] = self._made(tid)
         return p
+
+    def made(self) -> Iterator[tuple[int, Postings]]:
+        """(term id, postings) of the terms that have a `Postings` of their own: only they hold
+        retired postings (a term's first retirement makes it)."""
+        return ((tid, p) for tid, p in enumerate(self._items) if p is not None)
 
     def new_term(self) -> int:
         """A term id for a term not seen before; its postings come with its first `extend`."""
@@ -235,6 +248,6 @@ class PostingsTable:
             run = tid + 1
         parts += self._unmade(run, len(self._items))
         if not parts:
-            return counts, np.zeros(0, np.int32), np.zeros(0, np.uint32), np.zeros(0, np.uint16)
+            return counts, np.zeros(0, np.int32), np.zeros(0, np.uint16), np.zeros(0, np.uint8)
         return (counts, np.concatenate([a for a, _, _ in parts]), np.concatenate([g for _, g, _ in parts]),
                 np.concatenate([t for _, _, t in parts]))

@@ -355,16 +355,27 @@ def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_
     snap = tmp_path / "snap"
     idx.save(snap)
     arrays = packed.read_arrays(snap / "keywords.arrays")
-    assert "post_gens" not in arrays and arrays["post_tfs"].dtype == np.uint16
+    assert "post_gens" not in arrays and arrays["post_tfs"].dtype == np.uint8 and arrays["gen"].dtype == np.uint16
     saved = int(arrays["post_labels"].size)
     assert saved < held  # the rewritten and removed rows' old postings are not written
     back = VectorIndex.load(snap, DIM, "m")
     assert back is not None
     assert _keyword_answers(back, words) == want
-    # The layout written before: uncompressed, every posting with its generation, frequencies as float32.
-    arrays["post_gens"] = arrays["gen"][arrays["post_labels"]]
+    # The layout written before: uncompressed, every posting with its generation (uint32, past
+    # 65,535 here), retired ones too (one added: a row that no longer holds "rewritten"),
+    # frequencies as float32.
+    tid = msgspec.msgpack.decode((snap / "keywords.msgpack").read_bytes())["terms"].index("rewritten")
+    at = int(arrays["post_off"][tid + 1])
+    gen = arrays["gen"].astype(np.uint32) + 3 * 65_536
+    arrays["frozen"] = arrays["frozen"].astype(np.uint32) + 3 * 65_536
+    arrays["post_labels"] = np.insert(arrays["post_labels"], at, 450)
+    arrays["post_tfs"] = np.insert(arrays["post_tfs"], at, 1).astype(np.float32)
+    arrays["post_gens"] = gen[arrays["post_labels"]]
+    arrays["post_gens"][at] -= 1
+    arrays["post_off"][tid + 1 :] += 1
     arrays["post_live"] = np.diff(arrays["post_off"])
-    arrays["post_tfs"] = arrays["post_tfs"].astype(np.float32)
+    arrays["post_live"][tid] -= 1
+    arrays["gen"] = gen
     np.savez(snap / "keywords.npz", allow_pickle=False, **arrays)
     meta = msgspec.json.decode((snap / "meta.json").read_bytes())
     os.remove(snap / "keywords.arrays")

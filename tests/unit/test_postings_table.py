@@ -87,3 +87,26 @@ def test_an_ingest_of_codes_makes_no_object_for_a_term_in_one_row() -> None:
     assert kw._post._items[kw._tid["code17x0"]] is None
     kw.remove(17)  # a removal does: its count of live rows changes
     assert kw._post._items[kw._tid["code17x0"]] is not None and kw._post.live(kw._tid["code17x0"]) == 0
+
+
+def test_a_row_rewritten_until_its_generation_wraps_holds_none_of_its_old_words(tmp_path: Path) -> None:
+    """A posting keeps its row's generation in 16 bits. A row rewritten 65,536 times comes back to
+    the generation its retired postings were written with: they must be gone by then, in a term
+    compacted never since (one retired posting of two) and in a term of its current text."""
+    def every(labels: np.ndarray) -> np.ndarray:
+        return np.ones(labels.shape[0], dtype=bool)
+
+    kw = KeywordIndex()
+    kw.add_many([(0, "zebra apple", "en"), (1, "zebra pear", "en"), (2, "apple", "en")])
+    for i in range(65_536):  # the row's last text, "apple quince", is written at generation 0 again
+        kw.add_many([(0, "apple quince" if i % 2 else "apple", "en")])
+    assert int(kw._gen[0]) == 0
+    assert kw.search("zebra", 5, every)[0].tolist() == [1]
+    assert sorted(kw.search("apple", 5, every)[0].tolist()) == [0, 2]
+    assert kw.search("quince", 5, every)[0].tolist() == [0]
+    assert (kw._df("zebra"), kw._df("appl"), kw._df("quinc")) == (1, 2, 1)
+    assert held(kw) == {"zebra": {1: 1}, "pear": {1: 1}, "appl": {0: 1, 2: 1}, "quinc": {0: 1}}
+    # saved and loaded: the same
+    bm25_snapshot.save(kw, tmp_path, bm25_snapshot.generations(kw, kw._gen.shape[0]))
+    back, changed = bm25_snapshot.load(tmp_path)
+    assert held(back) == held(kw) and not changed.size
