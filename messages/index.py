@@ -33,7 +33,7 @@ class IndexRow(msgspec.Struct, kw_only=True, frozen=True):
     # A long document is a node (levels 0 and 1, kind "document") whose level-2 children are its
     # sections (kind "section", URI `<document>#<anchor>`, text = the section's own text).
     kind: str = ""
-    title: str = ""  # a section's heading path
+    title: str = ""  # a section's heading path (on the stream; the index does not keep it)
     start_line: int = 0
     end_line: int = 0
     page: int = 0

@@ -76,6 +76,7 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
     setattr_ = msgspec.structs.force_setattr
     for field in SHARED_FIELDS:
         deque(map(setattr_, live, repeat(field), map(sys.intern, map(attrgetter(field), live))), maxlen=0)
+    deque(map(setattr_, live, repeat("title"), repeat("")), maxlen=0)  # not kept (`IndexRows.upsert_many`)
     count = len(live)
     accounts = list(map(attrgetter("account"), live))
     uris = list(map(attrgetter("uri"), live))

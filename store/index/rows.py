@@ -192,8 +192,10 @@ class IndexRows:
                 held = text_held(row.level, row.kind)
                 # The vector lives in `_qv`, a leaf's text and abstract in `_texts` and `_abstracts`
                 # (so does a document's table of contents): held once each. The fields many rows
-                # repeat (a document's sections share their parent) are one string each.
-                row = msgspec.structs.replace(row, vector=b"", text="" if held else text,
+                # repeat (a document's sections share their parent) are one string each. A
+                # section's title (its heading path, about 130 bytes) is not kept: nothing the
+                # index serves reads it (its text starts with it).
+                row = msgspec.structs.replace(row, vector=b"", text="" if held else text, title="",
                                               abstract="" if leaf else abstract,
                                               **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
                 if old is not None:

@@ -190,21 +190,21 @@ def test_a_documents_table_of_contents_is_kept_out_of_its_row_and_read_back(tmp_
     """A long document's L1 row (its table of contents, a line per section) is held in the text
     heap, not on the row searches return: `get` and `overviews` read it back, its words are still
     keyword-indexed, its length is still the row's, and a snapshot loads it so, one from before (the
-    text on its row) too."""
+    text on its row) too. A row's title is not kept at all (nothing served reads it)."""
     data = _data(300)
     toc = "# Handbook\n\n## Sections\n" + "\n".join(
         f"- [Step {s}](#s{s}) (lines {4 * s}-{4 * s + 3}): zebracorn drill {s}" for s in range(40))
     v = np.random.default_rng(9).standard_normal(DIM).astype(np.float32)
     doc = IndexRow(account="a", uri="viking://resources/hb.md", level=1, parent_uri="viking://resources",
                    context_type="resource", kind="document", abstract="the handbook", text=f"hb.md\n{toc}",
-                   lang="en")
+                   lang="en", title="Handbook › of the platform")
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
     idx.upsert_many([*data, (doc, v / np.linalg.norm(v))])
 
     def check(ix: Any) -> None:
         held = ix.held("a", doc.uri, 1)
-        assert held.text == "" and held.abstract == "the handbook"
-        assert ix.get("a", doc.uri, 1) == doc
+        assert held.text == "" and held.abstract == "the handbook" and held.title == ""
+        assert ix.get("a", doc.uri, 1) == msgspec.structs.replace(doc, title="")
         assert ix.overviews("a", [doc.uri, "viking://resources/none.md"]) == [doc.text, ""]
         label = ix._labels["a\x00viking://resources/hb.md\x001"]
         assert ix._tlen[label] == len(doc.text)
@@ -221,7 +221,7 @@ def test_a_documents_table_of_contents_is_kept_out_of_its_row_and_read_back(tmp_
     # has no entry for it), the texts and keywords saved.
     rows = msgspec.msgpack.decode(packed.read_bytes(snap / "rows.zst"), type=list[IndexRow | None])
     label = next(i for i, r in enumerate(rows) if r is not None and r.kind == "document")
-    rows[label] = msgspec.structs.replace(rows[label], text=doc.text)
+    rows[label] = msgspec.structs.replace(rows[label], text=doc.text, title=doc.title)
     packed.write_bytes(snap / "rows.zst", msgspec.msgpack.encode(rows))
     table = np.load(snap / "texts.npy")
     table[label, 1:] = (-1, 0)
