@@ -18,7 +18,7 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.index.rows import SHARED_FIELDS, IndexRows
-from skald.store.index.types import CONTEXT_TYPES, row_digest, row_keys, scope_keys, text_held
+from skald.store.index.types import CONTEXT_TYPES, row_digest, row_keys, text_held
 from skald.store.language import DEFAULT
 
 REINDEX_BATCH = 4_096  # rows a load keyword-indexes at once (their texts held meanwhile)
@@ -84,8 +84,8 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
     keys = row_keys(accounts, uris, level.tolist())
     idx._labels.update(zip(keys, labels, strict=True))
     if digest:
-        for key, row in zip(keys, live, strict=True):
-            idx._chash ^= row_digest(key, row)
+        for row in live:
+            idx._chash ^= row_digest(row)
     children = idx._children
     for pkey, label in zip(map("{}\x00{}".format, accounts, map(attrgetter("parent_uri"), live)), labels, strict=True):
         if (kids := children.get(pkey)) is None:
@@ -125,12 +125,11 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
             idx.keywords.add_many(pending)
             pending = []
     idx.keywords.add_many(pending)
-    scoped = scope_keys(accounts, uris)
-    if count == len(rows):
-        idx._skeys = scoped
+    if count == len(rows):  # a row's key is also its place in scope order: one string for both
+        idx._skeys = keys
     else:
-        each = iter(scoped)
+        each = iter(keys)
         idx._skeys = [next(each) if row is not None else "" for row in rows]
-    order = sorted(range(count), key=scoped.__getitem__)  # stable: equal keys keep label order
-    idx._sorted_keys = [scoped[i] for i in order]
+    order = sorted(range(count), key=keys.__getitem__)
+    idx._sorted_keys = [keys[i] for i in order]
     idx._sorted_labels = [labels[i] for i in order]

@@ -28,7 +28,7 @@ from skald.store.index.types import (
     HNSW_M,
     row_digest,
     row_key,
-    scope_key,
+    row_name,
     text_held,
 )
 from skald.store.language import DEFAULT
@@ -52,7 +52,7 @@ class IndexRows:
         self._lock = threading.RLock()
         self._labels: dict[str, int] = {}
         self._rows: list[IndexRow | None] = []
-        self._skeys: list[str] = []  # each row's `scope_key` (its scope key), "" for a free slot
+        self._skeys: list[str] = []  # each row's `row_key` (its scope key and level), "" for a free slot
         self._qv = QuantisedVectors(dim, capacity, text_dir)  # int8 per row; float32 while a row waits for the graph
         self._texts = TextHeap(text_dir, capacity)  # leaf rows' text, in a file (`texts.py`)
         # Leaf rows' abstracts likewise (about 0.5 KB a row as strings): read for the hits a reply serves.
@@ -158,7 +158,7 @@ class IndexRows:
                     raise ValueError(f"vector of dim {vec.shape} for an index of dim {self.dim}")
                 key = row_key(row.account, row.uri, row.level)
                 if self.foreign:
-                    self.foreign.pop(key, None)
+                    self.foreign.pop(row_name(row.account, row.uri, row.level), None)
                 label = self._labels.get(key)
                 if label is not None and label not in forgotten:
                     self._forget_adj(label)  # its old contribution to the account's centre
@@ -171,10 +171,9 @@ class IndexRows:
                     self._grow(label + 1)
                     self._labels[key] = label
                     forgotten.add(label)  # new: nothing counted yet, even if it comes again in this batch
-                    sk = scope_key(row.account, row.uri)
-                    self._skeys[label] = sk
-                    pos = bisect.bisect_right(self._sorted_keys, sk)
-                    self._sorted_keys.insert(pos, sk)
+                    self._skeys[label] = key  # one string: the label's key, and its place in scope order
+                    pos = bisect.bisect_right(self._sorted_keys, key)
+                    self._sorted_keys.insert(pos, key)
                     self._sorted_labels.insert(pos, label)
                     self._live += 1
                 old = self._rows[label]
@@ -199,8 +198,8 @@ class IndexRows:
                                               abstract="" if leaf else abstract,
                                               **{f: sys.intern(getattr(row, f)) for f in SHARED_FIELDS})
                 if old is not None:
-                    self._chash ^= row_digest(key, old)
-                self._chash ^= row_digest(key, row)
+                    self._chash ^= row_digest(old)
+                self._chash ^= row_digest(row)
                 self._rows[label] = row
                 if row.level != 2 or (old is not None and old.level != 2):
                     self._level_mat.clear()
@@ -324,24 +323,20 @@ class IndexRows:
     def note_foreign(self, account: str, uri: str, level: int, model: str) -> None:
         """A row another embedder wrote: counted (`foreign`), never searched."""
         with self._lock:
-            self.foreign[row_key(account, uri, level)] = model
+            self.foreign[row_name(account, uri, level)] = model
 
     def delete(self, account: str, uri: str, level: int) -> bool:
         with self._lock:
             key = row_key(account, uri, level)
             if self.foreign:
-                self.foreign.pop(key, None)
+                self.foreign.pop(row_name(account, uri, level), None)
             label = self._labels.pop(key, None)
             if label is None:
                 return False
-            sk = scope_key(account, uri)
-            lo = bisect.bisect_left(self._sorted_keys, sk)
-            hi = bisect.bisect_right(self._sorted_keys, sk)
-            for i in range(lo, hi):
-                if self._sorted_labels[i] == label:
-                    del self._sorted_keys[i]
-                    del self._sorted_labels[i]
-                    break
+            i = bisect.bisect_left(self._sorted_keys, key)  # a key is one row's
+            if i < len(self._sorted_keys) and self._sorted_labels[i] == label:
+                del self._sorted_keys[i]
+                del self._sorted_labels[i]
             old = self._rows[label]
             if old is not None:
                 kids = self._children.get(f"{old.account}\x00{old.parent_uri}")
@@ -357,7 +352,7 @@ class IndexRows:
                 self._level_mat.clear()
             self._forget_adj(label)
             if old is not None:
-                self._chash ^= row_digest(key, old)
+                self._chash ^= row_digest(old)
             self._rows[label] = None
             self._skeys[label] = ""
             self.keywords.remove(label)

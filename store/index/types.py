@@ -25,18 +25,29 @@ def text_held(level: int, kind: str) -> bool:
     return level == 2 or (level == 1 and kind == "document")
 
 
-def row_digest(key: str, row: IndexRow) -> int:
-    """What `content_hash` holds of one row: its key, content and time, 128 bits."""
+def row_digest(row: IndexRow) -> int:
+    """What `content_hash` holds of one row: its name, content and time, 128 bits."""
+    key = _NAME.format(row.account, row.uri, row.level)
     h = hashlib.blake2b(f"{key}\x00{row.content_hash}\x00{row.updated_at!r}".encode(), digest_size=16)
     return int.from_bytes(h.digest(), "big")
 
 
-_ROW_KEY = "{}\x00{}\x00{}"  # account, URI, level
+_NAME = "{}\x00{}\x00{}"  # account, URI, level: what names a row on the stream, in digests and as foreign
+_ROW_KEY = "{}\x00{}/\x00{}"  # account, URI with a section's '#' as '/', level
 _SCOPE_KEY = "{}\x00{}/"  # account, URI with a section's '#' as '/'
 
 
 def row_key(account: str, uri: str, level: int) -> str:
-    return _ROW_KEY.format(account, uri, level)
+    """The key the index finds a row by, and sorts its rows by: its scope key (`scope_key`) and
+    level, so the one string per row serves both (a scope's rows are those whose key starts with
+    its scope key)."""
+    return _ROW_KEY.format(account, uri.replace("#", "/"), level)
+
+
+def row_name(account: str, uri: str, level: int) -> str:
+    """A row's name as the stream and the digests have always written it (`row_key` sorts
+    differently)."""
+    return _NAME.format(account, uri, level)
 
 
 def scope_key(account: str, uri: str) -> str:
@@ -46,17 +57,12 @@ def scope_key(account: str, uri: str) -> str:
 
 def row_keys(accounts: Iterable[str], uris: Iterable[str], levels: Iterable[int]) -> list[str]:
     """`row_key` of many rows, formatted in C (a snapshot's load makes one per row)."""
-    return list(map(_ROW_KEY.format, accounts, uris, levels))
-
-
-def scope_keys(accounts: Iterable[str], uris: Iterable[str]) -> list[str]:
-    """`scope_key` of many rows, formatted in C."""
-    return list(map(_SCOPE_KEY.format, accounts, map(methodcaller("replace", "#", "/"), uris)))
+    return list(map(_ROW_KEY.format, accounts, map(methodcaller("replace", "#", "/"), uris), levels))
 
 
 def row_subject_token(account: str, uri: str, level: int) -> str:
     """A NATS-safe token naming one row (its subject on the index stream)."""
-    return hashlib.sha1(row_key(account, uri, level).encode()).hexdigest()
+    return hashlib.sha1(row_name(account, uri, level).encode()).hexdigest()
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ free labels, content hash."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zlib
 from pathlib import Path
@@ -18,6 +19,7 @@ from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot, packed
 from skald.store.index import Query, VectorIndex
 from skald.store.index import snapshot as snapshot_mod
+from skald.store.index.types import row_digest, row_key, row_subject_token, scope_key
 
 DIM = 384
 
@@ -132,9 +134,9 @@ def test_rows_written_while_a_snapshot_was_saved_are_restored_as_the_snapshot_ho
     monkeypatch.undo()
     back = VectorIndex.load(tmp_path / "snap", DIM, "m")
     assert back is not None
-    label = back._labels[f"a\x00{data[11][0].uri}\x002"]
+    label = back._labels[row_key("a", data[11][0].uri, 2)]
     assert back._tlen[label] == len(data[11][0].text)  # as the snapshot's rows took it
-    assert f"a\x00{data[22][0].uri}\x002" in back._labels
+    assert row_key("a", data[22][0].uri, 2) in back._labels
     _older(tmp_path / "snap", back)
     slow = VectorIndex.load(tmp_path / "snap", DIM, "m")
     assert slow is not None and _state(slow) == _state(back)
@@ -206,7 +208,7 @@ def test_a_documents_table_of_contents_is_kept_out_of_its_row_and_read_back(tmp_
         assert held.text == "" and held.abstract == "the handbook" and held.title == ""
         assert ix.get("a", doc.uri, 1) == msgspec.structs.replace(doc, title="")
         assert ix.overviews("a", [doc.uri, "viking://resources/none.md"]) == [doc.text, ""]
-        label = ix._labels["a\x00viking://resources/hb.md\x001"]
+        label = ix._labels[row_key("a", doc.uri, 1)]
         assert ix._tlen[label] == len(doc.text)
         labels, _ = ix.keywords.search("zebracorn", 5, lambda ls: np.ones(len(ls), dtype=bool))
         assert labels.tolist() == [label]
@@ -238,3 +240,17 @@ def test_a_documents_table_of_contents_is_kept_out_of_its_row_and_read_back(tmp_
     oldest = VectorIndex.load(snap, DIM, "m")
     assert oldest is not None
     check(oldest)
+
+
+def test_a_rows_key_sorts_it_by_scope_while_its_digest_and_subject_name_it_as_before() -> None:
+    """One string per row is both the index's key for it and its place in scope order; a row's
+    digest (replicas compare content hashes, snapshots save them) and its subject on the index
+    stream still name it `account NUL URI NUL level`, as streams and snapshots already written do."""
+    row = IndexRow(account="a", uri="viking://resources/d.md#s1", level=2, parent_uri="viking://resources/d.md",
+                   context_type="resource", content_hash="h", updated_at=5.0)
+    name = "a\x00viking://resources/d.md#s1\x002"
+    assert row_subject_token("a", row.uri, 2) == hashlib.sha1(name.encode()).hexdigest()
+    assert row_digest(row) == int.from_bytes(hashlib.blake2b(f"{name}\x00h\x005.0".encode(), digest_size=16).digest(),
+                                             "big")
+    assert row_key("a", row.uri, 2).startswith(scope_key("a", "viking://resources/d.md"))
+    assert not row_key("a", "viking://resources/d.mdx", 2).startswith(scope_key("a", "viking://resources/d.md"))
