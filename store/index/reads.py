@@ -52,17 +52,18 @@ class IndexReads(IndexRows):
 
     def leaf_texts(self, account: str, uris: list[str]) -> list[str]:
         """The text of each leaf row named ("" for one not indexed): what a served section carries."""
-        return self._leaves(self._texts, account, uris)
+        return self._heap_texts(self._texts, account, uris)
 
     def leaf_abstracts(self, account: str, uris: list[str]) -> list[str]:
         """The abstract of each leaf row named ("" for one not indexed)."""
-        return self._leaves(self._abstracts, account, uris)
+        return self._heap_texts(self._abstracts, account, uris)
 
     def overviews(self, account: str, uris: list[str]) -> list[str]:
         """The L1 text (a table of contents) of each long document named ("" for one not indexed)."""
-        return self._leaves(self._texts, account, uris, 1)
+        return self._heap_texts(self._texts, account, uris, 1)
 
-    def _leaves(self, heap: TextHeap, account: str, uris: list[str], level: int = 2) -> list[str]:
+    def _heap_texts(self, heap: TextHeap, account: str, uris: list[str], level: int = 2) -> list[str]:
+        """What `heap` holds for each row named at `level` ("" for one not indexed)."""
         with self._lock:
             return [heap.get(lab) if (lab := self._labels.get(row_key(account, u, level))) is not None else ""
                     for u in uris]

@@ -33,15 +33,18 @@ def row_digest(row: IndexRow) -> int:
 
 
 _NAME = "{}\x00{}\x00{}"  # account, URI, level: what names a row on the stream, in digests and as foreign
-_ROW_KEY = "{}\x00{}/\x00{}"  # account, URI with a section's '#' as '/', level
-_SCOPE_KEY = "{}\x00{}/"  # account, URI with a section's '#' as '/'
+# A section's '#' becomes '/' and a control character no URI holds, so a section sorts, and scopes,
+# inside its document's subtree and still never meets a path: `d.md#b` is `d.md/\x01b`, not `d.md/b`.
+_SECTION = "/\x01"
+_ROW_KEY = "{}\x00{}/\x00{}"  # account, URI as above, level
+_SCOPE_KEY = "{}\x00{}/"  # account, URI as above
 
 
 def row_key(account: str, uri: str, level: int) -> str:
     """The key the index finds a row by, and sorts its rows by: its scope key (`scope_key`) and
     level, so the one string per row serves both (a scope's rows are those whose key starts with
     its scope key)."""
-    return _ROW_KEY.format(account, uri.replace("#", "/"), level)
+    return _ROW_KEY.format(account, uri.replace("#", _SECTION), level)
 
 
 def row_name(account: str, uri: str, level: int) -> str:
@@ -52,12 +55,12 @@ def row_name(account: str, uri: str, level: int) -> str:
 
 def scope_key(account: str, uri: str) -> str:
     """A section (`<doc>#<anchor>`) sorts, and scopes, inside its document's subtree."""
-    return _SCOPE_KEY.format(account, uri.replace("#", "/"))
+    return _SCOPE_KEY.format(account, uri.replace("#", _SECTION))
 
 
 def row_keys(accounts: Iterable[str], uris: Iterable[str], levels: Iterable[int]) -> list[str]:
     """`row_key` of many rows, formatted in C (a snapshot's load makes one per row)."""
-    return list(map(_ROW_KEY.format, accounts, map(methodcaller("replace", "#", "/"), uris), levels))
+    return list(map(_ROW_KEY.format, accounts, map(methodcaller("replace", "#", _SECTION), uris), levels))
 
 
 def row_subject_token(account: str, uri: str, level: int) -> str:

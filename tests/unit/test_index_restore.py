@@ -254,3 +254,14 @@ def test_a_rows_key_sorts_it_by_scope_while_its_digest_and_subject_name_it_as_be
                                              "big")
     assert row_key("a", row.uri, 2).startswith(scope_key("a", "viking://resources/d.md"))
     assert not row_key("a", "viking://resources/d.mdx", 2).startswith(scope_key("a", "viking://resources/d.md"))
+    # A section never shares a key with a path ('d.md' a file when its section is indexed, then a
+    # directory holding 's1', whichever change the stream applies first).
+    assert row_key("a", "viking://resources/d.md/s1", 2) != row_key("a", row.uri, 2)
+    idx = VectorIndex(DIM, "m")
+    vec = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    child = msgspec.structs.replace(row, uri="viking://resources/d.md/s1", parent_uri="viking://resources/d.md")
+    idx.upsert_many([(child, vec), (row, vec)])
+    assert idx.delete("a", row.uri, 2)
+    assert idx.get("a", child.uri, 2) is not None and len(idx) == 1
+    assert [h.row.uri for h in idx.search(vec, Query(account="a", prefixes=["viking://resources/d.md"]), 5)[0]] == [
+        child.uri]
