@@ -164,8 +164,8 @@ class KeywordIndex:
                 del self._lang_rows[lang]
                 self._set_languages()
         nxt = (int(self._gen[label]) + 1) & GEN_MASK
-        if nxt == 0:
-            self._purge(label, tids)
+        if nxt == 0:  # a retired posting from 65,536 rewrites ago would pass for current
+            self._post.purge(label, tids, self._gen)
         self._gen[label] = nxt  # every posting of the old text is retired at once
         for tid in tids.tolist():
             post = self._post[tid]
@@ -174,20 +174,6 @@ class KeywordIndex:
                 post.compact(self._gen)
         self._total -= int(self._dl[label])
         self._dl[label] = 0
-
-    def _purge(self, label: int, tids: np.ndarray) -> None:
-        """Before `label`'s generation wraps round to 0: none of its postings may outlive it, or a
-        retired one from 65,536 rewrites ago would pass for current. Its current postings (in
-        `tids`) and its retired ones (only in terms with retired postings: a term's first
-        retirement makes its `Postings`) all go, with every other row's retired ones in those
-        terms. Each term's document frequency still counts the row: `_remove` lowers it next.
-        Once in 65,536 rewrites of one row, a pass over the terms."""
-        mine = set(tids.tolist())
-        for tid in mine:
-            self._post[tid].compact(self._gen, drop=label)  # made first, if a range still
-        for tid, p in self._post.made():
-            if p.n != p.live and tid not in mine:
-                p.compact(self._gen, drop=label)
 
     def vocabulary(self) -> int:
         """Distinct terms ever indexed (a term no row holds any more still counts until restart)."""

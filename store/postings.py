@@ -155,6 +155,20 @@ class PostingsTable:
         retired postings (a term's first retirement makes it)."""
         return ((tid, p) for tid, p in enumerate(self._items) if p is not None)
 
+    def purge(self, label: int, tids: np.ndarray, gen: np.ndarray) -> None:
+        """Every posting of `label` gone, before its generation wraps round to where one of its
+        retired postings was written (`KeywordIndex` bumps it; a posting keeps 16 bits of it): its
+        current postings (in the terms `tids`, made first if still ranges) and its retired ones
+        (only in made terms with retired postings: a term's first retirement makes it), with every
+        other row's retired ones in those terms. The terms' document frequencies still count the
+        row (the caller lowers them). Once in 65,536 rewrites of one row, a pass over the terms."""
+        mine = set(tids.tolist())
+        for tid in mine:
+            self[tid].compact(gen, drop=label)
+        for tid, p in self.made():
+            if p.n != p.live and tid not in mine:
+                p.compact(gen, drop=label)
+
     def new_term(self) -> int:
         """A term id for a term not seen before; its postings come with its first `extend`."""
         self._items.append(None)
