@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from skald.store.language import DEFAULT
-from skald.store.postings import GEN_MASK, TF_MAX, PostingsTable
+from skald.store.postings import GEN, GEN_MASK, TF, TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
 from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_words, tokenize
 
@@ -59,7 +59,7 @@ class KeywordIndex:
         self._tid: dict[str, int] = {}  # term -> its id
         self._post = PostingsTable()  # by term id
         self._terms = RowTerms()  # label -> the term ids its text holds (sorted)
-        self._gen = np.zeros(1024, dtype=np.uint16)  # each label's, bumped by every rewrite and removal
+        self._gen = np.zeros(1024, dtype=GEN)  # each label's, bumped by every rewrite and removal
         self._dl = np.zeros(1024, dtype=np.float32)
         self._total = 0
         self._lock = threading.Lock()
@@ -137,8 +137,8 @@ class KeywordIndex:
         order = np.argsort(tid, kind="stable")  # each term's postings stay in label order of arrival
         tid = tid[order]
         lab = np.asarray(labels, dtype=np.int32)[order]
-        gen = np.asarray(gens, dtype=np.uint16)[order]
-        tf = np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(np.uint8)[order]
+        gen = np.asarray(gens, dtype=GEN)[order]
+        tf = np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(TF)[order]
         cuts = np.flatnonzero(tid[1:] != tid[:-1]) + 1
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), tid.size]

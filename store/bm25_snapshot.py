@@ -24,7 +24,7 @@ import numpy as np
 
 from skald.store import packed
 from skald.store.bm25 import KeywordIndex
-from skald.store.postings import GEN_MASK, TF_MAX, PostingsTable
+from skald.store.postings import GEN, GEN_MASK, TF, TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
 
 ARRAYS = "keywords.arrays"  # zstd-compressed (`store/packed.py`)
@@ -45,7 +45,7 @@ def generations(kw: KeywordIndex, n: int) -> np.ndarray:
     """Each label's generation now (bumped by every removal and rewrite): taken with the rows a
     snapshot holds, so the labels written after them can be told apart on load (`stale`)."""
     with kw._lock:
-        out = np.zeros(n, dtype=np.uint16)
+        out = np.zeros(n, dtype=GEN)
         m = min(n, kw._gen.shape[0])
         out[:m] = kw._gen[:m]
         return out
@@ -92,14 +92,14 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
         with np.load(directory / "keywords.npz") as npz:
             z = {name: npz[name] for name in npz.files}
     off, labels = z["post_off"], z["post_labels"]
-    tfs = np.minimum(z["post_tfs"], TF_MAX).astype(np.uint8, copy=False)  # float32, then uint16, before
+    tfs = np.minimum(z["post_tfs"], TF_MAX).astype(TF, copy=False)  # float32, then uint16, before
     if "post_gens" in z:  # written before: every posting with its generation, stale ones too (dropped)
         held = z["post_gens"] == z["gen"][labels]
         off = np.concatenate(([0], np.cumsum(held, dtype=np.int64)))[off]
         labels, tfs = labels[held], tfs[held]
     # Generations as the index keeps them (their low bits: uint32 in snapshots written before; none
     # of the postings kept is retired, so no two of a row's can meet).
-    kw._gen = (z["gen"] & GEN_MASK).astype(np.uint16, copy=False)
+    kw._gen = (z["gen"] & GEN_MASK).astype(GEN, copy=False)
     kw._dl = z["dl"]
     gens, live = kw._gen[labels], np.diff(off)
     if off.size != len(meta.terms) + 1 or live.size != len(meta.terms) or int(off[-1]) != labels.size:
@@ -120,10 +120,10 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
     kw._lang = meta.lang
     kw._lang_rows = Counter(meta.lang.values())
     kw._set_languages()
-    frozen = (frozen & GEN_MASK).astype(np.uint16, copy=False)
+    frozen = (frozen & GEN_MASK).astype(GEN, copy=False)
     n = frozen.shape[0]
     held = np.flatnonzero(kw._terms.count >= 0)
-    gen = np.zeros(kw._gen.shape[0], dtype=np.uint16)
+    gen = np.zeros(kw._gen.shape[0], dtype=GEN)
     gen[:n] = frozen
     stale = held[(held >= n) | (kw._gen[held] != gen[held])]
     changed = np.flatnonzero(kw._gen[:n] != frozen)  # written or removed after the rows were taken

@@ -3,12 +3,12 @@ at a time, retired by generation, compacted, and a champion list for very common
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 TF_MAX = 255  # a term's count in one row is kept as uint8: BM25's weight has all but saturated by then
 GEN_MASK = 0xFFFF  # a posting keeps its row's generation as uint16 (`KeywordIndex` purges before one wraps)
+GEN = np.uint16  # a posting's generation (GEN_MASK of its row's)
+TF = np.uint8  # a posting's term frequency (at most TF_MAX)
 GROW_SLOWLY_FROM = 64  # entries past which an array grows by an eighth, not double
 
 
@@ -27,8 +27,8 @@ class Postings:
 
     def __init__(self) -> None:
         self.labels = np.empty(2, dtype=np.int32)
-        self.gens = np.empty(2, dtype=np.uint16)
-        self.tfs = np.empty(2, dtype=np.uint8)
+        self.gens = np.empty(2, dtype=GEN)
+        self.tfs = np.empty(2, dtype=TF)
         self.n = 0  # entries used
         self.live = 0  # entries whose row still holds the term: the document frequency
         self.compactions = 0  # entries move when compacted: a champion list from before is stale
@@ -95,8 +95,8 @@ class Postings:
 
 
 _NO_LABELS = np.zeros(0, dtype=np.int32)
-_NO_GENS = np.zeros(0, dtype=np.uint16)
-_NO_TFS = np.zeros(0, dtype=np.uint8)
+_NO_GENS = np.zeros(0, dtype=GEN)
+_NO_TFS = np.zeros(0, dtype=TF)
 
 
 class PostingsTable:
@@ -120,16 +120,16 @@ class PostingsTable:
         self._items: list[Postings | None] = []
         self._off = np.zeros(1, dtype=np.int64)  # the loaded terms' ranges (none loaded: one offset)
         self._labels = np.zeros(0, dtype=np.int32)
-        self._gens = np.zeros(0, dtype=np.uint16)
-        self._tfs = np.zeros(0, dtype=np.uint8)
+        self._gens = np.zeros(0, dtype=GEN)
+        self._tfs = np.zeros(0, dtype=TF)
         self._live = np.zeros(0, dtype=np.int64)
         # The tail: ranges of terms written since, `_toff[i]:_toff[i + 1]` for the i-th after the
         # loaded ones; `_tn` of them written so far.
         self._toff = np.zeros(1024, dtype=np.int64)
         self._tn = 0
         self._tlabels = np.zeros(1024, dtype=np.int32)
-        self._tgens = np.zeros(1024, dtype=np.uint16)
-        self._ttfs = np.zeros(1024, dtype=np.uint8)
+        self._tgens = np.zeros(1024, dtype=GEN)
+        self._ttfs = np.zeros(1024, dtype=TF)
 
     @classmethod
     def loaded(cls, off: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray,
@@ -150,11 +150,6 @@ class PostingsTable:
             p = self._items[tid] = self._made(tid)
         return p
 
-    def made(self) -> Iterator[tuple[int, Postings]]:
-        """(term id, postings) of the terms that have a `Postings` of their own: only they hold
-        retired postings (a term's first retirement makes it)."""
-        return ((tid, p) for tid, p in enumerate(self._items) if p is not None)
-
     def purge(self, label: int, tids: np.ndarray, gen: np.ndarray) -> None:
         """Every posting of `label` gone, before its generation wraps round to where one of its
         retired postings was written (`KeywordIndex` bumps it; a posting keeps 16 bits of it): its
@@ -165,8 +160,8 @@ class PostingsTable:
         mine = set(tids.tolist())
         for tid in mine:
             self[tid].compact(gen, drop=label)
-        for tid, p in self.made():
-            if p.n != p.live and tid not in mine:
+        for tid, p in enumerate(self._items):
+            if p is not None and p.n != p.live and tid not in mine:
                 p.compact(gen, drop=label)
 
     def new_term(self) -> int:
@@ -262,6 +257,6 @@ class PostingsTable:
             run = tid + 1
         parts += self._unmade(run, len(self._items))
         if not parts:
-            return counts, np.zeros(0, np.int32), np.zeros(0, np.uint16), np.zeros(0, np.uint8)
+            return counts, np.zeros(0, np.int32), np.zeros(0, GEN), np.zeros(0, TF)
         return (counts, np.concatenate([a for a, _, _ in parts]), np.concatenate([g for _, g, _ in parts]),
                 np.concatenate([t for _, _, t in parts]))

@@ -127,13 +127,14 @@ class Scored:
 
 @dataclass(slots=True)
 class Shaped:
-    """Candidates after shaping, the URIs exclusions and the ledger removed, and the long
-    documents whose table of contents (their L1 row) was among the hits: a kept one carries it."""
+    """Candidates after shaping, the URIs exclusions and the ledger removed, and for the entries
+    that serve a text the index keeps out of its rows, the level of the row it is read from (a
+    section's own, 2; a long document's table of contents, 1, when its L1 row was among the hits)."""
 
     candidates: list[Candidate]
     excluded: set[str]
     cooled: set[str]
-    overviews: set[str] = field(default_factory=set)
+    held: dict[str, int] = field(default_factory=dict)
 
 
 TURNS_PER_ENTRY = 4  # turns a bucket may carry, on average, per entry it is asked for
@@ -175,12 +176,14 @@ class _Served(msgspec.Struct, gc=False):
     is_dir: bool
     category: str
     package: tuple[str, ...] | None  # a skill package's root, whose abstract is looked up per request
-    text: str
     location: str
     scope: str  # "global", "self", or "peer" (a row in the space of the peer `peer`)
     peer: str
     lines: tuple[int, int] | None
-    overview: bool = False  # a long document's L1 row: its table of contents is read for it once kept
+    # The level of the row whose text the entry serves, which the index keeps out of its rows (a
+    # section's own text, a long document's table of contents at its L1 row): read for the
+    # candidates kept (`Shaped.held`); -1 for none.
+    held: int
 
 
 _SERVED: dict[str, _Served | None] = {}
@@ -195,16 +198,15 @@ def _served(row: IndexRow) -> _Served | None:
     if not segs or is_profile(segs):
         return None
     pkg = skill_package(segs) if row.context_type == "skill" else None
-    text, location, overview = "", "", False
+    location, held = "", -1
     lines = (row.start_line, row.end_line) if row.kind == "section" else None
     if pkg is not None:
         uri, is_dir = SCHEME + "/".join(pkg) + "/SKILL.md", False
     elif row.kind == "document":
-        # A long document's node: served as the document, its table of contents as overview
-        # (which the index keeps out of the row: read for the candidates kept, `Shaped.overviews`).
-        uri, is_dir, overview = row.uri, True, row.level == 1
+        # A long document's node: served as the document, its table of contents as overview.
+        uri, is_dir, held = row.uri, True, 1 if row.level == 1 else -1
     elif row.kind == "section":
-        uri, is_dir, text, location = row.uri, False, row.text, results.location(row)
+        uri, is_dir, location, held = row.uri, False, results.location(row), 2
     elif row.level in (0, 1):
         if is_scope_dir(segs):
             return None
@@ -216,7 +218,7 @@ def _served(row: IndexRow) -> _Served | None:
         scope = "global"
     elif len(segs) > 3 and segs[0] == "user" and segs[2] == "peers":
         scope, peer = "peer", segs[3]
-    return _Served(row, uri, is_dir, display_category(row), pkg, text, location, scope, peer, lines, overview)
+    return _Served(row, uri, is_dir, display_category(row), pkg, location, scope, peer, lines, held)
 
 
 def served(row: IndexRow) -> _Served | None:
@@ -269,11 +271,8 @@ def shape(hits: list[Scored], ident: Identity, excluded: Callable[[str], bool], 
                                   raw=raw, is_dir=sv.is_dir,
                                   abstract=h.row.abstract if sv.package is None else package_abstract(sv.package),
                                   origin=org, updated_at=h.row.updated_at,  # type: ignore[arg-type]
-                                  text=sv.text or (cur.text if cur else ""), location=sv.location, lines=sv.lines,
-                                  page=h.row.page)
-        elif sv.text and not cur.text:
-            cur.text = sv.text
-        if sv.overview:
-            out.overviews.add(uri)
+                                  location=sv.location, lines=sv.lines, page=h.row.page)
+        if sv.held >= 0:
+            out.held[uri] = sv.held
     out.candidates = sorted(best.values(), key=rank_key)
     return out

@@ -128,15 +128,12 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
             n_cooled |= shaped.cooled
             out.buckets[b.name] = kept = candidates.cut([m for m in shaped.candidates if results.passes(
                 m.score, req.score_threshold, req.score_gte)], b.limit)
-            # A section is served as its own text, which the index keeps out of its rows: read
-            # for the candidates kept only.
-            bare = [m for m in kept if m.lines is not None and not m.text and "#" in m.uri]
-            for m, text in zip(bare, index.leaf_texts(account, [m.uri for m in bare]), strict=True):
-                m.text = text
-            # And a long document's table of contents, for one whose L1 row was hit.
-            bare = [m for m in kept if m.uri in shaped.overviews and not m.text]
-            for m, text in zip(bare, index.overviews(account, [m.uri for m in bare]), strict=True):
-                m.text = results.overview_text(text)
+            # A section is served as its own text, and a long document whose L1 row was hit as its
+            # table of contents: the index keeps both out of its rows, read for the candidates kept.
+            for level, read in ((2, index.leaf_texts), (1, index.overviews)):
+                bare = [m for m in kept if shaped.held.get(m.uri) == level]
+                for m, text in zip(bare, read(account, [m.uri for m in bare]), strict=True):
+                    m.text = text if level == 2 else results.overview_text(text)
             # So is a leaf's abstract.
             bare = [m for m in kept if not m.abstract and not m.is_dir]
             for m, abstract in zip(bare, index.leaf_abstracts(account, [m.uri for m in bare]), strict=True):

@@ -27,11 +27,11 @@ class IndexReads(IndexRows):
             label = self._labels.get(row_key(account, uri, level))
             if label is None or (row := self._rows[label]) is None:
                 return None
-            if row.level == 2:
-                row = msgspec.structs.replace(row, text=self._texts.get(label) if self._tlen[label] else "",
-                                              abstract=self._abstracts.get(label))
-            elif text_held(row.level, row.kind):
-                row = msgspec.structs.replace(row, text=self._texts.get(label) if self._tlen[label] else "")
+            if text_held(row.level, row.kind):
+                back = {"text": self._texts.get(label) if self._tlen[label] else ""}
+                if row.level == 2:
+                    back["abstract"] = self._abstracts.get(label)
+                row = msgspec.structs.replace(row, **back)
             return row
 
     def abstract_of(self, row: IndexRow) -> str:

@@ -346,10 +346,10 @@ def test_shaping_works_a_row_out_again_when_the_index_replaces_it() -> None:
     # Its table of contents is read for it once kept (the index holds it out of the row).
     shaped = candidates.shape([candidates.Scored(doc, 0.5)], ident, candidates.excluder([], []),
                               candidates.excluder([], []), lambda p: "", {})
-    assert shaped.overviews == {uri} and shaped.candidates[0].text == ""
+    assert shaped.held == {uri: 1} and shaped.candidates[0].text == ""
     top = msgspec.structs.replace(doc, level=0)
     assert candidates.shape([candidates.Scored(top, 0.5)], ident, candidates.excluder([], []),
-                            candidates.excluder([], []), lambda p: "", {}).overviews == set()
+                            candidates.excluder([], []), lambda p: "", {}).held == {}
     assert uris(row(uri, ctype="resource")) == [(uri, False, "global")]
     odd = "viking://user/u/peers/self/memories/preferences/p.md"
     assert uris(row(odd, cat="preferences")) == [(odd, False, "peer")]
