@@ -77,6 +77,7 @@ class IndexRows:
         # builder works stays pending. The graph has its own lock: the builder inserts without
         # holding the index lock (graph inserts are slow; upserts and exact searches go on).
         self._pending: dict[int, int] = {}
+        self._pending_arr: np.ndarray | None = None  # its labels sorted, made when a search needs them
         self._pending_v = 0
         self._graph_lock = threading.Lock()
         # While a snapshot writes the graph (`save`), nothing changes it: new vectors wait in
@@ -240,6 +241,7 @@ class IndexRows:
             if waits:
                 self._pending_v += 1
                 self._pending.update(dict.fromkeys(lab.tolist(), self._pending_v))
+                self._pending_arr = None
                 return len(items)
             # hnswlib un-deletes a reused label on add (a freed label may come back).
             with self._graph_lock:
@@ -317,6 +319,7 @@ class IndexRows:
             done = [lab for lab, version in take if self._pending.get(lab) == version]
             for lab in done:
                 del self._pending[lab]
+            self._pending_arr = None
             self._qv.release(np.asarray(done, dtype=np.int64))  # in the graph: the float32 copy goes
             return len(self._pending)
 
@@ -363,6 +366,7 @@ class IndexRows:
                 self._mix[(int(self._level[label]), int(self._ctype[label]))] -= 1
             self._alive[label] = False
             in_graph = self._pending.pop(label, None) is None
+            self._pending_arr = None
             if self._saving:  # the graph is being written: marked, and the label freed, after it
                 self._unsaved_deletes.append((label, in_graph))
             else:

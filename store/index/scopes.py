@@ -47,6 +47,18 @@ class IndexScopes(IndexRows):
             out.extend(self._sorted_labels[lo:hi])
         return out
 
+    def _scope_array(self, account: str, prefixes: list[str] | None) -> np.ndarray:
+        """The scope's labels as an array, in label order when the scope is every row (one
+        account's whole index: the live rows themselves, with no list of 100k ints turned into an
+        array, 3.5 ms of an exact search over them), else in scope order."""
+        ranges = self._ranges(account, prefixes)
+        if ranges == [(0, len(self._sorted_keys))]:
+            return np.flatnonzero(self._alive[: len(self._rows)])
+        out: list[int] = []
+        for lo, hi in ranges:
+            out.extend(self._sorted_labels[lo:hi])
+        return np.asarray(out, dtype=np.int64)
+
     def _in_scope(self, row: IndexRow, account: str, prefixes: list[str] | None) -> bool:
         return scope_key(row.account, row.uri).startswith(self._starts(account, prefixes))
 

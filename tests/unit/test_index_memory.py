@@ -215,12 +215,12 @@ def test_a_snapshot_links_the_live_text_file_and_reads_only_what_it_covered(tmp_
 
 
 def test_float32_copies_of_waiting_rows_go_once_the_graph_holds_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    data = _rows(9000, seed=5)
+    data = _rows(12000, seed=5)  # the graph holding more than a brute-force scope's rows answers for them
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
-    idx.upsert_many(data[:6000])
-    idx.upsert_many(data[6000:], defer_graph=True)
+    idx.upsert_many(data[:9000])
+    idx.upsert_many(data[9000:], defer_graph=True)
     assert idx.pending_graph == 3000 and idx._qv.live == 3000
-    row, vec = data[7000]
+    row, vec = data[10000]
     hits, trace = idx.search(vec, Query(account="a"), 3)
     assert trace.engine == "hnsw+pending" and hits[0].row.uri == row.uri
     assert hits[0].score == pytest.approx(1.0, abs=1e-6)
