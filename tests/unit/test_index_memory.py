@@ -19,12 +19,15 @@ from skald.store.index import texts as texts_mod
 DIM = 384
 
 
-def _rows(n: int, seed: int = 0, docs: int = 50) -> list[tuple[IndexRow, np.ndarray]]:
+def _rows(n: int, seed: int = 0, docs: int = 50, topics: int = 10, spread: float = 0.4,
+          shift: float = 0.0) -> list[tuple[IndexRow, np.ndarray]]:
+    """Section rows around `topics` centres (`shift` added to every centre: a direction all rows
+    share, as an embedder's vectors do)."""
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((10, DIM)).astype(np.float32)
+    centres = rng.standard_normal((topics, DIM)).astype(np.float32) + shift
     out = []
     for i in range(n):
-        v = centres[i % 10] + 0.4 * rng.standard_normal(DIM).astype(np.float32)
+        v = centres[i % topics] + spread * rng.standard_normal(DIM).astype(np.float32)
         v /= np.linalg.norm(v)
         doc = f"viking://resources/d{i % docs}.md"
         out.append((IndexRow(account="a", uri=f"{doc}#s{i}", level=2, parent_uri=doc, context_type="resource",

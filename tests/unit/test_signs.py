@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from skald.messages.index import IndexRow
 from skald.store.index import Query, VectorIndex, signs
+from tests.unit.test_index_memory import _rows
 
 DIM = 384
 
@@ -43,22 +43,9 @@ def test_the_shortlist_is_scored_exactly_and_every_other_row_ranks_behind_it() -
     assert inside[7] and int(np.argmax(out)) == 7
 
 
-def _ingest(n: int, seed: int = 3) -> tuple[list[tuple[IndexRow, np.ndarray]], np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((40, DIM)).astype(np.float32) + 2.0  # a shared direction, as an embedder's
-    out = []
-    for i in range(n):
-        v = centres[i % 40] + 0.6 * rng.standard_normal(DIM).astype(np.float32)
-        v /= np.linalg.norm(v)
-        doc = f"viking://resources/d{i % 40}.md"
-        out.append((IndexRow(account="a", uri=f"{doc}#s{i}", level=2, parent_uri=doc, context_type="resource",
-                             kind="section", abstract=f"section {i}", text=f"section {i}"), v))
-    return out, centres
-
-
 def test_a_search_over_a_large_ingest_waiting_for_the_graph_finds_what_an_exact_one_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
     n = signs.SHORTLIST_FROM + 4_000
-    data, centres = _ingest(n)
+    data = _rows(n, seed=3, docs=40, topics=40, spread=0.6, shift=2.0)
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
     idx.upsert_many(data, defer_graph=True)
     assert idx.pending_graph == n
@@ -66,7 +53,7 @@ def test_a_search_over_a_large_ingest_waiting_for_the_graph_finds_what_an_exact_
     rng = np.random.default_rng(4)
     found = 0.0
     for i in range(30):
-        vec = centres[i % 40] + 0.8 * rng.standard_normal(DIM).astype(np.float32)
+        vec = mat[i] + 0.05 * rng.standard_normal(DIM).astype(np.float32)
         vec /= np.linalg.norm(vec)
         hits, trace = idx.search(vec, Query(account="a"), 10)
         assert trace.engine == "exact" and len(hits) == 10
@@ -79,8 +66,9 @@ def test_a_search_over_a_large_ingest_waiting_for_the_graph_finds_what_an_exact_
 
     # A predicate only rows far from the query pass: the shortlist holds none of them, the
     # search still answers from them, with their exact scores.
-    far = {data[j][0].uri for j in range(1, n, 40)}  # the rows around centre 1
-    vec = centres[0] / np.linalg.norm(centres[0])
+    far = {data[j][0].uri for j in range(1, n, 40)}  # the rows around topic 1
+    vec = mat[0:n:40].mean(axis=0)  # topic 0's centre
+    vec /= np.linalg.norm(vec)
     hits, _ = idx.search(vec, Query(account="a", predicate=lambda row: row.uri in far), 5)
     assert len(hits) == 5 and all(h.row.uri in far for h in hits)
     for h in hits:
