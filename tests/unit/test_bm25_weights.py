@@ -81,3 +81,17 @@ def test_a_batch_of_rows_indexes_as_the_rows_one_at_a_time() -> None:
     assert labels.tolist() == [5]
     assert 45 in many.search("timeout", 60, every)[0].tolist()
     assert 45 not in many.search("latency", 60, every)[0].tolist()  # its middle text is gone
+
+
+def test_a_row_holding_several_query_terms_is_listed_once_with_their_sum() -> None:
+    kw = built(TEXTS)
+    labels, scores = kw.search("gateway timeout latency", 60, every)
+    assert len(set(labels.tolist())) == labels.size == 60  # every row, each once
+    alone = {}
+    for word in ("gateway", "timeout", "latency"):
+        lab, sc = kw.search(word, 60, every)
+        for label, score in zip(lab.tolist(), sc.tolist(), strict=True):
+            alone[label] = alone.get(label, 0.0) + score
+    for label, score in zip(labels.tolist(), scores.tolist(), strict=True):
+        assert score == pytest.approx(alone[label], rel=1e-5)
+    assert scores.tolist() == sorted(scores.tolist(), reverse=True)
