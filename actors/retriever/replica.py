@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import fcntl
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ WATCH_EVERY_S = 1.0  # how often the stream's last sequence is asked for
 STALL_S = 3.0  # behind the stream with nothing applied for this long: the follower is recreated
 SNAPSHOT_SHARE = 0.02  # the most of a replica's time its snapshots may take
 TRIM_AFTER_ROWS = 10_000  # a graph backlog this long taken in: free heap pages handed back
+# Threads the graph's background builder inserts with: a core is left for the searches and the
+# ingest that go on meanwhile (searches over the rows still waiting are cheap: a shortlist).
+BUILD_THREADS = max(1, len(os.sched_getaffinity(0)) - 1)
 RYW_WAIT_S = 3.0  # longest wait for a caller's own write before answering UNAVAILABLE
 
 
@@ -185,7 +189,7 @@ class IndexReplica:
         """Deferred rows join the HNSW graph in chunks; searches stay exact until they have. A long
         backlog taken in leaves much of the heap free: it goes back to the system."""
         taken = self.index.pending_graph
-        while left := await asyncio.to_thread(self.index.build_graph, 2048):
+        while left := await asyncio.to_thread(self.index.build_graph, 2048, BUILD_THREADS):
             taken += 2048 if left >= 2048 else 0  # rows that came while it worked
             await asyncio.sleep(0)
         if taken >= TRIM_AFTER_ROWS:
