@@ -297,8 +297,10 @@ class QuantisedVectors:
         if got is None:
             self._dot_run(0, n, vec, out)
             return out
-        for i, j in self._runs(np.flatnonzero(~got[0])):
-            self._dot_run(i, j, vec, out[i:j])  # _runs of positions 0..n-1 are label runs here
+        held = np.flatnonzero(~got[0])  # the labels read from int8
+        for i, j in self._runs(held):  # positions in `held` of each run of consecutive labels
+            lo, hi = int(held[i]), int(held[j - 1]) + 1
+            self._dot_run(lo, hi, vec, out[lo:hi])
         out[got[0]] = self._dot_fresh(got[1], vec)
         return out
 

@@ -18,8 +18,8 @@ column-major block (each 64-dimension word of every slot contiguous), where a qu
 
 They exist only while many rows wait for the graph (beside the float32 `fresh` copies) and are
 never the final word: the shortlist's members are scored exactly, and rows outside it are ranked
-behind every member in the order of their estimated cosines, so a filter that rejects the whole shortlist still
-reaches them, in the estimate's order."""
+behind every member in the order of their estimated cosines, so a filter that rejects the whole
+shortlist still reaches them, in that order."""
 
 from __future__ import annotations
 

@@ -78,3 +78,18 @@ def test_a_search_over_a_large_ingest_waiting_for_the_graph_finds_what_an_exact_
     while idx.build_graph(8_192) > 0:
         pass
     assert idx._qv.signs is None and idx._qv.fresh is None
+
+
+def test_products_over_every_row_are_right_wherever_the_fresh_rows_lie(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Rows 0-2,999 re-written and waiting (fresh), rows 3,000-5,999 in the graph (int8): the int8
+    # runs lie after the fresh ones, and every product must still be the row's own.
+    data = _rows(6_000, seed=8)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.upsert_many(data[:3_000], defer_graph=True)
+    mat = np.stack([v for _, v in data])
+    vec = mat[4_500]
+    got = idx._qv.dot_all(6_000, vec)
+    assert np.abs(got - mat @ vec).max() < 0.01  # int8 moves a cosine by about 0.002 at most
+    hits, _ = idx._exact(vec, Query(account="a"), 5, 6_000)
+    assert hits[0].row.uri == data[4_500][0].uri
