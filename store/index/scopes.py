@@ -47,17 +47,17 @@ class IndexScopes(IndexRows):
             out.extend(self._sorted_labels[lo:hi])
         return out
 
-    def _whole(self, account: str, prefixes: list[str] | None) -> bool:
-        """Whether the scope is every row of the index (an index of one account, asked about all
-        of it): then its live rows are the scope's, with no key looked at."""
-        return self._ranges(account, prefixes) == [(0, len(self._sorted_keys))]
+    def _whole(self, ranges: list[tuple[int, int]]) -> bool:
+        """Whether a scope's `_ranges` are every row of the index (an index of one account, asked
+        about all of it): then its live rows are the scope's, with no key looked at."""
+        return ranges == [(0, len(self._sorted_keys))]
 
     def _scope_array(self, account: str, prefixes: list[str] | None) -> np.ndarray:
         """The scope's labels as an array, in label order when the scope is every row (the live
         rows themselves, with no list of 100k ints turned into an array, 3.5 ms of an exact
         search over them), else in scope order."""
         ranges = self._ranges(account, prefixes)
-        if ranges == [(0, len(self._sorted_keys))]:
+        if self._whole(ranges):
             return np.flatnonzero(self._alive[: len(self._rows)])
         out: list[int] = []
         for lo, hi in ranges:
@@ -71,7 +71,7 @@ class IndexScopes(IndexRows):
         """`allows` for many labels at once: the numeric filters as array operations, then scope
         (one `startswith` over the scope keys) and the predicate for the rows still standing."""
         ok = self._mask(labels, q)
-        if q.predicate is None and self._whole(q.account, q.prefixes):
+        if q.predicate is None and self._whole(self._ranges(q.account, q.prefixes)):
             return ok  # the scope is every row: a live row is in it (one string test a label saved)
         starts = self._starts(q.account, q.prefixes)
         skeys, rows, pred = self._skeys, self._rows, q.predicate
