@@ -48,6 +48,7 @@ it its this that these those i you he she we they my your his her our their not 
 """.split())
 _ASCII_WORD = re.compile(r"[a-z]+")
 _ANY_WORD = re.compile(r"\w+")
+_NON_ASCII_LETTER = re.compile(r"(?![\x00-\x7f])\w")
 
 _identifier = None
 _identifier_lock = threading.Lock()
@@ -73,7 +74,38 @@ def language_of(text: str) -> str:
     """The ISO 639-1 code of the language `text` is written in, or DEFAULT when it is too short or
     the identifier is unsure. English prose is told by its function words, without the model."""
     sample = text[:SAMPLE_CHARS]
-    if sample.isascii():
+    told = _told_without_model(sample)
+    if told is not None:
+        return told
+    lang, p = _identify(sample)
+    return lang if p >= MIN_PROBABILITY and lang in LANGUAGES else DEFAULT
+
+
+def languages_of_parts(texts: list[str]) -> list[str]:
+    """`language_of` each part of one document (its sections, its table of contents), the model
+    asked once: the parts only the model can tell take the language of the first of them long
+    enough to say (a document is written in one language far more often than not), while English
+    prose and parts too short to tell are known as `language_of` knows them. Asking the model of
+    every section was a sixth of a long document's ingest where its sections are not English
+    prose. A part in another language than its document's is stemmed as its document's and its
+    words still match: a query's words are looked up under the stems of every language the index
+    holds."""
+    samples = [t[:SAMPLE_CHARS] for t in texts]
+    told = [_told_without_model(s) for s in samples]
+    asked = [s for s, t in zip(samples, told, strict=True) if t is None]
+    if not asked:
+        return [t or DEFAULT for t in told]
+    sample = next((s for s in asked if len(s) >= SAMPLE_CHARS // 3), asked[0])
+    lang, p = _identify(sample)
+    whole = lang if p >= MIN_PROBABILITY and lang in LANGUAGES else DEFAULT
+    return [whole if t is None else t for t in told]
+
+
+def _told_without_model(sample: str) -> str | None:
+    """DEFAULT for English prose (its function words; its letters all ASCII, whatever its marks:
+    a section's heading path has `›`) and for a sample too short to tell; None when only the
+    model can say."""
+    if sample.isascii() or not _NON_ASCII_LETTER.search(sample):  # a section's path: `Runbook › Notes`
         words = _ASCII_WORD.findall(sample.lower())
         if len(words) < MIN_WORDS:
             return DEFAULT
@@ -82,8 +114,7 @@ def language_of(text: str) -> str:
             return DEFAULT
     elif len(_ANY_WORD.findall(sample)) < MIN_WORDS and not _has_unspaced(sample):
         return DEFAULT
-    lang, p = _identify(sample)
-    return lang if p >= MIN_PROBABILITY and lang in LANGUAGES else DEFAULT
+    return None
 
 
 def _has_unspaced(text: str) -> bool:

@@ -30,6 +30,7 @@ from skald.messages.errors import InvalidArgument, NotFound
 from skald.messages.index import IndexChange, IndexDelete, IndexRow
 from skald.store import document_records, faults, sidecar, tree, treeops, vector_bytes
 from skald.store.index import row_subject_token
+from skald.store.language import languages_of_parts
 from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 
@@ -176,14 +177,16 @@ class IngestPipeline:
                                                       self.embedder.embed_passages, note)
             for vp, st, tags, p in plans:
                 out += self._deletes(vp, p.deletes)
-                for r in p.rows:
+                langs = languages_of_parts([r.text or r.abstract for r in p.rows])
+                for r, lang in zip(p.rows, langs, strict=True):
                     row = rows_mod.make_row(vp.account, vp.segments, r.level, r.abstract, tags=tags,
                                             created_at=st.mtime, updated_at=st.mtime,
                                             content_hash=r.content_hash, model=self.embedder.name,
                                             vector=r.vector,  # type: ignore[arg-type]
                                             owner=rows_mod.owner_of(vp.segments), text=r.text, uri=r.uri,
                                             parent_uri=r.parent_uri, kind=r.kind, title=r.title,
-                                            start_line=r.start_line, end_line=r.end_line, page=r.page)
+                                            start_line=r.start_line, end_line=r.end_line, page=r.page,
+                                            lang=lang)
                     out.append((row_subject_token(vp.account, r.uri, r.level), IndexChange(upsert=row)))
                 n_sections += p.sections
                 if p.record is not None:

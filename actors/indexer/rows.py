@@ -83,8 +83,10 @@ def file_texts(segments: tuple[str, ...], text: str, summary: str) -> tuple[str,
 def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],
              created_at: float, updated_at: float, content_hash: str, model: str, vector: np.ndarray,
              owner: str, text: str = "", uri: str = "", parent_uri: str = "", kind: str = "", title: str = "",
-             start_line: int = 0, end_line: int = 0, page: int = 0) -> IndexRow:
-    """`uri`/`parent_uri` default to the node's own; a section passes `<doc>#<anchor>` and the document."""
+             start_line: int = 0, end_line: int = 0, page: int = 0, lang: str | None = None) -> IndexRow:
+    """`uri`/`parent_uri` default to the node's own; a section passes `<doc>#<anchor>` and the document.
+    `lang`: the row's language when its document's rows were identified together
+    (`languages_of_parts`); otherwise it is identified here."""
     ctype = context_type_of(segments)
     cat = category_of(segments) if ctype == "memory" else ""
     if ctype == "memory" and cat and not any(t.startswith("memory_type=") for t in tags) and level == 2:
@@ -94,7 +96,7 @@ def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str,
         context_type=ctype, category=cat, abstract=abstract, tags=tags, created_at=created_at,
         updated_at=updated_at, owner=owner, content_hash=content_hash, model=model, vector=vector_bytes.pack(vector),
         text=text[:KEYWORD_CHARS], kind=kind, title=title, start_line=start_line, end_line=end_line, page=page,
-        lang=language_of(text or abstract),
+        lang=language_of(text or abstract) if lang is None else lang,
     )
 
 

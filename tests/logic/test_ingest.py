@@ -10,6 +10,7 @@ import pytest
 
 from skald.actors.indexer import wide
 from skald.messages import errors
+from skald.store.index import Query
 from support.memory_deploy import MemoryDeployment
 
 
@@ -132,3 +133,33 @@ async def test_a_long_documents_progress_moves_as_its_passages_are_embedded(clie
     assert len(embedding) >= 3 and embedding[0].passages_done < embedding[0].passages_total
     fractions = [n.fraction() for n in notes]
     assert fractions == sorted(fractions) and len({round(f, 3) for f in fractions if f < 1}) >= 3
+
+
+GERMAN = ("Die Wartung des Servers beginnt jeden Montag um acht Uhr, und die Mitarbeiter prüfen zuerst die "
+          "Protokolle der vergangenen Woche, bevor sie die neuen Versionen einspielen.")
+
+
+async def test_a_documents_sections_take_its_language_from_one_identification(
+        client: MemoryDeployment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The language model is asked once per document, not once per section: German sections are
+    German, an English one is told by its function words, as when each was identified alone."""
+    from skald.store import language
+
+    asked: list[str] = []
+    identify = language._identify
+    monkeypatch.setattr(language, "_identify", lambda text: asked.append(text) or identify(text))
+    english = "The team checks the logs of the past week before it rolls out the new builds. "
+    steps = [f"## Schritt {i}\n\n" + f"{GERMAN} Schritt {i} endet mit einer Prüfung der Dienste. " * 4
+             for i in range(6)]
+    steps.insert(3, "## Notes\n\n" + english * 8)  # sections of about 200 tokens: a long document
+    await client.call("resources.add", {"content": "# Wartung\n\n" + "\n\n".join(steps) + "\n",
+                                        "name": "wartung.md", "wait": True})
+    await client.call("search.find", {"query": "Wartung"})  # the replica has taken the rows in
+    index = client.retriever.index
+    rows = index.scan(Query(account="default", prefixes=["viking://resources/wartung.md"],
+                            levels=frozenset({2})), 50)
+    langs = {r.uri.partition("#")[2]: r.lang for r in rows}
+    assert len(langs) == 7, langs
+    assert langs.pop(next(a for a in langs if "notes" in a)) == "en"
+    assert set(langs.values()) == {"de"}
+    assert len(asked) == 1

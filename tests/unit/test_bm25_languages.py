@@ -38,6 +38,30 @@ def test_a_sentence_is_identified(label: int, lang: str) -> None:
     assert language_of(ROWS[label]) == lang
 
 
+def test_english_under_a_heading_path_is_told_without_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A section's text starts with its heading path (`Runbook › Restarts`): its `›` does not send
+    English prose to the model, while a German section under the same path still goes."""
+    from skald.store import language
+
+    asked: list[str] = []
+    identify = language._identify
+    monkeypatch.setattr(language, "_identify", lambda text: asked.append(text) or identify(text))
+    assert language_of(f"Runbook › Restarts\n{ROWS[5]}") == "en" and not asked
+    assert language_of(f"Runbook › Neustarts\n{ROWS[1]}") == "de" and len(asked) == 1
+
+
+def test_a_documents_parts_ask_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.store import language
+
+    asked: list[str] = []
+    identify = language._identify
+    monkeypatch.setattr(language, "_identify", lambda text: asked.append(text) or identify(text))
+    parts = [ROWS[1], "Kurz", ROWS[5], ROWS[1].replace("gestern", "heute"), ROWS[2]]
+    assert language.languages_of_parts(parts) == ["de", DEFAULT, "en", "de", "de"]  # the French part: its document's
+    assert len(asked) == 1
+    assert language.languages_of_parts([ROWS[5], "ok"]) == ["en", DEFAULT] and len(asked) == 1
+
+
 @pytest.mark.parametrize("text", ["Wow, cool!", "kubectl rollout restart deployment/api", "",
                                   "def parse(path): return yaml.safe_load(open(path))", "Servidor reiniciado"])
 def test_too_short_or_unsure_is_english(text: str) -> None:
