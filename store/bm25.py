@@ -129,20 +129,10 @@ class KeywordIndex:
             self._extend(tids, labels, gens, tfs)
 
     def _extend(self, tids: list[int], labels: list[int], gens: list[int], tfs: list[int]) -> None:
-        """Postings (term id, label, generation, frequency) into their terms' arrays, grouped by term."""
-        if not tids:
-            return
-        tid = np.asarray(tids, dtype=np.int64)
-        order = np.argsort(tid, kind="stable")  # each term's postings stay in label order of arrival
-        tid = tid[order]
-        lab = np.asarray(labels, dtype=np.int32)[order]
-        gen = np.asarray(gens, dtype=GEN)[order]
-        tf = np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(TF)[order]
-        cuts = np.flatnonzero(tid[1:] != tid[:-1]) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*cuts.tolist(), tid.size]
-        for lo, hi, t in zip(starts, ends, tid[starts].tolist(), strict=True):
-            self._post.extend(t, lab[lo:hi], gen[lo:hi], tf[lo:hi])
+        """Postings (term id, label, generation, frequency) to their terms (`PostingsTable.add`)."""
+        if tids:
+            self._post.add(np.asarray(tids, dtype=np.int64), np.asarray(labels, dtype=np.int32),
+                           np.asarray(gens, dtype=GEN), np.minimum(np.asarray(tfs, dtype=np.int64), TF_MAX).astype(TF))
 
     def remove(self, label: int) -> None:
         with self._lock:

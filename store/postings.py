@@ -10,6 +10,9 @@ GEN_MASK = 0xFFFF  # a posting keeps its row's generation as uint16 (`KeywordInd
 GEN = np.uint16  # a posting's generation (GEN_MASK of its row's)
 TF = np.uint8  # a posting's term frequency (at most TF_MAX)
 GROW_SLOWLY_FROM = 64  # entries past which an array grows by an eighth, not double
+# Postings an ingest adds wait in arrival order, up to this many, before they are written into
+# their terms' arrays (`PostingsTable.add`); any read writes them first.
+FOLD_AT = 1 << 19
 
 
 class Postings:
@@ -111,10 +114,17 @@ class PostingsTable:
     Two runs of ranges: the terms a snapshot held (its concatenated arrays, fixed) and, after them,
     the terms written since, in the order they were first written (the tail, grown as the index
     is). A term is written there whole by its first write (`extend`), so each range follows the
-    one before and one offset a term places it."""
+    one before and one offset a term places it.
+
+    An ingest's postings wait (`add`): a term's are written a slice per call, and in 256-row
+    batches of Zipf text (as a replica applies while following the stream) the frequent terms
+    were written once per batch, a third of filling the keyword index. Waiting batches are
+    written together, each term once for all of them, when FOLD_AT postings wait or when anything
+    reads the table (`_settle`): a search during an ingest writes what arrived since the last
+    one, as it did."""
 
     __slots__ = ("_items", "_off", "_labels", "_gens", "_tfs", "_live",
-                 "_toff", "_tn", "_tlabels", "_tgens", "_ttfs")
+                 "_toff", "_tn", "_tlabels", "_tgens", "_ttfs", "_wait", "_waiting")
 
     def __init__(self) -> None:
         self._items: list[Postings | None] = []
@@ -130,6 +140,8 @@ class PostingsTable:
         self._tlabels = np.zeros(1024, dtype=np.int32)
         self._tgens = np.zeros(1024, dtype=GEN)
         self._ttfs = np.zeros(1024, dtype=TF)
+        self._wait: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (tids, labels, gens, tfs)
+        self._waiting = 0
 
     @classmethod
     def loaded(cls, off: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray,
@@ -145,6 +157,7 @@ class PostingsTable:
         return len(self._items)
 
     def __getitem__(self, tid: int) -> Postings:
+        self._settle()
         p = self._items[tid]
         if p is None:
             p = self._items[tid] = self._made(tid)
@@ -157,6 +170,7 @@ class PostingsTable:
         (only in made terms with retired postings: a term's first retirement makes it), with every
         other row's retired ones in those terms. The terms' document frequencies still count the
         row (the caller lowers them). Once in 65,536 rewrites of one row, a pass over the terms."""
+        self._settle()
         mine = set(tids.tolist())
         for tid in mine:
             self[tid].compact(gen, drop=label)
@@ -169,8 +183,34 @@ class PostingsTable:
         self._items.append(None)
         return len(self._items) - 1
 
+    def add(self, tids: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray) -> None:
+        """Postings of many terms in arrival order (parallel arrays), to be written with the
+        batches waiting beside them: every term of a batch has its id already (`new_term`)."""
+        if tids.size:
+            self._wait.append((tids, labels, gens, tfs))
+            self._waiting += tids.size
+            if self._waiting >= FOLD_AT:
+                self._settle()
+
+    def _settle(self) -> None:
+        """Write the waiting postings into their terms, each term's in arrival order. New terms
+        are written in id order, which is the order of their first write, as the tail needs."""
+        if not self._wait:
+            return
+        wait, self._wait, self._waiting = self._wait, [], 0
+        tid = np.concatenate([w[0] for w in wait]).astype(np.int64, copy=False)
+        order = np.argsort(tid, kind="stable")
+        tid = tid[order]
+        lab, gen, tf = (np.concatenate([w[i] for w in wait])[order] for i in (1, 2, 3))
+        cuts = np.flatnonzero(tid[1:] != tid[:-1]) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), tid.size]
+        for lo, hi, t in zip(starts, ends, tid[starts].tolist(), strict=True):
+            self.extend(t, lab[lo:hi], gen[lo:hi], tf[lo:hi])
+
     def extend(self, tid: int, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray) -> None:
         """Postings of several rows for one term: a term's first write is a range of the tail."""
+        self._settle()
         if self._items[tid] is not None or tid != self._off.size - 1 + self._tn:
             self[tid].extend(labels, gens, tfs)
             return
@@ -190,6 +230,7 @@ class PostingsTable:
 
     def live(self, tid: int) -> int:
         """The term's document frequency, without making its `Postings`."""
+        self._settle()
         p = self._items[tid]
         if p is not None:
             return p.live
@@ -202,6 +243,7 @@ class PostingsTable:
     def current(self, tid: int, gen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(labels, tfs) of the rows that hold the term now, without making its `Postings` (views:
         the caller copies what it keeps)."""
+        self._settle()
         p = self._items[tid]
         if p is not None:
             return p.current(gen)
@@ -242,6 +284,7 @@ class PostingsTable:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(entries per term, labels, generations, frequencies) of every term in id order, as one
         concatenation: a run of terms never made is a slice of the loaded arrays or the tail."""
+        self._settle()
         base = self._off.size - 1
         counts = np.zeros(len(self._items), dtype=np.int64)
         counts[:base] = np.diff(self._off)

@@ -10,8 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from skald.store import bm25_snapshot
+from skald.store import bm25_snapshot, postings
 from skald.store.bm25 import KeywordIndex
 from skald.store.terms import tokenize
 
@@ -110,3 +111,36 @@ def test_a_row_rewritten_until_its_generation_wraps_holds_none_of_its_old_words(
     bm25_snapshot.save(kw, tmp_path, bm25_snapshot.generations(kw, kw._gen.shape[0]))
     back, changed = bm25_snapshot.load(tmp_path)
     assert held(back) == held(kw) and not changed.size
+
+
+@pytest.mark.parametrize("fold_at", [1, 150, 1 << 30])
+def test_batches_waiting_to_be_written_answer_as_written_ones(monkeypatch: pytest.MonkeyPatch, fold_at: int) -> None:
+    """An ingest's postings wait and are written together (each term once for every batch
+    waiting) when enough wait or when anything reads: several batches rewriting each other's rows
+    and removals between them give the postings, frequencies and search of an index written at
+    once, however many waited, and a term of one row is still written as a range."""
+    monkeypatch.setattr(postings, "FOLD_AT", fold_at)
+    rng = random.Random(11)
+    kw, texts = KeywordIndex(), {}
+    for step in range(10):
+        for _ in range(3):  # batches with nothing read between them
+            batch = []
+            for _ in range(30):
+                label = rng.randrange(90)
+                texts[label] = text(rng, label, step)
+                batch.append((label, texts[label], "en"))
+            kw.add_many(batch)
+        if step % 3 == 2:
+            gone = rng.choice(sorted(texts))
+            kw.remove(gone)
+            del texts[gone]
+        query = " ".join(rng.sample(WORDS, 2)) + f" code{rng.choice(sorted(texts))}x{step}"
+        fresh = KeywordIndex()
+        fresh.add_many([(label, t, "en") for label, t in texts.items()])
+        (la, sa), (lb, sb) = kw.search(query, 10, every), fresh.search(query, 10, every)
+        assert la.tolist() == lb.tolist() and np.allclose(sa, sb), query
+        assert held(kw) == expected(texts), step
+    kw.add_many([(label, f"gateway code{label}x99", "en") for label in range(1000, 1030)])
+    kw.add_many([(label, f"restart code{label}x99", "en") for label in range(1030, 1060)])
+    assert kw.search("code1042x99", 5, every)[0].tolist() == [1042]
+    assert all(kw._post._items[kw._tid[f"code{label}x99"]] is None for label in range(1000, 1060))
