@@ -62,3 +62,21 @@ def test_a_query_in_another_language_finds_its_row() -> None:
 def test_scripts_without_spaces_are_unigrams_and_bigrams() -> None:
     assert tokenize("重启失败") == ["重", "启", "失", "败", "重启", "启失", "失败"]
     assert tokenize("東京タワー and Tokyo")[:2] == ["and", "tokyo"]
+
+
+@pytest.mark.parametrize("text", [
+    "Runbook › Restarts\nRestarting ERR_AUTH_42 in v2.3.1 … then parse_config",
+    "Caroline’s “support group” — it was so powerful… «really» • node-7 · v2…3",
+    "Deploy ‹staging› – see https://x.io/a-b:c … done",
+])
+def test_english_with_typographic_punctuation_reads_as_the_unicode_expressions_read_it(text: str) -> None:
+    """A heading path's `›`, an ellipsis, dashes and curly quotes are separators either way: the
+    ASCII expressions (with them as spaces) give the terms the Unicode ones give, which a letter
+    beyond ASCII still sends the text to."""
+    from collections import Counter
+
+    from skald.store import terms
+
+    fast = Counter(terms._written(text))
+    assert Counter(terms._written(text + " é")) - Counter(["é"]) == fast
+    assert terms._words(text)[0].isascii()  # the fast way was taken
