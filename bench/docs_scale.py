@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -151,6 +152,8 @@ async def main() -> None:
     ap.add_argument("--batch-docs", type=int, default=BATCH_DOCS,
                     help="documents moved in per fs.mv (whose handler answers within 120 s: fewer on a slow machine)")
     ap.add_argument("--no-cold", action="store_true", help="skip the snapshot and cold start at each size")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the deployment's directory (4 GB at a million rows) for reading afterwards")
     a = ap.parse_args()
     rng = random.Random(7)
     vocab = zipf_vocabulary(rng) if a.text == "zipf" else None
@@ -216,6 +219,10 @@ async def main() -> None:
                   f"{cold[0]:6.1f} {cold[1]:6.1f} {cold[2]:7.2f}", flush=True)
     finally:
         await d.close()
+        if a.keep:
+            print(f"kept: {d.tmp}", flush=True)
+        else:
+            shutil.rmtree(d.tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
