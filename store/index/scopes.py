@@ -41,11 +41,16 @@ class IndexScopes(IndexRows):
                 merged.append((lo, hi))
         return merged
 
-    def _scope_labels(self, account: str, prefixes: list[str] | None) -> list[int]:
+    def _scope_labels(self, account: str, prefixes: list[str] | None) -> np.ndarray:
+        """The scope's labels in scope order (its rows' keys sorted): `scan` keeps that order
+        among rows written at the same moment."""
+        return self._labels_in(self._ranges(account, prefixes))
+
+    def _labels_in(self, ranges: list[tuple[int, int]]) -> np.ndarray:
         out: list[int] = []
-        for lo, hi in self._ranges(account, prefixes):
+        for lo, hi in ranges:
             out.extend(self._sorted_labels[lo:hi])
-        return out
+        return np.asarray(out, dtype=np.int64)
 
     def _whole(self, ranges: list[tuple[int, int]]) -> bool:
         """Whether a scope's `_ranges` are every row of the index (an index of one account, asked
@@ -53,16 +58,13 @@ class IndexScopes(IndexRows):
         return ranges == [(0, len(self._sorted_keys))]
 
     def _scope_array(self, account: str, prefixes: list[str] | None) -> np.ndarray:
-        """The scope's labels as an array, in label order when the scope is every row (the live
-        rows themselves, with no list of 100k ints turned into an array, 3.5 ms of an exact
-        search over them), else in scope order."""
+        """The scope's labels, in label order when the scope is every row (the live rows
+        themselves, with no list of 100k ints turned into an array, 3.5 ms of an exact search
+        over them), else in scope order."""
         ranges = self._ranges(account, prefixes)
         if self._whole(ranges):
             return np.flatnonzero(self._alive[: len(self._rows)])
-        out: list[int] = []
-        for lo, hi in ranges:
-            out.extend(self._sorted_labels[lo:hi])
-        return np.asarray(out, dtype=np.int64)
+        return self._labels_in(ranges)
 
     def _in_scope(self, row: IndexRow, account: str, prefixes: list[str] | None) -> bool:
         return scope_key(row.account, row.uri).startswith(self._starts(account, prefixes))

@@ -315,7 +315,7 @@ class IndexSearch(IndexScopes):
     def scan(self, q: Query, k: int) -> list[IndexRow]:
         """Rows the query allows, newest first, with no vector: a find that only filters."""
         with self._lock:
-            labels = np.asarray(self._scope_labels(q.account, q.prefixes), dtype=np.int64)
+            labels = self._scope_labels(q.account, q.prefixes)
             labels = labels[self._mask(labels, q)]
             t = (self._created if q.time_field == "created_at" else self._updated)[labels]
             out: list[IndexRow] = []
