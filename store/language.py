@@ -75,10 +75,7 @@ def language_of(text: str) -> str:
     the identifier is unsure. English prose is told by its function words, without the model."""
     sample = text[:SAMPLE_CHARS]
     told = _told_without_model(sample)
-    if told is not None:
-        return told
-    lang, p = _identify(sample)
-    return lang if p >= MIN_PROBABILITY and lang in LANGUAGES else DEFAULT
+    return told if told is not None else _asked(sample)
 
 
 def languages_of_parts(texts: list[str]) -> list[str]:
@@ -95,10 +92,14 @@ def languages_of_parts(texts: list[str]) -> list[str]:
     asked = [s for s, t in zip(samples, told, strict=True) if t is None]
     if not asked:
         return [t or DEFAULT for t in told]
-    sample = next((s for s in asked if len(s) >= SAMPLE_CHARS // 3), asked[0])
-    lang, p = _identify(sample)
-    whole = lang if p >= MIN_PROBABILITY and lang in LANGUAGES else DEFAULT
+    whole = _asked(next((s for s in asked if len(s) >= SAMPLE_CHARS // 3), asked[0]))
     return [whole if t is None else t for t in told]
+
+
+def _asked(sample: str) -> str:
+    """The model's language for the sample, DEFAULT when it is unsure or names one not kept."""
+    lang, p = _identify(sample)
+    return lang if p >= MIN_PROBABILITY and lang in LANGUAGES else DEFAULT
 
 
 def _told_without_model(sample: str) -> str | None:
