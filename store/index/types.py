@@ -12,7 +12,7 @@ from skald.messages.index import IndexRow
 BRUTE_FORCE_MAX = 8_000  # rows; below this an exact matrix product beats the graph walk
 SMALL_INDEX = 2_000  # the whole index is scored exactly while it is this small
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_CONSTRUCTION = 100
 HNSW_EF_SEARCH = 64  # recall@10 ~0.998 at 100k clustered rows (docs/design/vectors.md)
 CONTEXT_TYPES = ("resource", "memory", "skill")
 
