@@ -109,6 +109,9 @@ class Retriever(TreeReads):
         await self.usage.stop()
         await self.replica.stop()
 
+    def stop_grace_s(self) -> float:
+        return self.replica.stop_grace_s()
+
     def health(self) -> dict[str, Any]:
         return {**self.replica.health(), "usage": self.usage.health(),
                 "calibration": self.settings.calibration.describe()}

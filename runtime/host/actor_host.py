@@ -175,10 +175,13 @@ class ActorHost(InProcess):
         for name, actor in self.actors.items():
             hook = getattr(actor, "stop", None)
             if hook is not None:
+                # An actor whose stop saves state in proportion to what it holds (the retriever's
+                # index snapshot) says how long that takes.
+                grace = max(STOP_GRACE_S, getattr(actor, "stop_grace_s", lambda: 0.0)())
                 try:
-                    await asyncio.wait_for(hook(), STOP_GRACE_S)
+                    await asyncio.wait_for(hook(), grace)
                 except TimeoutError:
-                    log.warning("actor %s did not stop within %.0fs; leaving it", name, STOP_GRACE_S)
+                    log.warning("actor %s did not stop within %.0fs; leaving it", name, grace)
                 except Exception:  # noqa: BLE001 - stopping goes on for the other actors
                     log.exception("actor %s failed to stop cleanly", name)
 

@@ -163,3 +163,35 @@ async def test_a_local_call_copies_a_result_unless_the_handler_says_it_is_fresh(
     finally:
         await h.stop()
         await nc.drain()
+
+
+class Saver:
+    """An actor whose stop takes `stop_s` and says how long stopping may take (`declared`)."""
+
+    def __init__(self, stop_s: float, declared: float | None) -> None:
+        self.stop_s, self.saved = stop_s, False
+        if declared is not None:
+            self.stop_grace_s = lambda: declared
+
+    async def stop(self) -> None:
+        await asyncio.sleep(self.stop_s)
+        self.saved = True
+
+
+@pytest.mark.parametrize(("declared", "saved"), [(1.0, True), (None, False)])
+async def test_stop_waits_as_long_as_an_actor_says(nats_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                   declared: float | None, saved: bool) -> None:
+    """A stop that saves in proportion to what the actor holds (the retriever's snapshot, 24-28 s
+    at a million rows) is waited for as long as the actor says, past the host's own grace; an
+    actor that says nothing is left after the host's grace, as before."""
+    from skald.runtime.host import actor_host
+    monkeypatch.setattr(actor_host, "STOP_GRACE_S", 0.2)
+    cfg = Config.from_env(env={}, nats_url=nats_url)
+    cfg.prefix = "stoptest"
+    nc = await nats.connect(nats_url)
+    saver = Saver(0.5, declared)
+    h = ActorHost(nc, cfg, {"saver": saver})
+    await h.start()
+    await h.stop()
+    await nc.drain()
+    assert saver.saved is saved
