@@ -16,6 +16,9 @@ nats-server, the disk of the data and JetStream directories, the replica's snaps
 index's unlinked files (each file once), a find
 p50 taken as soon as the rows are searchable (the graph still taking them in), and the replica's
 cold start: a snapshot saved, then loaded by a new process (its time and resident memory).
+Per step, `load s` runs from the step's first move until every row it added is in the graph,
+`applied s` until every one is searchable (the rest is the graph catching up), and `rows/s` is
+the step's own rows over `load s`.
 
     .venv/bin/python bench/docs_scale.py                       # 100k, 250k, 500k, 1M section rows
     .venv/bin/python bench/docs_scale.py --sizes 20000,100000  # a quick look
@@ -165,7 +168,8 @@ async def main() -> None:
                         [rng.choice(WORDS) for _ in range(4)])
     retr = d.worker.host.actors["retriever"]  # type: ignore[union-attr]
     docs = 0
-    print(f"{'section rows':>12} | {'load s':>7} {'rows/s':>7} | {'find p50':>8} {'p99':>7} | {'context p50':>11} "
+    print(f"{'section rows':>12} | {'load s':>7} {'applied s':>9} {'rows/s':>7} | {'find p50':>8} {'p99':>7} | "
+          f"{'context p50':>11} "
           f"{'p99':>7} | {'vector-only find':>16} {'p99':>6} {'context':>7} {'p99':>6} | {'bus p50':>7} | "
           f"{'rss GB':>6} {'nats GB':>7} {'disk GB':>7} | {'unsettled find p50':>18} | "
           f"{'save s':>6} {'cold s':>6} {'cold GB':>7}", flush=True)
@@ -185,12 +189,14 @@ async def main() -> None:
                         zipf_document(i, rng, vocab) if vocab else document(i, rng))
                 stages.append(docs)
                 docs += n
+            before = retr.index.stats()["rows"]  # type: ignore[attr-defined]
             t0 = time.perf_counter()
             for first in stages:
                 await d.client.call("fs.mv", {"from_uri": f"viking://resources/stage{first}",
                                               "to_uri": f"viking://resources/batch{first:07d}"}, timeout_s=3600)
             while retr.index.applied_seq < d.client.index_seq:  # type: ignore[attr-defined]
                 await asyncio.sleep(0.2)
+            applied_s = time.perf_counter() - t0  # every row searchable; the graph may still be taking them in
             unsettled: list[float] = []
             for _ in range(50):  # searchable, the graph still taking the rows in
                 if not retr.index.pending_graph:  # type: ignore[attr-defined]
@@ -217,7 +223,8 @@ async def main() -> None:
             own = retr.replica.replica_dir  # type: ignore[attr-defined]
             cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await asyncio.to_thread(cold_start, index, own)
             disk = disk_of(d.tmp, (index._texts._f, index._qv._file)) / 1e9  # with this size's snapshot
-            print(f"{rows:>12,} | {load_s:7.0f} {target / max(load_s, 1e-9):7.0f} | {pct(find, 50):8.2f} "
+            rate = (rows - before) / max(load_s, 1e-9)
+            print(f"{rows:>12,} | {load_s:7.0f} {applied_s:9.0f} {rate:7.0f} | {pct(find, 50):8.2f} "
                   f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(vfind, 50):16.2f} "
                   f"{pct(vfind, 99):6.2f} {pct(vctx, 50):7.2f} {pct(vctx, 99):6.2f} | {pct(bus, 50):7.2f} | "
                   f"{rss:6.2f} {nats:7.2f} {disk:7.2f} | "
