@@ -40,8 +40,13 @@ def strip_frontmatter(text: str) -> str:
 
 
 def cut_sentences(text: str, limit: int) -> str:
-    """The longest run of whole sentences that fits `limit`; a hard cut only if one sentence is too long."""
-    text = " ".join(text.split())
+    """The longest run of whole sentences that fits `limit`; a hard cut only if one sentence is too long.
+
+    Only a prefix is read: once the text as normalised runs past `limit`, what follows cannot join
+    the answer (a sentence reaching past it does not fit), so a 700-character section is not
+    normalised and split whole for a 220-character abstract."""
+    head = " ".join(text[: 2 * limit + 2].split())
+    text = head if len(head) > limit or len(text) <= 2 * limit + 2 else " ".join(text.split())
     if len(text) <= limit:
         return text
     out = ""
