@@ -46,7 +46,11 @@ def cut_sentences(text: str, limit: int) -> str:
     the answer (a sentence reaching past it does not fit), so a 700-character section is not
     normalised and split whole for a 220-character abstract."""
     head = " ".join(text[: 2 * limit + 2].split())
-    text = head if len(head) > limit or len(text) <= 2 * limit + 2 else " ".join(text.split())
+    return cut_normalised(head if len(head) > limit or len(text) <= 2 * limit + 2 else " ".join(text.split()), limit)
+
+
+def cut_normalised(text: str, limit: int) -> str:
+    """`cut_sentences` of a text whose whitespace is single spaces already."""
     if len(text) <= limit:
         return text
     out = ""
