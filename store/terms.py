@@ -53,6 +53,8 @@ def _spaced(text: str) -> str:
         if ch in text:
             text = text.replace(ch, " ")
     return text
+
+
 # Vowel points, cantillation and tatweel of Hebrew and Arabic: most text is written without them,
 # so a word matches with or without (the usual normalisation of both languages' search).
 _OPTIONAL_MARKS = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"  # Hebrew (not its maqaf)
