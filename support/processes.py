@@ -69,6 +69,20 @@ def wait_ready(p: subprocess.Popen[str], timeout: float = 30.0) -> str:
     return line.split()[-1]
 
 
+def finished(p: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """`p.communicate(timeout)`; a client command still running then is asked for its threads'
+    stacks (SIGUSR1, `cli_client.connection`) and the test fails with them and all it printed."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGUSR1)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=2)
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError(f"{p.args} did not finish within {timeout} s; it printed:\n{out}\n{err}") from None
+
+
 def reap(ps: list[subprocess.Popen[str]]) -> None:
     """Kill each process and its group (an embedded nats-server included), then wait for it."""
     for p in ps:

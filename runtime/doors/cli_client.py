@@ -23,6 +23,7 @@ from nats.errors import NoServersError
 
 from skald.messages import errors
 from skald.messages.catalog import OPS
+from skald.runtime import stacks
 from skald.runtime.client.api import SkaldClient
 
 EXIT = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 4, "PERMISSION_DENIED": 5, "UNAUTHENTICATED": 5,
@@ -53,6 +54,7 @@ def connection(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
             finally:
                 await client.close()
 
+        stacks.on_usr1()  # `kill -USR1 <pid>`: where a command that does not finish is waiting
         try:
             asyncio.run(run())
         except errors.SkaldError as e:

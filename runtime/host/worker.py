@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import io
 import logging
 import os
 import signal
@@ -25,6 +24,7 @@ from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
+from skald.runtime import stacks
 from skald.runtime.bus import auth as busauth
 from skald.runtime.bus import conn_log
 from skald.runtime.bus.auth import WORKER_USER
@@ -314,24 +314,13 @@ class Worker:
             self._owner = None
 
 
-def dump_tasks() -> None:
-    """`kill -USR1 <pid>`: every pending task's stack on stderr, to see what a worker that does
-    not answer, or does not stop, is waiting for."""
-    out = io.StringIO()
-    for task in asyncio.all_tasks():
-        print(f"--- task {task.get_name()}", file=out)
-        task.print_stack(file=out)
-    sys.stderr.write(out.getvalue())
-    sys.stderr.flush()
-
-
 async def serve(cfg: Config, embedded: bool, ready_line: bool = True) -> int:
     worker = Worker(cfg, embedded)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
+    stacks.on_usr1()
     try:
         url = await worker.start()
     except BaseException:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from skald.runtime.bus.natsserver import EmbeddedNats
 from support.cluster import free_port
-from support.processes import reap, spawn, worker
+from support.processes import finished, reap, spawn, worker
 
 ACTORS = "indexer,retriever,session,archive,assembler"
 DIES_IN_JOB = "ingest.before_publish"  # the job's worker is SIGKILLed inside the job
@@ -72,7 +72,7 @@ def test_add_says_what_happens_when_the_server_dies_mid_job_and_where_the_job_is
         procs.append(add)
         assert procs[-2].wait(timeout=60) == -signal.SIGKILL  # the job is stuck until a worker takes it
         add.send_signal(signal.SIGINT)
-        out, rest = add.communicate(timeout=30)
+        out, rest = finished(add, 30)
         said = rest.strip().splitlines()
         assert add.returncode == 130 and "Aborted" not in rest and "Traceback" not in rest, rest
         assert "stopped waiting: job" in said[-1] and "goes on on the server" in said[-1]

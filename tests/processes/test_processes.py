@@ -9,9 +9,10 @@ from pathlib import Path
 import httpx
 
 from skald.messages import errors
+from skald.runtime.bus.natsserver import EmbeddedNats
 from skald.runtime.client.api import SkaldClient
 from support.cluster import free_port
-from support.processes import spawn, wait_ready
+from support.processes import finished, spawn, wait_ready
 
 
 async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: list) -> None:
@@ -32,6 +33,25 @@ async def test_up_prints_ready_and_sigterm_exits_zero(tmp_path: Path, procs: lis
     err = p.stderr.read()
     assert "connection lost" not in err and "Traceback" not in err  # a stop on purpose is not a loss
     assert "--- task index-follow" in err and "--- task consume-archive" in err and "Stack for <Task" in err
+    assert "Current thread" in err  # and every thread's, a stuck one's included
+
+
+async def test_a_client_command_that_does_not_finish_says_where_it_waits(tmp_path: Path, procs: list) -> None:
+    server = EmbeddedNats(tmp_path / "js", port=free_port())
+    url = server.start()
+    try:  # no worker: the job's outcome is asked again and again until the command's deadline
+        q = spawn(["job", "ingest-none", "--wait", "--nats-url", url, "--timeout", "60"])
+        procs.append(q)
+        try:
+            await asyncio.to_thread(finished, q, 3.0)
+        except AssertionError as e:
+            said = str(e)
+        else:
+            raise AssertionError("the job command finished with nothing to answer it")
+    finally:
+        server.stop()
+    assert "did not finish within 3.0 s" in said and "Current thread" in said and "--- task" in said, said
+    assert "cli_client.py" in said  # its own frames, not just the event loop's
 
 
 async def test_restart_keeps_files_and_index_without_reembedding(tmp_path: Path, procs: list) -> None:
