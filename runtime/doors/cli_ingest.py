@@ -141,7 +141,12 @@ async def ingest_with_progress(client: SkaldClient, kw: dict[str, Any], show: bo
     subs = [await client.nc.subscribe(f"{client.prefix}.evt.acct.{token}.ingest.done.*", cb=f.on_done),
             await client.nc.subscribe(f"{client.prefix}.note.acct.{token}.ingest.progress.*", cb=f.on_progress)]
     try:
-        queued = await client.add_resource(**kw)
+        try:
+            queued = await client.add_resource(**kw)
+        except asyncio.CancelledError:  # its reply lost (the worker died answering) or still on its way
+            say("\nstopped before the server said the job was queued: it may be queued or not "
+                "(adding the same source again re-reads only what changed)")
+            raise
         f.job_id = queued.job_id
         if queued.job_id in f.early:
             f.finish(f.early[queued.job_id])

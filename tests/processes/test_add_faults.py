@@ -85,3 +85,29 @@ def test_add_says_what_happens_when_the_server_dies_mid_job_and_where_the_job_is
     finally:
         reap(procs)
         server.stop()
+
+
+def test_add_stopped_before_its_job_is_confirmed_says_so_and_adding_again_finishes(tmp_path: Path) -> None:
+    server = EmbeddedNats(tmp_path / "js", port=free_port())
+    url = server.start()
+    data, prefix = tmp_path / "data", "addlost"
+    procs: list[subprocess.Popen[str]] = []
+    try:  # the worker dies between queueing the job and answering: the command never hears of it
+        procs.append(worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="2",
+                            fault="ingest.after_enqueue"))
+        src = folder(tmp_path, "ops")
+        add = spawn(["add", str(src), "--nats-url", url, "--prefix", prefix])
+        procs.append(add)
+        assert procs[0].wait(timeout=60) == -signal.SIGKILL
+        add.send_signal(signal.SIGINT)
+        _, rest = finished(add, 30)
+        assert add.returncode == 130 and "Traceback" not in rest, rest
+        assert "stopped before the server said the job was queued" in rest, rest
+        procs.append(worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="2"))
+        again = spawn(["add", str(src), "--nats-url", url, "--prefix", prefix])
+        procs.append(again)
+        out, rest = finished(again, 90)
+        assert again.returncode == 0 and "added viking://resources/ops: 3 files" in out, (out, rest)
+    finally:
+        reap(procs)
+        server.stop()
