@@ -23,7 +23,7 @@ from nats.errors import NoServersError
 
 from skald.messages import errors
 from skald.messages.catalog import OPS
-from skald.runtime import stacks
+from skald.runtime.client import stacks
 from skald.runtime.client.api import SkaldClient
 
 EXIT = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 4, "PERMISSION_DENIED": 5, "UNAUTHENTICATED": 5,

@@ -24,7 +24,6 @@ from skald.actors.retriever.handlers import Retriever
 from skald.actors.retriever.list_search import SearchSettings
 from skald.actors.session.handlers import Sessions
 from skald.messages import subjects
-from skald.runtime import stacks
 from skald.runtime.bus import auth as busauth
 from skald.runtime.bus import conn_log
 from skald.runtime.bus.auth import WORKER_USER
@@ -33,7 +32,7 @@ from skald.runtime.bus.keys import KeyStore
 from skald.runtime.bus.nats_bus import NatsBus
 from skald.runtime.bus.natsserver import EmbeddedNats, ServerStartError
 from skald.runtime.bus.streams import ensure_streams
-from skald.runtime.client import tracing
+from skald.runtime.client import stacks, tracing
 from skald.runtime.host import config as config_mod
 from skald.runtime.host import heap, logs
 from skald.runtime.host.actor_host import ActorHost, new_worker_id
