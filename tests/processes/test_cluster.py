@@ -158,7 +158,12 @@ async def test_killing_the_only_nats_server_under_load_loses_and_duplicates_noth
             srv.proc.wait()
             await asyncio.sleep(3.0)  # the load keeps asking into the outage
             srv = await started(lambda: EmbeddedNats(tmp_path / "nats", port=port))
-            await asyncio.sleep(3.0)
+            # As in the cluster test: the load goes on until it has exercised the restarted server
+            # (150 answers and a commit), however slowly a busy machine served it.
+            for _ in range(120):
+                await asyncio.sleep(0.5)
+                if load.answered >= 150 and load.commits >= 1:
+                    break
             stop.set()
             await task
             reap(ps)
