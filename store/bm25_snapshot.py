@@ -9,7 +9,9 @@ every term are written as concatenated arrays with each term's offset, the per-r
 Only the postings of rows that still hold their term are written (a removed or rewritten row's
 stay in memory until their term is compacted), so each posting's generation is its row's and need
 not be written, and term frequencies, counts, go as uint8: 5 bytes a posting on disk instead of 12
-(about 0.5 KB of a section row's snapshot), zstd-compressed (`store/packed.py`). Snapshots
+(about 0.5 KB of a section row's snapshot), zstd-compressed (`store/packed.py`), except the
+postings' labels and the rows' term ids, the two largest, which are written as they are and mapped
+at load (`MAPPED`): a cold start reads them as it goes instead of filling new memory. Snapshots
 written before (an uncompressed `keywords.npz`, with `post_gens`, float32 frequencies and stale
 postings; uint16 frequencies and uint32 generations until these were narrowed) still load.
 """
@@ -28,8 +30,11 @@ from skald.store.postings import GEN, GEN_MASK, TF, TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
 
 ARRAYS = "keywords.arrays"  # zstd-compressed (`store/packed.py`)
-FILES = (ARRAYS, "keywords.msgpack")
-OLDER_FILES = (("keywords.npz", "keywords.msgpack"),)  # what snapshots written before hold instead
+MAPPED = "keywords.mapped"  # the two largest arrays, mapped at load (`packed.map_arrays`)
+MAPPED_ARRAYS = ("post_labels", "terms_data")
+FILES = (ARRAYS, MAPPED, "keywords.msgpack")
+# What snapshots written before hold instead: every array compressed; an uncompressed npz.
+OLDER_FILES = ((ARRAYS, "keywords.msgpack"), ("keywords.npz", "keywords.msgpack"))
 
 
 class _Meta(msgspec.Struct):
@@ -76,6 +81,7 @@ def save(kw: KeywordIndex, directory: Path, frozen: np.ndarray) -> None:
             terms[tid] = term
         meta = _Meta(terms=terms, lang=dict(kw._lang), total=kw._total, rows=kw._terms.rows,
                      live=kw._terms.live, end=kw._terms.end)
+    packed.write_mapped(directory / MAPPED, {name: arrays.pop(name) for name in MAPPED_ARRAYS})
     packed.write_arrays(directory / ARRAYS, arrays)
     (directory / "keywords.msgpack").write_bytes(msgspec.msgpack.encode(meta))
 
@@ -88,6 +94,8 @@ def load(directory: Path) -> tuple[KeywordIndex, np.ndarray]:
     kw = KeywordIndex()
     if (directory / ARRAYS).exists():
         z = packed.read_arrays(directory / ARRAYS)
+        if (directory / MAPPED).exists():
+            z.update(packed.map_arrays(directory / MAPPED))
     else:  # a snapshot written before the arrays were compressed
         with np.load(directory / "keywords.npz") as npz:
             z = {name: npz[name] for name in npz.files}

@@ -357,14 +357,27 @@ def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_
     held = sum(p.n for p in idx.keywords._post)
     snap = tmp_path / "snap"
     idx.save(snap)
-    arrays = packed.read_arrays(snap / "keywords.arrays")
+    mapped = packed.map_arrays(snap / "keywords.mapped")
+    assert set(mapped) == {"post_labels", "terms_data"}
+    arrays = {**packed.read_arrays(snap / "keywords.arrays"), **{k: np.array(v) for k, v in mapped.items()}}
+    del mapped
     assert "post_gens" not in arrays and arrays["post_tfs"].dtype == np.uint8 and arrays["gen"].dtype == np.uint16
     saved = int(arrays["post_labels"].size)
     assert saved < held  # the rewritten and removed rows' old postings are not written
     back = VectorIndex.load(snap, DIM, "m")
     assert back is not None
     assert _keyword_answers(back, words) == want
-    # The layout written before: uncompressed, every posting with its generation (uint32, past
+    # The layout written before the largest arrays were mapped: every one compressed.
+    meta = msgspec.json.decode((snap / "meta.json").read_bytes())
+    packed.write_arrays(snap / "keywords.arrays", arrays)
+    os.remove(snap / "keywords.mapped")
+    meta["crc32"].pop("keywords.mapped")
+    meta["crc32"]["keywords.arrays"] = zlib.crc32((snap / "keywords.arrays").read_bytes())
+    (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
+    compressed = VectorIndex.load(snap, DIM, "m")
+    assert compressed is not None
+    assert _keyword_answers(compressed, words) == want
+    # The layout written before that: uncompressed, every posting with its generation (uint32, past
     # 65,535 here), retired ones too (one added: a row that no longer holds "rewritten"),
     # frequencies as float32.
     tid = msgspec.msgpack.decode((snap / "keywords.msgpack").read_bytes())["terms"].index("rewritten")
@@ -388,3 +401,43 @@ def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_
     older = VectorIndex.load(snap, DIM, "m")
     assert older is not None
     assert _keyword_answers(older, words) == want
+
+
+def test_mapped_arrays_round_trip_and_a_write_stays_in_the_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    arrays = {"a": np.arange(5000, dtype=np.int32), "b": np.zeros((0,), dtype=np.uint16),
+              "c": np.arange(12, dtype=np.float32).reshape(3, 4), "d": np.array([7], dtype=np.int64)}
+    path = tmp_path / "x.mapped"
+    packed.write_mapped(path, arrays)
+    before = path.read_bytes()
+    got = packed.map_arrays(path)
+    assert set(got) == set(arrays)
+    for name, a in arrays.items():
+        assert got[name].dtype == a.dtype and got[name].shape == a.shape and np.array_equal(got[name], a)
+        assert got[name].ctypes.data % 64 == 0 or not a.size
+    got["a"][10:20] = -1  # copy-on-write: this process's pages, never the file
+    assert path.read_bytes() == before
+    assert np.array_equal(packed.map_arrays(path)["a"], arrays["a"])
+
+
+def test_an_index_loaded_from_mapped_arrays_takes_writes_and_its_snapshot_stays_as_saved(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Rewrites and removals after a load compact postings inside the mapped arrays and change
+    the rows' term ids: the loaded index answers as one that never left memory, and the snapshot
+    it came from still loads (its checksums hold) with the answers it was saved with."""
+    data = _rows(800, seed=11)
+    words = [f"word{i}" for i in range(0, 800, 7)] + ["rewritten", "common", "body", "again"]
+    live = VectorIndex(DIM, "m", text_dir=tmp_path)
+    live.upsert_many(data)
+    snap = tmp_path / "snap"
+    live.save(snap)
+    saved = _keyword_answers(live, words)
+    back = VectorIndex.load(snap, DIM, "m", text_dir=tmp_path)
+    assert back is not None
+    for idx in (live, back):
+        for r, _ in data[300:]:  # most of "common"'s rows: its postings compact inside the loaded array
+            idx.delete("a", r.uri, 2)
+        for _ in range(3):
+            idx.upsert_many([(msgspec.structs.replace(r, text=r.text + " rewritten again"), v) for r, v in data[:300]])
+    assert _keyword_answers(back, words) == _keyword_answers(live, words) != saved
+    again = VectorIndex.load(snap, DIM, "m", text_dir=tmp_path)
+    assert again is not None
+    assert _keyword_answers(again, words) == saved
