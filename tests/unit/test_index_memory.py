@@ -5,6 +5,7 @@ from an older snapshot, and after its text file is compacted."""
 from __future__ import annotations
 
 import os
+import zlib
 
 import msgspec
 import numpy as np
@@ -345,8 +346,6 @@ def test_new_rows_keep_the_scope_order_whichever_way_they_land(tmp_path) -> None
 
 
 def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_still_loads(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import zlib
-
     data = _rows(600, seed=9)
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
     idx.upsert_many(data)
@@ -368,15 +367,8 @@ def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_
     assert back is not None
     assert _keyword_answers(back, words) == want
     # The layout written before the largest arrays were mapped: every one compressed.
-    meta = msgspec.json.decode((snap / "meta.json").read_bytes())
     packed.write_arrays(snap / "keywords.arrays", arrays)
-    os.remove(snap / "keywords.mapped")
-    meta["crc32"].pop("keywords.mapped")
-    meta["crc32"]["keywords.arrays"] = zlib.crc32((snap / "keywords.arrays").read_bytes())
-    (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
-    compressed = VectorIndex.load(snap, DIM, "m")
-    assert compressed is not None
-    assert _keyword_answers(compressed, words) == want
+    assert _keyword_answers(_with_older_files(snap, "keywords.mapped", "keywords.arrays"), words) == want
     # The layout written before that: uncompressed, every posting with its generation (uint32, past
     # 65,535 here), retired ones too (one added: a row that no longer holds "rewritten"),
     # frequencies as float32.
@@ -393,14 +385,19 @@ def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_
     arrays["post_live"][tid] -= 1
     arrays["gen"] = gen
     np.savez(snap / "keywords.npz", allow_pickle=False, **arrays)
+    assert _keyword_answers(_with_older_files(snap, "keywords.arrays", "keywords.npz"), words) == want
+
+
+def _with_older_files(snap, gone: str, written: str) -> VectorIndex:  # type: ignore[no-untyped-def]
+    """The snapshot loaded with `gone` removed and `written` (just written) in its checksums."""
     meta = msgspec.json.decode((snap / "meta.json").read_bytes())
-    os.remove(snap / "keywords.arrays")
-    meta["crc32"].pop("keywords.arrays")
-    meta["crc32"]["keywords.npz"] = zlib.crc32((snap / "keywords.npz").read_bytes())
+    os.remove(snap / gone)
+    meta["crc32"].pop(gone)
+    meta["crc32"][written] = zlib.crc32((snap / written).read_bytes())
     (snap / "meta.json").write_bytes(msgspec.json.encode(meta))
-    older = VectorIndex.load(snap, DIM, "m")
-    assert older is not None
-    assert _keyword_answers(older, words) == want
+    idx = VectorIndex.load(snap, DIM, "m")
+    assert idx is not None
+    return idx
 
 
 def test_mapped_arrays_round_trip_and_a_write_stays_in_the_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
