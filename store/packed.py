@@ -27,6 +27,7 @@ import numpy as np
 import zstandard
 
 LEVEL = 1
+PAGE = 4096  # a mapped array starts at a page boundary
 
 
 class _Entry(msgspec.Struct, array_like=True):
@@ -82,9 +83,6 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-PAGE = 4096
-
-
 class _Mapped(msgspec.Struct, array_like=True):
     name: str
     dtype: str
@@ -95,11 +93,9 @@ class _Mapped(msgspec.Struct, array_like=True):
 def write_mapped(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Arrays as they are in memory, each at a page boundary, after a header naming them (the
     header's length first, as in `write_arrays`)."""
-    entries, at = [], 0
-    for name, a in arrays.items():
-        entries.append(_Mapped(name, a.dtype.str, list(a.shape), 0))
-    head_len = len(msgspec.msgpack.encode(entries)) + 16 * len(entries) + 16  # room for the offsets' digits
-    at = -(-(4 + head_len) // PAGE) * PAGE
+    entries = [_Mapped(name, a.dtype.str, list(a.shape), 0) for name, a in arrays.items()]
+    room = len(msgspec.msgpack.encode(entries)) + 16 * len(entries) + 16  # the offsets' digits to come
+    at = -(-(4 + room) // PAGE) * PAGE
     for e, a in zip(entries, arrays.values(), strict=True):
         e.offset = at
         at += -(-a.nbytes // PAGE) * PAGE
