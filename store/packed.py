@@ -87,26 +87,30 @@ class _Mapped(msgspec.Struct, array_like=True):
     name: str
     dtype: str
     shape: list[int]
-    offset: int  # from the start of the file, a multiple of PAGE
+    offset: int  # from the first page after the header, a multiple of PAGE
+
+
+def _pages(nbytes: int) -> int:
+    """`nbytes` rounded up to whole pages."""
+    return -(-nbytes // PAGE) * PAGE
 
 
 def write_mapped(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Arrays as they are in memory, each at a page boundary, after a header naming them (the
     header's length first, as in `write_arrays`)."""
-    entries = [_Mapped(name, a.dtype.str, list(a.shape), 0) for name, a in arrays.items()]
-    room = len(msgspec.msgpack.encode(entries)) + 16 * len(entries) + 16  # the offsets' digits to come
-    at = -(-(4 + room) // PAGE) * PAGE
-    for e, a in zip(entries, arrays.values(), strict=True):
-        e.offset = at
-        at += -(-a.nbytes // PAGE) * PAGE
+    entries, at = [], 0
+    for name, a in arrays.items():
+        entries.append(_Mapped(name, a.dtype.str, list(a.shape), at))
+        at += _pages(a.nbytes)
     head = msgspec.msgpack.encode(entries)
+    start = _pages(4 + len(head))
     with open(path, "wb") as f:
         f.write(struct.pack("<I", len(head)))
         f.write(head)
         for e, a in zip(entries, arrays.values(), strict=True):
-            f.seek(e.offset)
+            f.seek(start + e.offset)
             f.write(memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
-        f.truncate(at)
+        f.truncate(start + at)
 
 
 def map_arrays(path: Path) -> dict[str, np.ndarray]:
@@ -117,12 +121,14 @@ def map_arrays(path: Path) -> dict[str, np.ndarray]:
         entries = msgspec.msgpack.decode(f.read(n), type=list[_Mapped])
         size = f.seek(0, 2)
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+    start = _pages(4 + n)
     out: dict[str, np.ndarray] = {}
     for e in entries:
         dt = np.dtype(e.dtype)
         count = int(np.prod(e.shape, dtype=np.int64))
-        if e.offset % PAGE or e.offset + count * dt.itemsize > size:
+        at = start + e.offset
+        if e.offset % PAGE or at + count * dt.itemsize > size:
             raise ValueError(f"{path.name}: {e.name} lies outside the file")
-        arr = np.frombuffer(mm, dtype=dt, count=count, offset=e.offset) if count else np.empty(0, dt)  # type: ignore[arg-type]
+        arr = np.frombuffer(mm, dtype=dt, count=count, offset=at) if count else np.empty(0, dt)  # type: ignore[arg-type]
         out[e.name] = arr.reshape(e.shape)
     return out
