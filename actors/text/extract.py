@@ -45,8 +45,11 @@ def cut_sentences(text: str, limit: int) -> str:
     Only a prefix is read: once the text as normalised runs past `limit`, what follows cannot join
     the answer (a sentence reaching past it does not fit), so a 700-character section is not
     normalised and split whole for a 220-character abstract."""
-    head = " ".join(text[: 2 * limit + 2].split())
-    return cut_normalised(head if len(head) > limit or len(text) <= 2 * limit + 2 else " ".join(text.split()), limit)
+    read = 2 * limit + 2
+    head = " ".join(text[:read].split())
+    if len(head) <= limit and len(text) > read:  # mostly whitespace so far: the rest may still fit
+        head = " ".join(text.split())
+    return cut_normalised(head, limit)
 
 
 def cut_normalised(text: str, limit: int) -> str:
