@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, pct  # noqa: E402
+from bench.machine import describe  # noqa: E402
 from skald.actors.retriever import handlers as retriever_handlers  # noqa: E402
 from skald.actors.retriever import scoring  # noqa: E402
 
@@ -158,6 +159,7 @@ async def main() -> None:
     ap.add_argument("--keep", action="store_true",
                     help="keep the deployment's directory (4 GB at a million rows) for reading afterwards")
     a = ap.parse_args()
+    print(describe(), flush=True)
     rng = random.Random(7)
     vocab = zipf_vocabulary(rng) if a.text == "zipf" else None
     d = await local("docs-scale")
