@@ -266,6 +266,22 @@ class KeywordIndex:
             labels, best = _top(*self._scores(terms, prune=False)[:2], k, allow)
         return labels, best
 
+    def warm_champions(self) -> int:
+        """Choose the champion list of every term a search would score over one, a term at a time
+        under the lock, so the first searches after a load or a large ingest do not: choosing
+        one is a pass over all of a frequent term's postings (100,000 and more at a million
+        rows), which a search paid the first time it met the term. Returns how many terms."""
+        with self._lock:
+            n = len(self._terms)
+            if not n:
+                return 0
+            tids = self._post.frequent(CHAMPIONS_FROM, max(COMMON_MIN_DF, int(n * COMMON_SHARE)))
+        for tid in tids:
+            with self._lock:
+                if len(self._terms):
+                    self._post[tid].champions(self._gen, self._dl, self._total / len(self._terms), K1, B, CHAMPIONS)
+        return len(tids)
+
     def _weights_of(self, tid: int, idf: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
         """(labels, BM25 weights) of every row holding the term, computed once per write."""
         got = self._weighed.get(tid)

@@ -228,6 +228,22 @@ class PostingsTable:
         self._tn += 1
         self._toff[self._tn] = lo + m
 
+    def frequent(self, low: int, high: int) -> list[int]:
+        """The terms whose document frequency is above `low` and at most `high`, without making
+        their `Postings`: the loaded ranges' and the tail's counts as arrays, then the made terms."""
+        self._settle()
+        base = self._off.size - 1
+        loaded = (self._live > low) & (self._live <= high)
+        tail = np.diff(self._toff[: self._tn + 1])
+        out = {*np.flatnonzero(loaded).tolist(), *(np.flatnonzero((tail > low) & (tail <= high)) + base).tolist()}
+        for tid, p in enumerate(self._items):
+            if p is not None:
+                if low < p.live <= high:
+                    out.add(tid)
+                else:
+                    out.discard(tid)
+        return sorted(out)
+
     def live(self, tid: int) -> int:
         """The term's document frequency, without making its `Postings`."""
         self._settle()

@@ -104,8 +104,7 @@ class IndexReplica:
         if snap is not None and snap.applied_seq <= last:
             self.index = snap
             await asyncio.to_thread(heapfree.give_back)  # what decoding the snapshot left free
-            self._tasks.append(asyncio.create_task(asyncio.to_thread(lambda: candidates.warm(snap.live_rows())),
-                                                   name="index-warm"))
+            self._tasks.append(asyncio.create_task(asyncio.to_thread(self._warm, snap), name="index-warm"))
         elif snap is not None:
             log.warning("snapshot is ahead of the index stream (stream reset?): rebuilding")
         behind = last - self.index.applied_seq
@@ -205,6 +204,16 @@ class IndexReplica:
             await asyncio.sleep(0)
         if taken >= TRIM_AFTER_ROWS:
             await asyncio.to_thread(heapfree.give_back)
+            await asyncio.to_thread(self.index.warm_keywords)  # an ingest this long staled them
+
+    @staticmethod
+    def _warm(snap: VectorIndex) -> None:
+        """What a loaded snapshot's first searches would otherwise work out: how each row is
+        served, and the frequent terms' champion lists."""
+        candidates.warm(snap.live_rows())
+        t0 = time.monotonic()
+        terms = snap.warm_keywords()
+        log.info("keyword champion lists of %d frequent terms chosen in %.1fs", terms, time.monotonic() - t0)
 
     def apply(self, batch: list[tuple[int, IndexChange]], bulk: bool = False) -> None:
         """Apply changes in stream order; rows of another model or dimension are skipped."""

@@ -37,6 +37,10 @@ class IndexKeywords(IndexScopes):
         of the vocabulary that judgement rests on."""
         return self.keywords.absent_share(text), self.keywords.vocabulary()
 
+    def warm_keywords(self) -> int:
+        """`KeywordIndex.warm_champions`: the frequent terms' champion lists chosen ahead of the searches."""
+        return self.keywords.warm_champions()
+
     def keyword_search(self, text: str, q: Query, k: int) -> list[Hit]:
         """BM25 over the rows the query allows."""
         with self._lock:

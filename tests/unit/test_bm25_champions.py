@@ -1,8 +1,11 @@
 """BM25 over champion lists for terms in very many rows: the same top rows as scoring every
 posting for such a term, rows added since the list was chosen included, changed rows left out,
-and a narrow scope answered exactly."""
+a narrow scope answered exactly, and the lists chosen ahead of the first searches after a
+load or a long ingest."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,3 +101,50 @@ def test_a_narrow_scope_is_searched_through_a_mask_of_its_rows(small_lists: None
     assert len(narrow[0]) == 10 and all(idx.row_at(lab).uri.startswith("viking://resources/p7/")
                                         for lab in narrow[0].tolist())
     assert narrow_asked <= 20 < sum(asked)  # the scope's 20 rows, against every posting of "gateway"
+
+
+def test_warming_chooses_the_champion_lists_a_search_would(small_lists: None, tmp_path: Path) -> None:
+    """After a load and more writes, `warm_champions` chooses the lists of exactly the terms a
+    search scores over one (in a snapshot's ranges, in the tail written since, or made by a
+    removal), and searches answer as they do without it."""
+    from skald.store import bm25_snapshot
+
+    def loaded() -> KeywordIndex:
+        bm25_snapshot.save(corpus(), tmp_path, bm25_snapshot.generations(corpus(), 200))
+        kw, _ = bm25_snapshot.load(tmp_path)
+        for i in range(300, 330):  # a frequent term written after the load: a range of the tail
+            kw.add(i, "yak " * (1 + i % 3) + "meadow")
+        kw.remove(7)  # "gateway" and "filler" lose a row: their Postings are made
+        return kw
+
+    warm, cold = loaded(), loaded()
+    frequent = {warm._tid[t] for t in ("gateway", "filler", "yak", "meadow")}  # in more than 16 rows
+    assert warm.warm_champions() == 4
+    chosen = {tid for tid in range(len(warm._post)) if warm._post._items[tid] is not None
+              and warm._post._items[tid].champ is not None}
+    assert chosen == frequent  # not "zebra" (4 rows)
+    for q in ("gateway", "gateway zebra", "yak meadow", "filler gateway yak"):
+        a, b = warm.search(q, 6, every), cold.search(q, 6, every)
+        assert a[0].tolist() == b[0].tolist() and np.allclose(a[1], b[1])
+    assert warm._post.frequent(16, 100) == sorted({warm._tid["yak"], warm._tid["meadow"]})  # 199 rows: above
+
+
+def test_a_loaded_replica_warms_its_champion_lists(small_lists: None) -> None:
+    """The replica's warm-up after a snapshot load chooses the frequent terms' champion lists
+    beside serving the rows, so no first search pays for one."""
+    from skald.actors.retriever.replica import IndexReplica
+    from skald.messages.index import IndexRow
+    from skald.store.index import VectorIndex
+
+    rng = np.random.default_rng(3)
+    idx = VectorIndex(8, "m")
+    rows = []
+    for i in range(40):
+        v = rng.normal(size=8).astype(np.float32)
+        rows.append((IndexRow(account="a", uri=f"viking://resources/f{i}.md", level=2, parent_uri="viking://resources",
+                              context_type="resource", text="gateway " * (1 + i % 5) + f"code{i}", model="m"),
+                     v / np.linalg.norm(v)))
+    idx.upsert_many(rows)
+    IndexReplica._warm(idx)
+    post = idx.keywords._post[idx.keywords._tid["gateway"]]
+    assert post.champ is not None and post.champ[0].size == bm25.CHAMPIONS
