@@ -275,7 +275,7 @@ class KeywordIndex:
             n = len(self._terms)
             if not n:
                 return 0
-            tids = self._post.frequent(CHAMPIONS_FROM, max(COMMON_MIN_DF, int(n * COMMON_SHARE)))
+            tids = self._post.frequent(CHAMPIONS_FROM, _common(n))
         for tid in tids:
             with self._lock:
                 if len(self._terms):
@@ -310,7 +310,7 @@ class KeywordIndex:
             if not n:
                 return _EMPTY_LABELS, _EMPTY_SCORES, False
             avgdl = self._total / n
-            common = max(COMMON_MIN_DF, int(n * COMMON_SHARE))
+            common = _common(n)
             parts: list[tuple[np.ndarray, np.ndarray]] = []
             for t in sorted(terms):
                 tid = self._tid.get(t)
@@ -352,6 +352,11 @@ def _marked(mask: np.ndarray, labels: np.ndarray) -> np.ndarray:
         out[ok] = mask[labels[ok]]
         return out
     return mask[labels]
+
+
+def _common(n: int) -> int:
+    """The document frequency above which a term of an index of n rows is not scored (COMMON_SHARE)."""
+    return max(COMMON_MIN_DF, int(n * COMMON_SHARE))
 
 
 def _idf(n: int, df: int) -> float:
