@@ -277,8 +277,8 @@ class KeywordIndex:
                 return 0
             tids = self._post.frequent(CHAMPIONS_FROM, _common(n))
         for tid in tids:
-            with self._lock:
-                if len(self._terms):
+            with self._lock:  # the lock was let go between terms: a removal may have thinned this one
+                if len(self._terms) and self._post.live(tid) > CHAMPIONS_FROM:
                     self._post[tid].champions(self._gen, self._dl, self._total / len(self._terms), K1, B, CHAMPIONS)
         return len(tids)
 

@@ -148,3 +148,14 @@ def test_a_loaded_replica_warms_its_champion_lists(small_lists: None) -> None:
     IndexReplica._warm(idx)
     post = idx.keywords._post[idx.keywords._tid["gateway"]]
     assert post.champ is not None and post.champ[0].size == bm25.CHAMPIONS
+
+
+def test_a_term_thinned_after_the_warm_up_listed_it_is_skipped(small_lists: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up lets the lock go between terms: a term removals have thinned below the
+    champion size since it was listed is left for the searches (choosing its list would fail)."""
+    kw = corpus()
+    zebra = kw._tid["zebra"]  # in 4 rows, fewer than a champion list holds
+    monkeypatch.setattr(type(kw._post), "frequent", lambda self, low, high: [zebra])
+    assert kw.warm_champions() == 1
+    assert kw._post._items[zebra] is None or kw._post._items[zebra].champ is None
