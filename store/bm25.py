@@ -9,7 +9,6 @@ million rows fit in memory.
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections import Counter
@@ -17,6 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from skald.store import bm25_math
+from skald.store.bm25_math import K1, B
 from skald.store.language import DEFAULT
 from skald.store.postings import GEN, GEN_MASK, TF, TF_MAX, PostingsTable
 from skald.store.row_terms import RowTerms
@@ -24,8 +25,6 @@ from skald.store.terms import ENGLISH, Langs, query_groups, query_terms, query_w
 
 _CODE = re.compile(r"\d")
 
-K1 = 1.2
-B = 0.75
 # A term in more than this share of the rows (and more than COMMON_MIN_DF of them) is left out
 # of scoring: its IDF is near zero, and its posting list is what a search over a million rows
 # would spend its time on (Lucene's "common terms" reasoning).
@@ -46,8 +45,6 @@ CHAMPIONS_FROM = 4 * CHAMPIONS
 WEIGHTS_CACHED_MAX = 2_000_000
 
 
-_EMPTY_LABELS = np.zeros(0, dtype=np.int64)
-_EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
 
 class KeywordIndex:
@@ -186,7 +183,7 @@ class KeywordIndex:
             n = len(self._terms)
             if not n or not groups or not labels:
                 return [0.0] * len(labels)
-            idf = [_idf(n, max(self._df(t) for t in g)) for g in groups]
+            idf = [bm25_math.idf(n, max(self._df(t) for t in g)) for g in groups]
             total = sum(idf) or 1.0
             word = {self._tid[t]: i for i, g in enumerate(groups) for t in g if self._df(t)}  # absent words: in no row
             if not word:
@@ -242,7 +239,7 @@ class KeywordIndex:
             if not n or not groups:
                 return 0.0
             dfs = [max(self._df(t) for t in g) for g in groups]
-            idf = [_idf(n, df) for df in dfs]
+            idf = [bm25_math.idf(n, df) for df in dfs]
             total = sum(idf) or 1.0
             return sum(w for w, df in zip(idf, dfs, strict=True) if not df) / total
 
@@ -257,13 +254,13 @@ class KeywordIndex:
         the scope's are summed, so `allow` is asked about a few rows, not a frequent term's all."""
         terms = query_terms(query, self.languages)
         if not terms:
-            return _EMPTY_LABELS, _EMPTY_SCORES
+            return bm25_math.EMPTY_LABELS, bm25_math.EMPTY_SCORES
         if within is not None:
-            return _top(*self._scores(terms, prune=False, within=within)[:2], k, allow)
+            return bm25_math.top(*self._scores(terms, prune=False, within=within)[:2], k, allow)
         hit, scores, pruned = self._scores(terms, prune=True)
-        labels, best = _top(hit, scores, k, allow)
+        labels, best = bm25_math.top(hit, scores, k, allow)
         if pruned and labels.size < k:  # a narrow scope: the champion lists may have missed its rows
-            labels, best = _top(*self._scores(terms, prune=False)[:2], k, allow)
+            labels, best = bm25_math.top(*self._scores(terms, prune=False)[:2], k, allow)
         return labels, best
 
     def warm_champions(self) -> int:
@@ -288,8 +285,8 @@ class KeywordIndex:
         if got is not None and got[0] == self._writes:
             return got[1], got[2]
         labels, tf = self._post.current(tid, self._gen)
-        labels = _frozen(labels.astype(np.int64))
-        weights = _frozen(_weights(tf, self._dl[labels], idf, avgdl))
+        labels = bm25_math.frozen(labels.astype(np.int64))
+        weights = bm25_math.frozen(bm25_math.weights(tf, self._dl[labels], idf, avgdl))
         if got is None:
             if self._weighed_size + labels.size > WEIGHTS_CACHED_MAX:
                 self._weighed.clear()
@@ -308,7 +305,7 @@ class KeywordIndex:
         with self._lock:
             n = len(self._terms)
             if not n:
-                return _EMPTY_LABELS, _EMPTY_SCORES, False
+                return bm25_math.EMPTY_LABELS, bm25_math.EMPTY_SCORES, False
             avgdl = self._total / n
             common = _common(n)
             parts: list[tuple[np.ndarray, np.ndarray]] = []
@@ -316,22 +313,22 @@ class KeywordIndex:
                 tid = self._tid.get(t)
                 if tid is None or not 0 < (df := self._post.live(tid)) <= common:
                     continue  # absent, or in most rows: next to no weight, and the whole cost of the search
-                idf = _idf(n, df)
+                idf = bm25_math.idf(n, df)
                 if prune and df > CHAMPIONS_FROM:
                     labels, tf = self._post[tid].champions(self._gen, self._dl, avgdl, K1, B, CHAMPIONS)
-                    parts.append((labels, _weights(tf, self._dl[labels], idf, avgdl)))
+                    parts.append((labels, bm25_math.weights(tf, self._dl[labels], idf, avgdl)))
                     pruned = True
                 else:
                     parts.append(self._weights_of(tid, idf, avgdl))
             if within is not None:
-                parts = [(lab[m], w[m]) for lab, w in parts for m in (_marked(within, lab),)]
+                parts = [(lab[m], w[m]) for lab, w in parts for m in (bm25_math.marked(within, lab),)]
             if not parts:
-                return _EMPTY_LABELS, _EMPTY_SCORES, pruned
+                return bm25_math.EMPTY_LABELS, bm25_math.EMPTY_SCORES, pruned
             if len(parts) == 1:
                 return parts[0][0].astype(np.int64, copy=False), parts[0][1], pruned
             # Labels repeat across terms: summed in the scratch array and read back at every
             # posting, a row of several terms then listed once for each with its whole score.
-            # `_top` drops the repeats among the few it keeps: taking each label once here (a
+            # `bm25_math.top` drops the repeats among the few it keeps: taking each label once here (a
             # stamp array written and read at every posting, then a gather) was twice the time,
             # at a million rows 0.53-0.74 against 0.25-0.39 ms for 33k postings a query.
             if self._scratch.shape[0] < self._dl.shape[0]:
@@ -344,58 +341,6 @@ class KeywordIndex:
             return hit, scores, pruned
 
 
-def _marked(mask: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """`mask[labels]`, False for a label past the mask's end."""
-    if labels.size and int(labels.max()) >= mask.size:
-        out = np.zeros(labels.size, dtype=bool)
-        ok = labels < mask.size
-        out[ok] = mask[labels[ok]]
-        return out
-    return mask[labels]
-
-
 def _common(n: int) -> int:
     """The document frequency above which a term of an index of n rows is not scored (COMMON_SHARE)."""
     return max(COMMON_MIN_DF, int(n * COMMON_SHARE))
-
-
-def _idf(n: int, df: int) -> float:
-    """BM25's IDF of a term in df of n rows (Lucene's, never negative)."""
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False  # shared by every search until the next write: never changed in place
-    return a
-
-
-def _weights(tf: np.ndarray, dl: np.ndarray, idf: float, avgdl: float) -> np.ndarray:
-    """BM25 term weights, idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl)), in float32
-    and in place: two temporaries instead of eight, about half the time of the written-out formula
-    (numpy's per-operation cost is most of it at a few hundred postings)."""
-    den = dl * np.float32(K1 * B / avgdl)  # a new array: `dl` is a gather, tf may be the postings' own
-    den += np.float32(K1 * (1 - B))
-    den += tf
-    out = tf * np.float32(idf * (K1 + 1))
-    out /= den
-    return out
-
-
-def _top(hit: np.ndarray, scores: np.ndarray, k: int,
-         allow: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The k best allowed labels, best first, ties by label. A label may repeat in `hit` (with
-    the same score each time, `_scores`): it is kept once."""
-    if not hit.size:
-        return _EMPTY_LABELS, _EMPTY_SCORES
-    want = min(hit.size, max(k + k // 4, 64))  # most rows pass `allow`: ask it about few more than k
-    while True:
-        top = np.argpartition(-scores, want - 1)[:want] if want < hit.size else np.arange(hit.size)
-        top = top[np.lexsort((hit[top], -scores[top]))]
-        if top.size > 1:  # a repeated label's entries sort side by side: the first stays
-            top = top[np.concatenate(([True], hit[top[1:]] != hit[top[:-1]]))]
-        labels = hit[top]
-        ok = allow(labels)
-        labels, best = labels[ok][:k], scores[top][ok][:k]
-        if labels.size >= k or want >= hit.size:
-            return labels, best.astype(np.float64)
-        want = min(hit.size, want * 4)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skald.store import bm25
+from skald.store import bm25, bm25_math
 from skald.store.bm25 import KeywordIndex
 from skald.store.terms import query_terms
 
@@ -36,7 +36,7 @@ def corpus() -> KeywordIndex:
 def test_champion_lists_keep_the_top_rows(small_lists: None) -> None:
     kw = corpus()
     labels, scores = kw.search("gateway", 5, every)
-    exact, exact_scores = bm25._top(*kw._scores(query_terms("gateway"), prune=False)[:2], 5, every)
+    exact, exact_scores = bm25_math.top(*kw._scores(query_terms("gateway"), prune=False)[:2], 5, every)
     assert labels.tolist() == exact.tolist() and np.allclose(scores, exact_scores)
     # a rare word beside the common one: its rows come first whatever the champion list holds
     assert set(kw.search("gateway zebra", 4, every)[0].tolist()) == {3, 53, 103, 153}
