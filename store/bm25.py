@@ -276,8 +276,12 @@ class KeywordIndex:
         for tid in tids:
             with self._lock:  # the lock was let go between terms: a removal may have thinned this one
                 if len(self._terms) and self._post.live(tid) > CHAMPIONS_FROM:
-                    self._post[tid].champions(self._gen, self._dl, self._total / len(self._terms), K1, B, CHAMPIONS)
+                    self._champions(tid, self._total / len(self._terms))
         return len(tids)
+
+    def _champions(self, tid: int, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, tfs) of the term's champion list (`Postings.champions`), chosen again when stale."""
+        return self._post[tid].champions(self._gen, self._dl, avgdl, K1, B, CHAMPIONS)
 
     def _weights_of(self, tid: int, idf: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
         """(labels, BM25 weights) of every row holding the term, computed once per write."""
@@ -315,7 +319,7 @@ class KeywordIndex:
                     continue  # absent, or in most rows: next to no weight, and the whole cost of the search
                 idf = bm25_math.idf(n, df)
                 if prune and df > CHAMPIONS_FROM:
-                    labels, tf = self._post[tid].champions(self._gen, self._dl, avgdl, K1, B, CHAMPIONS)
+                    labels, tf = self._champions(tid, avgdl)
                     parts.append((labels, bm25_math.weights(tf, self._dl[labels], idf, avgdl)))
                     pruned = True
                 else:

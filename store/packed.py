@@ -21,6 +21,7 @@ from __future__ import annotations
 import mmap
 import struct
 from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 import numpy as np
@@ -28,6 +29,7 @@ import zstandard
 
 LEVEL = 1
 PAGE = 4096  # a mapped array starts at a page boundary
+T = TypeVar("T")
 
 
 class _Entry(msgspec.Struct, array_like=True):
@@ -46,14 +48,26 @@ def read_bytes(path: Path) -> bytes:
         return r.read()
 
 
+def _write_head(f: BinaryIO, entries: list[Any]) -> int:
+    """The header every file here starts with: its length (uint32, little-endian), then the
+    entries as msgpack. Returns the bytes written."""
+    head = msgspec.msgpack.encode(entries)
+    f.write(struct.pack("<I", len(head)))
+    f.write(head)
+    return 4 + len(head)
+
+
+def _read_head(f: BinaryIO, kind: type[T]) -> tuple[T, int]:
+    """`_write_head`'s entries as `kind` (a list of them), and the header's length in bytes."""
+    (n,) = struct.unpack("<I", f.read(4))
+    return msgspec.msgpack.decode(f.read(n), type=kind), 4 + n
+
+
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     cctx = zstandard.ZstdCompressor(level=LEVEL)
     frames = {name: cctx.compress(np.ascontiguousarray(a).tobytes()) for name, a in arrays.items()}
-    head = msgspec.msgpack.encode([_Entry(name, a.dtype.str, list(a.shape), len(frames[name]))
-                                   for name, a in arrays.items()])
     with open(path, "wb") as f:
-        f.write(struct.pack("<I", len(head)))
-        f.write(head)
+        _write_head(f, [_Entry(name, a.dtype.str, list(a.shape), len(frames[name])) for name, a in arrays.items()])
         for frame in frames.values():
             f.write(frame)
 
@@ -63,8 +77,7 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
     dctx = zstandard.ZstdDecompressor()
     out: dict[str, np.ndarray] = {}
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<I", f.read(4))
-        for e in msgspec.msgpack.decode(f.read(n), type=list[_Entry]):
+        for e in _read_head(f, list[_Entry])[0]:
             frame = f.read(e.size)
             if len(frame) != e.size:
                 raise ValueError(f"{path.name}: {e.name} is cut short")
@@ -102,11 +115,8 @@ def write_mapped(path: Path, arrays: dict[str, np.ndarray]) -> None:
     for name, a in arrays.items():
         entries.append(_Mapped(name, a.dtype.str, list(a.shape), at))
         at += _pages(a.nbytes)
-    head = msgspec.msgpack.encode(entries)
-    start = _pages(4 + len(head))
     with open(path, "wb") as f:
-        f.write(struct.pack("<I", len(head)))
-        f.write(head)
+        start = _pages(_write_head(f, entries))
         for e, a in zip(entries, arrays.values(), strict=True):
             f.seek(start + e.offset)
             f.write(memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
@@ -117,11 +127,10 @@ def map_arrays(path: Path) -> dict[str, np.ndarray]:
     """The arrays `write_mapped` wrote, mapped copy-on-write: writable, and what is written stays
     in this process (the file, a snapshot's, never changes)."""
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<I", f.read(4))
-        entries = msgspec.msgpack.decode(f.read(n), type=list[_Mapped])
+        entries, head = _read_head(f, list[_Mapped])
         size = f.seek(0, 2)
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
-    start = _pages(4 + n)
+    start = _pages(head)
     out: dict[str, np.ndarray] = {}
     for e in entries:
         dt = np.dtype(e.dtype)
