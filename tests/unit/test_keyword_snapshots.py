@@ -58,7 +58,6 @@ def test_a_snapshot_keeps_the_keyword_index_as_of_its_rows(tmp_path, monkeypatch
     assert _keyword_answers(back, words) == at_freeze
 
 
-
 def test_keyword_postings_are_saved_without_stale_entries_and_an_older_snapshot_still_loads(tmp_path) -> None:  # type: ignore[no-untyped-def]
     data = _rows(600, seed=9)
     idx = VectorIndex(DIM, "m", text_dir=tmp_path)
