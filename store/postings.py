@@ -123,14 +123,17 @@ class PostingsTable:
     reads the table (`_settle`): a search during an ingest writes what arrived since the last
     one, as it did."""
 
-    __slots__ = ("_items", "_off", "_labels", "_gens", "_tfs", "_live",
+    __slots__ = ("_items", "_off", "_labels", "_born", "_tfs", "_live",
                  "_toff", "_tn", "_tlabels", "_tgens", "_ttfs", "_wait", "_waiting")
 
     def __init__(self) -> None:
         self._items: list[Postings | None] = []
         self._off = np.zeros(1, dtype=np.int64)  # the loaded terms' ranges (none loaded: one offset)
         self._labels = np.zeros(0, dtype=np.int32)
-        self._gens = np.zeros(0, dtype=GEN)
+        # The loaded postings' generations: every one was its row's when the snapshot was written,
+        # so one a label (2 bytes a row) stands for one a posting (2 bytes each, 86 of them a row
+        # of 100 words); a posting's is read as its label's (`_loaded_gens`).
+        self._born = np.zeros(0, dtype=GEN)
         self._tfs = np.zeros(0, dtype=TF)
         self._live = np.zeros(0, dtype=np.int64)
         # The tail: ranges of terms written since, `_toff[i]:_toff[i + 1]` for the i-th after the
@@ -144,14 +147,20 @@ class PostingsTable:
         self._waiting = 0
 
     @classmethod
-    def loaded(cls, off: np.ndarray, labels: np.ndarray, gens: np.ndarray, tfs: np.ndarray,
+    def loaded(cls, off: np.ndarray, labels: np.ndarray, born: np.ndarray, tfs: np.ndarray,
                live: np.ndarray) -> PostingsTable:
-        """Terms 0..len(off)-2 as ranges `off[t]:off[t+1]` of the arrays; `live` their document
-        frequencies."""
+        """Terms 0..len(off)-2 as ranges `off[t]:off[t+1]` of the arrays; `born` each label's
+        generation when they were written (every posting then its row's), `live` the terms'
+        document frequencies. Nothing here reads the labels: mapped, they stay on disk until a
+        search or a write needs a term's."""
         table = cls()
         table._items = [None] * (off.size - 1)
-        table._off, table._labels, table._gens, table._tfs, table._live = off, labels, gens, tfs, live
+        table._off, table._labels, table._born, table._tfs, table._live = off, labels, born, tfs, live
         return table
+
+    def _loaded_gens(self, labels: np.ndarray) -> np.ndarray:
+        """The generations of loaded postings (theirs are their labels' at load)."""
+        return self._born[labels]
 
     def __len__(self) -> int:
         return len(self._items)
@@ -263,6 +272,13 @@ class PostingsTable:
         p = self._items[tid]
         if p is not None:
             return p.current(gen)
+        if tid < self._off.size - 1:  # a loaded range: its generations worked out only if some are stale
+            lo, hi = int(self._off[tid]), int(self._off[tid + 1])
+            labels, tfs = self._labels[lo:hi], self._tfs[lo:hi]
+            if self._live[tid] == hi - lo:
+                return labels, tfs
+            ok = self._loaded_gens(labels) == gen[labels]
+            return labels[ok], tfs[ok]
         ((labels, gens, tfs),) = self._unmade(tid, tid + 1) or ((_NO_LABELS, _NO_GENS, _NO_TFS),)
         if self.live(tid) == labels.shape[0]:
             return labels, tfs
@@ -275,7 +291,8 @@ class PostingsTable:
         if tid < base:
             lo, hi = int(self._off[tid]), int(self._off[tid + 1])
             if hi > lo:  # views, not copies: a term's first append outgrows its view and moves it to its own array
-                p.labels, p.gens, p.tfs = self._labels[lo:hi], self._gens[lo:hi], self._tfs[lo:hi]
+                p.labels, p.tfs = self._labels[lo:hi], self._tfs[lo:hi]
+                p.gens = self._loaded_gens(p.labels)
             p.n, p.live = hi - lo, int(self._live[tid])
         elif (i := tid - base) < self._tn:  # copies: the tail's arrays are replaced as they grow
             lo, hi = int(self._toff[i]), int(self._toff[i + 1])
@@ -290,7 +307,8 @@ class PostingsTable:
         out = []
         if first < base:
             lo, hi = self._off[first], self._off[min(end, base)]
-            out.append((self._labels[lo:hi], self._gens[lo:hi], self._tfs[lo:hi]))
+            labels = self._labels[lo:hi]
+            out.append((labels, self._loaded_gens(labels), self._tfs[lo:hi]))
         a, b = max(first, base) - base, min(end - base, self._tn)
         if a < b:
             lo, hi = self._toff[a], self._toff[b]

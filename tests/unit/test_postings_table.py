@@ -144,3 +144,22 @@ def test_batches_waiting_to_be_written_answer_as_written_ones(monkeypatch: pytes
     kw.add_many([(label, f"restart code{label}x99", "en") for label in range(1030, 1060)])
     assert kw.search("code1042x99", 5, every)[0].tolist() == [1042]
     assert all(kw._post._items[kw._tid[f"code{label}x99"]] is None for label in range(1000, 1060))
+
+
+def test_a_loaded_table_keeps_one_generation_a_row_and_its_rewritten_rows_leave_it(tmp_path: Path) -> None:
+    """Every posting a snapshot holds was its row's when written, so the loaded table keeps one
+    generation a row (not one a posting: 2 bytes each, most of a cold start's keyword memory);
+    a row rewritten or removed after the load leaves the loaded terms, made or not."""
+    kw = KeywordIndex()
+    kw.add_many([(label, " ".join(WORDS) + f" code{label}", "en") for label in range(200)])
+    bm25_snapshot.save(kw, tmp_path, bm25_snapshot.generations(kw, kw._gen.shape[0]))
+    back, _ = bm25_snapshot.load(tmp_path)
+    postings_held = int(back._post._off[-1])
+    assert postings_held == 200 * (len(WORDS) + 1)
+    assert back._post._born.shape[0] <= back._gen.shape[0] < postings_held
+    back.search("gateway", 5, every)  # a frequent term made (its own generations, from its rows')
+    back.add_many([(3, "quota", "en")])  # rewritten: out of "gateway" (made) and "code3" (unmade)
+    back.remove(4)
+    texts = {label: " ".join(WORDS) + f" code{label}" for label in range(200) if label not in (3, 4)}
+    texts[3] = "quota"
+    assert held(back) == expected(texts)
