@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.deploy import local  # noqa: E402
 from bench.find import WORDS, pct  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from skald.actors.kit import heapfree  # noqa: E402
 from skald.actors.retriever import handlers as retriever_handlers  # noqa: E402
 from skald.actors.retriever import scoring  # noqa: E402
 
@@ -108,9 +109,11 @@ print(f"{took:.1f} {rss:.2f} {len(idx) if idx is not None else -1}")
 
 def cold_start(index: Any, where: Path) -> tuple[float, float, float, int]:
     """(save s, load s in a new process, that process's resident GB, rows it loaded). The save
-    syncs every file it writes, so the load finds the snapshot on disk as a restart would."""
+    syncs every file it writes, so the load finds the snapshot on disk as a restart would; it is
+    saved as the replica's own snapshots are, its keyword index then taken up (`adopt`)."""
     t = time.perf_counter()
-    index.save(where)
+    index.save(where, True)
+    heapfree.give_back()  # as the replica does after its snapshot
     saved = time.perf_counter() - t
     out = subprocess.run([sys.executable, "-c", COLD, str(where), str(index.dim), index.model],
                          capture_output=True, text=True, check=True).stdout.split()
@@ -174,7 +177,8 @@ async def main() -> None:
           f"{'context p50':>11} "
           f"{'p99':>7} | {'vector-only find':>16} {'p99':>6} {'context':>7} {'p99':>6} | {'bus p50':>7} | "
           f"{'rss GB':>6} {'nats GB':>7} {'disk GB':>7} | {'unsettled find p50':>18} | "
-          f"{'save s':>6} {'cold s':>6} {'cold GB':>7}", flush=True)
+          f"{'save s':>6} {'cold s':>6} {'cold GB':>7} | {'after its snapshot: rss GB':>26} {'find p50':>8} "
+          f"{'context p50':>11}", flush=True)
     hybrid_keywords = retriever_handlers.keyword_hits
     try:
         for target in (int(x) for x in a.sizes.split(",")):
@@ -225,13 +229,17 @@ async def main() -> None:
             own = retr.replica.replica_dir  # type: ignore[attr-defined]
             cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await asyncio.to_thread(cold_start, index, own)
             disk = disk_of(d.tmp, (index._texts._f, index._qv._file)) / 1e9  # with this size's snapshot
+            # The worker once the replica's snapshot is saved and its keyword index taken up
+            # (what it holds from its next snapshot after an ingest on), and find and context then.
+            after = (0.0, [0.0], [0.0]) if a.no_cold else (rss_of(os.getpid()), *(await measure(d, queries))[:2])
             rate = (rows - before) / max(load_s, 1e-9)
             print(f"{rows:>12,} | {load_s:7.0f} {applied_s:9.0f} {rate:7.0f} | {pct(find, 50):8.2f} "
                   f"{pct(find, 99):7.2f} | {pct(ctx, 50):11.2f} {pct(ctx, 99):7.2f} | {pct(vfind, 50):16.2f} "
                   f"{pct(vfind, 99):6.2f} {pct(vctx, 50):7.2f} {pct(vctx, 99):6.2f} | {pct(bus, 50):7.2f} | "
                   f"{rss:6.2f} {nats:7.2f} {disk:7.2f} | "
                   f"{(f'{pct(unsettled, 50):.2f} ({len(unsettled)})' if unsettled else 'settled'):>18} | "
-                  f"{cold[0]:6.1f} {cold[1]:6.1f} {cold[2]:7.2f}", flush=True)
+                  f"{cold[0]:6.1f} {cold[1]:6.1f} {cold[2]:7.2f} | {after[0]:26.2f} {pct(after[1], 50):8.2f} "
+                  f"{pct(after[2], 50):11.2f}", flush=True)
     finally:
         await d.close()
         if a.keep:

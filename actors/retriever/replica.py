@@ -270,7 +270,10 @@ class IndexReplica:
             if self._dirty and self.replica_dir is not None:
                 self._dirty = False
                 t0 = time.monotonic()
-                self.snapshot_seq = await asyncio.to_thread(self.index.save, self.replica_dir)
+                # adopt: the snapshot's keyword index, mapped, replaces the one built in memory,
+                # whose heap then goes back to the system
+                self.snapshot_seq = await asyncio.to_thread(self.index.save, self.replica_dir, True)
+                await asyncio.to_thread(heapfree.give_back)
                 took = time.monotonic() - t0
                 self.snapshot_ms = round(took * 1000, 1)
 

@@ -42,6 +42,15 @@ def restore(idx: IndexRows, rows: list[IndexRow | None], texts_saved: bool, abst
     idx._rows = rows
 
 
+def keyword_item(idx: IndexRows, label: int, row: IndexRow, text: str | None = None) -> tuple[int, str, str]:
+    """What the keyword index holds for a row, as `IndexRows.upsert_many` gave it: its text, else
+    its abstract (a leaf's in the abstract heap), in its language. `text`: the row's text, when
+    the caller has read it already."""
+    if text is None:
+        text = idx._texts.get(label) if text_held(row.level, row.kind) else row.text
+    return label, text or (idx._abstracts.get(label) if row.level == 2 else row.abstract), row.lang or DEFAULT
+
+
 def _texts_out_of_rows(idx: IndexRows, rows: list[IndexRow | None]) -> None:
     """A snapshot from before the leaf texts left the rows: each text into the text heap (the rows
     keep none), every row's text length noted, as a saved texts table would give them."""
@@ -117,10 +126,9 @@ def _columns(idx: IndexRows, rows: list[IndexRow | None], redo: set[int], digest
     for label in sorted(redo):
         if label >= len(rows) or (again := rows[label]) is None:
             continue
-        leaf = again.level == 2
         text = idx._texts.get(label) if text_held(again.level, again.kind) else again.text
         idx._tlen[label] = len(text)
-        pending.append((label, text or (idx._abstracts.get(label) if leaf else again.abstract), again.lang or DEFAULT))
+        pending.append(keyword_item(idx, label, again, text))
         if len(pending) >= REINDEX_BATCH:
             idx.keywords.add_many(pending)
             pending = []

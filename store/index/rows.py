@@ -100,6 +100,9 @@ class IndexRows:
         # here, counted until this embedder writes or deletes them (`content.reindex`).
         self.foreign: dict[str, str] = {}
         self.keywords = KeywordIndex()
+        # The labels keyword-written since a snapshot's rows were taken, while that snapshot's
+        # keyword index is to replace this one (`adopt.py`); None otherwise.
+        self._kw_log: list[int] | None = None
         self._graph = hnswlib.Index(space="ip", dim=dim)
         self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
         self._graph.set_ef(HNSW_EF_SEARCH)
@@ -229,6 +232,8 @@ class IndexRows:
                 labels.append(label)
                 vecs.append(vec)
             self.keywords.add_many(texts)
+            if self._kw_log is not None:
+                self._kw_log.extend(label for label, _, _ in texts)
             # Dedup within the batch: the last vector for a label wins.
             last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
             lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
@@ -359,6 +364,8 @@ class IndexRows:
             self._rows[label] = None
             self._skeys[label] = ""
             self.keywords.remove(label)
+            if self._kw_log is not None:
+                self._kw_log.append(label)
             self._texts.drop(label)
             self._abstracts.drop(label)
             self._qv.release(np.asarray([label], dtype=np.int64))

@@ -20,6 +20,7 @@ import numpy as np
 from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot, packed
 from skald.store.index import graphfile, restore
+from skald.store.index.adopt import adopt_keywords
 from skald.store.index.rows import IndexRows
 from skald.store.index.texts import Frozen, TextHeap
 from skald.store.index.types import HNSW_EF_SEARCH
@@ -99,17 +100,21 @@ class IndexSnapshot(IndexRows):
         as this was, took ~0.5 s of the event loop per `system.health` at 50,000 rows.)"""
         return f"{self._chash:032x}"
 
-    def save(self, directory: Path) -> int:
+    def save(self, directory: Path, adopt: bool = False) -> int:
         """Write a snapshot atomically (a temp directory renamed over the old one); the sequence
         it holds. The index lock is held only to list the rows: writing them, the vectors and the
-        graph takes about a second per 30,000 rows, during which searches used to wait."""
+        graph takes about a second per 30,000 rows, during which searches used to wait. With
+        `adopt`, the index then takes up the snapshot's keyword index (`adopt.py`)."""
         with self._save_lock:
-            return self._save(Path(directory))
+            try:
+                return self._save(Path(directory), adopt)
+            finally:
+                self._kw_log = None  # taken up, or not to be: writes stop being logged
 
-    def _save(self, directory: Path) -> int:
+    def _save(self, directory: Path, adopt: bool) -> int:
         tmp = directory.parent / f".tmp-snap-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
-        rows, meta, (texts_at, abstracts_at, tlen, kw_gen) = self._freeze()
+        rows, meta, (texts_at, abstracts_at, tlen, kw_gen) = self._freeze(adopt)
         try:
             # Where each text is, and its length in characters (what hybrid reads, without the text).
             meta["texts_bytes"] = _save_heap(self._texts, tmp, "texts", texts_at, tlen)
@@ -142,13 +147,16 @@ class IndexSnapshot(IndexRows):
         else:
             with self._lock:
                 self._qv.rebase(halves or graph, self._saved_writes, pos)
+        if adopt:
+            adopt_keywords(self, directory)
         return int(meta["applied_seq"])
 
-    def _freeze(self) -> tuple[list[IndexRow | None], dict[str, Any], tuple[Frozen, Frozen, np.ndarray, np.ndarray]]:
+    def _freeze(self, log_keywords: bool = False) -> tuple[list[IndexRow | None], dict[str, Any],
+                                                          tuple[Frozen, Frozen, np.ndarray, np.ndarray]]:
         """The rows and meta of one moment with every row in the graph, and the graph held still
         (`_saving`) until `_thaw`, so the graph written after matches them; where the leaf texts
         and abstracts are and each label's keyword generation at that moment (what `_load`
-        repairs to)."""
+        repairs to). With `log_keywords`, the labels keyword-written from that moment are logged."""
         while True:
             while self.build_graph() > 0:
                 pass
@@ -157,6 +165,7 @@ class IndexSnapshot(IndexRows):
                     continue
                 self._saving = True
                 self._saved_writes = self._qv.mark()
+                self._kw_log = [] if log_keywords else None
                 n = len(self._rows)
                 meta: dict[str, Any] = {"applied_seq": self.applied_seq, "dim": self.dim, "model": self.model,
                                         "rows": n, "chash": f"{self._chash:032x}"}

@@ -120,8 +120,8 @@ def test_rows_written_while_a_snapshot_was_saved_are_restored_as_the_snapshot_ho
     idx.delete("a", data[3][0].uri, 2)
     real_freeze = snapshot_mod.IndexSnapshot._freeze
 
-    def freeze_then_write(self):  # type: ignore[no-untyped-def]
-        got = real_freeze(self)
+    def freeze_then_write(self, *a):  # type: ignore[no-untyped-def]
+        got = real_freeze(self, *a)
         self.upsert_many([(msgspec.structs.replace(data[11][0], text="rewritten later, longer than before " * 3),
                            data[11][1])])
         self.delete("a", data[22][0].uri, 2)

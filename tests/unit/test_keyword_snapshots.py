@@ -32,8 +32,8 @@ def test_a_snapshot_keeps_the_keyword_index_as_of_its_rows(tmp_path, monkeypatch
     at_freeze = _keyword_answers(idx, words)
     real_freeze = snapshot_mod.IndexSnapshot._freeze
 
-    def freeze_then_write(self):  # type: ignore[no-untyped-def]
-        got = real_freeze(self)
+    def freeze_then_write(self, *a):  # type: ignore[no-untyped-def]
+        got = real_freeze(self, *a)
         # After the rows are taken, before the keyword index is written: a rewrite, a removal and
         # a new row into the label the removal freed.
         self.upsert_many([(msgspec.structs.replace(data[10][0], text="Section 10\nlater words"), data[10][1])])

@@ -43,8 +43,8 @@ def test_rows_not_written_since_a_snapshot_are_read_from_its_graph(tmp_path, mon
     real_freeze = snapshot_mod.IndexSnapshot._freeze
     moved = data[7][1][::-1].copy()
 
-    def freeze_then_write(self):  # type: ignore[no-untyped-def]
-        got = real_freeze(self)
+    def freeze_then_write(self, *a):  # type: ignore[no-untyped-def]
+        got = real_freeze(self, *a)
         self.upsert_many([(data[7][0], moved)])
         return got
 

@@ -185,3 +185,24 @@ async def test_health_reports_the_replica_snapshot_that_holds_the_last_write(dep
         await asyncio.sleep(0.05)
     assert r["applied_seq"] > 0 and r["snapshot_seq"] == r["applied_seq"] and r["snapshot_ms"] > 0
     assert Path(r["replica"], "meta.json").is_file()
+
+
+async def test_the_replica_takes_up_the_keyword_index_of_its_snapshot(deploy: Callable[..., Any]) -> None:
+    """After its snapshot the replica's keyword postings are the snapshot's, mapped from its file,
+    and what is written after it is found as before."""
+    w, c = await deploy(snapshot_interval_s=0.2)
+    index = w.host.actors["retriever"].index
+    built = index.keywords  # taken before the write: its snapshot may follow within 0.2 s
+    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
+                                   "target_uri": "viking://resources/snap", "wait": True})
+    for _ in range(200):
+        r = (await c.health()).actors["retriever"]
+        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
+            break
+        await asyncio.sleep(0.05)
+    assert index.keywords is not built and not index.keywords._post._labels.flags.owndata
+    await c.call("resources.add", {"content": "# Later\n\nthe zanzibar relay restarts nightly", "name": "later.md",
+                                   "target_uri": "viking://resources/later", "wait": True})
+    for q, uri in (("zanzibar relay", "viking://resources/later"), ("caddy 8443", "viking://resources/snap")):
+        hits = (await c.call("search.find", {"query": q, "limit": 3}))["resources"]
+        assert hits and hits[0]["uri"].startswith(uri), (q, hits)
