@@ -15,7 +15,9 @@ cost). At each size it also prints resident memory of this process (every actor)
 nats-server, the disk of the data and JetStream directories, the replica's snapshot and the
 index's unlinked files (each file once), a find
 p50 taken as soon as the rows are searchable (the graph still taking them in), and the replica's
-cold start: a snapshot saved, then loaded by a new process (its time and resident memory).
+cold start: a snapshot saved, then loaded by a new process (its time and resident memory); then
+the worker's memory, find and context once that snapshot's keyword index is taken up, as a
+replica with `snapshot_maps_keywords` does after each snapshot.
 Per step, `load s` runs from the step's first move until every row it added is in the graph,
 `applied s` until every one is searchable (the rest is the graph catching up), and `rows/s` is
 the step's own rows over `load s`.
@@ -110,10 +112,11 @@ print(f"{took:.1f} {rss:.2f} {len(idx) if idx is not None else -1}")
 def cold_start(index: Any, where: Path) -> tuple[float, float, float, int]:
     """(save s, load s in a new process, that process's resident GB, rows it loaded). The save
     syncs every file it writes, so the load finds the snapshot on disk as a restart would; it is
-    saved as the replica's own snapshots are, its keyword index then taken up (`adopt`)."""
+    saved as a replica with `snapshot_maps_keywords` saves, its keyword index then taken up
+    (`adopt`): what the columns after it measure."""
     t = time.perf_counter()
     index.save(where, True)
-    heapfree.give_back()  # as the replica does after its snapshot
+    heapfree.give_back()  # as that replica does after its snapshot
     saved = time.perf_counter() - t
     out = subprocess.run([sys.executable, "-c", COLD, str(where), str(index.dim), index.model],
                          capture_output=True, text=True, check=True).stdout.split()
@@ -229,8 +232,8 @@ async def main() -> None:
             own = retr.replica.replica_dir  # type: ignore[attr-defined]
             cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await asyncio.to_thread(cold_start, index, own)
             disk = disk_of(d.tmp, (index._texts._f, index._qv._file)) / 1e9  # with this size's snapshot
-            # The worker once the replica's snapshot is saved and its keyword index taken up
-            # (what it holds from its next snapshot after an ingest on), and find and context then.
+            # The worker once the replica's snapshot is saved and its keyword index taken up (what
+            # it holds from its next snapshot on with `snapshot_maps_keywords`), find and context then.
             after = (0.0, [0.0], [0.0]) if a.no_cold else (rss_of(os.getpid()), *(await measure(d, queries))[:2])
             rate = (rows - before) / max(load_s, 1e-9)
             print(f"{rows:>12,} | {load_s:7.0f} {applied_s:9.0f} {rate:7.0f} | {pct(find, 50):8.2f} "

@@ -62,7 +62,8 @@ class Retriever(TreeReads):
 
     def __init__(self, ns: Namespace, embedder: Embedder, bus: RetrieverBus, state_dir: Path, llm: LLM,
                  reranker: Reranker | None = None, settings: SearchSettings | None = None,
-                 clock: Callable[[], float] = time.time, snapshot_interval_s: float = 30.0) -> None:
+                 clock: Callable[[], float] = time.time, snapshot_interval_s: float = 30.0,
+                 snapshot_maps_keywords: bool = False) -> None:
         self.ns = ns
         self.embedder = embedder
         self.llm = llm
@@ -70,7 +71,8 @@ class Retriever(TreeReads):
         self.settings = settings or SearchSettings()
         self.bus = bus
         self.clock = clock
-        self.replica = IndexReplica(embedder.name, embedder.dim, bus, state_dir, snapshot_interval_s)
+        self.replica = IndexReplica(embedder.name, embedder.dim, bus, state_dir, snapshot_interval_s,
+                                    snapshot_maps_keywords)
         self.usage = UsageCounts(bus)
         self.stats = StatsCollector()
         self.scatter = Scatter(bus, bus.index_shards, bus.index_shard)

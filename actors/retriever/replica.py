@@ -51,12 +51,14 @@ class IndexReplica:
     """This worker's copy of the index: restored from its snapshot, following the index log, snapshotted now and
     then."""
 
-    def __init__(self, model: str, dim: int, bus: IndexLog, state_dir: Path, snapshot_interval_s: float = 30.0) -> None:
+    def __init__(self, model: str, dim: int, bus: IndexLog, state_dir: Path, snapshot_interval_s: float = 30.0,
+                 maps_keywords: bool = False) -> None:
         self.model = model
         self.dim = dim
         self.bus = bus
         self.state_dir = Path(state_dir)
         self.snapshot_interval_s = snapshot_interval_s
+        self.maps_keywords = maps_keywords  # each snapshot's keyword index taken up (`store/index/adopt.py`)
         (self.state_dir / "index").mkdir(parents=True, exist_ok=True)
         self.index = VectorIndex(dim, model, text_dir=self.state_dir / "index")  # leaf texts in a file there
         self.head_seq = 0
@@ -270,10 +272,11 @@ class IndexReplica:
             if self._dirty and self.replica_dir is not None:
                 self._dirty = False
                 t0 = time.monotonic()
-                # adopt: the snapshot's keyword index, mapped, replaces the one built in memory,
-                # whose heap then goes back to the system
-                self.snapshot_seq = await asyncio.to_thread(self.index.save, self.replica_dir, True)
-                await asyncio.to_thread(heapfree.give_back)
+                # With maps_keywords the snapshot's keyword index, mapped, replaces the one built
+                # in memory, whose heap then goes back to the system.
+                self.snapshot_seq = await asyncio.to_thread(self.index.save, self.replica_dir, self.maps_keywords)
+                if self.maps_keywords:
+                    await asyncio.to_thread(heapfree.give_back)
                 took = time.monotonic() - t0
                 self.snapshot_ms = round(took * 1000, 1)
 

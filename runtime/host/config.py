@@ -61,6 +61,10 @@ class Config:
     recall_intent_timeout_s: float = 5.0  # query expansion fuse (search with a session, context mode)
     recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
     snapshot_interval_s: float = 30.0
+    # After each snapshot the replica takes up the snapshot's keyword index, its postings mapped
+    # from the file (store/index/adopt.py): 0.78 GB less at a million section rows, find and
+    # context 0.3-0.4 ms slower there (docs/design/scale.md). Off: the index built in memory stays.
+    snapshot_maps_keywords: bool = False
     # The index split into this many shards (store/index/shards.py): every worker of a deployment
     # gives the same count; a retriever holds and serves shard `index_shard` alone and asks the
     # others' retrievers for what a broader scope spans. 1: one index, every retriever holds it all.

@@ -188,9 +188,9 @@ async def test_health_reports_the_replica_snapshot_that_holds_the_last_write(dep
 
 
 async def test_the_replica_takes_up_the_keyword_index_of_its_snapshot(deploy: Callable[..., Any]) -> None:
-    """After its snapshot the replica's keyword postings are the snapshot's, mapped from its file,
-    and what is written after it is found as before."""
-    w, c = await deploy(snapshot_interval_s=0.2)
+    """With `snapshot_maps_keywords`, after its snapshot the replica's keyword postings are the
+    snapshot's, mapped from its file, and what is written after it is found as before."""
+    w, c = await deploy(snapshot_interval_s=0.2, snapshot_maps_keywords=True)
     index = w.host.actors["retriever"].index
     built = index.keywords  # taken before the write: its snapshot may follow within 0.2 s
     await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
@@ -206,3 +206,17 @@ async def test_the_replica_takes_up_the_keyword_index_of_its_snapshot(deploy: Ca
     for q, uri in (("zanzibar relay", "viking://resources/later"), ("caddy 8443", "viking://resources/snap")):
         hits = (await c.call("search.find", {"query": q, "limit": 3}))["resources"]
         assert hits and hits[0]["uri"].startswith(uri), (q, hits)
+
+
+async def test_by_default_the_replica_keeps_the_keyword_index_it_built(deploy: Callable[..., Any]) -> None:
+    w, c = await deploy(snapshot_interval_s=0.2)
+    index = w.host.actors["retriever"].index
+    built = index.keywords
+    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
+                                   "target_uri": "viking://resources/snap", "wait": True})
+    for _ in range(200):
+        r = (await c.health()).actors["retriever"]
+        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
+            break
+        await asyncio.sleep(0.05)
+    assert r["snapshot_seq"] >= r["applied_seq"] > 0 and index.keywords is built
