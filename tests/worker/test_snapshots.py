@@ -172,17 +172,23 @@ async def test_moving_a_deployment_with_the_cli(deploy: Callable[..., Any], nats
         assert (await c1.call("search.find", {"query": q})) == (await c2.call("search.find", {"query": q}))
 
 
+async def snapshotted_write(c: SkaldClient) -> dict[str, Any]:
+    """A resource written, then the retriever's health once a snapshot holds it (or after 10 s)."""
+    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
+                                   "target_uri": "viking://resources/snap", "wait": True})
+    for _ in range(200):
+        r: dict[str, Any] = (await c.health()).actors["retriever"]
+        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
+            break
+        await asyncio.sleep(0.05)
+    return r
+
+
 async def test_health_reports_the_replica_snapshot_that_holds_the_last_write(deploy: Callable[..., Any]) -> None:
     """An operator (and the 100k bench) can tell a replica whose snapshot covers everything it
     applied from one with a snapshot still to come, and how long the last one took."""
     w, c = await deploy(snapshot_interval_s=0.2)
-    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
-                                   "target_uri": "viking://resources/snap", "wait": True})
-    for _ in range(200):
-        r = (await c.health()).actors["retriever"]
-        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
-            break
-        await asyncio.sleep(0.05)
+    r = await snapshotted_write(c)
     assert r["applied_seq"] > 0 and r["snapshot_seq"] == r["applied_seq"] and r["snapshot_ms"] > 0
     assert Path(r["replica"], "meta.json").is_file()
 
@@ -193,13 +199,8 @@ async def test_the_replica_takes_up_the_keyword_index_of_its_snapshot(deploy: Ca
     w, c = await deploy(snapshot_interval_s=0.2, snapshot_maps_keywords=True)
     index = w.host.actors["retriever"].index
     built = index.keywords  # taken before the write: its snapshot may follow within 0.2 s
-    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
-                                   "target_uri": "viking://resources/snap", "wait": True})
-    for _ in range(200):
-        r = (await c.health()).actors["retriever"]
-        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
-            break
-        await asyncio.sleep(0.05)
+    r = await snapshotted_write(c)
+    assert r["snapshot_seq"] >= r["applied_seq"] > 0
     assert index.keywords is not built and not index.keywords._post._labels.flags.owndata
     await c.call("resources.add", {"content": "# Later\n\nthe zanzibar relay restarts nightly", "name": "later.md",
                                    "target_uri": "viking://resources/later", "wait": True})
@@ -212,11 +213,5 @@ async def test_by_default_the_replica_keeps_the_keyword_index_it_built(deploy: C
     w, c = await deploy(snapshot_interval_s=0.2)
     index = w.host.actors["retriever"].index
     built = index.keywords
-    await c.call("resources.add", {"content": "# Snap\n\ncaddy listens on 8443", "name": "snap.md",
-                                   "target_uri": "viking://resources/snap", "wait": True})
-    for _ in range(200):
-        r = (await c.health()).actors["retriever"]
-        if r["applied_seq"] > 0 and r["snapshot_seq"] >= r["applied_seq"]:
-            break
-        await asyncio.sleep(0.05)
+    r = await snapshotted_write(c)
     assert r["snapshot_seq"] >= r["applied_seq"] > 0 and index.keywords is built
