@@ -158,6 +158,11 @@ class PostingsTable:
         table._off, table._labels, table._born, table._tfs, table._live = off, labels, born, tfs, live
         return table
 
+    @property
+    def loaded_terms(self) -> int:
+        """Terms read as ranges of a snapshot's arrays (0 for a table built in memory)."""
+        return self._off.size - 1
+
     def _loaded_gens(self, labels: np.ndarray) -> np.ndarray:
         """The generations of loaded postings (theirs are their labels' at load)."""
         return self._born[labels]

@@ -1,12 +1,12 @@
-"""After a replica saves a snapshot (with `snapshot_maps_keywords`, off by default: searches ran
-0.3-0.4 ms slower at a million rows after it, for a reason not found; docs/design/scale.md), its
-keyword index is replaced by the one the snapshot holds: the snapshot's postings are mapped from
-its file (`bm25_snapshot.load`), where the index an ingest built holds every posting in memory
-with its generation (7 bytes a posting; 0.55 KB a section row of 100 words more than the index
-taken up, at 200,000 rows).
-The mapped pages are read as searches need them and are the page cache's to drop. It also lets
-go of the previous snapshot's mapped file, which the save has just deleted: mapped, its blocks
-stayed allocated on disk.
+"""After a replica saves a snapshot, its keyword index is replaced by the one the snapshot holds
+when `snapshot_maps_keywords` is set (off by default: searches ran 0.3-0.4 ms slower at a
+million rows after it, for a reason not found; docs/design/scale.md) or when its keyword index
+was itself read from a snapshot (a cold start's). The snapshot's postings are mapped from its
+file (`bm25_snapshot.load`), where the index an ingest built holds every posting in memory with
+its generation (7 bytes a posting; 0.55 KB a section row of 100 words more than the index taken
+up, at 200,000 rows). The mapped pages are read as searches need them and are the page cache's
+to drop. It also lets go of the previous snapshot's mapped file, which the save has just
+deleted: mapped, its blocks stayed allocated on disk.
 
 Writes go on while the snapshot is saved and loaded, so every label keyword-written since its
 rows were taken is logged (`IndexRows._kw_log`) and indexed again into the loaded index from the

@@ -37,6 +37,10 @@ class IndexKeywords(IndexScopes):
         of the vocabulary that judgement rests on."""
         return self.keywords.absent_share(text), self.keywords.vocabulary()
 
+    def keywords_mapped(self) -> bool:
+        """Whether the keyword index reads postings from a snapshot's file (it was loaded or taken up)."""
+        return self.keywords._post.loaded_terms > 0
+
     def warm_keywords(self) -> int:
         """`KeywordIndex.warm_champions`: the frequent terms' champion lists chosen ahead of the searches."""
         return self.keywords.warm_champions()

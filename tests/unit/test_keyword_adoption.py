@@ -4,6 +4,7 @@ up: the index answers as a twin that took the same writes and never left memory.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import msgspec
@@ -117,3 +118,32 @@ def test_a_save_without_adopt_keeps_the_index_built_in_memory(tmp_path: Path) ->
     before = idx.keywords
     idx.save(tmp_path / "snap")
     assert idx.keywords is before and idx._kw_log is None
+
+
+def _deleted_keyword_maps() -> list[str]:
+    """This process's mappings of a snapshot keyword file since deleted."""
+    return [line for line in Path("/proc/self/maps").read_text().splitlines()
+            if "keywords.mapped" in line and "(deleted)" in line]
+
+
+def test_an_index_read_from_a_snapshot_takes_up_the_next_and_maps_no_deleted_file(tmp_path: Path) -> None:
+    """A cold start maps its keyword postings from the snapshot's file, which its next save
+    deletes: kept, the old index holds the deleted file's blocks; taken up (what the replica does
+    for an index read from a snapshot), none is left mapped."""
+    data = _rows(400, seed=7)
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data[:300])
+    idx.save(tmp_path / "snap")
+    for take_up in (False, True):
+        back = VectorIndex.load(tmp_path / "snap", DIM, "m", text_dir=tmp_path)
+        assert back is not None and back.keywords_mapped() and not idx.keywords_mapped()
+        back.upsert_many(data[300:])
+        back.save(tmp_path / "snap", adopt=take_up)
+        gc.collect()
+        assert bool(_deleted_keyword_maps()) is not take_up
+        assert back.keywords_mapped()  # the old file still, or the new snapshot's
+        hits = {h.row.uri for h in back.keyword_search("word350", Query(account="a"), 3)}
+        assert data[350][0].uri in hits
+        del back
+        gc.collect()
+    assert not _deleted_keyword_maps()

@@ -215,3 +215,4 @@ async def test_by_default_the_replica_keeps_the_keyword_index_it_built(deploy: C
     built = index.keywords
     r = await snapshotted_write(c)
     assert r["snapshot_seq"] >= r["applied_seq"] > 0 and index.keywords is built
+
