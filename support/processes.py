@@ -36,13 +36,20 @@ def command(env: dict[str, str] | None) -> list[str]:
     return SKALD
 
 
+def _as_a_shell_starts_it() -> None:
+    """In the child before it runs: SIGINT as a shell's foreground command gets it. A test run
+    whose process ignores SIGINT (SIG_IGN is inherited through exec) would otherwise start every
+    command deaf to the Ctrl-C the tests send it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(args: list[str], env: dict[str, str] | None = None, *,
           stderr: int | IO[str] = subprocess.PIPE) -> subprocess.Popen[str]:
     """`skald ARGS` in its own process (hashed embedder unless `env` says otherwise)."""
     full = {**os.environ, "SKALD_EMBEDDER": "hash", **(env or {})}
     # Its own process group, so reaping also takes the nats-server a `skald up` started.
     return subprocess.Popen([*command(env), *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=full,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_a_shell_starts_it)
 
 
 def worker(url: str, data: Path, prefix: str, actors: str, *, ready: bool = False,
