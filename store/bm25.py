@@ -161,6 +161,11 @@ class KeywordIndex:
         self._total -= int(self._dl[label])
         self._dl[label] = 0
 
+    @property
+    def from_snapshot(self) -> bool:
+        """Whether postings are read from a snapshot's arrays (mapped from its file)."""
+        return self._post.loaded_terms > 0
+
     def vocabulary(self) -> int:
         """Distinct terms ever indexed (a term no row holds any more still counts until restart)."""
         return len(self._tid)

@@ -34,14 +34,12 @@ GIVE_UP_S = 120.0  # writes outpacing the catch-up this long: the index built in
 def adopt_keywords(idx: IndexRows, directory: Path) -> bool:
     """Swap `idx`'s keyword index for the snapshot's in `directory` (whose rows were taken when
     `idx._kw_log` was started), brought up to the writes since; whether it was swapped. Any
-    failure keeps the index as it is."""
+    failure keeps the index as it is; the caller (`IndexSnapshot.save`) stops the log either way."""
     try:
         kw, _ = bm25_snapshot.load(directory)
     except Exception as e:  # noqa: BLE001 - unreadable or gone: the index in memory serves on
         log.warning("index snapshot %s: its keyword index was not taken up (%s: %s)", directory, type(e).__name__, e)
-        with idx._lock:
-            idx._kw_log = None
-        return False
+        return False  # `save` stops the log
     done, warmed, start = 0, False, time.monotonic()
     while True:
         with idx._lock:
@@ -56,7 +54,6 @@ def adopt_keywords(idx: IndexRows, directory: Path) -> bool:
             if time.monotonic() - start > GIVE_UP_S:
                 log.warning("index snapshot %s: writes kept ahead of its keyword index; kept the one in memory",
                             directory)
-                idx._kw_log = None
                 return False
             take = written[done : done + CHUNK]
             items = _items(idx, take)
@@ -71,7 +68,7 @@ def _items(idx: IndexRows, labels: list[int]) -> list[tuple[int, tuple[int, str,
     """Each label once, with what the keyword index is to hold for it now (None: no row)."""
     out: list[tuple[int, tuple[int, str, str] | None]] = []
     for label in dict.fromkeys(labels):
-        row = idx._rows[label] if label < len(idx._rows) else None
+        row = idx._rows[label]  # a logged label was given its place in the rows before it was logged
         out.append((label, None if row is None else keyword_item(idx, label, row)))
     return out
 

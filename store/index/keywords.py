@@ -39,7 +39,7 @@ class IndexKeywords(IndexScopes):
 
     def keywords_mapped(self) -> bool:
         """Whether the keyword index reads postings from a snapshot's file (it was loaded or taken up)."""
-        return self.keywords._post.loaded_terms > 0
+        return self.keywords.from_snapshot
 
     def warm_keywords(self) -> int:
         """`KeywordIndex.warm_champions`: the frequent terms' champion lists chosen ahead of the searches."""
