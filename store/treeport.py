@@ -4,7 +4,8 @@ named by key, so the tree can live somewhere other than one host's disk.
 A key is a relative POSIX path under the data directory (`accounts/acme/user/u/sessions/s1/.done`),
 never absolute and never with `..`: `Namespace` has already resolved and tenancy-checked it. Errors
 are the file system's own vocabulary (`FileNotFoundError`, `FileExistsError`, `IsADirectoryError`,
-`NotADirectoryError`), so code moved onto the port keeps its handling.
+`NotADirectoryError`), so code moved onto the port keeps its handling; a store that is not
+answering for the moment raises `StoreUnavailable`, which is worth a retry.
 
 Implementations: `LocalTree` (a directory on one host, the embedded default) and `MemoryTree` (a
 dict, for logic tests); the many-host one keeps the tree in JetStream (docs/design/storage.md). Each
@@ -16,6 +17,12 @@ from __future__ import annotations
 from typing import Protocol
 
 import msgspec
+
+
+class StoreUnavailable(ConnectionError):
+    """The store did not answer (a lost connection, a stream electing its leader): the same call may
+    succeed in a moment. Whether a write it interrupted landed is unknown, so what retries it must
+    be safe to repeat (every write of Phase 2 and of the session actor is)."""
 
 
 class Entry(msgspec.Struct, frozen=True):

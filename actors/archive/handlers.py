@@ -3,8 +3,9 @@
 Any number of workers share one durable consumer. An archive whose predecessor is still pending
 is redelivered later instead of blocking a worker (the cascading hang OpenViking hit). The
 model's answer is journaled before it is applied, so a crash after the model answered replays
-the journal instead of calling the model again. `.done` is written last; any failure writes
-`.failed.json` and the raw messages stay visible until a later archive rolls them forward.
+the journal instead of calling the model again. `.done` is written last; a failure of the model or
+of its answer writes `.failed.json` and the raw messages stay visible until a later archive rolls
+them forward; a store or bus not answering is waited out (the job comes back), not a failure.
 """
 
 from __future__ import annotations
@@ -26,17 +27,20 @@ from skald.actors.kit.ports import LLM, Events, WorkQueue
 from skald.actors.kit.request import Attempt
 from skald.actors.text import facts
 from skald.messages import catalog
+from skald.messages.errors import Unavailable
 from skald.messages.ingest import IngestJob, memories_job_id
 from skald.messages.sessions import Phase2Job
 from skald.store import archive_state, faults, memory_history
 from skald.store import sessions as session_store
 from skald.store.session_meta import DoneMarker, FailedMarker
 from skald.store.sessions import SessionDir, lease_key, session_dir
+from skald.store.treeport import StoreUnavailable
 from skald.store.uri import Identity, Namespace
 
 log = logging.getLogger("skald.archive")
 JOURNAL = ".phase2.journal.json"
 PREDECESSOR_WAIT_S = 0.5
+STORE_WAIT_S = 2.0  # a store or bus not answering (a leader election takes a few seconds)
 # Raw messages of earlier failed archives fed into one Phase 2: a failure that recurs (a context
 # overflow, a truncated answer) must not grow every later prompt; 16k tokens leave a 32k-context
 # model room for the instructions and the answer.
@@ -154,7 +158,13 @@ class Archiver:
             memory_job = ""
             try:
                 state, memory_job = await self._phase2(sdir, job, ident, target, rolled, previous)
-            except Exception as e:  # noqa: BLE001 - any failure is terminal for this archive, reported
+            except (StoreUnavailable, Unavailable, TimeoutError) as e:
+                # Not this archive's failure: the store or the bus is not answering for the moment
+                # (its model's failures are `_Stage`s). Marked failed, it would wait for the
+                # session's next commit; run again, it re-applies its journal and finishes.
+                log.warning("phase 2 of %s/%s waits for the store: %s", job.session_id, job.archive_id, e)
+                raise RetryLater(STORE_WAIT_S, f"the store is not answering: {type(e).__name__}") from e
+            except Exception as e:  # noqa: BLE001 - any other failure is terminal for this archive, reported
                 log.warning("phase 2 of %s/%s failed: %s", job.session_id, job.archive_id, e)
                 error = f"{type(e).__name__}: {e}"[:2000]
                 await asyncio.to_thread(session_store.write_failed, sdir, job.archive_id, FailedMarker(

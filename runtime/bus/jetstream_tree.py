@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import nats
 
+from skald.runtime.bus.streams import TRANSIENT
 from skald.runtime.bus.tree_buckets import (
     MTIME,
     SIZE,
@@ -46,7 +47,7 @@ from skald.runtime.bus.tree_buckets import (
     bucket_name,
 )
 from skald.runtime.bus.tree_keys import ACCOUNTS, DIR_MARK, VIRTUAL, ancestors, kv_key, mark, segment, token
-from skald.store.treeport import Entry, check_key
+from skald.store.treeport import Entry, StoreUnavailable, check_key
 
 T = TypeVar("T")
 CAS_TRIES = 50
@@ -91,7 +92,12 @@ class JetStreamTree:
         await self._bucket(SYSTEM)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s * 6)
+        """The coroutine's result on the tree's loop; JetStream's transient failures raised as the
+        port's `StoreUnavailable`, so callers tell "not now" from "not so" without knowing NATS."""
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s * 6)
+        except TRANSIENT as e:
+            raise StoreUnavailable(f"the tree's JetStream is not answering ({type(e).__name__}: {e})") from e
 
     def close(self) -> None:
         """Close the connection and stop the loop thread."""

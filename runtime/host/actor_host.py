@@ -55,6 +55,7 @@ from skald.runtime.host.identity import authenticate, ident_key, request_clock
 from skald.runtime.host.in_process import InProcess, LocalMsg
 from skald.runtime.host.metrics import Metrics
 from skald.runtime.host.workqueue import consume
+from skald.store.treeport import StoreUnavailable
 from skald.store.uri import Identity
 
 log = logging.getLogger("skald.host")
@@ -312,7 +313,7 @@ class ActorHost(InProcess):
         try:
             async with asyncio.timeout(timeout):
                 result = await fn(req, ctx)
-        except TRANSIENT as e:  # the bus or JetStream busy for a moment: worth a retry, one log line
+        except (*TRANSIENT, StoreUnavailable) as e:  # the bus or JetStream busy for a moment: worth a retry
             log.warning("%s: transient bus failure (%s: %s); answered UNAVAILABLE", decl.op, type(e).__name__, e)
             return error_reply("UNAVAILABLE", f"the bus is not answering right now ({type(e).__name__}); retry",
                           {"error": type(e).__name__, "retry_after_ms": RETRY_AFTER_MS})

@@ -23,6 +23,8 @@ from skald.messages import catalog, errors
 from skald.messages.index import IndexChange
 from skald.runtime.models.embedders import HashEmbedder
 from skald.runtime.models.llm import ExtractiveLLM, ExtractiveSummarizer
+from skald.store.local_tree import LocalTree
+from skald.store.treeport import StoreUnavailable
 from skald.store.uri import Identity, Namespace
 
 ME = Identity()
@@ -95,6 +97,47 @@ async def test_archive_phase2_completes_from_the_queued_job(tmp_path: Path, bus:
         assert states == ["completed"]
         assert list(tmp_path.rglob("archive_*/.done"))
         assert any(name.startswith("session.") or "archive" in name for name, _ in bus.events)
+    finally:
+        await archiver.stop()
+        await sessions.stop()
+
+
+class StallingTree(LocalTree):
+    """A real disk behind a store that stops answering for the first `n` writes of an archive's
+    overview, as the JetStream tree does while its stream elects a leader."""
+
+    def __init__(self, root: Path, n: int) -> None:
+        super().__init__(root)
+        self.left = n
+
+    def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
+        if self.left > 0 and key.endswith("/.overview.md") and "/archive_" in key:
+            self.left -= 1
+            raise StoreUnavailable(f"not answering for {key}")
+        return super().write(key, data, durable=durable)
+
+
+async def test_a_store_not_answering_during_phase2_is_waited_out_not_a_failure(tmp_path: Path, bus: MemoryBus) -> None:
+    """Phase 2 meeting a store that does not answer comes back later and completes: no `.failed.json`
+    (which would leave the session's last archive uncovered until its next commit), and the model's
+    journaled answer is what the run that completes applies."""
+    tree = StallingTree(tmp_path, 2)
+    ns = Namespace(tmp_path, tree)
+    sessions = Sessions(ns, bus, "w1")
+    archiver = Archiver(ns, ExtractiveLLM(), bus, worker_id="w1")
+    bus.serve(sessions, archiver)
+    await sessions.start()
+    await archiver.start()
+    try:
+        sid = (await call(bus, catalog.SESSIONS_CREATE, {}))["session_id"]
+        await call(bus, catalog.SESSIONS_ADD_MESSAGE,
+                   {"session_id": sid, **message("user", "The boat is moored at pier nine.")})
+        await call(bus, catalog.SESSIONS_COMMIT, {"session_id": sid})
+        await bus.run_jobs()
+        assert tree.left == 0  # it was refused twice
+        states = [a["state"] for a in (await call(bus, catalog.SESSIONS_ARCHIVES, {"session_id": sid}))["archives"]]
+        assert states == ["completed"] and archiver.failed == 0
+        assert not list(tmp_path.rglob(".failed.json")) and list(tmp_path.rglob("archive_*/.phase2.journal.json"))
     finally:
         await archiver.stop()
         await sessions.stop()

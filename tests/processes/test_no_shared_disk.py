@@ -36,11 +36,19 @@ def host_worker(cluster: Cluster, i: int, data: Path, prefix: str) -> subprocess
 
 
 def archive_states(tree: JetStreamTree, sids: list[str]) -> dict[str, list[str]]:
+    """Each session's archives' states; a failed one with its marker's stage and error, so a test
+    that waits for them all to complete says why one did not."""
     ns = Namespace(Path("/nonexistent"), tree)
     out = {}
     for sid in sids:
         sdir = session_store.session_dir(ns, Identity(), sid)
-        out[sid] = [session_store.marker_state(sdir, i) for i in session_store.archive_indexes(sdir)]
+        states = []
+        for i in session_store.archive_indexes(sdir):
+            state = session_store.marker_state(sdir, i)
+            if state == "failed" and (m := session_store.read_failed(sdir, session_store.archive_name(i))):
+                state = f"failed at {m.stage}: {m.error}"
+            states.append(state)
+        out[sid] = states
     return out
 
 

@@ -5,14 +5,17 @@ real nats-server; plus what only it has to get right: key escaping, and a direct
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
 from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, segment, token
-from skald.store.treeport import Entry
+from skald.store.treeport import Entry, StoreUnavailable
 from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
     test_a_file_larger_than_one_bus_message_round_trips,
     test_append_creates_then_extends,
@@ -123,7 +126,6 @@ def test_appends_from_two_workers_interleave_whole(nats_server: EmbeddedNats) ->
         b.close()
 
 
-
 def test_a_listing_past_the_servers_page_of_subjects_is_read_page_by_page(t: JetStreamTree) -> None:
     """The server names at most 100,000 subjects per stream-info answer: a directory holding more
     lists whole (published without acks for speed; the listing is what is under test)."""
@@ -139,3 +141,28 @@ def test_a_listing_past_the_servers_page_of_subjects_is_read_page_by_page(t: Jet
     t._run(fill())
     names = [e.name for e in t.list("big")]
     assert len(names) == 100_051 and names[0] == "f000000" and names[-2:] == ["f100049", "last"]
+
+
+def test_a_server_that_stops_answering_is_the_ports_store_unavailable(tmp_path: Path) -> None:
+    """While its server is away the tree raises the port's `StoreUnavailable` (worth a retry), never
+    a NATS error its callers would have to know, nor a file-system answer they would believe; once
+    the server is back the same call succeeds."""
+    srv = EmbeddedNats(tmp_path / "nats", port=-1)
+    srv.start()
+    tree = JetStreamTree([srv.url], "tree_away", timeout_s=1.0,
+                         connect={"max_reconnect_attempts": -1, "reconnect_time_wait": 0.2})
+    try:
+        tree.write("a/x.md", b"before")
+        os.kill(srv.proc.pid, signal.SIGSTOP)  # alive, not answering: as a server mid-election
+        try:
+            with pytest.raises(StoreUnavailable):
+                tree.write("a/y.md", b"during")
+            with pytest.raises(StoreUnavailable):
+                tree.read("a/x.md")
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+        tree.write("a/y.md", b"after")
+        assert tree.read("a/x.md") == b"before" and tree.read("a/y.md") == b"after"
+    finally:
+        tree.close()
+        srv.stop()
