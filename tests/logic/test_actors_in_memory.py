@@ -5,7 +5,9 @@ under `tests/worker/` and `tests/processes/`."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -77,29 +79,44 @@ async def test_session_commit_archives_messages_and_queues_phase2(tmp_path: Path
         await sessions.stop()
 
 
-async def test_archive_phase2_completes_from_the_queued_job(tmp_path: Path, bus: MemoryBus) -> None:
-    """The archive actor consumes the job the session queued: `.done` is written, the archive reads
-    completed, and the offline model's overview is what the context serves."""
-    ns = Namespace(tmp_path)
+@contextlib.asynccontextmanager
+async def archiving(ns: Namespace, bus: MemoryBus) -> AsyncIterator[Archiver]:
+    """The session and archive actors on `bus`, started; stopped after."""
     sessions = Sessions(ns, bus, "w1")
     archiver = Archiver(ns, ExtractiveLLM(), bus, worker_id="w1")
     bus.serve(sessions, archiver)
     await sessions.start()
     await archiver.start()
     try:
-        sid = (await call(bus, catalog.SESSIONS_CREATE, {}))["session_id"]
-        await call(bus, catalog.SESSIONS_ADD_MESSAGE,
-                   {"session_id": sid, **message("user", "I always drink oat milk flat whites.")})
-        await call(bus, catalog.SESSIONS_ADD_MESSAGE, {"session_id": sid, **message("assistant", "Noted.")})
-        await call(bus, catalog.SESSIONS_COMMIT, {"session_id": sid})
-        assert await bus.run_jobs() >= 1
-        states = [a["state"] for a in (await call(bus, catalog.SESSIONS_ARCHIVES, {"session_id": sid}))["archives"]]
-        assert states == ["completed"]
-        assert list(tmp_path.rglob("archive_*/.done"))
-        assert any(name.startswith("session.") or "archive" in name for name, _ in bus.events)
+        yield archiver
     finally:
         await archiver.stop()
         await sessions.stop()
+
+
+async def committed(bus: MemoryBus, *messages: dict[str, Any]) -> str:
+    """A new session holding `messages`, committed (its Phase 2 queued); its id."""
+    sid = (await call(bus, catalog.SESSIONS_CREATE, {}))["session_id"]
+    for m in messages:
+        await call(bus, catalog.SESSIONS_ADD_MESSAGE, {"session_id": sid, **m})
+    await call(bus, catalog.SESSIONS_COMMIT, {"session_id": sid})
+    return sid
+
+
+async def archive_states(bus: MemoryBus, sid: str) -> list[str]:
+    return [a["state"] for a in (await call(bus, catalog.SESSIONS_ARCHIVES, {"session_id": sid}))["archives"]]
+
+
+async def test_archive_phase2_completes_from_the_queued_job(tmp_path: Path, bus: MemoryBus) -> None:
+    """The archive actor consumes the job the session queued: `.done` is written, the archive reads
+    completed, and the offline model's overview is what the context serves."""
+    async with archiving(Namespace(tmp_path), bus):
+        sid = await committed(bus, message("user", "I always drink oat milk flat whites."),
+                              message("assistant", "Noted."))
+        assert await bus.run_jobs() >= 1
+        assert await archive_states(bus, sid) == ["completed"]
+        assert list(tmp_path.rglob("archive_*/.done"))
+        assert any(name.startswith("session.") or "archive" in name for name, _ in bus.events)
 
 
 class StallingTree(LocalTree):
@@ -122,25 +139,12 @@ async def test_a_store_not_answering_during_phase2_is_waited_out_not_a_failure(t
     (which would leave the session's last archive uncovered until its next commit), and the model's
     journaled answer is what the run that completes applies."""
     tree = StallingTree(tmp_path, 2)
-    ns = Namespace(tmp_path, tree)
-    sessions = Sessions(ns, bus, "w1")
-    archiver = Archiver(ns, ExtractiveLLM(), bus, worker_id="w1")
-    bus.serve(sessions, archiver)
-    await sessions.start()
-    await archiver.start()
-    try:
-        sid = (await call(bus, catalog.SESSIONS_CREATE, {}))["session_id"]
-        await call(bus, catalog.SESSIONS_ADD_MESSAGE,
-                   {"session_id": sid, **message("user", "The boat is moored at pier nine.")})
-        await call(bus, catalog.SESSIONS_COMMIT, {"session_id": sid})
+    async with archiving(Namespace(tmp_path, tree), bus) as archiver:
+        sid = await committed(bus, message("user", "The boat is moored at pier nine."))
         await bus.run_jobs()
         assert tree.left == 0  # it was refused twice
-        states = [a["state"] for a in (await call(bus, catalog.SESSIONS_ARCHIVES, {"session_id": sid}))["archives"]]
-        assert states == ["completed"] and archiver.failed == 0
+        assert await archive_states(bus, sid) == ["completed"] and archiver.failed == 0
         assert not list(tmp_path.rglob(".failed.json")) and list(tmp_path.rglob("archive_*/.phase2.journal.json"))
-    finally:
-        await archiver.stop()
-        await sessions.stop()
 
 
 async def test_indexer_publishes_rows_and_the_retriever_finds_the_passage(tmp_path: Path, bus: MemoryBus) -> None:
