@@ -10,7 +10,7 @@ directory's stat is one read, and its listing two subject lists (`<tokens>.*` fo
 then the marker: an archive is invisible until whole, and leftovers of a crashed attempt are purged by
 the next one. Removing a directory is one purge of its subtree: it is gone at once.
 
-Values: a file's bytes behind a one-byte tag, `F` and the bytes themselves, or, for a file past what
+Values (`tree_values.py`): a file's bytes behind a one-byte tag, `F` and the bytes themselves, or, for a file past what
 one message may carry, `O` and the name of an object in the account's object store (chunked, with a
 SHA-256 digest, by JetStream), with the size in a header; the object is written before the key
 points at it. Every write is acknowledged by the stream (replicated at its replicas) before it
@@ -28,16 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
 from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 import nats
 
+from skald.runtime.bus import tree_values
 from skald.runtime.bus.streams import TRANSIENT
 from skald.runtime.bus.tree_buckets import (
-    MTIME,
-    SIZE,
     SYSTEM,
     Bucket,
     Conflicted,
@@ -51,8 +49,6 @@ from skald.store.treeport import Entry, StoreUnavailable, check_key
 
 T = TypeVar("T")
 CAS_TRIES = 50
-INLINE, OBJECT = b"F", b"O"
-HEADROOM = 4096  # bytes of a message that are not the value (subject, headers)
 FANOUT = 64  # reads or writes of one call in flight at once
 TAIL_BYTES = 64 * 1024 * 1024  # files appended to, kept with their revision (`Tails`)
 
@@ -136,38 +132,6 @@ class JetStreamTree:
             raise IsADirectoryError(key)  # `accounts` or `uploads` themselves: no file is there
         return await self._bucket(account)
 
-    async def _value(self, b: Bucket, key: str, data: bytes) -> tuple[bytes, dict[str, str] | None]:
-        """What the key holds for `data`: the bytes themselves, or a pointer to an object with them."""
-        if len(data) + 1 + HEADROOM <= self._nc.max_payload:
-            return INLINE + data, None
-        name = f"{kv_key(key)}@{uuid.uuid4().hex}"  # a new object per version: readers see old or new
-        await b.objects.put(name, data)
-        return OBJECT + name.encode(), {SIZE: str(len(data))}
-
-    @staticmethod
-    async def _bytes(b: Bucket, found: Found) -> bytes:
-        if found.value[:1] == OBJECT:
-            return bytes((await b.objects.get(found.value[1:].decode())).data or b"")
-        return found.value[1:]
-
-    @staticmethod
-    def _size(found: Found) -> int:
-        return int(found.headers[SIZE]) if SIZE in found.headers else max(0, len(found.value) - 1)
-
-    @staticmethod
-    def _kept(found: Found) -> dict[str, str]:
-        """The headers a moved value keeps: its size, and its modification time."""
-        return {MTIME: repr(found.mtime), **({SIZE: found.headers[SIZE]} if SIZE in found.headers else {})}
-
-    @staticmethod
-    async def _drop(b: Bucket, found: Found | None) -> None:
-        """The object a replaced or removed value pointed at, if any."""
-        if found is not None and found.value[:1] == OBJECT:
-            try:
-                await b.objects.delete(found.value[1:].decode())
-            except Exception:  # noqa: BLE001 - already gone; an orphan costs disk, never correctness
-                pass
-
     async def _prepare(self, b: Bucket, key: str) -> tuple[Found | None, Found | None, list[str]]:
         """Before a write at `key`: (its file, its directory marker, the ancestors lacking a
         marker); `NotADirectoryError` when a file stands where an ancestor would.
@@ -201,7 +165,7 @@ class JetStreamTree:
         found = await b.get(kv_key(key))
         if found is None:
             raise IsADirectoryError(key) if await b.get(mark(key)) is not None else FileNotFoundError(key)
-        return await self._bytes(b, found)
+        return await tree_values.read(b, found)
 
     def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         return self._run(self._write(key, bytes(data)))
@@ -213,9 +177,9 @@ class JetStreamTree:
         if is_dir is not None:
             raise IsADirectoryError(key)
         await self._mark(b, missing)
-        value, headers = await self._value(b, key, data)
+        value, headers = await tree_values.encode(b, key, data, self._nc.max_payload)
         await b.put(kv_key(key), value, headers=headers)
-        await self._drop(b, old)
+        await tree_values.drop(b, old)
         return old is not None
 
     def create(self, key: str, data: bytes) -> bool:
@@ -229,10 +193,10 @@ class JetStreamTree:
         if old is not None:
             return False
         await self._mark(b, missing)
-        value, headers = await self._value(b, key, data)
+        value, headers = await tree_values.encode(b, key, data, self._nc.max_payload)
         if await b.create(kv_key(key), value, headers):
             return True
-        await self._drop(b, Found(value, 0, 0.0, {}))
+        await tree_values.drop(b, Found(value, 0, 0.0, {}))
         return False
 
     def append(self, key: str, data: bytes) -> None:
@@ -256,10 +220,10 @@ class JetStreamTree:
     async def _append(self, key: str, data: bytes) -> None:
         b = await self._of(key)
         cached = self._tails.get(key)
-        if cached is not None and len(cached[1]) + len(data) + 1 + HEADROOM <= self._nc.max_payload:
+        if cached is not None and len(cached[1]) + len(data) + 1 + tree_values.HEADROOM <= self._nc.max_payload:
             whole = cached[1] + data
             try:
-                self._tails.put(key, await b.put(kv_key(key), INLINE + whole, last=cached[0]), whole)
+                self._tails.put(key, await b.put(kv_key(key), tree_values.INLINE + whole, last=cached[0]), whole)
                 return
             except Conflicted:
                 self._tails.drop(key)  # written by another worker since: read it again
@@ -269,15 +233,15 @@ class JetStreamTree:
                 if await self._create_file(key, data):
                     return
                 continue  # another writer created it first: append to theirs
-            whole = await self._bytes(b, found) + data
-            value, headers = await self._value(b, key, whole)
+            whole = await tree_values.read(b, found) + data
+            value, headers = await tree_values.encode(b, key, whole, self._nc.max_payload)
             try:
                 revision = await b.put(kv_key(key), value, headers=headers, last=found.revision)
             except Conflicted:
-                await self._drop(b, Found(value, 0, 0.0, {}))
+                await tree_values.drop(b, Found(value, 0, 0.0, {}))
                 continue  # another writer came first: read again
-            await self._drop(b, found)
-            if value[:1] == INLINE:
+            await tree_values.drop(b, found)
+            if value[:1] == tree_values.INLINE:
                 self._tails.put(key, revision, whole)
             return
         raise TimeoutError(f"append to {key}: {CAS_TRIES} writers came first")
@@ -303,7 +267,7 @@ class JetStreamTree:
         if old is not None or is_dir is not None:
             raise FileExistsError(key)
         await b.delete(f"{kv_key(key)}.>")  # leftovers of an attempt that died before its marker
-        values = await _all([self._value(b, f"{key}/{n}", d) for n, d in files.items()])
+        values = await _all([tree_values.encode(b, f"{key}/{n}", d, self._nc.max_payload) for n, d in files.items()])
         await _all([b.put(kv_key(f"{key}/{n}"), v, headers=h) for n, (v, h) in zip(files, values, strict=True)])
         await self._mark(b, missing)
         await b.put(mark(key), b"")  # whole from here on
@@ -318,7 +282,7 @@ class JetStreamTree:
         b = await self._of(key)
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
-            return Entry(name, False, self._size(found), found.mtime)
+            return Entry(name, False, tree_values.size(found), found.mtime)
         return Entry(name, True, 0, is_dir.mtime) if is_dir is not None else None
 
     def list(self, key: str) -> list[Entry]:
@@ -337,7 +301,7 @@ class JetStreamTree:
         files, dirs = await asyncio.gather(b.keys(f"{base}.*"), b.keys(f"{base}.*.{DIR_MARK}"))
         files = [k for k in files if not k.endswith(f".{DIR_MARK}")]
         got = await _all([b.get(k) for k in (*files, *dirs)])  # sizes and times, from the leader
-        out = [Entry(segment(k.rsplit(".", 1)[1]), False, self._size(f), f.mtime)
+        out = [Entry(segment(k.rsplit(".", 1)[1]), False, tree_values.size(f), f.mtime)
                for k, f in zip(files, got[:len(files)], strict=True) if f is not None]
         out += [Entry(segment(k.split(".")[-2]), True, 0, f.mtime)
                 for k, f in zip(dirs, got[len(files):], strict=True) if f is not None]
@@ -359,7 +323,7 @@ class JetStreamTree:
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
             await b.delete(kv_key(key))
-            await self._drop(b, found)
+            await tree_values.drop(b, found)
             return True
         if is_dir is None:
             return False
@@ -388,7 +352,7 @@ class JetStreamTree:
         found, src_dir = await asyncio.gather(bs.get(kv_key(src)), bs.get(mark(src)))
         if found is not None:  # the value moves as it is (an object pointer included)
             await self._mark(bd, missing)
-            await bd.put(kv_key(dst), found.value, headers=self._kept(found))
+            await bd.put(kv_key(dst), found.value, headers=tree_values.kept(found))
             await bs.delete(kv_key(src))
             return
         if src_dir is None:
@@ -397,7 +361,7 @@ class JetStreamTree:
         keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
         values = await _all([bs.get(k) for k in keys])
         await self._mark(bd, missing)
-        await _all([bd.put(base_dst + k[len(base_src):], f.value, headers=self._kept(f))
+        await _all([bd.put(base_dst + k[len(base_src):], f.value, headers=tree_values.kept(f))
                     for k, f in zip(keys, values, strict=True) if f is not None])
         await bd.put(mark(dst), b"")  # copied, not atomic yet (see the module's docstring)
         await bs.delete(f"{base_src}.>")  # the source gone at once
