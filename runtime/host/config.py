@@ -63,7 +63,8 @@ class Config:
     snapshot_interval_s: float = 30.0
     # After each snapshot the replica takes up the snapshot's keyword index, its postings mapped
     # from the file (store/index/adopt.py): 0.78 GB less at a million section rows, find and
-    # context 0.3-0.4 ms slower there (docs/design/scale.md). Off: the index built in memory stays
+    # context 0.3-0.6 ms slower there, mostly glibc's malloc after the built index is dropped
+    # (docs/design/scale.md). Off: the index built in memory stays
     # (one read from a snapshot at a cold start takes up each new snapshot's either way).
     snapshot_maps_keywords: bool = False
     # The index split into this many shards (store/index/shards.py): every worker of a deployment

@@ -1,6 +1,7 @@
 """After a replica saves a snapshot, its keyword index is replaced by the one the snapshot holds
-when `snapshot_maps_keywords` is set (off by default: searches ran 0.3-0.4 ms slower at a
-million rows after it, for a reason not found; docs/design/scale.md) or when its keyword index
+when `snapshot_maps_keywords` is set (off by default: searches ran 0.3-0.6 ms slower at a
+million rows after it, mostly glibc's malloc walking the holes the dropped index left in its
+heap; docs/design/scale.md) or when its keyword index
 was itself read from a snapshot (a cold start's). The snapshot's postings are mapped from its
 file (`bm25_snapshot.load`), where the index an ingest built holds every posting in memory with
 its generation (7 bytes a posting; 0.55 KB a section row of 100 words more than the index taken
