@@ -22,14 +22,22 @@ from skald.runtime.bus.natsserver import EmbeddedNats, ServerStartError
 def free_port() -> int:
     """A free port below the kernel's ephemeral range: a killed node must get its port back when it
     restarts, and a port from the ephemeral range may meanwhile be the local end of some outgoing
-    connection (the other nodes' routes among them)."""
+    connection (the other nodes' routes among them). Each pytest-xdist worker draws from a slice
+    of its own: a port is free when drawn, not for the cluster's life, and two workers' clusters
+    drawing the same one left a node unable to bind its route port through all its retries."""
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
+    first, last = max(1025, low - 12000), low
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker[2:].isdigit() and workers.isdigit() and int(workers) > 1:
+        width = (last - first) // int(workers)
+        first += width * int(worker[2:])
+        last = first + width
     rng = random.Random()
     for _ in range(1000):
-        port = rng.randrange(max(1025, low - 12000), low)
+        port = rng.randrange(first, last)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
