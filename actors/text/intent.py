@@ -25,6 +25,7 @@ user's current request, answer with JSON only:
  "intent": "<why>", "priority": 1-5}]}
 Styles: skill queries start with a verb ("extract tables from PDF"); resource queries are noun phrases
 ("RFC template"); memory queries read "the user's ..." ("the user's code style preferences").
+A question that compares two people or things ("what do Ann and Bo both like?") gets a query for each.
 Give 0 queries for greetings or chit-chat, at most 5 otherwise."""
 
 

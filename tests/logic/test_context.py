@@ -14,6 +14,7 @@ import pytest
 from skald.messages import errors
 from skald.store.tokens import estimate_tokens
 from support.context_corpus import CTX, EVENT, digest_stub, ledger_key, seed
+from support.corpus import remember
 from support.memory_deploy import MemoryDeployment
 from support.stubs import ModelStub, chat
 
@@ -207,6 +208,23 @@ async def test_extractive_digest_without_a_model(client: MemoryDeployment) -> No
     assert all(re.search(r"\[(viking://[^\]]+)\]$", ln).group(1) in served for ln in lines)  # type: ignore[union-attr]
     auto = await client.call("search.search", {"query": "caddy upstream port", **CTX, "rewrite": "auto"})
     assert auto["stats"]["rewrite"] == "off"  # auto needs a configured model
+
+
+async def test_a_question_comparing_two_names_is_asked_of_each_without_a_model(client: MemoryDeployment) -> None:
+    ann, bo, other = await remember(client, [
+        ("preferences", "Ann likes hiking in the Alps every summer."),
+        ("preferences", "Bo likes chess and plays it at the club on Fridays."),
+        ("events", "The build server was moved to the new rack."),
+    ])
+    q = "What do Ann and Bo both like?"
+    r = await client.call("search.search", {"query": q, **CTX})
+    assert r["stats"]["query_expansion"] == "split"
+    assert r["stats"]["planned_queries"] == [q, "What does Ann like?", "What does Bo like?"]
+    assert {ann, bo} <= {e["uri"] for e in r["entries"]}
+    off = await client.call("search.search", {"query": q, **CTX, "query_expansion": "off"})
+    assert off["stats"]["query_expansion"] == "off" and off["stats"]["planned_queries"] == [q]
+    plain = await client.call("search.search", {"query": "What does Ann like?", **CTX})
+    assert plain["stats"]["query_expansion"] == "off" and plain["stats"]["planned_queries"] == ["What does Ann like?"]
 
 
 async def test_query_expansion_with_a_session(deploy: Callable[..., Any]) -> None:
