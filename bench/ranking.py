@@ -270,7 +270,10 @@ async def signals(d: Local, related: list[tuple[str, Any]], holds: Any) -> dict[
             ranks[f"search {kind}"].append(await first([m.uri for m in r.resources], want))
         for name, kind in (("context", "semantic"), ("context keywords", "keywords")):
             block = await c.context(q, max_tokens=1600, search_type=kind, score_threshold=0.0)
-            ranks[name].append(await first([e.uri for e in block.entries], want))
+            # Inside the block: an entry's served text (a merged passage's URI names only its first
+            # section, so reading the URI would miss what the passage holds past it).
+            ranks[name].append(next((i for i, e in enumerate(block.entries[:10]) if holds(e, e.uri, want)), None)
+                               if holds is holds_text else await first([e.uri for e in block.entries], want))
     out: dict[str, Any] = {"dir_above_file": dir_above, "queries": len(related)}
     for name, rs in ranks.items():
         out[name] = (sum(r is not None for r in rs) / max(1, len(rs)),

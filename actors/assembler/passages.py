@@ -178,10 +178,12 @@ def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> 
                 run.append(c)
                 continue
             if len(run) > 1:
-                best = max(run, key=lambda x: x.score)
+                # The best by score, then by raw similarity: the strongest hits of a query tie at
+                # the calibrated scale's 1.0, and the passage takes the place of the one ranked first.
+                best = max(run, key=lambda x: (x.score, x.raw))
                 first, last = run[0].lines or (0, 0), run[-1].lines or (0, 0)
                 merged = msgspec.structs.replace(
-                    run[0], score=best.score, text="\n\n".join(x.text for x in run),
+                    run[0], score=best.score, raw=best.raw, text="\n\n".join(x.text for x in run),
                     abstract=run[0].abstract, lines=(first[0], last[1]),
                     location=sections.place(first[0], last[1], run[0].page))
                 for x in run:

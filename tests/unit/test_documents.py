@@ -164,6 +164,21 @@ def test_neighbouring_sections_merge_and_their_document_node_steps_aside() -> No
     assert merged.text == "text of a\n\ntext of b"
 
 
+def test_a_merged_passage_takes_the_place_of_its_best_section_when_scores_tie_at_the_top() -> None:
+    """Calibrated scores clip at 1.0: the raw similarity says which section ranked first, and the
+    passage takes that one's place (it once took the first section's in line order, third here,
+    and the block's budget ran out before it)."""
+    def sec(anchor: str, lines: tuple[int, int], raw: float) -> Candidate:
+        return Candidate(uri=f"viking://resources/h.md#{anchor}", category="resources", score=1.0, raw=raw,
+                         text=f"text of {anchor}", lines=lines)
+
+    other = [Candidate(uri=f"viking://resources/o{i}.md", category="resources", score=1.0, raw=0.95 - i / 100)
+             for i in range(2)]
+    out = passages.merge_neighbours([sec("b", (11, 20), 1.01), *other, sec("a", (1, 10), 0.92)])
+    assert [c.uri for c in out] == ["viking://resources/h.md#a", *(o.uri for o in other)]
+    assert out[0].raw == 1.01 and out[0].lines == (1, 20)
+
+
 def test_turns_of_one_transcript_become_one_passage_in_conversation_order() -> None:
     """Recall over conversations: the chosen turns of one archive are served together, each day's
     heading once and `…` where turns were skipped, at the place of the best turn; another
