@@ -143,6 +143,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
 
     results = await asyncio.gather(*(one(tq) for tq in plan.queries))
     matched: list[search_msgs.MatchedContext] = []
+    raw: list[float] = []  # each match's similarity before calibration: what orders its ties
     provenance: list[dict[str, Any]] = []
     if not req.query.strip():  # no query: the rows the filters select, newest first, as find lists them
         listing = Query(account=ctx.identity.account, prefixes=prefixes, levels=levels, context_types=ctypes,
@@ -160,9 +161,13 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
                 continue  # hybrid's hits passed their own gates above
             m.match_reason = prov["query"]  # which query found it, until `explain` says why
             matched.append(m)
-    # list mode aggregates every planned query's results: the total may exceed `limit`.
-    # One planned query is one ranked list: its order survives calibrated scores clipping at 1.0.
-    result = results_mod.group(matched, limit * max(1, len(plan.queries)), ranked_input=len(results) == 1)
+            raw.append(score)
+    # list mode aggregates every planned query's results: the total may exceed `limit`. One
+    # planned query is one ranked list, whose order survives calibrated scores clipping at 1.0;
+    # several are merged by score, their ties by the raw similarity (the same scale for every query).
+    if len(results) > 1:
+        matched = results_mod.by_score(matched, raw)
+    result = results_mod.group(matched, limit * max(1, len(plan.queries)), ranked_input=bool(raw))
     account = ctx.identity.account
     results_mod.explain(result, req.query, "keywords" if req.search_type == "keywords" else "semantic",
                         lambda q, rows: index.words_in(q, account, rows),

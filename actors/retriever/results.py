@@ -82,6 +82,13 @@ def location(row: IndexRow) -> str:
     return sections.place(row.start_line, row.end_line, row.page) if row.kind == "section" else ""
 
 
+def by_score(matched: list[MatchedContext], raw: list[float]) -> list[MatchedContext]:
+    """Several ranked lists' matches as one: best score first, ties by `raw` (each match's
+    similarity before calibration, on the same scale for every query): calibrated scores clip at
+    1.0, where a query's strongest hits tie."""
+    return [m for m, _ in sorted(zip(matched, raw, strict=True), key=lambda x: (-x[0].score, -x[1]))]
+
+
 def group(items: Iterable[MatchedContext], limit: int, ranked_input: bool = False) -> FindResult:
     """Dedup by served URI (best score wins), sort by score, cut at `limit`, group by context type.
     Ties go by URI, or, with `ranked_input` (items best first by raw similarity), keep the input's

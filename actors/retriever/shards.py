@@ -41,9 +41,13 @@ def sent_vector(data: bytes, model: str, embedder: Embedder) -> np.ndarray | Non
 
 
 def merge_find(parts: Sequence[FindResult], limit: int, missing: list[ShardError]) -> FindResult:
-    """The best `limit` hits of every shard's answer, grouped as one search's would be."""
-    items = [m for p in parts for m in (*p.memories, *p.resources, *p.skills)]
-    out = results.group(items, limit)
+    """The best `limit` hits of every shard's answer, grouped as one search's would be. Calibrated
+    scores clip at 1.0, so a query's strongest hits tie across shards: ties go by each hit's place
+    in its shard's own ranked list (every shard's first, then every shard's second), not by URI,
+    which put a shard's best hit below another's weaker ones in alphabetical order."""
+    placed = [(i, m) for p in parts for kind in (p.memories, p.resources, p.skills) for i, m in enumerate(kind)]
+    placed.sort(key=lambda x: (-x[1].score, x[0]))
+    out = results.group([m for _, m in placed], limit, ranked_input=True)
     first = parts[0] if parts else None
     if first is not None:
         out.query_plan = first.query_plan

@@ -69,6 +69,19 @@ def test_find_answers_merge_by_score_and_name_the_missing_shard() -> None:
     assert out.provenance == {"mode": "quick", "shards": 3} and out.telemetry == {"latency_ms": 5.0}
 
 
+def test_find_answers_tied_at_the_top_keep_each_shards_own_order() -> None:
+    """Calibrated scores clip at 1.0: among ties, every shard's first hit comes before any shard's
+    second, whatever the URIs (they once went in alphabetical order)."""
+    a = FindResult(memories=[], resources=[hit("viking://resources/a/z-best.md", 1.0),
+                                           hit("viking://resources/a/b-second.md", 1.0)], skills=[], total=2)
+    b = FindResult(memories=[], resources=[hit("viking://resources/b/y-best.md", 1.0),
+                                           hit("viking://resources/b/a-second.md", 1.0),
+                                           hit("viking://resources/b/c-weak.md", 0.4)], skills=[], total=3)
+    out = merge_find([a, b], 4, [])
+    assert [m.uri.rsplit("/", 1)[1] for m in out.resources] == ["z-best.md", "y-best.md", "b-second.md",
+                                                                 "a-second.md"]
+
+
 def cand(uri: str, score: float, raw: float = 0.0) -> Candidate:
     return Candidate(uri=uri, category="resources", score=score, raw=raw)
 

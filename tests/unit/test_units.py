@@ -117,6 +117,21 @@ def test_suffixes_idempotent_and_grouping() -> None:
     assert results.passes(0.5, 0.5) is False and results.passes(0.5, 0.5, gte=True) is True
 
 
+def test_several_queries_matches_tied_at_the_top_go_by_raw_similarity() -> None:
+    """list mode with planned queries: calibrated scores clip at 1.0, so the raw similarity orders
+    the ties, and grouping keeps that order (it once fell back to URI order)."""
+    from skald.messages.search import MatchedContext
+
+    def m(name: str, score: float) -> MatchedContext:
+        return MatchedContext(context_type="resource", uri=f"viking://resources/{name}", level=2, score=score)
+
+    ordered = results.by_score([m("a.md", 1.0), m("b.md", 0.7), m("c.md", 1.0), m("d.md", 1.0)],
+                               [0.91, 0.80, 0.97, 0.93])
+    assert [x.uri[-4:] for x in ordered] == ["c.md", "d.md", "a.md", "b.md"]
+    grouped = results.group(ordered, 3, ranked_input=True)
+    assert [x.uri[-4:] for x in grouped.resources] == ["c.md", "d.md", "a.md"]
+
+
 def test_match_reasons_name_the_query_words_held_and_a_planned_query() -> None:
     from skald.messages.search import FindResult, MatchedContext
 
