@@ -1,5 +1,6 @@
 """The assembler's pure stages, without NATS or disk: parameters, tiers, filling, selection,
-the dedup ledger, rendering, the digest filter, and the retriever's candidate shaping.
+the dedup ledger, rendering and the digest filter (the retriever's candidate shaping is in
+test_candidate_shaping.py).
 
 Seed 003's review bugs, each pinned by a regression test:
  1 rewrite timeout reported as timeout ........ test_context::test_digest_rewrite_cites_served_uris_and_fails_closed
@@ -9,7 +10,8 @@ Seed 003's review bugs, each pinned by a regression test:
  4 bare-URI entries never cool ................ test_ledger_uri_entries_never_cool_and_window_and_size_are_bounded
  5 both ends of a forged tag neutralised ...... test_render_escapes_attributes_and_neutralises_forged_tags,
                                                  test_context::test_forged_tags_in_a_body_cannot_escape_their_element
- 6 category from the bucket, not the URI .. test_shape_collapses_skills_drops_scope_dirs_and_profile_and_penalises_peers
+ 6 category from the bucket, not the URI .. test_candidate_shaping::
+                                                 test_shape_collapses_skills_drops_scope_dirs_and_profile_and_penalises_peers
  7 a cooled bucket falls through .............. test_context::test_cooled_bucket_falls_through_to_its_next_hits
  8 recall v1 quotas overlay the v1 buckets .... test_recall_v1_quotas_overlay_the_v1_buckets
  9 one profile for every recall entry point; unknown detail degrades
@@ -29,13 +31,10 @@ import pytest
 
 from skald.actors.assembler import budget, digest, ledger, params, selection, tiers
 from skald.actors.assembler import render as render_mod
-from skald.actors.retriever import candidates
 from skald.messages.context import Candidate
 from skald.messages.errors import InvalidArgument
-from skald.messages.index import IndexRow
 from skald.messages.search import RecallRequest, SearchRequest
 from skald.store.tokens import estimate_tokens
-from skald.store.uri import Identity
 
 
 def search(**kw: object) -> SearchRequest:
@@ -282,97 +281,6 @@ def test_digest_keeps_only_bullets_citing_served_uris() -> None:
 
 
 # ----- candidate shaping (retriever side, before limits) ---------------------------------
-
-def row(uri: str, level: int = 2, ctype: str = "memory", cat: str = "", abstract: str = "a") -> IndexRow:
-    return IndexRow(account="acc", uri=uri, level=level, parent_uri=uri.rsplit("/", 1)[0], context_type=ctype,
-                    category=cat, abstract=abstract)
-
-
-def test_shape_collapses_skills_drops_scope_dirs_and_profile_and_penalises_peers() -> None:
-    ident = Identity(user="u")
-    hits = [candidates.Scored(row("viking://user/u/memories/profile.md", cat="profile.md"), 0.99),
-            candidates.Scored(row("viking://user/u/memories", 0, cat=""), 0.98),
-            candidates.Scored(row("viking://user/u/memories/events", 1, cat="events"), 0.97),
-            candidates.Scored(row("viking://agent/skills/pdf/scripts/x.py", ctype="skill"), 0.9),
-            candidates.Scored(row("viking://agent/skills/pdf", 0, ctype="skill"), 0.5),
-            candidates.Scored(row("viking://resources/backup/memories/events/log.md", ctype="resource", cat="events"),
-                              0.8),
-            candidates.Scored(row("viking://user/u/peers/bob/memories/preferences/p.md", cat="preferences"), 0.7),
-            candidates.Scored(row("viking://user/u/memories/events/2026", 0, cat="events"), 0.6)]
-    out = candidates.shape(hits, ident, candidates.excluder([], []), candidates.excluder([], []),
-                           lambda pkg: "pdf: read PDFs",
-                  {"preferences": 0.5})
-    by = {c.uri: c for c in out.candidates}
-    assert set(by) == {"viking://agent/skills/pdf/SKILL.md", "viking://resources/backup/memories/events/log.md",
-                       "viking://user/u/peers/bob/memories/preferences/p.md",
-                       "viking://user/u/memories/events/2026/.overview.md"}
-    skill = by["viking://agent/skills/pdf/SKILL.md"]
-    assert (skill.score, skill.abstract, skill.category) == (0.9, "pdf: read PDFs", "skills")
-    # docs/design/context-assembly.md, finding 6
-    assert by["viking://resources/backup/memories/events/log.md"].category == "resources"
-    peer = by["viking://user/u/peers/bob/memories/preferences/p.md"]
-    assert (peer.origin, peer.score) == ("peer", 0.35)
-    assert by["viking://user/u/memories/events/2026/.overview.md"].is_dir
-
-
-def test_shape_excludes_subtrees_and_cools_exact_uris_and_packages() -> None:
-    ident = Identity(user="u")
-    hits = [candidates.Scored(row("viking://resources/docs/a.md", ctype="resource"), 0.9),
-            candidates.Scored(row("viking://resources/other.md", ctype="resource"), 0.8),
-            candidates.Scored(row("viking://agent/skills/pdf/x.py", ctype="skill"), 0.7),
-            candidates.Scored(row("viking://resources/keep.md", ctype="resource"), 0.6)]
-    out = candidates.shape(hits, ident, candidates.excluder(["viking://resources/docs"], ["viking://resources/docs"]),
-                  candidates.excluder(["viking://resources/other.md"], ["viking://agent/skills/pdf"]), lambda p: "", {})
-    assert [c.uri for c in out.candidates] == ["viking://resources/keep.md"]
-    assert out.excluded == {"viking://resources/docs/a.md"}
-    assert out.cooled == {"viking://resources/other.md", "viking://agent/skills/pdf/SKILL.md"}
-
-
-def test_shaping_works_a_row_out_again_when_the_index_replaces_it() -> None:
-    """What a row is served as is cached by URI, but an upsert (a new row object for the same URI)
-    is worked out again: a file that became a long document is served as one. A peer named like a
-    scope word is still a peer."""
-    ident = Identity(account="a", user="u", peer="alice")
-
-    def uris(r: IndexRow) -> list[tuple[str, bool, str]]:
-        out = candidates.shape([candidates.Scored(r, 0.5)], ident, candidates.excluder([], []),
-                               candidates.excluder([], []), lambda p: "", {"preferences": 0.5})
-        return [(c.uri, c.is_dir, c.origin) for c in out.candidates]
-
-    uri = "viking://resources/guide.md"
-    assert uris(row(uri, ctype="resource")) == [(uri, False, "global")]
-    doc = msgspec.structs.replace(row(uri, 1, ctype="resource"), kind="document", text="# Guide\n- a\n- b")
-    assert uris(doc) == [(uri, True, "global")]
-    # Its table of contents is read for it once kept (the index holds it out of the row).
-    shaped = candidates.shape([candidates.Scored(doc, 0.5)], ident, candidates.excluder([], []),
-                              candidates.excluder([], []), lambda p: "", {})
-    assert shaped.held == {uri: 1} and shaped.candidates[0].text == ""
-    top = msgspec.structs.replace(doc, level=0)
-    assert candidates.shape([candidates.Scored(top, 0.5)], ident, candidates.excluder([], []),
-                            candidates.excluder([], []), lambda p: "", {}).held == {}
-    assert uris(row(uri, ctype="resource")) == [(uri, False, "global")]
-    odd = "viking://user/u/peers/self/memories/preferences/p.md"
-    assert uris(row(odd, cat="preferences")) == [(odd, False, "peer")]
-
-
-def test_warming_works_rows_out_ahead_within_the_cache_and_an_upsert_still_wins(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The replica warms the serving cache as rows arrive: a warmed row is served from it, a row
-    never served (a profile) is not kept, a full cache takes no more, and a later row object for
-    the same URI is still worked out again."""
-    monkeypatch.setattr(candidates, "_SERVED", {})
-    monkeypatch.setattr(candidates, "SERVED_CACHE_MAX", 3)
-    a, b = row("viking://resources/a.md", ctype="resource"), row("viking://resources/b.md", ctype="resource")
-    prof = row("viking://user/u/memories/profile.md", cat="profile.md")
-    candidates.warm([a, prof, None, b])
-    assert set(candidates._SERVED) == {a.uri, b.uri}
-    assert candidates.served(a) is candidates._SERVED[a.uri] and candidates.served(a).row is a
-    candidates.warm([row(f"viking://resources/{i}.md", ctype="resource") for i in range(5)])
-    assert len(candidates._SERVED) == 3  # filled to the cap, never cleared by warming
-    doc = msgspec.structs.replace(row(a.uri, 1, ctype="resource"), kind="document", text="# A\n- x")
-    got = candidates.served(doc)
-    assert got is not None and got.row is doc and got.is_dir
-
 
 def test_coverage_lists_what_the_budget_cut() -> None:
     s = [slot("viking://resources/a.md", "resources", 0.9, {"abstract": "alpha " * 40}),
