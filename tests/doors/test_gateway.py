@@ -1,5 +1,6 @@
 """The OpenViking-compatible HTTP gateway, driven by OpenViking's own Python SDK (openviking-sdk
-from PyPI, unchanged) and by plain HTTP for status codes, auth and the OpenAPI document."""
+from PyPI, unchanged) and by plain HTTP where the SDK has no call (status codes, keys, the OpenAPI
+document and metrics are test_gateway_http.py)."""
 
 from __future__ import annotations
 
