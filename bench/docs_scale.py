@@ -164,11 +164,13 @@ async def main() -> None:
     ap.add_argument("--no-cold", action="store_true", help="skip the snapshot and cold start at each size")
     ap.add_argument("--keep", action="store_true",
                     help="keep the deployment's directory (4 GB at a million rows) for reading afterwards")
+    ap.add_argument("--maps-keywords", action="store_true",
+                    help="the replica as SKALD_SNAPSHOT_MAPS_KEYWORDS=1 runs it (its writes on a thread of their own)")
     a = ap.parse_args()
     print(describe(), flush=True)
     rng = random.Random(7)
     vocab = zipf_vocabulary(rng) if a.text == "zipf" else None
-    d = await local("docs-scale")
+    d = await local("docs-scale", **({"snapshot_maps_keywords": True} if a.maps_keywords else {}))
 
     def ask() -> str:
         """Four words as the text is written: from the Zipf vocabulary, or the clustered one."""
@@ -230,7 +232,7 @@ async def main() -> None:
             # The replica's own snapshot, saved now: what a restart would load, and the one
             # snapshot on disk (a second directory would count its files twice).
             own = retr.replica.replica_dir  # type: ignore[attr-defined]
-            cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await asyncio.to_thread(cold_start, index, own)
+            cold = (0.0, 0.0, 0.0, 0) if a.no_cold else await retr.replica.on_writer(cold_start, index, own)  # type: ignore[attr-defined]
             disk = disk_of(d.tmp, (index._texts._f, index._qv._file)) / 1e9  # with this size's snapshot
             # The worker once the replica's snapshot is saved and its keyword index taken up (what
             # it holds from its next snapshot on with `snapshot_maps_keywords`), find and context then.

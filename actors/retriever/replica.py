@@ -14,8 +14,10 @@ the stream is ahead (its server died, its consumer was lost in a leader change) 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import time
@@ -59,6 +61,15 @@ class IndexReplica:
         self.state_dir = Path(state_dir)
         self.snapshot_interval_s = snapshot_interval_s
         self.maps_keywords = maps_keywords  # each snapshot's keyword index taken up (`store/index/adopt.py`)
+        # With the take-up, every write to the index runs on one thread of its own. glibc gives
+        # that thread its own arena, so the keyword index an ingest builds (then drops for the
+        # snapshot's) is allocated apart from the searches, which run on the event loop: dropped
+        # from the loop thread's arena, it left that arena in holes that made every search's
+        # allocations slower (find +0.2-0.4 ms, context +0.4-0.6 ms at 315k rows). The cost:
+        # applies contend with the loop for the GIL (a long catch-up about a quarter slower),
+        # and the two arenas hold more until the first take-up (docs/design/scale.md).
+        self._writer = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="index-writer")
+                        if maps_keywords else None)
         (self.state_dir / "index").mkdir(parents=True, exist_ok=True)
         self.index = VectorIndex(dim, model, text_dir=self.state_dir / "index")  # leaf texts in a file there
         self.head_seq = 0
@@ -81,6 +92,12 @@ class IndexReplica:
         self._covered = 0
         self._told: set[str] = set()  # other embedders whose rows were skipped, said once each
 
+    async def on_writer(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)` off the event loop: on the index's writer thread when it has one."""
+        if self._writer is None:
+            return await asyncio.to_thread(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._writer, functools.partial(fn, *args))
+
     def _claim_dir(self) -> Path:
         """Each replica on a host keeps its own snapshot: take the first slot nobody holds. A shard's
         replicas keep theirs apart, so a worker started for another shard never loads the wrong rows."""
@@ -101,7 +118,7 @@ class IndexReplica:
 
     async def start(self) -> None:
         self.replica_dir = self._claim_dir()
-        snap = await asyncio.to_thread(VectorIndex.load, self.replica_dir, self.dim, self.model)
+        snap = await self.on_writer(VectorIndex.load, self.replica_dir, self.dim, self.model)
         last = await self.bus.index_last_seq()
         if snap is not None and snap.applied_seq <= last:
             self.index = snap
@@ -137,21 +154,24 @@ class IndexReplica:
         if self._dirty and self.replica_dir is not None:
             log.info("index replica: saving its snapshot before stopping (%d rows; the last save took %.1fs)",
                      self.index.stats().get("rows", 0), self.snapshot_ms / 1000)
-            await asyncio.to_thread(self.index.save, self.replica_dir)
+            await self.on_writer(self.index.save, self.replica_dir)
+        if self._writer is not None:
+            self._writer.shutdown(wait=False)
 
     async def _follow(self) -> None:
         async for batch in self.bus.follow_index(self.index.applied_seq + 1):
             bulk = len(batch) >= APPLY_CHUNK  # a long tail: catching up; the graph follows behind
             for i in range(0, len(batch), APPLY_CHUNK):
                 chunk = batch[i : i + APPLY_CHUNK]
-                if bulk:
+                if bulk and self._writer is None:
                     # Catching up is pure CPU: applied on the loop in short slices (no GIL
                     # ping-pong with a thread), yielding between them so requests still run.
                     self.apply(chunk, bulk)
                     self._progress_at = time.monotonic()  # a slice applied: the follower is alive
                     await asyncio.sleep(0)
                 else:
-                    await asyncio.to_thread(self.apply, chunk, bulk)
+                    await self.on_writer(self.apply, chunk, bulk)
+                    self._progress_at = time.monotonic()
             if batch:
                 self.head_seq = max(self.head_seq, batch[-1][0])
                 # Progress counts per slice, not per batch: a batch of 4,096 rows applied beside a
@@ -201,12 +221,12 @@ class IndexReplica:
         """Deferred rows join the HNSW graph in chunks; searches stay exact until they have. A long
         backlog taken in leaves much of the heap free: it goes back to the system."""
         taken = self.index.pending_graph
-        while left := await asyncio.to_thread(self.index.build_graph, 2048, BUILD_THREADS):
+        while left := await self.on_writer(self.index.build_graph, 2048, BUILD_THREADS):
             taken += 2048 if left >= 2048 else 0  # rows that came while it worked
             await asyncio.sleep(0)
         if taken >= TRIM_AFTER_ROWS:
             await asyncio.to_thread(heapfree.give_back)
-            await asyncio.to_thread(self.index.warm_keywords)  # an ingest this long staled them
+            await self.on_writer(self.index.warm_keywords)  # an ingest this long staled them
 
     @staticmethod
     def _warm(snap: VectorIndex) -> None:
@@ -277,7 +297,7 @@ class IndexReplica:
                 # snapshot (a cold start's) takes up each new one too: it maps the file this save
                 # deletes, whose blocks (0.69 GB at a million rows) stayed allocated while mapped.
                 adopt = self.maps_keywords or self.index.keywords_mapped()
-                self.snapshot_seq = await asyncio.to_thread(self.index.save, self.replica_dir, adopt)
+                self.snapshot_seq = await self.on_writer(self.index.save, self.replica_dir, adopt)
                 if adopt:
                     await asyncio.to_thread(heapfree.give_back)
                 took = time.monotonic() - t0

@@ -62,10 +62,12 @@ class Config:
     recall_rewrite_timeout_s: float = 30.0  # digest rewrite fuse (context mode)
     snapshot_interval_s: float = 30.0
     # After each snapshot the replica takes up the snapshot's keyword index, its postings mapped
-    # from the file (store/index/adopt.py): 0.78 GB less at a million section rows, find and
-    # context 0.3-0.6 ms slower there, mostly glibc's malloc after the built index is dropped
-    # (docs/design/scale.md). Off: the index built in memory stays
-    # (one read from a snapshot at a cold start takes up each new snapshot's either way).
+    # from the file (store/index/adopt.py): 0.78 GB less at a million section rows. Its writes
+    # then run on a thread of their own, so the index it drops does not leave the searches'
+    # malloc arena in holes (which cost find and context 0.2-0.6 ms); the price is a long
+    # catch-up about a quarter slower and more held until the first snapshot (docs/design/scale.md).
+    # Off: the index built in memory stays (one read from a snapshot at a cold start takes up
+    # each new snapshot's either way).
     snapshot_maps_keywords: bool = False
     # The index split into this many shards (store/index/shards.py): every worker of a deployment
     # gives the same count; a retriever holds and serves shard `index_shard` alone and asks the

@@ -1,7 +1,8 @@
 """After a replica saves a snapshot, its keyword index is replaced by the one the snapshot holds
-when `snapshot_maps_keywords` is set (off by default: searches ran 0.3-0.6 ms slower at a
-million rows after it, mostly glibc's malloc walking the holes the dropped index left in its
-heap; docs/design/scale.md) or when its keyword index
+when `snapshot_maps_keywords` is set (off by default: the replica's writes then run on a thread
+of their own, so that the index dropped here was not allocated in the arena the searches'
+allocations come from, which cost them 0.2-0.6 ms; a long catch-up is slower that way,
+docs/design/scale.md) or when its keyword index
 was itself read from a snapshot (a cold start's). The snapshot's postings are mapped from its
 file (`bm25_snapshot.load`), where the index an ingest built holds every posting in memory with
 its generation (7 bytes a posting; 0.55 KB a section row of 100 words more than the index taken
