@@ -66,7 +66,7 @@ class IndexReplica:
         # snapshot's) is allocated apart from the searches, which run on the event loop: dropped
         # from the loop thread's arena, it left that arena in holes that made every search's
         # allocations slower (find +0.2-0.4 ms, context +0.4-0.6 ms at 315k rows). The cost:
-        # applies contend with the loop for the GIL (a long catch-up about a quarter slower),
+        # applies contend with the loop for the GIL (a long catch-up a third to a half slower),
         # and the two arenas hold more until the first take-up (docs/design/scale.md).
         self._writer = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="index-writer")
                         if maps_keywords else None)

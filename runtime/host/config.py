@@ -65,7 +65,7 @@ class Config:
     # from the file (store/index/adopt.py): 0.78 GB less at a million section rows. Its writes
     # then run on a thread of their own, so the index it drops does not leave the searches'
     # malloc arena in holes (which cost find and context 0.2-0.6 ms); the price is a long
-    # catch-up about a quarter slower and more held until the first snapshot (docs/design/scale.md).
+    # catch-up a third to a half slower and more held until the first snapshot (docs/design/scale.md).
     # Off: the index built in memory stays (one read from a snapshot at a cold start takes up
     # each new snapshot's either way).
     snapshot_maps_keywords: bool = False
