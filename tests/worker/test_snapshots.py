@@ -207,6 +207,9 @@ async def test_the_replica_takes_up_the_keyword_index_of_its_snapshot(deploy: Ca
     for q, uri in (("zanzibar relay", "viking://resources/later"), ("caddy 8443", "viking://resources/snap")):
         hits = (await c.call("search.find", {"query": q, "limit": 3}))["resources"]
         assert hits and hits[0]["uri"].startswith(uri), (q, hits)
+    # Its writes ran on a thread of their own (so the index it dropped was not in the searches' arena).
+    writer = w.host.actors["retriever"].replica._writer
+    assert writer is not None and any(t.name.startswith("index-writer") for t in writer._threads)
 
 
 async def test_by_default_the_replica_keeps_the_keyword_index_it_built(deploy: Callable[..., Any]) -> None:
@@ -215,4 +218,5 @@ async def test_by_default_the_replica_keeps_the_keyword_index_it_built(deploy: C
     built = index.keywords
     r = await snapshotted_write(c)
     assert r["snapshot_seq"] >= r["applied_seq"] > 0 and index.keywords is built
+    assert w.host.actors["retriever"].replica._writer is None  # writes where they always ran
 
