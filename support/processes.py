@@ -72,7 +72,11 @@ def wait_ready(p: subprocess.Popen[str], timeout: float = 30.0) -> str:
     got, _, _ = select.select([p.stdout], [], [], timeout)
     assert got, "no ready line"
     line = p.stdout.readline().strip()
-    assert line.startswith("skald ready nats://"), line
+    if not line.startswith("skald ready nats://"):
+        why = ""
+        if p.poll() is not None and p.stderr is not None:  # it ended: say how, from what it said last
+            why = f" (exited {p.returncode}: {p.stderr.read()[-3000:]})"
+        raise AssertionError(f"no ready line: {line!r}{why}")
     return line.split()[-1]
 
 
