@@ -82,11 +82,17 @@ class IndexStream:
         return out
 
     async def index_last_seq(self) -> int:
-        try:
-            info = await self.js.stream_info(stream_name(self.prefix, "index"))
-        except NotFoundError:
-            return 0
-        return int(info.state.last_seq)
+        """The index stream's last sequence (0: no stream yet), through a leader election as the
+        other reads are: a replica asks it as it starts, and a worker starting beside a server that
+        is still catching up (its disk just wiped) must wait for it, not exit."""
+        async def get() -> int:
+            try:
+                info = await self.js.stream_info(stream_name(self.prefix, "index"))
+            except NotFoundError:
+                return 0
+            return int(info.state.last_seq)
+
+        return await self._through_election(get, "the index stream is not answering")  # type: ignore[no-any-return]
 
     def _index_filter(self) -> str:
         return subjects.index_rows(self.prefix, self.index_shard if self.index_shards > 1 else None)
