@@ -162,10 +162,10 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
             m.match_reason = prov["query"]  # which query found it, until `explain` says why
             matched.append(m)
             raw.append(score)
-    # list mode aggregates every planned query's results: the total may exceed `limit`. One
-    # planned query is one ranked list, whose order survives calibrated scores clipping at 1.0;
-    # several are merged by score, their ties by the raw similarity (the same scale for every query).
-    if len(results) > 1:
+    # list mode aggregates every planned query's results: the total may exceed `limit`. Ordered by
+    # score, ties by the raw similarity (the same scale for every planned query), so neither one
+    # query's order nor several queries' merge falls into URI order where scores clip at 1.0.
+    if raw:  # hits of queries (a listing without one keeps group's own order)
         matched = results_mod.by_score(matched, raw)
     result = results_mod.group(matched, limit * max(1, len(plan.queries)), ranked_input=bool(raw))
     account = ctx.identity.account
