@@ -35,7 +35,7 @@ from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import LLM, Calls, UsageLog
 from skald.actors.kit.request import Ctx
-from skald.actors.text import comparative, intent
+from skald.actors.text import intent
 from skald.messages import catalog, errors
 from skald.messages import context as context_msgs
 from skald.messages import search as search_msgs
@@ -222,13 +222,13 @@ class Assembler:
     async def _expand(self, p: params_mod.Params, session: SessionView | None) -> tuple[list[str], str]:
         """L1: one bounded intent call, at most three queries, the original first. Without one
         (no model, no session to read), a question comparing two names is still asked of each
-        (`comparative.parts`: no model needed), said as "split"."""
+        (`intent.offline`: no model needed), said as "split"."""
         if p.query_expansion == "off":
             return [p.query], "off"
         if session is None or self.llm.extractive or not (session.overview or session.recent):
-            split = comparative.parts(p.query)
-            if split:
-                return [p.query, *split][: intent.MAX_QUERIES], "split"
+            offline = intent.offline(p.query)
+            if offline.status == "split":
+                return [q.query for q in offline.queries], "split"
             return [p.query], "off" if session is None else "skipped"
         plan = await intent.analyze(self.llm, p.query, session.overview, session.recent, self.intent_timeout_s)
         status = {"planned": "used", "timeout": "timeout", "failed": "failed"}.get(plan.status, "skipped")

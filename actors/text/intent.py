@@ -12,6 +12,7 @@ import asyncio
 import msgspec
 
 from skald.actors.kit.ports import LLM
+from skald.actors.text import comparative
 from skald.actors.text.llmjson import json_object
 
 MAX_SUMMARY_CHARS = 30_000
@@ -43,12 +44,21 @@ class QueryPlan(msgspec.Struct, kw_only=True):
 
     queries: list[TypedQuery]
     reasoning: str = ""
-    status: str = "original"  # original | planned | failed | timeout | off
+    status: str = "original"  # original | split | planned | failed | timeout | off
     error: str | None = None
 
 
 def original(query: str, status: str = "original", error: str | None = None) -> QueryPlan:
     return QueryPlan(queries=[TypedQuery(query=query)], status=status, error=error)
+
+
+def offline(query: str) -> QueryPlan:
+    """The plan without a model: the original query, and a question comparing two names also asked
+    of each (`comparative.parts`), said as "split"; list and context mode plan alike."""
+    parts = comparative.parts(query)
+    if not parts:
+        return original(query)
+    return QueryPlan(queries=[TypedQuery(query=q) for q in [query, *parts][:MAX_QUERIES]], status="split")
 
 
 def build_prompt(query: str, summary: str, recent: list[tuple[str, str]]) -> str:
@@ -91,11 +101,10 @@ def parse_plan(text: str, query: str) -> QueryPlan:
 
 async def analyze(llm: LLM, query: str, summary: str, recent: list[tuple[str, str]],
                   timeout_s: float) -> QueryPlan:
-    """Never raises: the fuse or any failure yields the original query with the reason."""
-    if llm.extractive:
-        return original(query)
-    if not summary and not any(t.strip() for _, t in recent):
-        return original(query)
+    """Never raises: the fuse or any failure yields the original query with the reason. Without a
+    model, or with no session text to plan from, the offline plan."""
+    if llm.extractive or (not summary and not any(t.strip() for _, t in recent)):
+        return offline(query)
     try:
         c = await asyncio.wait_for(llm.complete(SYSTEM, build_prompt(query, summary, recent), max_tokens=600,
                                                 json=True, timeout_s=timeout_s), timeout_s)

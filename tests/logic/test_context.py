@@ -225,6 +225,13 @@ async def test_a_question_comparing_two_names_is_asked_of_each_without_a_model(c
     assert off["stats"]["query_expansion"] == "off" and off["stats"]["planned_queries"] == [q]
     plain = await client.call("search.search", {"query": "What does Ann like?", **CTX})
     assert plain["stats"]["query_expansion"] == "off" and plain["stats"]["planned_queries"] == ["What does Ann like?"]
+    # list mode plans alike: the plan says so, and each side's memory is among the hits
+    listed = await client.call("search.search", {"query": q, "score_threshold": 0.0})
+    assert listed["query_plan"]["status"] == "split"
+    assert [x["query"] for x in listed["query_plan"]["queries"]] == [q, "What does Ann like?", "What does Bo like?"]
+    assert {ann, bo} <= {m["uri"] for m in listed["memories"]}
+    one = await client.call("search.search", {"query": "What does Ann like?", "score_threshold": 0.0})
+    assert one["query_plan"]["status"] == "original" and len(one["query_plan"]["queries"]) == 1
 
 
 async def test_query_expansion_with_a_session(deploy: Callable[..., Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skald.actors.text.comparative import parts
+from skald.actors.text.intent import offline
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -31,3 +32,13 @@ def test_a_comparison_of_two_names_is_asked_of_each(query: str, expected: list[s
 ])
 def test_anything_else_is_left_whole(query: str) -> None:
     assert parts(query) == []
+
+
+def test_the_offline_plan_asks_each_side_and_says_split() -> None:
+    q = "What do Jon and Gina both have in common?"
+    plan = offline(q)
+    assert plan.status == "split"
+    assert [t.query for t in plan.queries] == [q, *parts(q)]
+    assert all(t.context_type is None for t in plan.queries)  # every type, as the original query
+    whole = offline("When did Jon open his store?")
+    assert whole.status == "original" and [t.query for t in whole.queries] == ["When did Jon open his store?"]
