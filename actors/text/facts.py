@@ -5,9 +5,10 @@ Two kinds, each keyed so a later archive merges into the same memory instead of 
 - **Preferences**: what the user says they like, love, enjoy, prefer, dislike or hate, and
   their favourites ("my favourite band is ..."), keyed by the topic (the object's first content
   words, or "favourite <thing>").
-- **Entities**: proper names (capitalised words or runs of them, not at the start of a sentence
-  or a speaker label) mentioned at least twice in one archive, keyed by the name; the memory
-  lists the sentences that mention it.
+- **Entities**: proper names (capitalised words or runs of them, "Iron Man", "Spider-Man", "The
+  Name of the Wind"; a possessive counted as its owner; not a speaker label, nor a sentence's
+  capitalised first word unless the archive names it so elsewhere) mentioned at least twice in
+  one archive, keyed by the name; the memory lists the sentences that mention it.
 
 Every line carries the day it was said and the id of the message it came from, so a memory
 read months later still says when and where. English only, and deliberately conservative: a
@@ -35,8 +36,9 @@ _PREFER = re.compile(
     r"\s+(.{2,120})", re.I)
 _FAVOURITE = re.compile(
     r"\bmy\s+(?:all[- ]time\s+)?favou?rite\s+([a-z][a-z ]{1,30}?)\s+(?:is|are|was|has been)\s+(.{2,120})", re.I)
-_WORD = r"[A-Z][a-z]+(?:['\u2019][a-z]+)?"  # Caroline, Charlotte's
-_NAME = re.compile(rf"\b{_WORD}(?:\s+(?:of\s+|the\s+|de\s+)?{_WORD}){{0,3}}\b")
+_WORD = r"[A-Z][a-z]+(?:-[A-Z][a-z]+)*(?:['\u2019][a-z]+)?"  # Caroline, Spider-Man, Charlotte's
+_NAME = re.compile(rf"\b{_WORD}(?:\s+(?:of\s+the\s+|of\s+|the\s+|de\s+)?{_WORD}){{0,3}}\b")
+_POSSESSIVE = re.compile(r"['\u2019]s?$")  # Oliver's -> Oliver; That's -> That (then not a name)
 _STOP = frozenset("""
 a an the and or but so to of in on at for with from by about as into over after before than then that this
 these those it its it's i i'm i've i'd me my mine we our you your he him his she her they them their there here
@@ -83,16 +85,27 @@ def _line(s: Said, sentence: str) -> str:
 
 
 # An object that opens a clause ("I love that you came", "I like how it turned out") is a reaction
-# to the conversation, not a preference with a topic.
+# to the conversation, not a preference with a topic; so is one that is someone else's ("I love your
+# turtles", "their work") or what was just shown or said ("I love the idea", "the colour").
 _CLAUSE = frozenset("that it this those these how when what where why who seeing hearing knowing".split())
+_OTHERS = frozenset("your their his her".split())
+_REACTION = frozenset("""idea ideas thought thoughts sound look looks way color colors colour colours texture vibe
+vibes energy picture pictures photo photos pic pics name fact feeling message advice support suggestion
+detail details""".split())
+# Words that fill a topic without saying what it is ("running my own studio" -> "running studio").
+_FILLER = frozenset("own different new little whole various many lots lot kind kinds sort sorts type types one".split())
+# "the things I love makes writing fun": the verb belongs to a relative clause, not the speaker.
+_RELATIVE = re.compile(r"\b(?:things?|stuff|everything|ones)\s+$", re.I)
 
 
 def _topic(obj: str) -> str:
     obj = re.split(r"[,;:(]|\s(?:and|but|because|so|when|if|since|as)\s", obj, maxsplit=1)[0]
     raw = re.findall(r"[a-z0-9][a-z0-9'-]*", obj.lower())
-    if not raw or raw[0] in _CLAUSE:
+    if not raw or raw[0] in _CLAUSE or raw[0] in _OTHERS:
         return ""
-    words = [w for w in raw if w not in _STOP]
+    if raw[0] == "the" and len(raw) > 1 and raw[1] in _REACTION:
+        return ""
+    words = [w for w in raw if w not in _STOP and w not in _FILLER]
     return " ".join(words[:2])
 
 
@@ -113,48 +126,61 @@ def preferences(messages: list[Said]) -> list[Fact]:
                                 _line(s, sentence)))
                 continue
             m = _PREFER.search(sentence)
-            if m and sentence.rstrip().endswith("?") is False:
+            if m and not sentence.rstrip().endswith("?") and not _RELATIVE.search(sentence[:m.start()]):
                 topic = _topic(m.group(2))
                 if topic:
                     out.append(Fact("preferences", topic, _line(s, sentence)))
     return out
 
 
-def _names(sentence: str) -> tuple[list[str], str]:
-    """The names a sentence holds past its first word, and its first word (a name only if the
-    archive uses it as one elsewhere: every sentence starts with a capital)."""
-    out = []
-    first = ""
+def _names(sentence: str) -> tuple[list[str], list[str]]:
+    """The names a sentence holds past its first word, and the run of capitalised words that opens
+    it (every sentence starts with a capital, so the caller decides what of it is a name). A
+    possessive names its owner ("Oliver's" -> "Oliver")."""
+    out: list[str] = []
+    opening: list[str] = []
     for m in _NAME.finditer(sentence):
-        words = m.group(0).split()
-        if m.start() == 0:
-            first, words = words[0], words[1:]
+        words = [_POSSESSIVE.sub("", w) for w in m.group(0).split()]
+        at_start = m.start() == 0
         while words and (words[0] in _NOT_NAMES or words[0].lower() in _STOP):
-            words = words[1:]
-        if words:
+            words, at_start = words[1:], False
+        if at_start:
+            opening = words
+        elif words:
             out.append(" ".join(words))
-    return out, first
+    return out, opening
+
+
+def _opening_name(words: list[str], known: set[str]) -> list[str]:
+    """What of a sentence's opening run is a name: the whole run where the archive names it so
+    elsewhere ("Iron Man is ..."), else the run past its first word ("Glad Max is ..." -> "Max"),
+    and a lone first word only where it is named elsewhere."""
+    whole = " ".join(words)
+    if whole in known:
+        return [whole]
+    return [" ".join(words[1:])] if len(words) > 1 else []
 
 
 def entities(messages: list[Said]) -> list[Fact]:
     """Names mentioned at least MIN_MENTIONS times in these messages, each with the sentences
     that mention it. Speaker labels ("Caroline: ...") are not mentions."""
-    found: list[tuple[Said, str, list[str], str]] = []
+    found: list[tuple[Said, str, list[str], list[str]]] = []
     for s in messages:
         for sentence in _sentences(s.text):
-            names, first = _names(sentence)
-            found.append((s, sentence, names, first))
+            names, opening = _names(sentence)
+            found.append((s, sentence, names, opening))
     known = {n for *_, names, _ in found for n in names}
+    known |= {" ".join(o[1:]) for *_, o in found if len(o) > 1}  # "Glad Max ...": Max
     mentions: dict[str, list[tuple[Said, str]]] = {}
-    for s, sentence, names, first in found:
-        for name in dict.fromkeys([*names, *([first] if first in known else [])]):
+    for s, sentence, names, opening in found:
+        for name in dict.fromkeys([*names, *_opening_name(opening, known)]):
             mentions.setdefault(name, []).append((s, sentence))
     # The speakers (a "Name: " label) address each other by name in every other line: a name the
-    # conversation is between, not one it is about.
+    # conversation is between, not one it is about ("Jo" for Joanna too).
     speakers = {m.group(1).strip() for s in messages if (m := _SPEAKER.match(s.text))}
     out: list[Fact] = []
     for name, where in mentions.items():
-        if len(where) < MIN_MENTIONS or any(sp == name or (len(name) >= 3 and sp.startswith(name)) for sp in speakers):
+        if len(where) < MIN_MENTIONS or any(sp == name or (len(name) >= 2 and sp.startswith(name)) for sp in speakers):
             continue
         out += [Fact("entities", name, _line(s, sentence)) for s, sentence in where]
     return out

@@ -51,3 +51,23 @@ def test_merging_adds_only_new_lines_and_keeps_the_newest_few() -> None:
             for i in range(facts.MAX_LINES + 5)]
     capped = facts.merged(more, "preferences", "hiking alps", many)
     assert capped is not None and capped.count("\n- ") == facts.MAX_LINES and "(message m44)" in capped
+
+
+def test_reactions_to_what_another_said_or_owns_are_not_preferences() -> None:
+    got = facts.preferences([
+        said(1, "user", "I love your turtles so much! I really like the idea and the acting."),
+        said(2, "user", "I love the thought Nate! They make all their props and I love their work."),
+        said(3, "user", "Connecting with the things I love makes writing even more fun."),  # a relative clause
+        said(4, "user", "I love running my own studio. I love traveling to new places."),
+    ])
+    assert [f.key for f in got] == ["running studio", "traveling places"]  # fillers ("own", "new") dropped
+
+
+def test_names_are_whole_possessives_name_their_owner_and_nicknames_of_speakers_are_speakers() -> None:
+    got = facts.entities([
+        said(1, "user", "[D1:1] Joanna: Iron Man is my favourite. I also loved the jokes of Iron Man."),
+        said(2, "assistant", "[D1:2] Nate: Hey Jo! I prefer Spider-Man. Glad Max is with me. Max loves films."),
+        said(3, "user", "[D1:3] Joanna: Spider-Man is fine. We fed Oliver's cat. Then Oliver waved, Jo."),
+        said(4, "user", "[D1:4] Joanna: I am reading The Name of the Wind. I like The Name of the Wind."),
+    ])
+    assert sorted({f.key for f in got}) == ["Iron Man", "Max", "Name of the Wind", "Oliver", "Spider-Man"]
