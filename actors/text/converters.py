@@ -20,6 +20,14 @@ XLSX_MAX_ROWS = 5_000  # per sheet; a spreadsheet is summarised, not reproduced
 _SPACES = re.compile(r"[ \t]+")
 PARAGRAPH_END = frozenset(".!?:;。！？")
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+_LEADERS = re.compile(r"(?:\.\s*){4,}\S{0,8}\s*$")  # "2.1 Naming . . . . . 3": a contents line, not a heading
+_HASH_LINE = re.compile(r"^(\s*)#")
+
+
+def literal(line: str) -> str:
+    """A body line as text, never as structure: a `#` that opens it (a shell comment, a config
+    file quoted in a PDF) is escaped, so the section splitter does not take it for a heading."""
+    return _HASH_LINE.sub(r"\1\\#", line)
 
 
 def _doc(text: str, fmt: str, title: str, pages: tuple[int, ...] = ()) -> Doc:
@@ -98,7 +106,7 @@ def pdf(data: bytes) -> Doc:
                     out.append("")
                 out += ["#" * lv + " " + t, ""]
             else:
-                out.append(t)
+                out.append(literal(t))
                 if t[-1] in PARAGRAPH_END and len(t) < widest * 0.8:
                     out.append("")  # a short line closing a sentence ends its paragraph
     if not title:
@@ -109,7 +117,7 @@ def pdf(data: bytes) -> Doc:
 
 def _heading_like(t: str) -> bool:
     t = t.strip()
-    return 0 < len(t) <= HEADING_MAX_CHARS and any(c.isalpha() for c in t)
+    return 0 < len(t) <= HEADING_MAX_CHARS and any(c.isalpha() for c in t) and not _LEADERS.search(t)
 
 
 def _outline(reader: object) -> dict[int, list[tuple[int, str]]]:
@@ -162,7 +170,7 @@ def docx(data: bytes) -> Doc:
         elif style.startswith("List"):
             out.append("- " + text)
         else:
-            out += [text, ""]
+            out += [literal(text), ""]
     title = (d.core_properties.title or "").strip()
     return _doc("\n".join(out), "docx", title)
 
