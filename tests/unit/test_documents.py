@@ -62,6 +62,16 @@ def test_html_keeps_the_main_content_and_its_headings() -> None:
     assert "recovery point objective is fifteen minutes" in doc.text
 
 
+def test_html_keeps_code_listings_set_in_figures() -> None:
+    prose = "<p>" + "The function borrows its argument instead of taking ownership of it. " * 6 + "</p>"
+    page = ("<html><head><title>Borrowing</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
+            f"<h1>References and borrowing</h1>{prose}<figure class='listing'><span>Filename: src/main.rs</span>"
+            "<pre><code>fn calculate_length(s: &amp;String) -&gt; usize {\n    s.len()\n}</code></pre></figure>"
+            f"{prose}</article></main></body></html>")
+    doc = formats.convert("borrowing.html", page.encode())
+    assert "fn calculate_length(s: &String) -> usize {" in doc.text and "Home" not in doc.text
+
+
 def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
     doc = formats.convert("handbook.pdf", sample_docs.handbook_pdf())
     levels = {t: lvl for _, lvl, t in doc.headings}
