@@ -20,7 +20,11 @@ XLSX_MAX_ROWS = 5_000  # per sheet; a spreadsheet is summarised, not reproduced
 _SPACES = re.compile(r"[ \t]+")
 PARAGRAPH_END = frozenset(".!?:;。！？")
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
-_LEADERS = re.compile(r"(?:\.\s*){4,}\S{0,8}\s*$")  # "2.1 Naming . . . . . 3": a contents line, not a heading
+# "2.1 Naming . . . . . 3": a line of a printed contents page or index (dotted leaders to a page
+# number). Not a heading, and not text worth a passage: it refers to pages the converted text does
+# not have, the document's node lists its sections itself, and an index page that names every
+# function would outrank each function's own section on its name.
+_LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _HASH_LINE = re.compile(r"^(\s*)#")
 
 
@@ -99,6 +103,8 @@ def pdf(data: bytes) -> Doc:
         for s, t in lines:
             t = _SPACES.sub(" ", t).strip()
             if not t:
+                continue
+            if _LEADERS.search(t):
                 continue
             lv = level.get(round(s, 1)) if _heading_like(t) else None
             if lv:
