@@ -26,6 +26,7 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 # function would outrank each function's own section on its name.
 _LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _HASH_LINE = re.compile(r"^(\s*)#")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
 
 
 def literal(line: str) -> str:
@@ -239,13 +240,14 @@ def html(text: str) -> Doc:
 
     # include_images: trafilatura drops a <figure> whole otherwise, and documentation sets put their
     # code listings in figures (mdBook's `<figure class="listing">`): the Rust book's guessing-game
-    # chapter kept 27 of its 33 code blocks without it.
+    # chapter kept 27 of its 33 code blocks without it. An image then stays as its alt text.
     body = trafilatura.extract(text, output_format="markdown", include_formatting=True, include_tables=True,
                                include_comments=False, include_links=False, include_images=True,
                                favor_recall=True)
     if not body or not body.strip():
         body = trafilatura.html2txt(text) or ""
     body = _MD_ESCAPE.sub(r"\1", body)  # `\_\_init\_\_` is `__init__` to a reader and to keyword search
+    body = _IMAGE.sub(lambda m: f"[image: {m.group(1).strip()}]" if m.group(1).strip() else "", body)
     meta = trafilatura.extract_metadata(text)
     title = (meta.title if meta is not None and meta.title else "") or ""
     return _doc(body, "html", title.strip())

@@ -67,9 +67,12 @@ def test_html_keeps_code_listings_set_in_figures() -> None:
     page = ("<html><head><title>Borrowing</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
             f"<h1>References and borrowing</h1>{prose}<figure class='listing'><span>Filename: src/main.rs</span>"
             "<pre><code>fn calculate_length(s: &amp;String) -&gt; usize {\n    s.len()\n}</code></pre></figure>"
-            f"{prose}</article></main></body></html>")
+            f"<p><img src='https://cdn.example.com/img/trpl04-05.png' alt='s points at s1 on the heap'></p>"
+            f"<p><img src='spacer.gif' alt=''></p>{prose}</article></main></body></html>")
     doc = formats.convert("borrowing.html", page.encode())
     assert "fn calculate_length(s: &String) -> usize {" in doc.text and "Home" not in doc.text
+    assert "[image: s points at s1 on the heap]" in doc.text  # its alt text; the address is not content
+    assert "cdn.example.com" not in doc.text and "spacer" not in doc.text
 
 
 def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
