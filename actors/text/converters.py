@@ -1,8 +1,9 @@
 """Binary and markup documents as Markdown-like text, each through the library made for it:
 pypdf (BSD) for PDF, python-docx / python-pptx / openpyxl (MIT) for Office files, trafilatura
-(Apache-2.0) for the main content of an HTML page. Structure survives as `#` headings: PDF
-headings from font sizes (or the outline when the fonts tell nothing), Word heading styles,
-one heading per slide and per sheet, the page's own `<h1>`..`<h6>`.
+(Apache-2.0) for the main content of an HTML page, docutils (public domain / BSD) for
+reStructuredText. Structure survives as `#` headings: PDF headings from font sizes (or the outline
+when the fonts tell nothing), Word heading styles, one heading per slide and per sheet, the page's
+own `<h1>`..`<h6>`, reStructuredText's section titles.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 # function would outrank each function's own section on its name.
 _LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _HASH_LINE = re.compile(r"^(\s*)#")
+_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText title's under- or overline
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
 
 
@@ -251,6 +253,42 @@ def html(text: str) -> Doc:
     meta = trafilatura.extract_metadata(text)
     title = (meta.title if meta is not None and meta.title else "") or ""
     return _doc(body, "html", title.strip())
+
+
+def rst(text: str) -> Doc:
+    """reStructuredText with its section titles as `#` headings, line for line: a title's
+    underline (and overline) become blank lines, so a section's lines are the file's own. The
+    levels are docutils', which orders adornment styles as the file first uses them; a file
+    docutils cannot parse stays plain text."""
+    import docutils.core
+    import docutils.nodes
+
+    lines = text.splitlines()
+    try:
+        tree = docutils.core.publish_doctree(text, settings_overrides={
+            "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "file_insertion_enabled": False,
+            "raw_enabled": False, "doctitle_xform": False, "sectsubtitle_xform": False, "input_encoding": "unicode"})
+    except Exception:  # noqa: BLE001 - docutils raises many kinds for broken markup; the text is still the text
+        return Doc(text=text, format="rst")
+
+    def walk(node: docutils.nodes.Element, level: int) -> None:
+        for child in node.children:
+            if not isinstance(child, docutils.nodes.section):
+                continue
+            title = child.next_node(docutils.nodes.title)
+            under = (title.line or 0) - 1 if title is not None else -1  # docutils' line: the underline's, 1-based
+            at = under - 1
+            if title is not None and 0 <= at < len(lines) and _ADORNMENT.match(lines[under]):
+                name = " ".join(title.astext().split())
+                if at > 0 and lines[at - 1].strip() and _ADORNMENT.match(lines[at - 1]):
+                    lines[at - 1] = ""
+                lines[at], lines[under] = "#" * min(level, 6) + " " + name, ""
+            walk(child, level + 1)
+
+    walk(tree, 1)
+    out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    hs = markdown_headings(out)
+    return Doc(text=out, format="rst", title=next((t for _, lvl, t in hs if lvl == 1), ""), headings=hs)
 
 
 CONVERTERS: dict[str, Callable[[bytes], Doc]] = {"pdf": pdf, "docx": docx, "pptx": pptx, "xlsx": xlsx}

@@ -70,6 +70,8 @@ def sniff(name: str, data: bytes) -> str:
     lang = code.language_of(name)
     if lang:
         return f"code:{lang}"
+    if ext in (".rst", ".rest"):
+        return "rst"
     return "markdown" if ext in (".md", ".markdown", ".mdx") else "text"
 
 
@@ -89,6 +91,8 @@ def convert(name: str, data: bytes) -> Doc:
                 doc = converters.html(text)
             elif fmt.startswith("code:"):
                 doc = code.parse(fmt.removeprefix("code:"), text)
+            elif fmt == "rst":
+                doc = converters.rst(text)
             else:
                 hs = markdown_headings(text)
                 doc = Doc(text=text, format=fmt, headings=hs, title=next((t for _, lvl, t in hs if lvl == 1), ""))

@@ -36,7 +36,7 @@ class Doc:
     is not the file's own bytes (PDF, Office, HTML), so reads serve it instead of the bytes."""
 
     text: str
-    format: str  # markdown, text, html, pdf, docx, pptx, xlsx, code:<language>
+    format: str  # markdown, rst, text, html, pdf, docx, pptx, xlsx, code:<language>
     title: str = ""
     derived: bool = False
     pages: tuple[int, ...] = ()  # 0-based line where each page starts (PDF)

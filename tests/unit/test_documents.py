@@ -119,6 +119,21 @@ def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
     assert [t for _, _, t in word.headings] == ["Setup"] and "\\# enable the cache" in word.text
 
 
+def test_restructuredtext_sections_are_headings_line_for_line() -> None:
+    src = ("=========\n Manual\n=========\n\nWhat the tool does.\n\nInstall\n-------\n\nRun this::\n\n"
+           "    Not a title\n    -----------\n\nUsage\n-----\n\nCall it.\n\nOptions\n~~~~~~~\n\nThe flags.\n")
+    doc = formats.convert("manual.rst", src.encode())
+    assert doc.format == "rst" and doc.title == "Manual"
+    assert [(lvl, t) for _, lvl, t in doc.headings] == [(1, "Manual"), (2, "Install"), (2, "Usage"), (3, "Options")]
+    lines, original = doc.text.splitlines(), src.splitlines()
+    assert len(lines) == len(original)  # a section's lines are the file's own
+    assert [lines[i] for i, _, _ in doc.headings] == ["# Manual", "## Install", "## Usage", "### Options"]
+    assert [original[i] for i, _, _ in doc.headings] == [" Manual", "Install", "Usage", "Options"]
+    assert "    Not a title\n    -----------" in doc.text  # a literal block is text, whatever it looks like
+    broken = formats.convert("notes.rst", b"Title\n=====\n\n.. unknown-directive::\n\n   body\n")
+    assert [t for _, _, t in broken.headings] == ["Title"]  # unknown markup does not lose the structure
+
+
 def test_office_documents_keep_headings_tables_slides_and_sheets() -> None:
     report = formats.convert("report.docx", sample_docs.report_docx())
     assert [t for _, _, t in report.headings] == ["Quarterly report", "Costs", "Hiring"]
