@@ -83,6 +83,9 @@ def headings(text: str) -> list[tuple[int, str]]:
     return out
 
 
+_SETEXT = re.compile(r"=+|-+")
+
+
 def first_paragraph(text: str) -> str:
     """The first block of prose: not a heading, not a fence, not a list of links."""
     block: list[str] = []
@@ -99,6 +102,9 @@ def first_paragraph(text: str) -> str:
         if not s or _HEADING.match(s):
             if block:
                 break
+            continue
+        if _SETEXT.fullmatch(s) and len(block) == 1:
+            block = []  # the line above was a setext heading's title
             continue
         block.append(s)
     return " ".join(block)

@@ -16,7 +16,7 @@ import charset_normalizer
 import filetype
 
 from skald.actors.text import code, converters
-from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
+from skald.actors.text.textfile import Doc, Unconvertible, commonmark_headings, markdown_headings
 
 PREFERRED = ("cp1252", "utf_16", "cp1251", "cp932", "gb18030", "big5")
 SNIFF_BYTES = 8192  # how much of a file the text/binary decision looks at
@@ -94,7 +94,7 @@ def convert(name: str, data: bytes) -> Doc:
             elif fmt == "rst":
                 doc = converters.rst(text)
             else:
-                hs = markdown_headings(text)
+                hs = commonmark_headings(text) if fmt == "markdown" else markdown_headings(text)
                 doc = Doc(text=text, format=fmt, headings=hs, title=next((t for _, lvl, t in hs if lvl == 1), ""))
     except Unconvertible:
         raise

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 
@@ -43,6 +45,36 @@ class Doc:
     headings: tuple[tuple[int, int, str], ...] = ()  # (0-based line, level, title)
     symbols: tuple[Symbol, ...] = ()
     meta: dict[str, str] = field(default_factory=dict)
+
+
+_FRONT_MATTER_END = re.compile(r"^---\s*$")
+
+
+def commonmark_headings(text: str) -> tuple[tuple[int, int, str], ...]:
+    """A Markdown file's headings, ATX (`## Usage`) and setext (`Usage` over `-----`), with their
+    0-based line, as markdown-it-py (MIT, a CommonMark parser) reads them: code blocks, fenced or
+    indented, hold none. A YAML front matter block is not read as markup (its closing `---` would
+    otherwise make its last line a heading). For converters' own output, which writes ATX headings
+    only, `markdown_headings` is enough."""
+    lines = text.splitlines()
+    skip = 0
+    if lines and _FRONT_MATTER_END.match(lines[0]):
+        skip = next((i + 1 for i in range(1, len(lines)) if _FRONT_MATTER_END.match(lines[i])), 0)
+    tokens = _commonmark().parse("\n" * skip + "\n".join(lines[skip:]))
+    out: list[tuple[int, int, str]] = []
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and tok.map and i + 1 < len(tokens):
+            title = " ".join(tokens[i + 1].content.split())
+            if title:
+                out.append((tok.map[0], int(tok.tag[1:]), title))
+    return tuple(out)
+
+
+@functools.cache
+def _commonmark() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
 
 
 def markdown_headings(text: str) -> tuple[tuple[int, int, str], ...]:

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from skald.actors.assembler import passages
-from skald.actors.text import code, formats, sections
+from skald.actors.text import code, extract, formats, sections
 from skald.messages.context import Candidate
 from skald.store.tokens import estimate_tokens
 from support import documents as sample_docs
@@ -117,6 +117,14 @@ def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
     d.save(out)
     word = formats.convert("setup.docx", out.getvalue())
     assert [t for _, _, t in word.headings] == ["Setup"] and "\\# enable the cache" in word.text
+
+
+def test_markdown_headings_are_commonmarks_setext_included_front_matter_and_code_excluded() -> None:
+    src = ("---\ntitle: Guide\nlayout: page\n---\n\nGuide\n=====\n\nWhat it is.\n\nInstall\n-------\n\n"
+           "Steps.\n\n```\n# not a heading\n---\n```\n\n    # indented code\n\n## Usage\n\nUse it.\n")
+    doc = formats.convert("README.md", src.encode())
+    assert doc.headings == ((5, 1, "Guide"), (10, 2, "Install"), (22, 2, "Usage")) and doc.title == "Guide"
+    assert extract.first_paragraph("Install\n-------\n\nSteps.\n") == "Steps."  # an abstract skips the title
 
 
 def test_restructuredtext_sections_are_headings_line_for_line() -> None:
