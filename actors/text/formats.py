@@ -17,6 +17,7 @@ import filetype
 
 from skald.actors.text import code, converters
 from skald.actors.text.textfile import Doc, Unconvertible, commonmark_headings, markdown_headings
+from skald.messages.frontmatter import frontmatter
 
 PREFERRED = ("cp1252", "utf_16", "cp1251", "cp932", "gb18030", "big5")
 SNIFF_BYTES = 8192  # how much of a file the text/binary decision looks at
@@ -75,6 +76,17 @@ def sniff(name: str, data: bytes) -> str:
     return "markdown" if ext in (".md", ".markdown", ".mdx") else "text"
 
 
+def _front_matter_title(text: str) -> str:
+    """A documentation site's page title (Jekyll, Hugo, Docusaurus: `title:` in its front matter)."""
+    if not text.startswith("---"):
+        return ""
+    try:
+        title = frontmatter(text).get("title")
+    except ValueError:
+        return ""
+    return " ".join(title.split()) if isinstance(title, str) else ""
+
+
 def convert(name: str, data: bytes) -> Doc:
     """Bytes -> Doc, or `Unconvertible` with the reason."""
     if len(data) > MAX_CONVERT_BYTES:
@@ -95,7 +107,9 @@ def convert(name: str, data: bytes) -> Doc:
                 doc = converters.rst(text)
             else:
                 hs = commonmark_headings(text) if fmt == "markdown" else markdown_headings(text)
-                doc = Doc(text=text, format=fmt, headings=hs, title=next((t for _, lvl, t in hs if lvl == 1), ""))
+                title = _front_matter_title(text) if fmt == "markdown" else ""
+                doc = Doc(text=text, format=fmt, headings=hs,
+                          title=title or next((t for _, lvl, t in hs if lvl == 1), ""))
     except Unconvertible:
         raise
     except Exception as e:  # noqa: BLE001 - a parser's bug on one file must not fail the others

@@ -205,6 +205,7 @@ def _merge(blocks: list[_Block], lines: list[str]) -> list[_Block]:
 
 
 def _abstract(title: str, body: str) -> str:
+    body = extract.strip_frontmatter(body)  # a document's start: its YAML is not its abstract
     para = extract.first_paragraph(body) or " ".join(body.split())
     return extract.cut_sentences(f"{title}: {para}" if para else title, ABSTRACT_CHARS)
 

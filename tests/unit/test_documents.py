@@ -123,7 +123,10 @@ def test_markdown_headings_are_commonmarks_setext_included_front_matter_and_code
     src = ("---\ntitle: Guide\nlayout: page\n---\n\nGuide\n=====\n\nWhat it is.\n\nInstall\n-------\n\n"
            "Steps.\n\n```\n# not a heading\n---\n```\n\n    # indented code\n\n## Usage\n\nUse it.\n")
     doc = formats.convert("README.md", src.encode())
-    assert doc.headings == ((5, 1, "Guide"), (10, 2, "Install"), (22, 2, "Usage")) and doc.title == "Guide"
+    assert doc.headings == ((5, 1, "Guide"), (10, 2, "Install"), (22, 2, "Usage"))
+    assert doc.title == "Guide"  # the front matter's title (a site's page title), else the first level-1 heading
+    start = sections.split(doc, "README.md")[0]
+    assert "layout" not in start.abstract and "What it is." in start.abstract
     assert extract.first_paragraph("Install\n-------\n\nSteps.\n") == "Steps."  # an abstract skips the title
 
 
