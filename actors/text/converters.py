@@ -288,7 +288,9 @@ def rst(text: str) -> Doc:
     walk(tree, 1)
     out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
     hs = markdown_headings(out)
-    return Doc(text=out, format="rst", title=next((t for _, lvl, t in hs if lvl == 1), ""), headings=hs)
+    # derived: what is read is this text, said to be converted from reStructuredText
+    return Doc(text=out, format="rst", title=next((t for _, lvl, t in hs if lvl == 1), ""), headings=hs,
+               derived=True)
 
 
 CONVERTERS: dict[str, Callable[[bytes], Doc]] = {"pdf": pdf, "docx": docx, "pptx": pptx, "xlsx": xlsx}

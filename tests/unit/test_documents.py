@@ -134,7 +134,7 @@ def test_restructuredtext_sections_are_headings_line_for_line() -> None:
     src = ("=========\n Manual\n=========\n\nWhat the tool does.\n\nInstall\n-------\n\nRun this::\n\n"
            "    Not a title\n    -----------\n\nUsage\n-----\n\nCall it.\n\nOptions\n~~~~~~~\n\nThe flags.\n")
     doc = formats.convert("manual.rst", src.encode())
-    assert doc.format == "rst" and doc.title == "Manual"
+    assert doc.format == "rst" and doc.title == "Manual" and doc.derived  # reads say it was converted
     assert [(lvl, t) for _, lvl, t in doc.headings] == [(1, "Manual"), (2, "Install"), (2, "Usage"), (3, "Options")]
     lines, original = doc.text.splitlines(), src.splitlines()
     assert len(lines) == len(original)  # a section's lines are the file's own
