@@ -172,6 +172,8 @@ def docx(data: bytes) -> Doc:
         if not text:
             continue
         style = (block.style.name if block.style is not None else "") or ""
+        if style.lower().startswith("toc"):
+            continue  # Word's table of contents ("TOC Heading", "toc 1"...): page references, as in a PDF
         if style == "Title":
             out += ["# " + text, ""]
         elif m := re.match(r"Heading (\d)", style):
