@@ -8,6 +8,7 @@ own `<h1>`..`<h6>`, reStructuredText's section titles.
 
 from __future__ import annotations
 
+import html as html_lib
 import io
 import re
 from collections import Counter
@@ -28,6 +29,8 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 _LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _HASH_LINE = re.compile(r"^(\s*)#")
 _ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText title's under- or overline
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TITLE_SEP = re.compile(r"\s+[-|–—·:]\s+")  # "Page - Site", "Page | Site", "Site: Page"
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
 
 
@@ -254,7 +257,20 @@ def html(text: str) -> Doc:
     body = _IMAGE.sub(lambda m: f"[image: {m.group(1).strip()}]" if m.group(1).strip() else "", body)
     meta = trafilatura.extract_metadata(text)
     title = (meta.title if meta is not None and meta.title else "") or ""
-    return _doc(body, "html", title.strip())
+    return _doc(body, "html", _page_title(text, title.strip(), markdown_headings(body)))
+
+
+def _page_title(page: str, site_title: str, hs: tuple[tuple[int, int, str], ...]) -> str:
+    """The page's own title where trafilatura gave the site's: a documentation set's pages are
+    titled "References and Borrowing - The Rust Programming Language", and trafilatura keeps the
+    part the header's site name repeats; the article's first heading, when it is the other part of
+    `<title>`, names the page."""
+    m = _TITLE.search(page[:20_000])
+    if not hs or m is None:
+        return site_title
+    parts = [" ".join(x.split()) for x in _TITLE_SEP.split(html_lib.unescape(m.group(1)))]
+    first = hs[0][2]
+    return first if first != site_title and first in parts else site_title
 
 
 def rst(text: str) -> Doc:

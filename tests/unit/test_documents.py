@@ -62,6 +62,16 @@ def test_html_keeps_the_main_content_and_its_headings() -> None:
     assert "recovery point objective is fifteen minutes" in doc.text
 
 
+def test_a_documentation_pages_title_is_its_own_not_the_sites() -> None:
+    prose = "<p>" + "A reference lets a function use a value without taking ownership of it. " * 6 + "</p>"
+    page = ("<html><head><title>References and Borrowing - The Foo Book</title></head><body>"
+            "<div id='menu-bar'><h1 class='menu-title'>The Foo Book</h1></div><main>"
+            f"<h1>References and Borrowing</h1>{prose}<h2>Mutable references</h2>{prose}</main></body></html>")
+    assert formats.convert("ch04.html", page.encode()).title == "References and Borrowing"
+    plain = page.replace("References and Borrowing - The Foo Book", "The Foo Book")
+    assert formats.convert("ch04.html", plain.encode()).title == "The Foo Book"  # nothing says otherwise
+
+
 def test_html_keeps_code_listings_set_in_figures() -> None:
     prose = "<p>" + "The function borrows its argument instead of taking ownership of it. " * 6 + "</p>"
     page = ("<html><head><title>Borrowing</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
