@@ -1,14 +1,12 @@
-"""Binary and markup documents as Markdown-like text, each through the library made for it:
-pypdf (BSD) for PDF, python-docx / python-pptx / openpyxl (MIT) for Office files, trafilatura
-(Apache-2.0) for the main content of an HTML page, docutils (public domain / BSD) for
-reStructuredText. Structure survives as `#` headings: PDF headings from font sizes (or the outline
-when the fonts tell nothing), Word heading styles, one heading per slide and per sheet, the page's
-own `<h1>`..`<h6>`, reStructuredText's section titles.
+"""Binary documents as Markdown-like text, each through the library made for it: pypdf (BSD) for
+PDF, python-docx / python-pptx / openpyxl (MIT) for Office files. Structure survives as `#`
+headings: PDF headings from font sizes (or the outline when the fonts tell nothing), Word heading
+styles, one heading per slide and per sheet. Text formats with markup of their own (HTML,
+reStructuredText, notebooks) are in `markup.py`.
 """
 
 from __future__ import annotations
 
-import html as html_lib
 import io
 import re
 from collections import Counter
@@ -21,17 +19,12 @@ HEADING_MAX_CHARS = 150
 XLSX_MAX_ROWS = 5_000  # per sheet; a spreadsheet is summarised, not reproduced
 _SPACES = re.compile(r"[ \t]+")
 PARAGRAPH_END = frozenset(".!?:;。！？")
-_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 # "2.1 Naming . . . . . 3": a line of a printed contents page or index (dotted leaders to a page
 # number). Not a heading, and not text worth a passage: it refers to pages the converted text does
 # not have, the document's node lists its sections itself, and an index page that names every
 # function would outrank each function's own section on its name.
 _LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _HASH_LINE = re.compile(r"^(\s*)#")
-_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText title's under- or overline
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
-_TITLE_SEP = re.compile(r"\s+[-|–—·:]\s+")  # "Page - Site", "Page | Site", "Site: Page"
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
 
 
 def literal(line: str) -> str:
@@ -40,7 +33,8 @@ def literal(line: str) -> str:
     return _HASH_LINE.sub(r"\1\\#", line)
 
 
-def _doc(text: str, fmt: str, title: str, pages: tuple[int, ...] = ()) -> Doc:
+def derived_doc(text: str, fmt: str, title: str, pages: tuple[int, ...] = ()) -> Doc:
+    """A converted text as a Doc: derived (reads serve it), its headings found in it."""
     text = text.strip("\n") + "\n"
     return Doc(text=text, format=fmt, title=title, derived=True, pages=pages, headings=markdown_headings(text))
 
@@ -124,7 +118,7 @@ def pdf(data: bytes) -> Doc:
     if not title:
         hs = markdown_headings("\n".join(out))
         title = hs[0][2] if hs else ""
-    return _doc("\n".join(out), "pdf", title, tuple(starts))
+    return derived_doc("\n".join(out), "pdf", title, tuple(starts))
 
 
 def _heading_like(t: str) -> bool:
@@ -186,7 +180,7 @@ def docx(data: bytes) -> Doc:
         else:
             out += [literal(text), ""]
     title = (d.core_properties.title or "").strip()
-    return _doc("\n".join(out), "docx", title)
+    return derived_doc("\n".join(out), "docx", title)
 
 
 def pptx(data: bytes) -> Doc:
@@ -213,7 +207,7 @@ def pptx(data: bytes) -> Doc:
             if notes:
                 out += ["", "Notes: " + notes]
         out.append("")
-    return _doc("\n".join(out), "pptx", (prs.core_properties.title or "").strip())
+    return derived_doc("\n".join(out), "pptx", (prs.core_properties.title or "").strip())
 
 
 def xlsx(data: bytes) -> Doc:
@@ -238,77 +232,7 @@ def xlsx(data: bytes) -> Doc:
         title = (wb.properties.title or "").strip()
     finally:
         wb.close()
-    return _doc("\n".join(out), "xlsx", title)
-
-
-def html(text: str) -> Doc:
-    """The page's main content with its headings; navigation, scripts, styles and footers go."""
-    import trafilatura
-
-    # include_images: trafilatura drops a <figure> whole otherwise, and documentation sets put their
-    # code listings in figures (mdBook's `<figure class="listing">`): the Rust book's guessing-game
-    # chapter kept 27 of its 33 code blocks without it. An image then stays as its alt text.
-    body = trafilatura.extract(text, output_format="markdown", include_formatting=True, include_tables=True,
-                               include_comments=False, include_links=False, include_images=True,
-                               favor_recall=True)
-    if not body or not body.strip():
-        body = trafilatura.html2txt(text) or ""
-    body = _MD_ESCAPE.sub(r"\1", body)  # `\_\_init\_\_` is `__init__` to a reader and to keyword search
-    body = _IMAGE.sub(lambda m: f"[image: {m.group(1).strip()}]" if m.group(1).strip() else "", body)
-    meta = trafilatura.extract_metadata(text)
-    title = (meta.title if meta is not None and meta.title else "") or ""
-    return _doc(body, "html", _page_title(text, title.strip(), markdown_headings(body)))
-
-
-def _page_title(page: str, site_title: str, hs: tuple[tuple[int, int, str], ...]) -> str:
-    """The page's own title where trafilatura gave the site's: a documentation set's pages are
-    titled "References and Borrowing - The Rust Programming Language", and trafilatura keeps the
-    part the header's site name repeats; the article's first heading, when it is the other part of
-    `<title>`, names the page."""
-    m = _TITLE.search(page[:20_000])
-    if not hs or m is None:
-        return site_title
-    parts = [" ".join(x.split()) for x in _TITLE_SEP.split(html_lib.unescape(m.group(1)))]
-    first = hs[0][2]
-    return first if first != site_title and first in parts else site_title
-
-
-def rst(text: str) -> Doc:
-    """reStructuredText with its section titles as `#` headings, line for line: a title's
-    underline (and overline) become blank lines, so a section's lines are the file's own. The
-    levels are docutils', which orders adornment styles as the file first uses them; a file
-    docutils cannot parse stays plain text."""
-    import docutils.core
-    import docutils.nodes
-
-    lines = text.splitlines()
-    try:
-        tree = docutils.core.publish_doctree(text, settings_overrides={
-            "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "file_insertion_enabled": False,
-            "raw_enabled": False, "doctitle_xform": False, "sectsubtitle_xform": False, "input_encoding": "unicode"})
-    except Exception:  # noqa: BLE001 - docutils raises many kinds for broken markup; the text is still the text
-        return Doc(text=text, format="rst")
-
-    def walk(node: docutils.nodes.Element, level: int) -> None:
-        for child in node.children:
-            if not isinstance(child, docutils.nodes.section):
-                continue
-            title = child.next_node(docutils.nodes.title)
-            under = (title.line or 0) - 1 if title is not None else -1  # docutils' line: the underline's, 1-based
-            at = under - 1
-            if title is not None and 0 <= at < len(lines) and _ADORNMENT.match(lines[under]):
-                name = " ".join(title.astext().split())
-                if at > 0 and lines[at - 1].strip() and _ADORNMENT.match(lines[at - 1]):
-                    lines[at - 1] = ""
-                lines[at], lines[under] = "#" * min(level, 6) + " " + name, ""
-            walk(child, level + 1)
-
-    walk(tree, 1)
-    out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
-    hs = markdown_headings(out)
-    # derived: what is read is this text, said to be converted from reStructuredText
-    return Doc(text=out, format="rst", title=next((t for _, lvl, t in hs if lvl == 1), ""), headings=hs,
-               derived=True)
+    return derived_doc("\n".join(out), "xlsx", title)
 
 
 CONVERTERS: dict[str, Callable[[bytes], Doc]] = {"pdf": pdf, "docx": docx, "pptx": pptx, "xlsx": xlsx}

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 import charset_normalizer
 import filetype
 
-from skald.actors.text import code, converters
+from skald.actors.text import code, converters, markup
 from skald.actors.text.textfile import Doc, Unconvertible, commonmark_headings, markdown_headings
 from skald.messages.frontmatter import frontmatter
 
@@ -73,6 +73,8 @@ def sniff(name: str, data: bytes) -> str:
         return f"code:{lang}"
     if ext in (".rst", ".rest"):
         return "rst"
+    if ext == ".ipynb":
+        return "notebook"
     return "markdown" if ext in (".md", ".markdown", ".mdx") else "text"
 
 
@@ -100,11 +102,13 @@ def convert(name: str, data: bytes) -> Doc:
         else:
             text = decode_text(data)
             if fmt == "html":
-                doc = converters.html(text)
+                doc = markup.html(text)
             elif fmt.startswith("code:"):
                 doc = code.parse(fmt.removeprefix("code:"), text)
             elif fmt == "rst":
-                doc = converters.rst(text)
+                doc = markup.rst(text)
+            elif fmt == "notebook":
+                doc = markup.notebook(text)
             else:
                 hs = commonmark_headings(text) if fmt == "markdown" else markdown_headings(text)
                 title = _front_matter_title(text) if fmt == "markdown" else ""

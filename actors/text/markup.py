@@ -1,0 +1,148 @@
+"""Text formats with markup of their own, as Markdown-like text with `#` headings, each read by
+the library made for it: trafilatura (Apache-2.0) for the main content of an HTML page (its own
+`<h1>`..`<h6>`), docutils (public domain / BSD) for reStructuredText's section titles, the
+standard library's json for a Jupyter notebook's cells.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import io
+import json
+import re
+
+from skald.actors.text.converters import derived_doc
+from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
+
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText title's under- or overline
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TITLE_SEP = re.compile(r"\s+[-|–—·:]\s+")  # "Page - Site", "Page | Site", "Site: Page"
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
+
+
+def html(text: str) -> Doc:
+    """The page's main content with its headings; navigation, scripts, styles and footers go."""
+    import trafilatura
+
+    # include_images: trafilatura drops a <figure> whole otherwise, and documentation sets put their
+    # code listings in figures (mdBook's `<figure class="listing">`): the Rust book's guessing-game
+    # chapter kept 27 of its 33 code blocks without it. An image then stays as its alt text.
+    body = trafilatura.extract(text, output_format="markdown", include_formatting=True, include_tables=True,
+                               include_comments=False, include_links=False, include_images=True,
+                               favor_recall=True)
+    if not body or not body.strip():
+        body = trafilatura.html2txt(text) or ""
+    body = _MD_ESCAPE.sub(r"\1", body)  # `\_\_init\_\_` is `__init__` to a reader and to keyword search
+    body = _IMAGE.sub(lambda m: f"[image: {m.group(1).strip()}]" if m.group(1).strip() else "", body)
+    meta = trafilatura.extract_metadata(text)
+    title = (meta.title if meta is not None and meta.title else "") or ""
+    return derived_doc(body, "html", _page_title(text, title.strip(), markdown_headings(body)))
+
+
+def _page_title(page: str, site_title: str, hs: tuple[tuple[int, int, str], ...]) -> str:
+    """The page's own title where trafilatura gave the site's: a documentation set's pages are
+    titled "References and Borrowing - The Rust Programming Language", and trafilatura keeps the
+    part the header's site name repeats; the article's first heading, when it is the other part of
+    `<title>`, names the page."""
+    m = _TITLE.search(page[:20_000])
+    if not hs or m is None:
+        return site_title
+    parts = [" ".join(x.split()) for x in _TITLE_SEP.split(html_lib.unescape(m.group(1)))]
+    first = hs[0][2]
+    return first if first != site_title and first in parts else site_title
+
+
+def rst(text: str) -> Doc:
+    """reStructuredText with its section titles as `#` headings, line for line: a title's
+    underline (and overline) become blank lines, so a section's lines are the file's own. The
+    levels are docutils', which orders adornment styles as the file first uses them; a file
+    docutils cannot parse stays plain text."""
+    import docutils.core
+    import docutils.nodes
+
+    lines = text.splitlines()
+    try:
+        tree = docutils.core.publish_doctree(text, settings_overrides={
+            "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "file_insertion_enabled": False,
+            "raw_enabled": False, "doctitle_xform": False, "sectsubtitle_xform": False, "input_encoding": "unicode"})
+    except Exception:  # noqa: BLE001 - docutils raises many kinds for broken markup; the text is still the text
+        return Doc(text=text, format="rst")
+
+    def walk(node: docutils.nodes.Element, level: int) -> None:
+        for child in node.children:
+            if not isinstance(child, docutils.nodes.section):
+                continue
+            title = child.next_node(docutils.nodes.title)
+            under = (title.line or 0) - 1 if title is not None else -1  # docutils' line: the underline's, 1-based
+            at = under - 1
+            if title is not None and 0 <= at < len(lines) and _ADORNMENT.match(lines[under]):
+                name = " ".join(title.astext().split())
+                if at > 0 and lines[at - 1].strip() and _ADORNMENT.match(lines[at - 1]):
+                    lines[at - 1] = ""
+                lines[at], lines[under] = "#" * min(level, 6) + " " + name, ""
+            walk(child, level + 1)
+
+    walk(tree, 1)
+    out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    hs = markdown_headings(out)
+    # derived: what is read is this text, said to be converted from reStructuredText
+    return Doc(text=out, format="rst", title=next((t for _, lvl, t in hs if lvl == 1), ""), headings=hs,
+               derived=True)
+
+
+NOTEBOOK_OUTPUT_LINES = 20  # a cell's text output kept: what it printed, not a whole data dump
+
+
+def notebook(text: str) -> Doc:
+    """A Jupyter notebook (its JSON, nbformat 4 or 3) as Markdown: markdown cells as written, code
+    cells fenced in the kernel's language, their text output (streams, plain results, errors) cut
+    to NOTEBOOK_OUTPUT_LINES; images, HTML and widget state are left out, since as text they are
+    base64 and markup that would drown the notebook's words."""
+    try:
+        nb = json.loads(text)
+        cells = nb.get("cells")
+        if cells is None:  # nbformat 3 kept its cells in worksheets
+            cells = [c for ws in nb.get("worksheets", []) for c in ws.get("cells", [])]
+        meta = nb.get("metadata") or {}
+        lang = str((meta.get("kernelspec") or {}).get("language") or (meta.get("language_info") or {}).get("name")
+                   or "python")
+    except (ValueError, AttributeError, TypeError) as e:
+        raise Unconvertible("decode_error", f"not a notebook: {e}") from e
+    out: list[str] = []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict):
+            continue
+        src = _joined(cell.get("source", cell.get("input", ""))).strip("\n")
+        kind = cell.get("cell_type")
+        if kind == "code":
+            if src:
+                out += [f"```{lang}", src, "```", ""]
+            shown = "\n".join(_joined(t) for t in map(_output_text, cell.get("outputs") or []) if t).strip("\n")
+            if shown:
+                lines = shown.splitlines()
+                cut = len(lines) - NOTEBOOK_OUTPUT_LINES
+                more = [f"({cut} more lines)"] if cut > 0 else []
+                out += ["```text", *lines[:NOTEBOOK_OUTPUT_LINES], *more, "```", ""]
+        elif src:
+            out += [src, ""]
+    body = "\n".join(out)
+    hs = markdown_headings(body)
+    title = str(meta.get("title") or "") or next((t for _, lvl, t in hs if lvl == 1), "")
+    return Doc(text=body.strip("\n") + "\n", format="notebook", title=title, derived=True, headings=hs)
+
+
+def _joined(v: object) -> str:
+    return "".join(map(str, v)) if isinstance(v, list) else str(v or "")
+
+
+def _output_text(o: object) -> object:
+    """What an output cell says as text: a stream, a result's text/plain, an error's name and value."""
+    if not isinstance(o, dict):
+        return ""
+    if o.get("output_type") == "stream":
+        return o.get("text", "")
+    if o.get("output_type") == "error":
+        return f"{o.get('ename', '')}: {o.get('evalue', '')}"
+    data = o.get("data") or {}
+    return data.get("text/plain", o.get("text", "")) if isinstance(data, dict) else ""

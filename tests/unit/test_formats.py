@@ -1,0 +1,192 @@
+"""Files converted to text, each through its library, over real files the tests write
+(support/documents.py): types from the bytes, headings of every format, what conversion leaves out."""
+
+from __future__ import annotations
+
+import pytest
+
+from skald.actors.text import extract, formats, sections
+from skald.actors.text.textfile import Unconvertible
+from support import documents as sample_docs
+
+
+@pytest.mark.parametrize("name,data,fmt", [
+    ("handbook.md", sample_docs.handbook_md().encode(), "markdown"),
+    ("page.html", sample_docs.handbook_html().encode(), "html"),
+    ("page", sample_docs.handbook_html().encode(), "html"),  # no extension: the bytes say HTML
+    ("handbook.pdf", sample_docs.handbook_pdf(), "pdf"),
+    ("renamed.bin", sample_docs.handbook_pdf(), "pdf"),  # the bytes decide, not the name
+    ("report.docx", sample_docs.report_docx(), "docx"),
+    ("deck.pptx", sample_docs.deck_pptx(), "pptx"),
+    ("budget.xlsx", sample_docs.budget_xlsx(), "xlsx"),
+    ("ratelimit.py", sample_docs.PY_MODULE.encode(), "code:python"),
+    ("session.ts", sample_docs.TS_MODULE.encode(), "code:typescript"),
+    ("notes.txt", b"plain words", "text"),
+])
+def test_types_come_from_the_bytes(name: str, data: bytes, fmt: str) -> None:
+    assert formats.sniff(name, data) == fmt
+    doc = formats.convert(name, data)
+    assert doc.format == fmt and doc.text.strip()
+
+
+@pytest.mark.parametrize("name,data,reason", [
+    ("logo.png", sample_docs.PNG, "unsupported_type"),
+    ("notes.md", sample_docs.PNG, "unsupported_type"),  # a PNG named .md is still a PNG
+    ("blob.bin", sample_docs.BLOB, "unsupported_type"),
+    ("locked.pdf", sample_docs.handbook_pdf(16, encrypt="secret"), "encrypted"),
+    ("broken.pdf", b"%PDF-1.4\n" + b"garbage " * 40, "decode_error"),
+    ("empty.md", b"   \n\n", "empty"),
+])
+def test_files_that_cannot_be_converted_say_why(name: str, data: bytes, reason: str) -> None:
+    with pytest.raises(formats.Unconvertible) as e:
+        formats.convert(name, data)
+    assert e.value.reason == reason
+
+
+def test_text_in_other_encodings_is_decoded_not_replaced() -> None:
+    latin = "Café au lait, crème brûlée et pâte feuilletée: la carte du déjeuner d'aujourd'hui.".encode("latin-1")
+    assert formats.convert("menu.txt", latin).text.startswith("Café au lait, crème brûlée")
+    utf16 = "Grüße aus München".encode("utf-16")
+    assert formats.convert("hello.txt", utf16).text == "Grüße aus München"
+
+
+def test_html_keeps_the_main_content_and_its_headings() -> None:
+    doc = formats.convert("page.html", sample_docs.handbook_html().encode())
+    assert doc.title == "Operations handbook" and doc.derived
+    for boilerplate in ("Pricing plans", "analytics boilerplate", "Cookie preferences", "color:#333"):
+        assert boilerplate not in doc.text
+    titles = [t for _, _, t in doc.headings]
+    assert titles[0] == "Operations handbook" and "Recovery objectives" in titles
+    assert "recovery point objective is fifteen minutes" in doc.text
+
+
+def test_a_documentation_pages_title_is_its_own_not_the_sites() -> None:
+    prose = "<p>" + "A reference lets a function use a value without taking ownership of it. " * 6 + "</p>"
+    page = ("<html><head><title>References and Borrowing - The Foo Book</title></head><body>"
+            "<div id='menu-bar'><h1 class='menu-title'>The Foo Book</h1></div><main>"
+            f"<h1>References and Borrowing</h1>{prose}<h2>Mutable references</h2>{prose}</main></body></html>")
+    assert formats.convert("ch04.html", page.encode()).title == "References and Borrowing"
+    plain = page.replace("References and Borrowing - The Foo Book", "The Foo Book")
+    assert formats.convert("ch04.html", plain.encode()).title == "The Foo Book"  # nothing says otherwise
+
+
+def test_html_keeps_code_listings_set_in_figures() -> None:
+    prose = "<p>" + "The function borrows its argument instead of taking ownership of it. " * 6 + "</p>"
+    page = ("<html><head><title>Borrowing</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
+            f"<h1>References and borrowing</h1>{prose}<figure class='listing'><span>Filename: src/main.rs</span>"
+            "<pre><code>fn calculate_length(s: &amp;String) -&gt; usize {\n    s.len()\n}</code></pre></figure>"
+            f"<p><img src='https://cdn.example.com/img/trpl04-05.png' alt='s points at s1 on the heap'></p>"
+            f"<p><img src='spacer.gif' alt=''></p>{prose}</article></main></body></html>")
+    doc = formats.convert("borrowing.html", page.encode())
+    assert "fn calculate_length(s: &String) -> usize {" in doc.text and "Home" not in doc.text
+    assert "[image: s points at s1 on the heap]" in doc.text  # its alt text; the address is not content
+    assert "cdn.example.com" not in doc.text and "spacer" not in doc.text
+
+
+def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
+    doc = formats.convert("handbook.pdf", sample_docs.handbook_pdf())
+    levels = {t: lvl for _, lvl, t in doc.headings}
+    assert levels["Operations handbook"] == 1 and levels["Recovery objectives"] == 2
+    assert len(doc.pages) > 3 and doc.pages[0] == 0
+    assert "recovery point objective is fifteen minutes" in " ".join(doc.text.split())
+
+
+def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
+    """A printed contents page ("2 Naming . . . . 3") is set in a heading's font, and a shell or
+    config comment quoted in a document opens with `#`: neither may open a section, and the
+    contents lines are left out."""
+    import io
+
+    import docx as python_docx
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.platypus import Paragraph, Preformatted, SimpleDocTemplate
+
+    styles = getSampleStyleSheet()
+    buf = io.BytesIO()
+    SimpleDocTemplate(buf, pagesize=A4).build([
+        Paragraph("Manual", styles["Heading1"]),
+        Paragraph("1 Introduction . . . . . . . . . . 1", styles["Heading3"]),
+        Paragraph("2 Naming . . . . . . . . . . . . 3", styles["Heading3"]),
+        Paragraph("Introduction", styles["Heading2"]),
+        Paragraph("The cache file is written by the updater and starts like this. " * 4, styles["BodyText"]),
+        Preformatted("# This file was generated by the updater. DO NOT EDIT!\nkey = value", styles["Code"]),
+        Paragraph("Naming", styles["Heading2"]),
+        Paragraph("Names are dotted paths. " * 6, styles["BodyText"]),
+    ])
+    pdf = formats.convert("manual.pdf", buf.getvalue())
+    assert [t for _, _, t in pdf.headings] == ["Manual", "Introduction", "Naming"]
+    assert ". . . ." not in pdf.text  # the contents page refers to pages; the document node lists sections
+    assert "\\# This file was generated by the updater." in pdf.text  # kept, as text
+    d = python_docx.Document()
+    d.add_paragraph("Contents", style="TOC Heading")
+    toc = d.styles.add_style("toc 1", 1)  # WD_STYLE_TYPE.PARAGRAPH, as Word names its contents entries
+    d.add_paragraph("Setup\t1", style=toc)
+    d.add_heading("Setup", level=1)
+    d.add_paragraph("# enable the cache")
+    out = io.BytesIO()
+    d.save(out)
+    word = formats.convert("setup.docx", out.getvalue())
+    assert [t for _, _, t in word.headings] == ["Setup"] and "\\# enable the cache" in word.text
+    assert "Contents" not in word.text and "Setup\t1" not in word.text  # Word's contents entries
+
+
+def test_markdown_headings_are_commonmarks_setext_included_front_matter_and_code_excluded() -> None:
+    src = ("---\ntitle: Guide\nlayout: page\n---\n\nGuide\n=====\n\nWhat it is.\n\nInstall\n-------\n\n"
+           "Steps.\n\n```\n# not a heading\n---\n```\n\n    # indented code\n\n## Usage\n\nUse it.\n")
+    doc = formats.convert("README.md", src.encode())
+    assert doc.headings == ((5, 1, "Guide"), (10, 2, "Install"), (22, 2, "Usage"))
+    assert doc.title == "Guide"  # the front matter's title (a site's page title), else the first level-1 heading
+    start = sections.split(doc, "README.md")[0]
+    assert "layout" not in start.abstract and "What it is." in start.abstract
+    assert extract.first_paragraph("Install\n-------\n\nSteps.\n") == "Steps."  # an abstract skips the title
+
+
+def test_restructuredtext_sections_are_headings_line_for_line() -> None:
+    src = ("=========\n Manual\n=========\n\nWhat the tool does.\n\nInstall\n-------\n\nRun this::\n\n"
+           "    Not a title\n    -----------\n\nUsage\n-----\n\nCall it.\n\nOptions\n~~~~~~~\n\nThe flags.\n")
+    doc = formats.convert("manual.rst", src.encode())
+    assert doc.format == "rst" and doc.title == "Manual" and doc.derived  # reads say it was converted
+    assert [(lvl, t) for _, lvl, t in doc.headings] == [(1, "Manual"), (2, "Install"), (2, "Usage"), (3, "Options")]
+    lines, original = doc.text.splitlines(), src.splitlines()
+    assert len(lines) == len(original)  # a section's lines are the file's own
+    assert [lines[i] for i, _, _ in doc.headings] == ["# Manual", "## Install", "## Usage", "### Options"]
+    assert [original[i] for i, _, _ in doc.headings] == [" Manual", "Install", "Usage", "Options"]
+    assert "    Not a title\n    -----------" in doc.text  # a literal block is text, whatever it looks like
+    broken = formats.convert("notes.rst", b"Title\n=====\n\n.. unknown-directive::\n\n   body\n")
+    assert [t for _, _, t in broken.headings] == ["Title"]  # unknown markup does not lose the structure
+
+
+def test_a_notebook_is_its_cells_not_its_json() -> None:
+    import json
+
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+          "cells": [
+              {"cell_type": "markdown", "metadata": {},
+               "source": ["# Churn analysis\n", "\n", "Which plans lose users."]},
+              {"cell_type": "code", "metadata": {}, "execution_count": 1,
+               "source": "df = load('plans.csv')\ndf.churn.mean()",
+               "outputs": [{"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                            "data": {"text/plain": ["0.042"], "image/png": "iVBORw0KGgo" + "A" * 4000}},
+                           {"output_type": "stream", "name": "stdout", "text": [f"row {i}\n" for i in range(30)]}]},
+              {"cell_type": "markdown", "metadata": {}, "source": "## By plan\n\nThe free plan churns most."},
+          ]}
+    doc = formats.convert("churn.ipynb", json.dumps(nb).encode())
+    assert doc.format == "notebook" and doc.derived and doc.title == "Churn analysis"
+    assert [t for _, _, t in doc.headings] == ["Churn analysis", "By plan"]
+    assert "```python\ndf = load('plans.csv')\ndf.churn.mean()\n```" in doc.text and "0.042" in doc.text
+    assert "row 18" in doc.text and "row 29" not in doc.text and "(11 more lines)" in doc.text
+    assert "iVBORw0KGgo" not in doc.text and '"cell_type"' not in doc.text
+    with pytest.raises(Unconvertible):
+        formats.convert("broken.ipynb", b"{not json")
+
+
+def test_office_documents_keep_headings_tables_slides_and_sheets() -> None:
+    report = formats.convert("report.docx", sample_docs.report_docx())
+    assert [t for _, _, t in report.headings] == ["Quarterly report", "Costs", "Hiring"]
+    assert "| EMEA | 9% |" in report.text and "- Two site reliability engineers" in report.text
+    deck = formats.convert("deck.pptx", sample_docs.deck_pptx())
+    assert [t for _, _, t in deck.headings] == ["Slide 1: Roadmap", "Slide 2: Risks"]
+    assert deck.text.count("Roadmap") == 1  # the title is the heading, not repeated as a bullet
+    sheet = formats.convert("budget.xlsx", sample_docs.budget_xlsx())
+    assert "## Sheet: Budget" in sheet.text and "| Platform | 125000 |" in sheet.text
