@@ -11,6 +11,7 @@ import io
 import re
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
 
@@ -195,19 +196,35 @@ def pptx(data: bytes) -> Doc:
         title_shape = slide.shapes.title
         title = " ".join(title_shape.text.split()) if title_shape is not None and title_shape.has_text_frame else ""
         out += [f"## Slide {n}" + (f": {title}" if title else ""), ""]
-        for shape in slide.shapes:
-            if (title_shape is not None and shape.shape_id == title_shape.shape_id) or not shape.has_text_frame:
-                continue
-            for para in shape.text_frame.paragraphs:
-                t = " ".join("".join(r.text for r in para.runs).split())
-                if t:
-                    out.append(("  " * para.level) + "- " + t)
+        skip = title_shape.shape_id if title_shape is not None else None
+        out += _slide_shapes(slide.shapes, skip)
         if slide.has_notes_slide:
             notes = " ".join(slide.notes_slide.notes_text_frame.text.split())
             if notes:
                 out += ["", "Notes: " + notes]
         out.append("")
     return derived_doc("\n".join(out), "pptx", (prs.core_properties.title or "").strip())
+
+
+def _slide_shapes(shapes: Any, skip: int | None) -> list[str]:
+    """A slide's text in reading order: text frames as bullets, tables as rows, and the shapes
+    inside a group (decks group a diagram's boxes and labels) as if they stood alone."""
+    out: list[str] = []
+    for shape in shapes:
+        if shape.shape_id == skip:
+            continue
+        if getattr(shape, "shapes", None) is not None:  # a group shape
+            out += _slide_shapes(shape.shapes, skip)
+        elif getattr(shape, "has_table", False) and shape.has_table:
+            for row in shape.table.rows:
+                out.append("| " + " | ".join(" ".join(c.text.split()) for c in row.cells) + " |")
+            out.append("")
+        elif shape.has_text_frame:
+            for para in shape.text_frame.paragraphs:
+                t = " ".join("".join(r.text for r in para.runs).split())
+                if t:
+                    out.append(("  " * para.level) + "- " + t)
+    return out
 
 
 def xlsx(data: bytes) -> Doc:

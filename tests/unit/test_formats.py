@@ -190,3 +190,25 @@ def test_office_documents_keep_headings_tables_slides_and_sheets() -> None:
     assert deck.text.count("Roadmap") == 1  # the title is the heading, not repeated as a bullet
     sheet = formats.convert("budget.xlsx", sample_docs.budget_xlsx())
     assert "## Sheet: Budget" in sheet.text and "| Platform | 125000 |" in sheet.text
+
+
+def test_a_slides_tables_and_grouped_shapes_are_read() -> None:
+    import io
+
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[5])  # title only
+    slide.shapes.title.text = "Capacity"
+    table = slide.shapes.add_table(2, 2, Inches(1), Inches(2), Inches(4), Inches(1)).table
+    for (r, c), text in {(0, 0): "Region", (0, 1): "Nodes", (1, 0): "EMEA", (1, 1): "42"}.items():
+        table.cell(r, c).text = text
+    group = slide.shapes.add_group_shape()
+    group.shapes.add_textbox(Inches(1), Inches(4), Inches(3), Inches(1)).text_frame.text = "Queue feeds the indexer"
+    buf = io.BytesIO()
+    prs.save(buf)
+    doc = formats.convert("capacity.pptx", buf.getvalue())
+    assert [t for _, _, t in doc.headings] == ["Slide 1: Capacity"]
+    assert "| Region | Nodes |" in doc.text and "| EMEA | 42 |" in doc.text
+    assert "- Queue feeds the indexer" in doc.text and doc.text.count("Capacity") == 1
