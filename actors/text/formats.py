@@ -59,9 +59,9 @@ def sniff(name: str, data: bytes) -> str:
     if kind is not None:
         if kind.extension == "pdf":
             return "pdf"
-        if kind.extension in ("docx", "pptx", "xlsx"):
+        if kind.extension in ("docx", "pptx", "xlsx", "epub"):
             return kind.extension
-        if kind.extension == "zip" and ext in (".docx", ".pptx", ".xlsx"):
+        if kind.extension == "zip" and ext in (".docx", ".pptx", ".xlsx", ".epub"):
             return ext[1:]
         return f"binary:{kind.mime}"
     if looks_binary(data[:SNIFF_BYTES]):
@@ -99,6 +99,8 @@ def convert(name: str, data: bytes) -> Doc:
     try:
         if fmt in ("pdf", "docx", "pptx", "xlsx"):
             doc = converters.CONVERTERS[fmt](data)
+        elif fmt == "epub":
+            doc = markup.epub(data)
         else:
             text = decode_text(data)
             if fmt == "html":

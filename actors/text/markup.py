@@ -1,7 +1,8 @@
 """Text formats with markup of their own, as Markdown-like text with `#` headings, each read by
 the library made for it: trafilatura (Apache-2.0) for the main content of an HTML page (its own
 `<h1>`..`<h6>`), docutils (public domain / BSD) for reStructuredText's section titles, the
-standard library's json for a Jupyter notebook's cells.
+standard library's json for a Jupyter notebook's cells, and markdownify (MIT) for an EPUB book's
+chapters (XHTML in a zip, in the order its package lists them).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import html as html_lib
 import io
 import json
+import posixpath
 import re
+import zipfile
+from urllib.parse import unquote
 
 from skald.actors.text.converters import derived_doc
 from skald.actors.text.textfile import Doc, Unconvertible, markdown_headings
@@ -18,6 +22,8 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 _ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText title's under- or overline
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _TITLE_SEP = re.compile(r"\s+[-|–—·:]\s+")  # "Page - Site", "Page | Site", "Site: Page"
+_HEAD = re.compile(r"<\?xml.*?\?>|<!DOCTYPE[^>]*>|<head\b.*?</head\s*>", re.I | re.S)  # not the chapter's text
+_BLANKS = re.compile(r"\n{3,}")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
 
 
@@ -146,3 +152,48 @@ def _output_text(o: object) -> object:
         return f"{o.get('ename', '')}: {o.get('evalue', '')}"
     data = o.get("data") or {}
     return data.get("text/plain", o.get("text", "")) if isinstance(data, dict) else ""
+
+
+EPUB_MAX_CHAPTERS = 2_000  # a book's spine is a few hundred documents; more is not a book
+EPUB_CHAPTER_MAX_BYTES = 32 * 1024 * 1024
+
+
+def epub(data: bytes) -> Doc:
+    """An EPUB book: its chapters in reading order (the package's spine), each read as an HTML page,
+    so every chapter's headings are the book's; the package's `dc:title` is the title."""
+    from lxml import etree
+
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            container = etree.fromstring(z.read("META-INF/container.xml"), parser)
+            opf_path = next(iter(container.xpath("//*[local-name()='rootfile']/@full-path")), "")
+            opf = etree.fromstring(z.read(str(opf_path)), parser)
+            base = posixpath.dirname(str(opf_path))
+            hrefs = {str(i.get("id")): str(i.get("href")) for i in opf.xpath("//*[local-name()='manifest']/*")}
+            order = [hrefs[str(r)] for r in opf.xpath("//*[local-name()='spine']/*/@idref") if str(r) in hrefs]
+            title = " ".join("".join(opf.xpath("//*[local-name()='title'][1]//text()")).split())
+            paths = [posixpath.normpath(posixpath.join(base, unquote(h))) for h in order[:EPUB_MAX_CHAPTERS]]
+            locked: set[str] = set()
+            if "META-INF/encryption.xml" in z.namelist():  # fonts may be obfuscated; chapters must not be
+                enc = etree.fromstring(z.read("META-INF/encryption.xml"), parser)
+                locked = {str(u) for u in enc.xpath("//*[local-name()='CipherReference']/@URI")}
+            if locked & set(paths):
+                raise Unconvertible("encrypted", "the EPUB's chapters are encrypted (DRM)")
+            pages = [z.read(path).decode("utf-8", "replace") for path in paths
+                     if z.getinfo(path).file_size <= EPUB_CHAPTER_MAX_BYTES]  # a zip bomb is no chapter
+    except (zipfile.BadZipFile, KeyError, etree.XMLSyntaxError, StopIteration) as e:
+        raise Unconvertible("decode_error", f"unreadable EPUB: {e}") from e
+    chapters = [_chapter_markdown(p) for p in pages]
+    return derived_doc("\n\n".join(c for c in chapters if c), "epub", title)
+
+
+def _chapter_markdown(page: str) -> str:
+    """A book's chapter as Markdown through markdownify (MIT): a chapter is all content, so no
+    boilerplate removal (trafilatura drops the heading of a page with a single paragraph); the
+    head, links' targets and images go."""
+    from markdownify import markdownify
+
+    body = _HEAD.sub("", page)
+    text = markdownify(body, heading_style="ATX", bullets="-", strip=["a", "img", "script", "style"])
+    return _BLANKS.sub("\n\n", text).strip()
