@@ -178,6 +178,54 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\
 BLOB = bytes(range(256)) * 64
 
 
+def handbook_rst(n: int = 40) -> str:
+    bar = "=" * len("Operations handbook")
+    parts = [bar, "Operations handbook", bar, "", "How the platform team runs production.", ""]
+    for title, body in handbook_sections(n):
+        parts += [title, "-" * len(title), "", body, ""]
+    return "\n".join(parts)
+
+
+def notebook_ipynb() -> str:
+    import json
+
+    cells = [{"cell_type": "markdown", "metadata": {},
+              "source": ["# Churn analysis\n", "\n", "Which plans lose users."]},
+             {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [],
+              "source": "def churn_by_plan(frame):\n    return frame.groupby('plan').churned.mean()"}]
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": cells,
+                       "metadata": {"kernelspec": {"language": "python", "name": "python3"}}})
+
+
+def book_epub(chapters: dict[str, str], spine: list[str], locked: tuple[str, ...] = ()) -> bytes:
+    """An EPUB 3 book titled "Operating Queues": `chapters` (id -> XHTML body) in the order `spine`
+    lists them; `locked` paths are listed as encrypted in META-INF/encryption.xml."""
+    import zipfile
+
+    manifest = "".join(f'<item id="{n}" href="text/{n}.xhtml" media-type="application/xhtml+xml"/>' for n in chapters)
+    opf = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+           '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Operating Queues</dc:title></metadata>'
+           f'<manifest>{manifest}</manifest><spine>'
+           + "".join(f'<itemref idref="{n}"/>' for n in spine) + "</spine></package>")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("mimetype", "application/epub+zip")
+        z.writestr("META-INF/container.xml", '<?xml version="1.0"?><container version="1.0" '
+                   'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+                   '<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+                   "</rootfiles></container>")
+        z.writestr("OEBPS/content.opf", opf)
+        for n, body in chapters.items():
+            z.writestr(f"OEBPS/text/{n}.xhtml", f'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">'
+                       f"<head><title>{n}</title></head><body>{body}</body></html>")
+        if locked:
+            refs = "".join(f'<EncryptedData><CipherData><CipherReference URI="{u}"/></CipherData></EncryptedData>'
+                           for u in locked)
+            z.writestr("META-INF/encryption.xml", f'<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:'
+                       f'container">{refs}</encryption>')
+    return buf.getvalue()
+
+
 def write_folder(root: Path) -> dict[str, bytes]:
     """Every kind of file in one folder; returns name -> bytes written."""
     files = {

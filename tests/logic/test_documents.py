@@ -236,3 +236,31 @@ async def test_a_document_served_as_a_whole_carries_its_table_of_contents(client
         assert text.startswith("# Operations handbook") and "(#recovery-objectives) (" in text, name
         ov = await client.call("fs.overview", {"uri": f"{BASE}/{name}"})
         assert text == ov["content"]
+
+
+async def test_restructuredtext_notebooks_and_books_are_sectioned_and_found(client: MemoryClient,
+                                                                            tmp_path: Path) -> None:
+    folder = tmp_path / "more"
+    folder.mkdir()
+    prose = "<p>" + "A consumer acknowledges a message once it has processed and stored it. " * 6 + "</p>"
+    (folder / "handbook.rst").write_text(sample_docs.handbook_rst())
+    (folder / "churn.ipynb").write_text(sample_docs.notebook_ipynb())
+    (folder / "queues.epub").write_bytes(sample_docs.book_epub(
+        {"intro": f"<h1>Introduction</h1>{prose}",
+         "acks": f"<h1>Acknowledgements</h1>{prose}<h2>Redelivery</h2><p>An unacknowledged message is "
+                 f"redelivered after the ack wait of thirty seconds.</p>{prose}"}, ["intro", "acks"]))
+    r = await client.add_resource(path=str(folder), wait=True)
+    more = "viking://resources/more"  # the folder's own name
+    assert r.status == "done" and not r.skipped and r.files == 3
+    found = await client.find("recovery point objective tier-one service", target_uri=f"{more}/handbook.rst",
+                              limit=1)
+    section = await client.read(found.resources[0].uri)
+    assert "#" in found.resources[0].uri and "recovery point objective is fifteen minutes" in section.content
+    whole = await client.read(f"{more}/handbook.rst")
+    assert whole.format == "rst" and "## Recovery objectives" in whole.content  # its titles, as headings
+    nb = await client.read(f"{more}/churn.ipynb")
+    assert nb.format == "notebook" and "def churn_by_plan(frame):" in nb.content and '"cell_type"' not in nb.content
+    book = await client.find("how long is the ack wait before redelivery", target_uri=f"{more}/queues.epub",
+                             limit=3)
+    texts = [(await client.read(h.uri)).content for h in book.resources]
+    assert book.resources and any("thirty seconds" in t for t in texts)

@@ -214,46 +214,20 @@ def test_a_slides_tables_and_grouped_shapes_are_read() -> None:
     assert "- Queue feeds the indexer" in doc.text and doc.text.count("Capacity") == 1
 
 
-def epub_bytes(chapters: dict[str, str], spine: list[str], locked: tuple[str, ...] = ()) -> bytes:
-    import io
-    import zipfile
-
-    manifest = "".join(f'<item id="{n}" href="text/{n}.xhtml" media-type="application/xhtml+xml"/>' for n in chapters)
-    opf = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
-           '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Operating Queues</dc:title></metadata>'
-           f'<manifest>{manifest}</manifest><spine>'
-           + "".join(f'<itemref idref="{n}"/>' for n in spine) + "</spine></package>")
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("mimetype", "application/epub+zip")
-        z.writestr("META-INF/container.xml", '<?xml version="1.0"?><container version="1.0" '
-                   'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-                   '<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
-                   "</rootfiles></container>")
-        z.writestr("OEBPS/content.opf", opf)
-        for n, body in chapters.items():
-            z.writestr(f"OEBPS/text/{n}.xhtml", f'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">'
-                       f"<head><title>{n}</title></head><body>{body}</body></html>")
-        if locked:
-            refs = "".join(f'<EncryptedData><CipherData><CipherReference URI="{u}"/></CipherData></EncryptedData>'
-                           for u in locked)
-            z.writestr("META-INF/encryption.xml", f'<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:'
-                       f'container">{refs}</encryption>')
-    return buf.getvalue()
-
-
 def test_an_epub_is_its_chapters_in_reading_order() -> None:
     prose = "<p>" + "Consumers acknowledge each message once it is processed and stored. " * 5 + "</p>"
     chapters = {"intro": f"<h1>Introduction</h1>{prose}",
                 "acks": f"<h1>Acknowledgements</h1>{prose}<h2>Redelivery</h2>{prose}"}
-    doc = formats.convert("queues.epub", epub_bytes(chapters, ["intro", "acks"]))
+    doc = formats.convert("queues.epub", sample_docs.book_epub(chapters, ["intro", "acks"]))
     assert doc.format == "epub" and doc.derived and doc.title == "Operating Queues"
     assert [t for _, _, t in doc.headings] == ["Introduction", "Acknowledgements", "Redelivery"]
     assert "xml version" not in doc.text and "<title>" not in doc.text and "Consumers acknowledge" in doc.text
-    reordered = formats.convert("queues.epub", epub_bytes(chapters, ["acks", "intro"]))
+    reordered = formats.convert("queues.epub", sample_docs.book_epub(chapters, ["acks", "intro"]))
     assert [t for _, _, t in reordered.headings][0] == "Acknowledgements"  # the spine, not the zip, orders
     with pytest.raises(Unconvertible) as e:
-        formats.convert("locked.epub", epub_bytes(chapters, ["intro", "acks"], locked=("OEBPS/text/acks.xhtml",)))
+        locked = sample_docs.book_epub(chapters, ["intro", "acks"], locked=("OEBPS/text/acks.xhtml",))
+        formats.convert("locked.epub", locked)
     assert e.value.reason == "encrypted"
-    fonts_only = formats.convert("f.epub", epub_bytes(chapters, ["intro"], locked=("OEBPS/fonts/a.otf",)))
+    fonts = sample_docs.book_epub(chapters, ["intro"], locked=("OEBPS/fonts/a.otf",))
+    fonts_only = formats.convert("f.epub", fonts)
     assert [t for _, _, t in fonts_only.headings] == ["Introduction"]  # obfuscated fonts are no DRM
