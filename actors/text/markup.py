@@ -159,8 +159,8 @@ EPUB_CHAPTER_MAX_BYTES = 32 * 1024 * 1024
 
 
 def epub(data: bytes) -> Doc:
-    """An EPUB book: its chapters in reading order (the package's spine), each read as an HTML page,
-    so every chapter's headings are the book's; the package's `dc:title` is the title."""
+    """An EPUB book: its chapters in reading order (the package's spine), each chapter's XHTML as
+    Markdown, so every chapter's headings are the book's; the package's `dc:title` is the title."""
     from lxml import etree
 
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
@@ -182,7 +182,7 @@ def epub(data: bytes) -> Doc:
                 raise Unconvertible("encrypted", "the EPUB's chapters are encrypted (DRM)")
             pages = [z.read(path).decode("utf-8", "replace") for path in paths
                      if z.getinfo(path).file_size <= EPUB_CHAPTER_MAX_BYTES]  # a zip bomb is no chapter
-    except (zipfile.BadZipFile, KeyError, etree.XMLSyntaxError, StopIteration) as e:
+    except (zipfile.BadZipFile, KeyError, etree.XMLSyntaxError) as e:
         raise Unconvertible("decode_error", f"unreadable EPUB: {e}") from e
     chapters = [_chapter_markdown(p) for p in pages]
     return derived_doc("\n\n".join(c for c in chapters if c), "epub", title)
