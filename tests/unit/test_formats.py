@@ -231,3 +231,14 @@ def test_an_epub_is_its_chapters_in_reading_order() -> None:
     fonts = sample_docs.book_epub(chapters, ["intro"], locked=("OEBPS/fonts/a.otf",))
     fonts_only = formats.convert("f.epub", fonts)
     assert [t for _, _, t in fonts_only.headings] == ["Introduction"]  # obfuscated fonts are no DRM
+    import io
+    import zipfile
+
+    hollow = io.BytesIO()
+    with zipfile.ZipFile(hollow, "w") as z:
+        z.writestr("mimetype", "application/epub+zip")  # an EPUB by its bytes, with no package inside
+    cut = sample_docs.book_epub(chapters, ["intro"])[:300]
+    for name, data in (("hollow.epub", hollow.getvalue()), ("cut.epub", cut)):
+        with pytest.raises(Unconvertible) as bad:
+            formats.convert(name, data)
+        assert bad.value.reason in ("decode_error", "unsupported_type"), name
