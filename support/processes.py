@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -92,6 +93,24 @@ def finished(p: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
         p.kill()
         out, err = p.communicate()
         raise AssertionError(f"{p.args} did not finish within {timeout} s; it printed:\n{out}\n{err}") from None
+
+
+def silence(pid: int, within_s: float = 5.0) -> None:
+    """SIGSTOP `pid` (alive, not answering: a server mid-election) and return once every thread of
+    it has stopped: a signal takes effect when the process next runs, so on a busy machine a
+    request sent right after `kill` could still be answered. SIGCONT undoes it."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + within_s
+    tasks = Path(f"/proc/{pid}/task")
+    while time.monotonic() < deadline:
+        states = []
+        for t in tasks.iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+                states.append((t / "stat").read_text().rpartition(")")[2].split()[0])
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} did not stop within {within_s} s")
 
 
 def reap(ps: list[subprocess.Popen[str]]) -> None:

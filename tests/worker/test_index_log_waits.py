@@ -15,6 +15,7 @@ from skald.messages.index import IndexChange, IndexRow
 from skald.runtime.bus.nats_bus import NatsBus
 from skald.runtime.bus.natsserver import EmbeddedNats
 from skald.runtime.bus.streams import ensure_streams
+from support import processes
 
 
 async def test_the_index_logs_last_sequence_waits_for_a_server_that_is_not_answering(tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ async def test_the_index_logs_last_sequence_waits_for_a_server_that_is_not_answe
                        context_type="resource")
         seq = await bus.publish_index([("t1", IndexChange(upsert=row))])
         bus.js = nc.jetstream(timeout=0.5)  # each try gives up quickly: what is under test is the retry
-        os.kill(srv.proc.pid, signal.SIGSTOP)
+        processes.silence(srv.proc.pid)
         try:
             asked = asyncio.create_task(bus.index_last_seq())
             await asyncio.sleep(2.0)  # four of its tries' timeouts

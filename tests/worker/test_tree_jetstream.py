@@ -16,6 +16,7 @@ from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
 from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, segment, token
 from skald.store.treeport import Entry, StoreUnavailable
+from support import processes
 from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
     test_a_file_larger_than_one_bus_message_round_trips,
     test_append_creates_then_extends,
@@ -153,7 +154,7 @@ def test_a_server_that_stops_answering_is_the_ports_store_unavailable(tmp_path: 
                          connect={"max_reconnect_attempts": -1, "reconnect_time_wait": 0.2})
     try:
         tree.write("a/x.md", b"before")
-        os.kill(srv.proc.pid, signal.SIGSTOP)  # alive, not answering: as a server mid-election
+        processes.silence(srv.proc.pid)  # alive, not answering: as a server mid-election
         try:
             with pytest.raises(StoreUnavailable):
                 tree.write("a/y.md", b"during")
