@@ -75,6 +75,14 @@ class Load:
                 self.commits += 1
 
 
+def where_each(msgs: list[dict[str, Any]]) -> str:
+    """Which part of the session (an archive or live) holds how many messages: where a loss sits."""
+    counts: dict[str, int] = {}
+    for m in msgs:
+        counts[m["_where"]] = counts.get(m["_where"], 0) + 1
+    return ", ".join(f"{k}: {v}" for k, v in counts.items())
+
+
 async def current(js: Any, name: str, timeout_s: float = 30.0) -> None:
     """Until every replica of the stream is current again (a restarted node caught up)."""
     for _ in range(int(timeout_s / 0.25)):
@@ -127,10 +135,15 @@ async def every_ack_kept_once(load: Load, c: SkaldClient, tree: Tree, prefix: st
         info = await load.call("sessions.get", {"session_id": sid})
         assert info["total_message_count"] == len(ids), (sid, info, len(ids))
         if sid in load.caller_ids:
-            assert sorted(ids) == sorted(load.caller_ids[sid])
+            acked, held = set(load.caller_ids[sid]), set(ids)
+            assert held == acked, (f"{sid}: acknowledged, not stored {sorted(acked - held)}; stored, never "
+                                   f"acknowledged {sorted(held - acked)}; {where_each(msgs)}")
         else:
             texts = [m["parts"][0]["text"] for m in msgs]
-            assert sorted(texts) == sorted(load.server_texts[sid]), sid
+            acked, held = set(load.server_texts[sid]), set(texts)
+            assert sorted(texts) == sorted(load.server_texts[sid]), (
+                f"{sid}: acknowledged, not stored {sorted(acked - held)}; stored, never acknowledged "
+                f"{sorted(held - acked)}")
         every_id |= {(sid, i) for i in ids}
     for uri, content in load.files.items():
         assert (await load.call("fs.read", {"uri": uri}))["content"] == content
