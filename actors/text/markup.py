@@ -7,6 +7,7 @@ chapters (XHTML in a zip, in the order its package lists them).
 
 from __future__ import annotations
 
+import dataclasses
 import html as html_lib
 import io
 import json
@@ -43,7 +44,8 @@ def html(text: str) -> Doc:
     body = _IMAGE.sub(lambda m: f"[image: {m.group(1).strip()}]" if m.group(1).strip() else "", body)
     meta = trafilatura.extract_metadata(text)
     title = (meta.title if meta is not None and meta.title else "") or ""
-    return derived_doc(body, "html", _page_title(text, title.strip(), markdown_headings(body)))
+    doc = derived_doc(body, "html", title.strip())
+    return dataclasses.replace(doc, title=_page_title(text, doc.title, doc.headings))  # headings found once
 
 
 def _page_title(page: str, site_title: str, hs: tuple[tuple[int, int, str], ...]) -> str:
