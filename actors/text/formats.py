@@ -15,8 +15,8 @@ from pathlib import PurePosixPath
 import charset_normalizer
 import filetype
 
-from skald.actors.text import code, converters, markup
-from skald.actors.text.textfile import Doc, Unconvertible, commonmark_headings, markdown_headings
+from skald.actors.text import code, converters, markup, plaintext
+from skald.actors.text.textfile import Doc, Unconvertible, commonmark_headings
 from skald.messages.frontmatter import frontmatter
 
 PREFERRED = ("cp1252", "utf_16", "cp1251", "cp932", "gb18030", "big5")
@@ -111,11 +111,13 @@ def convert(name: str, data: bytes) -> Doc:
                 doc = markup.rst(text)
             elif fmt == "notebook":
                 doc = markup.notebook(text)
-            else:
-                hs = commonmark_headings(text) if fmt == "markdown" else markdown_headings(text)
-                title = _front_matter_title(text) if fmt == "markdown" else ""
+            elif fmt == "markdown":
+                hs = commonmark_headings(text)
                 doc = Doc(text=text, format=fmt, headings=hs,
-                          title=title or next((t for _, lvl, t in hs if lvl == 1), ""))
+                          title=_front_matter_title(text) or next((t for _, lvl, t in hs if lvl == 1), ""))
+            else:
+                hs = plaintext.headings(text)
+                doc = Doc(text=text, format=fmt, headings=hs, title=plaintext.title(text, hs))
     except Unconvertible:
         raise
     except Exception as e:  # noqa: BLE001 - a parser's bug on one file must not fail the others

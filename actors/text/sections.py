@@ -22,6 +22,7 @@ MAX_TOKENS = 380  # one section, with its heading path, inside the embedder's 51
 MIN_TOKENS = 100  # smaller sections join a neighbour
 ABSTRACT_CHARS = 220
 PATH_SEP = " › "
+HEADLESS = "part"  # a text with no headings or pages: its parts are #part, #part2, ...
 _SLUG = re.compile(r"[^0-9a-z\u00c0-\uffff]+")
 
 
@@ -76,7 +77,7 @@ def split(doc: Doc, name: str) -> list[Section]:
         blocks = [_Block((f"Page {i + 1}",), s, doc.pages[i + 1] if i + 1 < len(doc.pages) else len(lines),
                          f"page-{i + 1}", []) for i, s in enumerate(doc.pages)]
     else:
-        blocks = [_Block((doc.title or name,), 0, len(lines), "part", [])]
+        blocks = [_Block((doc.title or name,), 0, len(lines), HEADLESS, [])]
     blocks = [b for b in blocks if _text(lines, b.start, b.end).strip()]
     pieces: list[_Block] = []
     for b in blocks:
@@ -184,7 +185,7 @@ def _cut(b: _Block, lines: list[str]) -> list[_Block]:
     for k, (s, e) in enumerate(parts):
         if s >= e:
             continue
-        key = b.key if k == 0 else f"{b.key}-part{k + 1}"
+        key = b.key if k == 0 else f"{b.key}{k + 1}" if b.key == HEADLESS else f"{b.key}-part{k + 1}"
         out.append(_Block(b.path, s, e, key, []))
     return out
 
