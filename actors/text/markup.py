@@ -23,6 +23,9 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 _ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText title's under- or overline
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _TITLE_SEP = re.compile(r"\s+[-|–—·:]\s+")  # "Page - Site", "Page | Site", "Site: Page"
+_TAG = re.compile(r"<[^>]+>")
+_META_CONTENT = re.compile(r"<meta\b[^>]*?\bcontent\s*=\s*(\"[^\"]*\"|'[^']*')", re.I)
+_H1 = re.compile(r"<h1\b[^>]*>(.*?)</h1\s*>", re.I | re.S)
 _HEAD = re.compile(r"<\?xml.*?\?>|<!DOCTYPE[^>]*>|<head\b.*?</head\s*>", re.I | re.S)  # not the chapter's text
 _BLANKS = re.compile(r"\n{3,}")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # an image as its alt text: the address is not content
@@ -48,17 +51,28 @@ def html(text: str) -> Doc:
     return dataclasses.replace(doc, title=_page_title(text, doc.title, doc.headings))  # headings found once
 
 
-def _page_title(page: str, site_title: str, hs: tuple[tuple[int, int, str], ...]) -> str:
-    """The page's own title where trafilatura gave the site's: a documentation set's pages are
-    titled "References and Borrowing - The Rust Programming Language", and trafilatura keeps the
-    part the header's site name repeats; the article's first heading, when it is the other part of
-    `<title>`, names the page."""
+def _page_title(page: str, found: str, hs: tuple[tuple[int, int, str], ...]) -> str:
+    """The page's own title where trafilatura's is not: a documentation set's pages are titled
+    "References and Borrowing - The Rust Programming Language", and trafilatura keeps the part the
+    header's site name repeats, so the article's first heading, when it is the other part of
+    `<title>`, names the page. And trafilatura takes any `<h2 class="...title">` for the title,
+    such as mdBook's keyboard-help popup ("Keyboard shortcuts", 85 of 400 pages of the Rust
+    documentation): a title that no `<title>`, `<meta>`, `<h1>` or heading of the article holds
+    gives way to `<title>`."""
     m = _TITLE.search(page[:20_000])
-    if not hs or m is None:
-        return site_title
-    parts = [" ".join(x.split()) for x in _TITLE_SEP.split(html_lib.unescape(m.group(1)))]
-    first = hs[0][2]
-    return first if first != site_title and first in parts else site_title
+    if m is None:
+        return found
+    whole = " ".join(html_lib.unescape(_TAG.sub("", m.group(1))).split())
+    parts = [" ".join(x.split()) for x in _TITLE_SEP.split(whole)]
+    if hs and hs[0][2] != found and hs[0][2] in parts:
+        return hs[0][2]
+    if not found or not whole or found in parts or found == whole or any(t == found for _, _, t in hs):
+        return found or whole
+    held = (_META_CONTENT.findall(page[:20_000]), _H1.findall(page))
+    for text in (*held[0], *held[1]):
+        if " ".join(html_lib.unescape(_TAG.sub("", text.strip("\"'"))).split()) == found:
+            return found
+    return whole
 
 
 def rst(text: str) -> Doc:

@@ -70,6 +70,17 @@ def test_a_documentation_pages_title_is_its_own_not_the_sites() -> None:
     assert formats.convert("ch04.html", plain.encode()).title == "The Foo Book"  # nothing says otherwise
 
 
+def test_a_popups_heading_is_not_the_pages_title() -> None:
+    # trafilatura takes any <h2 class="...title"> for the title; mdBook's help popup has one.
+    prose = "<p>" + "The compiler turns source code into a library or an executable program. " * 6 + "</p>"
+    page = ("<html><head><title>The rustc book</title></head><body><div id='help'>"
+            "<h2 class='mdbook-help-title'>Keyboard shortcuts</h2><p>Press S to search</p></div><main>"
+            f"<h1>What is rustc?</h1>{prose}<h1>Command-line arguments</h1>{prose}</main></body></html>")
+    assert formats.convert("print.html", page.encode()).title == "The rustc book"
+    meta = page.replace("<title>", "<meta property='og:title' content='Keyboard shortcuts'><title>")
+    assert formats.convert("print.html", meta.encode()).title == "Keyboard shortcuts"  # the page says so
+
+
 def test_html_keeps_code_listings_set_in_figures() -> None:
     prose = "<p>" + "The function borrows its argument instead of taking ownership of it. " * 6 + "</p>"
     page = ("<html><head><title>Borrowing</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
