@@ -131,7 +131,8 @@ def _candidate(lines: list[str], i: int) -> tuple[tuple[str, int], str, bool] | 
         return ("s", 1), title, True
     first = next((c for c in title if c.isalpha()), "")
     if len(title.split()) > BARE_WORDS or not first.isupper() or title[0] in "*-+•·>" \
-            or any(c in title for c in ",()[]{}<>=;\"'`") or title.rsplit(None, 1)[-1] in _OPEN_ENDS:
+            or any(c in title for c in ",()[]{}<>=;\"'`") or title.rsplit(None, 1)[-1] in _OPEN_ENDS \
+            or title[-1] in "—–…":
         return None  # a list's bullet, a clause, or a lead-in to what follows
     return ("b", 1), title, False
 

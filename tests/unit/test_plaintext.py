@@ -45,7 +45,8 @@ def test_what_only_looks_like_a_heading() -> None:
     shell = f"{PARA}\n#\tSame as the star, but search backward\n{PARA}# a comment right under text\n"
     code = f"```\nOverview\n\n{PARA}```\n"
     bullets = f"* Pc - connector punctuation\n\n{PARA}"
-    for text in (lists, table, sentence, lead_in, code, bullets):
+    dash = f"{PARA}\nIf it is—\n\n{PARA}"  # a clause that runs on into the next paragraph
+    for text in (lists, table, sentence, lead_in, code, bullets, dash):
         assert plaintext.headings(text) == (), text
     assert plaintext.headings(shell) == ()  # a tab after `#`, and no blank line before
     over_list = "Steps\n\n1. Install it\n\n2. Run it\n\n3. Stop it\n"
