@@ -114,6 +114,8 @@ def _candidate(lines: list[str], i: int) -> tuple[tuple[str, int], str, bool] | 
     after_rule = bool(_RULE.match(before))
     if before.strip() and not after_rule:
         return None
+    if (outdented := _outdented(line, title, after)) is not None:
+        return ("i", outdented), title, title.upper() == title
     if line.startswith((" ", "\t")) or _SENTENCE_END.search(title) and not _NUMBER.match(title):
         return None
     num = _NUMBER.match(title)
@@ -135,6 +137,28 @@ def _candidate(lines: list[str], i: int) -> tuple[tuple[str, int], str, bool] | 
             or title[-1] in "—–…":
         return None  # a list's bullet, a clause, or a lead-in to what follows
     return ("b", 1), title, False
+
+
+def _indent(line: str) -> int:
+    return len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
+
+
+def _outdented(line: str, title: str, after: str) -> int | None:
+    """The indent of a manual page's heading: `NAME`, `DESCRIPTION` at the margin or a title
+    indented a little (`   Shell Grammar`), each directly over text indented further. A line
+    at the margin over indented text is a heading only in capitals (in mixed case it is as often
+    a lead-in to code)."""
+    own = _indent(line)
+    if not after.strip() or own > 4 or _indent(after) < own + 2 or _COLUMNS.search(line.strip()):
+        return None
+    if len(title) > 60 or _SENTENCE_END.search(title) or any(c in title for c in ",()[]{}<>=;\"'`"):
+        return None
+    letters = [c for c in title if c.isalpha()]
+    caps = len(letters) >= 2 and all(c.isupper() for c in letters)
+    if caps or own > 0 and letters[:1] and letters[0].isupper() and len(title.split()) <= 6 \
+            and title.rsplit(None, 1)[-1] not in _OPEN_ENDS:
+        return own
+    return None
 
 
 def _drop_list_items(found: list[tuple[int, tuple[str, int], str, bool]],

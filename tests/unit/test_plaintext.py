@@ -53,6 +53,16 @@ def test_what_only_looks_like_a_heading() -> None:
     assert plaintext.headings(over_list) == ((0, 1, "Steps"),)  # a title over the list
 
 
+def test_a_manual_pages_headings_sit_outdented_over_their_text() -> None:
+    body = "       Bash is a command language interpreter that executes commands\n       read from a file.\n"
+    text = ("BASH(1)                     General Commands Manual                    BASH(1)\n\n"
+            "NAME\n       bash - GNU Bourne-Again SHell\n\nDESCRIPTION\n" + body +
+            "\nSHELL GRAMMAR\n" + body + "\n   Simple Commands\n" + body + "\n   Pipelines\n" + body +
+            "\nThen call\n    png_read_info(png_ptr, info_ptr);\n    png_read_update_info(png_ptr);\n")
+    assert [(lvl, t) for _, lvl, t in plaintext.headings(text)] == [
+        (1, "NAME"), (1, "DESCRIPTION"), (1, "SHELL GRAMMAR"), (2, "Simple Commands"), (2, "Pipelines")]
+
+
 def test_markdown_headings_in_a_text_file_still_count() -> None:
     text = f"# Notes\n\n{PARA}\n## Next steps\n\n{PARA}"
     assert plaintext.headings(text) == ((0, 1, "Notes"), (5, 2, "Next steps"))
