@@ -75,6 +75,8 @@ def sniff(name: str, data: bytes) -> str:
         return "rst"
     if ext == ".ipynb":
         return "notebook"
+    if ext in (".csv", ".tsv"):
+        return "csv"
     return "markdown" if ext in (".md", ".markdown", ".mdx") else "text"
 
 
@@ -111,6 +113,8 @@ def convert(name: str, data: bytes) -> Doc:
                 doc = markup.rst(text)
             elif fmt == "notebook":
                 doc = markup.notebook(text)
+            elif fmt == "csv":
+                doc = Doc(text=text, format="csv")  # no headings; each part repeats the header row
             elif fmt == "markdown":
                 hs = commonmark_headings(text)
                 doc = Doc(text=text, format=fmt, headings=hs,

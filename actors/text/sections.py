@@ -96,11 +96,38 @@ def split(doc: Doc, name: str) -> list[Section]:
         if n > 1:
             anchor = f"{anchor}-{n}"
         body = _body(lines, b).strip("\n")
+        if b.piece is None and (header := table_header(lines, b.start, doc.format == "csv")):
+            body = f"{header}\n{body}"
         page = bisect.bisect_right(doc.pages, b.start) if doc.pages else 0
         title = PATH_SEP.join(b.path) + ("; " + "; ".join(b.names) if b.names else "")
         out.append(Section(anchor=anchor, title=title, start=b.start + 1, end=b.end, page=page, text=body,
                            abstract=_abstract(title, body)))
     return out
+
+
+_TABLE_ROW = re.compile(r"^\s*\|")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")
+HEADER_CHARS = 400  # the most of a table's header a part repeats
+
+
+def table_header(lines: list[str], start: int, csv: bool) -> str:
+    """The column names a part repeats when it starts inside a table (a CSV file, a spreadsheet's
+    sheet, a long Markdown table), so its rows still say what each value is."""
+    if start <= 0 or start >= len(lines):
+        return ""
+    if csv:
+        return lines[0][:HEADER_CHARS]
+    if not _TABLE_ROW.match(lines[start]):
+        return ""
+    first = start
+    while first > 0 and _TABLE_ROW.match(lines[first - 1]):
+        first -= 1
+    if first == start:
+        return ""
+    head = lines[first][:HEADER_CHARS]
+    if first + 1 < start and _TABLE_RULE.match(lines[first + 1]):
+        head += "\n" + lines[first + 1][:HEADER_CHARS]
+    return head
 
 
 def _text(lines: list[str], start: int, end: int) -> str:

@@ -81,6 +81,22 @@ def test_a_paragraph_on_one_line_is_cut_at_sentence_ends_so_the_embedder_reads_a
     assert len({s.anchor for s in secs}) == len(secs)
 
 
+def test_a_part_that_starts_inside_a_table_repeats_its_column_names() -> None:
+    header = "order_id,customer,region,quantity,unit_price,status"
+    rows = [f"A{1000 + i},Customer {i % 7},EMEA,{i % 50},{i % 90}.00,shipped" for i in range(400)]
+    secs = sections.split(formats.convert("orders.csv", "\n".join([header, *rows]).encode()), "orders.csv")
+    assert len(secs) > 3 and secs[0].text.count(header) == 1
+    assert all(s.text.startswith(header + "\nA1") for s in secs[1:])  # each part's rows say what they hold
+    assert secs[2].start > 2 and f"A{1000 + secs[2].start - 2}" in secs[2].text.splitlines()[1]
+    table = ["| host | role | zone |", "|---|---|---|", *(f"| node{i} | replica | zone-{i % 3} |" for i in range(300))]
+    md = "# Fleet\n\nThe hosts and where they run.\n\n" + "\n".join(table) + "\n\n## After\n\nPlain text.\n"
+    parts = sections.split(formats.convert("fleet.md", md.encode()), "fleet.md")
+    inside = [p for p in parts if "node150 " in p.text]
+    assert inside and inside[0].text.startswith("| host | role | zone |\n|---|---|---|\n| node")
+    md_lines = md.splitlines()
+    assert all(not p.text.startswith("| host") for p in parts if not md_lines[p.start - 1].startswith("| node"))
+
+
 def test_parts_of_one_line_merge_in_reading_order() -> None:
     def part(anchor: str, score: float) -> Candidate:
         return Candidate(uri=f"viking://resources/h.md#{anchor}", category="resources", score=score,
