@@ -117,6 +117,7 @@ def pdf(data: bytes) -> Doc:
                 out.append(literal(t))
                 if t[-1] in PARAGRAPH_END and len(t) < widest * 0.8:
                     out.append("")  # a short line closing a sentence ends its paragraph
+    _join_hyphenated(out)
     if not title:
         hs = markdown_headings("\n".join(out))
         title = hs[0][2] if hs else ""
@@ -152,6 +153,26 @@ def _without_furniture(pages: list[list[tuple[float, str]]], body: float) -> lis
             key(lines[i][1]) in repeated or len(pages) > 1 and _PAGE_NUMBER.match(key(lines[i][1])))}
         out.append([x for i, x in enumerate(lines) if i not in drop])
     return out
+
+
+_SPLIT_WORD = re.compile(r"(?:^|\s)[A-Za-z][a-z]+-$")  # "manip-": a word the typesetter broke
+_WORD_REST = re.compile(r"^([a-z]+)([^\sa-z]*)(?:\s+|$)")
+
+
+def _join_hyphenated(lines: list[str]) -> None:
+    """Words a typesetter hyphenated at a line's end made whole again ("manip-" / "ulation." ->
+    "manipulation."), so keyword search and a quoted phrase find them. Only a plain word broken
+    before a lowercase one: "YYMMDDhhmm-" and "state-of-the-" stay. Lines keep their count (the
+    rest of the word moves up), so page starts stay where they are."""
+    for i in range(len(lines) - 1):
+        cur, nxt = lines[i], lines[i + 1]
+        if not _SPLIT_WORD.search(cur) or nxt.startswith("#"):
+            continue
+        m = _WORD_REST.match(nxt)
+        if m is None or m.end() >= len(nxt):
+            continue  # the next line is that word alone: leave it
+        lines[i] = cur[:-1] + m.group(1) + m.group(2)
+        lines[i + 1] = nxt[m.end():]
 
 
 def _heading_like(t: str) -> bool:

@@ -132,6 +132,27 @@ def test_running_heads_and_page_numbers_are_left_out_and_paragraphs_run_over_pag
     assert all(s in flat for s in sentences)  # none cut by a page's furniture
 
 
+def test_words_a_typesetter_hyphenated_at_a_lines_end_are_whole_again() -> None:
+    import io
+
+    from reportlab.pdfgen import canvas as pdf_canvas
+
+    lines = ["The replica keeps a durable copy of the log and its man-", "agement of snapshots is automatic.",
+             "Timestamps are written as YYMMDDhhmm-", "hh'mm' in the header of every file.",
+             "It follows a state-of-the-", "art design that many systems share today."]
+    buf = io.BytesIO()
+    c = pdf_canvas.Canvas(buf)
+    c.setFont("Helvetica", 11)
+    for i, line in enumerate(lines):
+        c.drawString(72, 700 - 14 * i, line)
+    c.save()
+    doc = formats.convert("notes.pdf", buf.getvalue())
+    flat = " ".join(doc.text.split())
+    assert "its management, of snapshots" not in flat and "its management of snapshots is automatic." in flat
+    assert "YYMMDDhhmm- hh'mm'" in flat and "state-of-the- art design" in flat  # not plain words: kept
+    assert len(doc.text.splitlines()) >= len(lines)  # lines keep their places (pages start where they did)
+
+
 def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
     """A printed contents page ("2 Naming . . . . 3") is set in a heading's font, and a shell or
     config comment quoted in a document opens with `#`: neither may open a section, and the
