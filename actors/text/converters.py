@@ -211,13 +211,12 @@ def docx(data: bytes) -> Doc:
         d = python_docx.Document(io.BytesIO(data))
     except Exception as e:  # noqa: BLE001 - python-docx raises many kinds for a bad package
         raise Unconvertible("decode_error", f"unreadable DOCX: {e}") from e
-    out: list[str] = []
+    items: list[tuple[str, str, int]] = []  # (kind, text, heading level): table, title, heading, list, bold, body
     for block in d.iter_inner_content():
         if isinstance(block, Table):
-            for row in block.rows:
-                cells = [" ".join(c.text.split()) for c in row.cells]
-                out.append("| " + " | ".join(cells) + " |")
-            out.append("")
+            items += [("table", "| " + " | ".join(" ".join(c.text.split()) for c in row.cells) + " |", 0)
+                      for row in block.rows]
+            items.append(("table", "", 0))
             continue
         text = " ".join(block.text.split())
         if not text:
@@ -225,16 +224,59 @@ def docx(data: bytes) -> Doc:
         style = (block.style.name if block.style is not None else "") or ""
         if style.lower().startswith("toc"):
             continue  # Word's table of contents ("TOC Heading", "toc 1"...): page references, as in a PDF
+        level = _docx_heading_level(block)
         if style == "Title":
-            out += ["# " + text, ""]
-        elif m := re.match(r"Heading (\d)", style):
-            out += ["#" * min(int(m.group(1)) + 1, 6) + " " + text, ""]
+            items.append(("title", text, 1))
+        elif level:
+            items.append(("heading", text, level))
         elif style.startswith("List"):
+            items.append(("list", text, 0))
+        else:
+            items.append(("bold" if _docx_bold_line(block, text) else "body", text, 0))
+    # Bold lines are headings in a document that does not structure itself with heading styles
+    # (one styled heading at most: a title), nested under that one.
+    styled = [level for kind, _, level in items if kind == "heading"]
+    bold_level = max(styled, default=0) + 1 if len(styled) <= 1 else 0
+    out: list[str] = []
+    for kind, text, level in items:
+        if kind == "table":
+            out.append(text)
+        elif kind == "title":
+            out += ["# " + text, ""]
+        elif kind == "heading" or kind == "bold" and bold_level:
+            out += ["#" * min((level or bold_level) + 1, 6) + " " + text, ""]
+        elif kind == "list":
             out.append("- " + text)
         else:
             out += [literal(text), ""]
     title = (d.core_properties.title or "").strip()
     return derived_doc("\n".join(out), "docx", title)
+
+
+def _docx_heading_level(p: Any) -> int:
+    """A Word paragraph's heading level: a "Heading N" style, or one based on it, or an outline
+    level (what Word's navigation pane follows) set on the paragraph or its style; 0 for text."""
+    levels = p._p.xpath("./w:pPr/w:outlineLvl/@w:val")
+    style = p.style
+    for _ in range(4):
+        if style is None:
+            break
+        if m := re.match(r"Heading (\d)", style.name or ""):
+            return int(m.group(1))
+        levels = levels or style.element.xpath("./w:pPr/w:outlineLvl/@w:val")
+        style = style.base_style
+    level = int(levels[0]) + 1 if levels and str(levels[0]).isdigit() else 0
+    return level if 1 <= level <= 9 else 0
+
+
+def _docx_bold_line(p: Any, text: str) -> bool:
+    """A short paragraph set all in bold and not ending as a sentence: the heading of a document
+    written without heading styles (counted only when the document has none)."""
+    if len(text) > 100 or len(text.split()) > 12 or text[-1] in ".,;:!?" or not any(c.isalpha() for c in text):
+        return False
+    runs = [r for r in p.runs if r.text.strip()]
+    style_bold = bool(p.style is not None and p.style.font.bold)
+    return bool(runs) and all(r.bold or (r.bold is None and style_bold) for r in runs)
 
 
 def pptx(data: bytes) -> Doc:

@@ -60,7 +60,7 @@ def test_html_keeps_the_main_content_and_its_headings() -> None:
     assert "recovery point objective is fifteen minutes" in doc.text
 
 
-def test_a_documentation_pages_title_is_its_own_not_the_sites() -> None:
+def test_a_documentation_pages_title_is_its_own_not_the_sites_nor_a_popups() -> None:
     prose = "<p>" + "A reference lets a function use a value without taking ownership of it. " * 6 + "</p>"
     page = ("<html><head><title>References and Borrowing - The Foo Book</title></head><body>"
             "<div id='menu-bar'><h1 class='menu-title'>The Foo Book</h1></div><main>"
@@ -68,16 +68,12 @@ def test_a_documentation_pages_title_is_its_own_not_the_sites() -> None:
     assert formats.convert("ch04.html", page.encode()).title == "References and Borrowing"
     plain = page.replace("References and Borrowing - The Foo Book", "The Foo Book")
     assert formats.convert("ch04.html", plain.encode()).title == "The Foo Book"  # nothing says otherwise
-
-
-def test_a_popups_heading_is_not_the_pages_title() -> None:
     # trafilatura takes any <h2 class="...title"> for the title; mdBook's help popup has one.
-    prose = "<p>" + "The compiler turns source code into a library or an executable program. " * 6 + "</p>"
-    page = ("<html><head><title>The rustc book</title></head><body><div id='help'>"
+    book = ("<html><head><title>The rustc book</title></head><body><div id='help'>"
             "<h2 class='mdbook-help-title'>Keyboard shortcuts</h2><p>Press S to search</p></div><main>"
             f"<h1>What is rustc?</h1>{prose}<h1>Command-line arguments</h1>{prose}</main></body></html>")
-    assert formats.convert("print.html", page.encode()).title == "The rustc book"
-    meta = page.replace("<title>", "<meta property='og:title' content='Keyboard shortcuts'><title>")
+    assert formats.convert("print.html", book.encode()).title == "The rustc book"
+    meta = book.replace("<title>", "<meta property='og:title' content='Keyboard shortcuts'><title>")
     assert formats.convert("print.html", meta.encode()).title == "Keyboard shortcuts"  # the page says so
 
 
@@ -151,6 +147,50 @@ def test_words_a_typesetter_hyphenated_at_a_lines_end_are_whole_again() -> None:
     assert "its management, of snapshots" not in flat and "its management of snapshots is automatic." in flat
     assert "YYMMDDhhmm- hh'mm'" in flat and "state-of-the- art design" in flat  # not plain words: kept
     assert len(doc.text.splitlines()) >= len(lines)  # lines keep their places (pages start where they did)
+
+
+def test_word_headings_without_heading_styles() -> None:
+    """Many Word documents are written without heading styles: headings typed as bold lines, a
+    house style based on "Heading 2", or an outline level set on the paragraph."""
+    import io
+
+    import docx as python_docx
+    from docx.enum.style import WD_STYLE_TYPE
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    def save(d: python_docx.document.Document) -> bytes:
+        buf = io.BytesIO()
+        d.save(buf)
+        return buf.getvalue()
+
+    body = "Messages are kept for thirty days and deleted by the nightly job. " * 4
+    d = python_docx.Document()
+    d.add_heading("Retention", level=1)  # one styled heading: the title
+    for name in ("Scope", "Deletion"):
+        d.add_paragraph().add_run(name).bold = True
+        p = d.add_paragraph(body)
+    p = d.add_paragraph()
+    p.add_run("Note: ").bold = True
+    p.add_run("a sentence that opens in bold is not a heading.")
+    doc = formats.convert("policy.docx", save(d))
+    assert [(lvl, t) for _, lvl, t in doc.headings] == [(2, "Retention"), (3, "Scope"), (3, "Deletion")]
+
+    d = python_docx.Document()
+    house = d.styles.add_style("Section Title", WD_STYLE_TYPE.PARAGRAPH)
+    house.base_style = d.styles["Heading 2"]
+    d.add_heading("Handbook", level=1)
+    d.add_paragraph("Backups", style="Section Title")
+    d.add_paragraph(body)
+    outlined = d.add_paragraph("Restores")
+    lvl = OxmlElement("w:outlineLvl")
+    lvl.set(qn("w:val"), "2")  # outline level 3
+    outlined._p.get_or_add_pPr().append(lvl)
+    d.add_paragraph(body)
+    d.add_paragraph().add_run("Important").bold = True  # emphasis in a styled document, not a heading
+    d.add_paragraph(body)
+    doc = formats.convert("handbook.docx", save(d))
+    assert [(lvl, t) for _, lvl, t in doc.headings] == [(2, "Handbook"), (3, "Backups"), (4, "Restores")]
 
 
 def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
