@@ -24,6 +24,7 @@ _ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")  # a reStructuredText titl
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _TITLE_SEP = re.compile(r"\s+[-|–—·:]\s+")  # "Page - Site", "Page | Site", "Site: Page"
 _TAG = re.compile(r"<[^>]+>")
+_BUTTON = re.compile(r"<button\b[^>]*>.*?</button\s*>", re.I | re.S)
 _META_CONTENT = re.compile(r"<meta\b[^>]*?\bcontent\s*=\s*(\"[^\"]*\"|'[^']*')", re.I)
 _H1 = re.compile(r"<h1\b[^>]*>(.*?)</h1\s*>", re.I | re.S)
 _HEAD = re.compile(r"<\?xml.*?\?>|<!DOCTYPE[^>]*>|<head\b.*?</head\s*>", re.I | re.S)  # not the chapter's text
@@ -38,6 +39,7 @@ def html(text: str) -> Doc:
     # include_images: trafilatura drops a <figure> whole otherwise, and documentation sets put their
     # code listings in figures (mdBook's `<figure class="listing">`): the Rust book's guessing-game
     # chapter kept 27 of its 33 code blocks without it. An image then stays as its alt text.
+    text = _BUTTON.sub("", text)  # a control's label ("Copy item path" in rustdoc's titles) is not content
     body = trafilatura.extract(text, output_format="markdown", include_formatting=True, include_tables=True,
                                include_comments=False, include_links=False, include_images=True,
                                favor_recall=True)

@@ -75,6 +75,12 @@ def test_a_documentation_pages_title_is_its_own_not_the_sites_nor_a_popups() -> 
     assert formats.convert("print.html", book.encode()).title == "The rustc book"
     meta = book.replace("<title>", "<meta property='og:title' content='Keyboard shortcuts'><title>")
     assert formats.convert("print.html", meta.encode()).title == "Keyboard shortcuts"  # the page says so
+    # rustdoc's heading holds a button; its label is not the title (nor text of the page).
+    api = ("<html><head><title>env in std - Rust</title></head><body><main><h1>Macro <span>env</span>&nbsp;"
+           f"<button id='copy-path' title='Copy item path to clipboard'>Copy item path</button></h1>{prose}"
+           "</main></body></html>")
+    doc = formats.convert("macro.env.html", api.encode())
+    assert doc.title == "Macro env" and "Copy item path" not in doc.text
 
 
 def test_html_keeps_code_listings_set_in_figures() -> None:
