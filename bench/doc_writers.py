@@ -1,6 +1,7 @@
-"""The long-document bench's documents written in each format it measures: Markdown, reStructuredText,
-plain text, HTML pages with boilerplate, PDFs (plain, and paged as books print them), Word (styled,
-and with bold lines for headings), and Markdown with a section's prose on one line."""
+"""The long-document bench's documents written in each format it measures: Markdown,
+reStructuredText, plain text, HTML pages with boilerplate, PDFs (plain, paged as books print them,
+and with bold body-size headings), Word (styled, and with bold lines for headings), and Markdown
+with a section's prose on one line."""
 
 from __future__ import annotations
 
@@ -95,20 +96,34 @@ def to_html(title: str, blocks: list[Block]) -> str:
             f"{NAV}<main><article><h1>{html.escape(title)}</h1>{''.join(body)}</article></main>{FOOT}</body></html>")
 
 
-def _pdf_story(title: str, blocks: list[Block]) -> list[Any]:
-    from reportlab.lib.styles import getSampleStyleSheet
+def _pdf_story(title: str, blocks: list[Block], bold_headings: bool = False) -> list[Any]:
+    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
     from reportlab.platypus import Paragraph, Preformatted
 
     st = getSampleStyleSheet()
+    bold = ParagraphStyle("BoldBody", parent=st["BodyText"], fontName="Helvetica-Bold", spaceBefore=6)
     story: list[Any] = [Paragraph(html.escape(title), st["Heading1"])]
     for b in blocks:
-        if b.kind.startswith("h"):
+        if b.kind.startswith("h") and bold_headings:
+            story.append(Paragraph(html.escape(b.text), bold))
+        elif b.kind.startswith("h"):
             story.append(Paragraph(html.escape(b.text), st[f"Heading{min(int(b.kind[1]) + 1, 4)}"]))
         elif b.kind == "pre":
             story.append(Preformatted(b.text, st["Code"]))
         else:
             story.append(Paragraph(html.escape(b.text), st["BodyText"]))
     return story
+
+
+def to_bold_pdf(title: str, blocks: list[Block]) -> bytes:
+    """The PDF as many reports are set: a large title, each section's heading in the body's size,
+    bold."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.platypus import SimpleDocTemplate
+
+    buf = io.BytesIO()
+    SimpleDocTemplate(buf, pagesize=A4, title=title).build(_pdf_story(title, blocks, bold_headings=True))
+    return buf.getvalue()
 
 
 def to_pdf(title: str, blocks: list[Block]) -> bytes:

