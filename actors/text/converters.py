@@ -199,10 +199,20 @@ def _join_hyphenated(lines: list[str]) -> None:
         lines[i + 1] = nxt[m.end():]
 
 
+BOLD_TITLE_CHARS, BOLD_TITLE_WORDS = 100, 12
+
+
+def bold_title(t: str) -> bool:
+    """Bold text that can be a heading (PDF lines, Word paragraphs set all in bold): short, with
+    a letter, and not ending as a sentence or a lead-in does ("Note:")."""
+    return (0 < len(t) <= BOLD_TITLE_CHARS and len(t.split()) <= BOLD_TITLE_WORDS and t[-1] not in ".,;:!?"
+            and any(c.isalpha() for c in t))
+
+
 def _bold_heading(t: str, out: list[str]) -> bool:
-    """A bold line that is a heading: short, not ending as a sentence, and not inside a sentence
-    the line before left open (a bold paragraph's lines, emphasis, run long and end in a stop)."""
-    if len(t) > 100 or len(t.split()) > 12 or t[-1] in ".,;:!?" or not any(c.isalpha() for c in t):
+    """A bold line that is a heading: a `bold_title`, not inside a sentence the line before left
+    open (a bold paragraph's lines, emphasis, run long and end in a stop)."""
+    if not bold_title(t):
         return False
     prev = out[-1] if out else ""
     return not prev or not (prev[-1].isalpha() or prev[-1] in ",-")
@@ -303,9 +313,9 @@ def _docx_heading_level(p: Any) -> int:
 
 
 def _docx_bold_line(p: Any, text: str) -> bool:
-    """A short paragraph set all in bold and not ending as a sentence: the heading of a document
-    written without heading styles (counted only when the document has none)."""
-    if len(text) > 100 or len(text.split()) > 12 or text[-1] in ".,;:!?" or not any(c.isalpha() for c in text):
+    """A `bold_title` paragraph set all in bold: the heading of a document written without heading
+    styles (counted only when the document has none)."""
+    if not bold_title(text):
         return False
     runs = [r for r in p.runs if r.text.strip()]
     style_bold = bool(p.style is not None and p.style.font.bold)

@@ -42,6 +42,7 @@ _LETTER = re.compile(r"[^\W\d_]")
 def headings(text: str) -> tuple[tuple[int, int, str], ...]:
     """A plain-text file's headings as (0-based line, level, title), in line order."""
     lines = text.splitlines()
+    untagged = [_TAGS.sub("", ln).strip() for ln in lines]  # a line of link targets only is blank
     found: list[tuple[int, tuple[str, int], str, bool]] = []  # line, style, title, strong
     fence = ""
     i = 0
@@ -54,7 +55,7 @@ def headings(text: str) -> tuple[tuple[int, int, str], ...]:
         if fence:
             i += 1
             continue
-        hit = _candidate(lines, i)
+        hit = _candidate(lines, untagged, i)
         if hit:
             found.append((i, *hit))
             i += 2 if hit[0][0] in "uo" else 1  # an underline is not a line of its own
@@ -80,19 +81,17 @@ def title(text: str, heads: tuple[tuple[int, int, str], ...]) -> str:
     return heads[0][2] if heads[0][0] == first else ""
 
 
-def _candidate(lines: list[str], i: int) -> tuple[tuple[str, int], str, bool] | None:
+def _candidate(lines: list[str], untagged: list[str], i: int) -> tuple[tuple[str, int], str, bool] | None:
     """(style, title, strong) when line `i` reads as a heading; strong ones (underlined, after a
-    rule, Markdown's) need no body of their own to count."""
-    line = lines[i]
-    if not line.strip() or _RULE.match(line) or _UNDERLINE.match(line):
+    rule, Markdown's) need no body of their own to count. `untagged`: each line without a help
+    file's link targets, stripped."""
+    line, title_line = lines[i], untagged[i]
+    if not title_line or _RULE.match(line) or _UNDERLINE.match(line):
         return None
-    before = lines[i - 1] if i > 0 else ""
-    after = lines[i + 1] if i + 1 < len(lines) else ""
-    if not _TAGS.sub("", after).strip():  # a line of link targets only is as good as blank
-        after = ""
-    if not _TAGS.sub("", before).strip():
-        before = ""
-    title_line = _TAGS.sub("", line).strip()
+    before = lines[i - 1] if i > 0 and untagged[i - 1] else ""
+    after = lines[i + 1] if i + 1 < len(lines) and untagged[i + 1] else ""
+    if before and after and not _ATX.match(line) and not _RULE.match(before) and not _UNDERLINE.match(after.strip()):
+        return None  # a line inside a paragraph: the commonest case, decided first
     title = " ".join(title_line.split())
     if not title or len(title) > MAX_TITLE or not _LETTER.search(title):
         return None
@@ -116,9 +115,9 @@ def _candidate(lines: list[str], i: int) -> tuple[tuple[str, int], str, bool] | 
         return None
     if (outdented := _outdented(line, title, after)) is not None:
         return ("i", outdented), title, title.upper() == title
-    if line.startswith((" ", "\t")) or _SENTENCE_END.search(title) and not _NUMBER.match(title):
-        return None
     num = _NUMBER.match(title)
+    if line.startswith((" ", "\t")) or _SENTENCE_END.search(title) and not num:
+        return None
     if num and _SENTENCE_END.search(num.group("rest") or num.group("named_rest") or ""):
         return None
     words = title_line.split(None, 1)
