@@ -63,7 +63,7 @@ class Retriever(TreeReads):
     def __init__(self, ns: Namespace, embedder: Embedder, bus: RetrieverBus, state_dir: Path, llm: LLM,
                  reranker: Reranker | None = None, settings: SearchSettings | None = None,
                  clock: Callable[[], float] = time.time, snapshot_interval_s: float = 30.0,
-                 snapshot_maps_keywords: bool = False) -> None:
+                 snapshot_maps_keywords: bool = False, vector_graph: str = "hnsw") -> None:
         self.ns = ns
         self.embedder = embedder
         self.llm = llm
@@ -72,7 +72,7 @@ class Retriever(TreeReads):
         self.bus = bus
         self.clock = clock
         self.replica = IndexReplica(embedder.name, embedder.dim, bus, state_dir, snapshot_interval_s,
-                                    snapshot_maps_keywords)
+                                    snapshot_maps_keywords, vector_graph)
         self.usage = UsageCounts(bus)
         self.stats = StatsCollector()
         self.scatter = Scatter(bus, bus.index_shards, bus.index_shard)

@@ -54,12 +54,13 @@ class IndexReplica:
     then."""
 
     def __init__(self, model: str, dim: int, bus: IndexLog, state_dir: Path, snapshot_interval_s: float = 30.0,
-                 maps_keywords: bool = False) -> None:
+                 maps_keywords: bool = False, graph: str = "hnsw") -> None:
         self.model = model
         self.dim = dim
         self.bus = bus
         self.state_dir = Path(state_dir)
         self.snapshot_interval_s = snapshot_interval_s
+        self.graph = graph  # the vector graph's kind (`store/index/rows.py` GRAPH_KINDS)
         self.maps_keywords = maps_keywords  # each snapshot's keyword index taken up (`store/index/adopt.py`)
         # With the take-up, every write to the index runs on one thread of its own. glibc gives
         # that thread its own arena, so the keyword index an ingest builds (then drops for the
@@ -71,7 +72,8 @@ class IndexReplica:
         self._writer = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="index-writer")
                         if maps_keywords else None)
         (self.state_dir / "index").mkdir(parents=True, exist_ok=True)
-        self.index = VectorIndex(dim, model, text_dir=self.state_dir / "index")  # leaf texts in a file there
+        # Leaf texts in a file there.
+        self.index = VectorIndex(dim, model, text_dir=self.state_dir / "index", graph=graph)
         self.head_seq = 0
         self.replica_dir: Path | None = None
         self._applied = asyncio.Condition()
@@ -118,7 +120,7 @@ class IndexReplica:
 
     async def start(self) -> None:
         self.replica_dir = self._claim_dir()
-        snap = await self.on_writer(VectorIndex.load, self.replica_dir, self.dim, self.model)
+        snap = await self.on_writer(VectorIndex.load, self.replica_dir, self.dim, self.model, None, self.graph)
         last = await self.bus.index_last_seq()
         if snap is not None and snap.applied_seq <= last:
             self.index = snap

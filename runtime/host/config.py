@@ -69,6 +69,11 @@ class Config:
     # Off: the index built in memory stays (one read from a snapshot at a cold start takes up
     # each new snapshot's either way).
     snapshot_maps_keywords: bool = False
+    # The vector graph: hnswlib's over float32 vectors (1.8 KB a row at 384 dimensions), or
+    # faiss's over 8-bit codes (about 0.55 KB; its candidates scored again exactly), for an index
+    # of millions of rows on one host (store/index/sqgraph.py, docs/design/scale.md). A replica's
+    # snapshot of the other kind is rebuilt from the index stream once.
+    vector_graph: str = "hnsw"
     # The index split into this many shards (store/index/shards.py): every worker of a deployment
     # gives the same count; a retriever holds and serves shard `index_shard` alone and asks the
     # others' retrievers for what a broader scope spans. 1: one index, every retriever holds it all.
@@ -199,6 +204,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "log_format": ("text", "json"),
     "tracing": TRACING_MODES,
     "store": ("local", "jetstream"),
+    "vector_graph": ("hnsw", "sq8"),
 }
 RANGES: dict[str, tuple[float, float]] = {
     "nats_port": (-1, 65535), "metrics_port": (-1, 65535), "nats_monitor_port": (0, 65535),

@@ -156,7 +156,8 @@ async def actors_on(cfg: Config, bus: Bus, worker_id: str, tree: Tree | None = N
                                           cfg.data_dir / ".skald"))
             actors[name] = Retriever(ns, embedder, bus, cfg.data_dir / ".skald", llm, reranker, settings,
                                      snapshot_interval_s=cfg.snapshot_interval_s,
-                                     snapshot_maps_keywords=cfg.snapshot_maps_keywords)
+                                     snapshot_maps_keywords=cfg.snapshot_maps_keywords,
+                                     vector_graph=cfg.vector_graph)
         elif name == "assembler":
             actors[name] = Assembler(ns, bus, llm, intent_timeout_s=cfg.recall_intent_timeout_s,
                                      rewrite_timeout_s=cfg.recall_rewrite_timeout_s)

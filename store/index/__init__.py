@@ -1,5 +1,5 @@
-"""The vector index: rows of every account with an hnswlib graph and exact numpy search, plus the
-keyword index beside it.
+"""The vector index: rows of every account with a vector graph (hnswlib's, or faiss's over 8-bit
+codes) and exact numpy search, plus the keyword index beside it.
 
 Scopes are URI prefixes. Rows are kept in a sorted list of `account NUL uri/` keys, so the rows
 under a prefix are one contiguous slice found by bisection, and accounts can never see each

@@ -1,6 +1,6 @@
 """The index's rows: the arrays and maps every part of the index reads (vectors, levels, times,
-the sorted scope keys, the hnswlib graph and its pending labels), and the writes that keep them in
-step (upsert, delete, the graph's catch-up, the hubness correction)."""
+the sorted scope keys, the vector graph and its pending labels), and the writes that keep them in
+step (upsert, delete, the hubness correction); the graph's catch-up is `building.py`'s."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store.bm25 import KeywordIndex
+from skald.store.index import sqgraph
 from skald.store.index.qvectors import QuantisedVectors
 from skald.store.index.texts import TextHeap
 from skald.store.index.types import (
@@ -37,6 +38,7 @@ log = logging.getLogger("skald.store.index")
 # Float32 vectors of directories' children kept for the descent (48 MB at 384-d); the int8 copy
 # is the one every row has, this only spares a hot directory its gather.
 CHILD_VECTORS_CACHED = 32_768
+GRAPH_KINDS = ("hnsw", sqgraph.KIND)  # hnswlib's float32 graph (the default), faiss's over 8-bit codes
 # Row fields whose values repeat across rows, kept as one interned string each.
 SHARED_FIELDS = ("account", "parent_uri", "context_type", "category", "owner", "model", "kind", "lang")
 
@@ -44,10 +46,14 @@ SHARED_FIELDS = ("account", "parent_uri", "context_type", "category", "owner", "
 class IndexRows:
     """Thread-safe for one writer and many readers through a single lock (writes are short)."""
 
-    def __init__(self, dim: int, model: str = "", capacity: int = 1024, text_dir: Path | None = None) -> None:
+    def __init__(self, dim: int, model: str = "", capacity: int = 1024, text_dir: Path | None = None,
+                 graph: str = "hnsw") -> None:
         """`text_dir`: where the files of leaf texts and float32 vectors go (unlinked temporary
-        files; the system's temporary directory when None)."""
+        files; the system's temporary directory when None); `graph`: one of `GRAPH_KINDS`."""
+        if graph not in GRAPH_KINDS:
+            raise ValueError(f"vector graph {graph!r}: must be one of {', '.join(GRAPH_KINDS)}")
         self.dim = dim
+        self.graph_kind = graph
         self.model = model
         self._lock = threading.RLock()
         self._labels: dict[str, int] = {}
@@ -103,10 +109,16 @@ class IndexRows:
         # The labels keyword-written since a snapshot's rows were taken, while that snapshot's
         # keyword index is to replace this one (`adopt.py`); None otherwise.
         self._kw_log: list[int] | None = None
-        self._graph = hnswlib.Index(space="ip", dim=dim)
-        self._graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
-        self._graph.set_ef(HNSW_EF_SEARCH)
+        self._graph = self._new_graph(capacity)
         self.applied_seq = 0
+
+    def _new_graph(self, capacity: int) -> hnswlib.Index | sqgraph.SqGraph:
+        if self.graph_kind == sqgraph.KIND:
+            return sqgraph.SqGraph(self.dim, capacity)
+        graph = hnswlib.Index(space="ip", dim=self.dim)
+        graph.init_index(max_elements=capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
+        graph.set_ef(HNSW_EF_SEARCH)
+        return graph
 
     # ----- writes -----------------------------------------------------------------
 
@@ -238,7 +250,10 @@ class IndexRows:
             last: dict[int, np.ndarray] = dict(zip(labels, vecs, strict=True))
             lab = np.fromiter(last.keys(), dtype=np.int64, count=len(last))
             mat = np.stack(list(last.values())).astype(np.float32, copy=False)
-            waits = bool(defer_graph or self._pending or self._saving)
+            # An 8-bit graph takes its codes' ranges from its first rows: a few written one by one
+            # wait for the builder's batch rather than set them.
+            untrained = isinstance(self._graph, sqgraph.SqGraph) and not self._graph.trained_on
+            waits = bool(defer_graph or self._pending or self._saving or untrained)
             self._qv.put(lab, mat, fresh=waits)
             self._adj[lab] = self._hub_adjust(mat, self._level[lab])
             for label in lab.tolist():
@@ -301,32 +316,6 @@ class IndexRows:
         n = self._adj_n.get(account, 0)
         centre = -self._adj_sum.get(account, 0.0) / n if n else 0.0
         return self._adj[labels] + np.float32(centre) * (self._level[labels] == 2)
-
-    @property
-    def pending_graph(self) -> int:
-        return len(self._pending)
-
-    def build_graph(self, max_items: int = 4096, threads: int = 2) -> int:
-        """Move up to `max_items` deferred rows into the graph; returns how many remain. Only
-        the graph lock is held while inserting, so the index keeps taking upserts and answering
-        (exactly) meanwhile; the rows leave the pending set once they are in the graph."""
-        with self._lock:
-            if self._saving:  # the graph is being written: the snapshot's end builds what waits
-                return 0
-            take = list(self._pending.items())[:max_items]
-            alive = [lab for lab, _ in take if self._alive[lab]]
-            mat = self._qv.exact(np.asarray(alive, dtype=np.int64)) if alive else None
-        if mat is not None:
-            with self._graph_lock:
-                self._fit_graph()
-                self._graph.add_items(mat, np.asarray(alive, dtype=np.int64), num_threads=threads)
-        with self._lock:
-            done = [lab for lab, version in take if self._pending.get(lab) == version]
-            for lab in done:
-                del self._pending[lab]
-            self._pending_arr = None
-            self._qv.release(np.asarray(done, dtype=np.int64))  # in the graph: the float32 copy goes
-            return len(self._pending)
 
     def note_foreign(self, account: str, uri: str, level: int, model: str) -> None:
         """A row another embedder wrote: counted (`foreign`), never searched."""

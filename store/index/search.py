@@ -46,7 +46,7 @@ class IndexSearch(IndexScopes):
                 # rows, the graph's walk under a millisecond.
                 return self._exact(vec, q, k, scope_rows)
             hits, trace = self._graph_search(vec, q, k, sel, scope_rows)
-            if self._pending and trace.engine == "hnsw":
+            if self._pending and trace.engine in ("hnsw", "sq8"):
                 # Rows written since the graph was last built (a large ingest the graph is still
                 # taking in): the graph answers for the rows it holds and only the waiting ones are
                 # scored exactly. A waiting row the graph also returned was re-written: the graph's
@@ -54,7 +54,7 @@ class IndexSearch(IndexScopes):
                 more, examined = self._pending_search(vec, q, k)
                 hits = sorted([*(h for h in hits if h.label not in self._pending), *more],
                               key=lambda h: -h.score)[:k]
-                trace = SearchTrace("hnsw+pending", scope_rows, trace.examined + examined)
+                trace = SearchTrace(f"{trace.engine}+pending", scope_rows, trace.examined + examined)
             return hits, trace
 
     def _pending_search(self, vec: np.ndarray, q: Query, k: int) -> tuple[list[Hit], int]:
@@ -176,10 +176,19 @@ class IndexSearch(IndexScopes):
         # 2k) costs 0.92 against 1.33 ms for k=150 and gives up 0.001 of the top 100's mean
         # cosine (the top 100 span 0.10); a page below ef=64 is walked at ef=64.
         held = self._live - len(self._pending)  # rows the graph answers for (never asked past them)
+        # An 8-bit graph's scores are a few thousandths off: more are taken, then scored exactly.
+        coded = self.graph_kind != "hnsw"
+        keep, k = k, k + max(k, 30) if coded else k
         fetch = min(held, math.ceil(k / max(sel, 1e-6) * 1.5) + 10)
         while True:
             self._graph.set_ef(max(HNSW_EF_SEARCH, fetch))
-            labels, dists = self._graph.knn_query(vec, k=fetch, num_threads=1)
+            try:
+                labels, dists = self._graph.knn_query(vec, k=fetch, num_threads=1)
+            except RuntimeError:
+                # hnswlib walked fewer than `fetch` rows: it can while the builder inserts beside
+                # the walk (seen once in a few hundred searches during a catch-up). Exactly, then.
+                self._graph.set_ef(HNSW_EF_SEARCH)
+                return self._exact(vec, q, keep, scope_rows)
             labs = labels[0].astype(np.int64)
             scores = 1.0 - dists[0] + self._adjust(labs, q.account)
             # In adjusted-score order (the graph's order is the raw cosine's), the rows the
@@ -197,10 +206,12 @@ class IndexSearch(IndexScopes):
                     break
             if len(hits) >= k or fetch >= held:
                 self._graph.set_ef(HNSW_EF_SEARCH)
+                if coded:
+                    return self._rescored(hits, vec, q.account, keep), SearchTrace(self.graph_kind, scope_rows, fetch)
                 return hits, SearchTrace("hnsw", scope_rows, fetch)
             if fetch * 4 > held // 4:
                 self._graph.set_ef(HNSW_EF_SEARCH)
-                return self._exact(vec, q, k, scope_rows)
+                return self._exact(vec, q, keep, scope_rows)
             fetch *= 4
 
     def _child_labels(self, account: str, parent_uri: str) -> np.ndarray | None:

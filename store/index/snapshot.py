@@ -19,9 +19,9 @@ import numpy as np
 
 from skald.messages.index import IndexRow
 from skald.store import bm25_snapshot, packed
-from skald.store.index import graphfile, restore
+from skald.store.index import graphfile, restore, sqgraph
 from skald.store.index.adopt import adopt_keywords
-from skald.store.index.rows import IndexRows
+from skald.store.index.building import IndexBuilding
 from skald.store.index.texts import Frozen, TextHeap
 from skald.store.index.types import HNSW_EF_SEARCH
 
@@ -35,8 +35,9 @@ ROWS = "rows.zst"  # the rows, msgpack zstd-compressed (`store/packed.py`)
 # graph's own (`graphfile.py`); an older snapshot has them beside it. The graph is graph.links and
 # vectors.f16 when its vectors are float16 values (every one since the stream carries float16), else
 # graph.bin as hnswlib saved it. abstracts.* since leaf abstracts left the rows (without them the
-# rows hold theirs).
-GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES)
+# rows hold theirs). An 8-bit graph (`sqgraph.py`) is graph.faiss and its ids beside vectors.f16,
+# which then holds every label's vector in label order (the graph's codes are not the vectors).
+GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES, *sqgraph.FILES)
 SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", "texts.dict",
                   "abstracts.bin", "abstracts.npy", "abstracts.dict", *bm25_snapshot.FILES)
 READ_FILES = (*SNAPSHOT_FILES, "vectors.npy", "rows.msgpack", "keywords.npz")
@@ -90,7 +91,7 @@ def _load_heap(heap: TextHeap, directory: Path, name: str, meta: dict[str, Any],
     return table
 
 
-class IndexSnapshot(IndexRows):
+class IndexSnapshot(IndexBuilding):
 
     """The index on disk: written atomically with checksums, read back whole or refused."""
 
@@ -122,11 +123,16 @@ class IndexSnapshot(IndexRows):
             bm25_snapshot.save(self.keywords, tmp, kw_gen)
             packed.write_bytes(tmp / ROWS, msgspec.msgpack.encode(rows))
             (tmp / "foreign.msgpack").write_bytes(msgspec.msgpack.encode(meta.pop("foreign")))
-            with self._graph_lock:
+            meta["graph"] = self.graph_kind
+            with self._graph_lock:  # an 8-bit graph writes its own files beside (`sqgraph.py`)
                 self._graph.save_index(str(tmp / graphfile.GRAPH))
+            present = np.fromiter((row is not None for row in rows), dtype=bool, count=len(rows))
+            if self.graph_kind == sqgraph.KIND:
+                self._save_vectors(tmp / graphfile.HALVES, present)
         finally:
             self._thaw()
-        graphfile.split(tmp / graphfile.GRAPH, self.dim)  # kept whole when a vector is not float16
+        if self.graph_kind != sqgraph.KIND:
+            graphfile.split(tmp / graphfile.GRAPH, self.dim)  # kept whole when a vector is not float16
         # The files are complete: their checksums are read back without holding up searches.
         meta["crc32"] = {name: _crc32(tmp / name, _covered(meta, name)) for name in SNAPSHOT_FILES
                          if (tmp / name).exists()}
@@ -141,7 +147,11 @@ class IndexSnapshot(IndexRows):
         shutil.rmtree(old, ignore_errors=True)
         graph, halves = graphfile.saved(directory)
         try:  # the vectors not written since are read from the graph just saved
-            pos = graphfile.positions(graph, self.dim, len(self._rows))
+            if meta["graph"] == sqgraph.KIND:
+                graph, halves = directory / sqgraph.FILE, directory / graphfile.HALVES
+                pos = np.where(present, np.arange(present.size, dtype=np.int32), -1).astype(np.int32)
+            else:
+                pos = graphfile.positions(graph, self.dim, len(self._rows))
         except (OSError, graphfile.UnexpectedLayout) as e:
             log.warning("index snapshot graph %s: %s; its vectors stay in the float32 file too", directory, e)
         else:
@@ -150,6 +160,18 @@ class IndexSnapshot(IndexRows):
         if adopt:
             adopt_keywords(self, directory)
         return int(meta["applied_seq"])
+
+    def _save_vectors(self, path: Path, present: np.ndarray, chunk: int = 16_384) -> None:
+        """Each snapshot row's vector into `path` as float16 in label order (zeros for a free
+        label), read a chunk at a time under the index lock while the snapshot holds the graph
+        still (a row deleted meanwhile keeps its label, and its vector in the file, until then)."""
+        with open(path, "wb") as f:
+            for i in range(0, present.size, chunk):
+                labels = np.arange(i, min(present.size, i + chunk), dtype=np.int64)
+                with self._lock:
+                    mat = self._qv.exact(labels)
+                mat[~present[labels]] = 0.0
+                f.write(mat.astype("<f2").data)
 
     def _freeze(self, log_keywords: bool = False) -> tuple[list[IndexRow | None], dict[str, Any],
                                                           tuple[Frozen, Frozen, np.ndarray, np.ndarray]]:
@@ -193,30 +215,36 @@ class IndexSnapshot(IndexRows):
             pass
 
     @classmethod
-    def load(cls, directory: Path, dim: int, model: str, text_dir: Path | None = None) -> Self | None:
-        """The snapshot in `directory`, or None when there is none usable for this model. A
+    def load(cls, directory: Path, dim: int, model: str, text_dir: Path | None = None,
+             graph: str = "hnsw") -> Self | None:
+        """The snapshot in `directory`, or None when there is none usable for this model and
+        graph (a snapshot of the other kind of graph is rebuilt from the index stream). A
         snapshot that does not read back whole (a file truncated, bit-flipped or missing, its
         checksums off) is logged and refused: the replica then rebuilds from the index stream."""
         directory = Path(directory)
         if not (directory / "meta.json").exists():
             return None
         try:
-            return cls._load(directory, dim, model, text_dir)
+            return cls._load(directory, dim, model, text_dir, graph)
         except Exception as e:  # noqa: BLE001 - any way a snapshot is unreadable means the same: rebuild
             log.warning("index snapshot %s is corrupt (%s: %s): rebuilding from the index stream",
                         directory, type(e).__name__, e)
             return None
 
     @classmethod
-    def _load(cls, directory: Path, dim: int, model: str, text_dir: Path | None) -> Self | None:
+    def _load(cls, directory: Path, dim: int, model: str, text_dir: Path | None, kind: str) -> Self | None:
         meta = msgspec.json.decode((directory / "meta.json").read_bytes())
         if meta.get("dim") != dim or meta.get("model") != model:
+            return None
+        if meta.get("graph", "hnsw") != kind:
+            log.info("index snapshot %s holds a %s graph, not %s: rebuilding from the index stream",
+                     directory, meta.get("graph", "hnsw"), kind)
             return None
         crcs = meta.get("crc32") or {}
         if unknown := [name for name in crcs if name not in READ_FILES]:
             raise ValueError(f"{unknown[0]} is not a snapshot file")
         n = int(meta["rows"])
-        idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent)
+        idx = cls(dim, model, capacity=max(1024, n), text_dir=text_dir or directory.parent, graph=kind)
         # The graph is checked and loaded on a thread of its own while this one reads the rows:
         # both are C work that lets go of the interpreter (copies, reads, checksums) for the most
         # part, and this machine has two cores. (A million rows: 17 s one after the other.)
@@ -265,6 +293,9 @@ class IndexSnapshot(IndexRows):
         """The snapshot's graph, checked against its checksums first (hnswlib trusts what it
         reads), loaded into this index; the files it was read from."""
         _check(directory, meta, [name for name in meta.get("crc32") or {} if name in GRAPH_FILES])
+        if self.graph_kind == sqgraph.KIND:
+            self._graph = sqgraph.SqGraph.load(directory, self.dim, self._level.shape[0])
+            return directory / sqgraph.FILE, directory / graphfile.HALVES
         self._graph = hnswlib.Index(space="ip", dim=self.dim)
         graph, halves = graphfile.saved(directory)
         if halves is None:
@@ -282,6 +313,9 @@ class IndexSnapshot(IndexRows):
         file. Asked of the graph row by row, and written to that file, when the layout is not the
         one known or a sample disagrees with the graph."""
         n = len(rows)
+        if self.graph_kind == sqgraph.KIND and halves is not None:
+            self._vectors_in_label_order(halves, rows)
+            return
         try:
             checked = False
             pos, at = np.full(self._qv.q.shape[0], -1, dtype=np.int32), 0
@@ -307,8 +341,30 @@ class IndexSnapshot(IndexRows):
             return
         except graphfile.UnexpectedLayout as e:
             log.warning("index snapshot graph %s: %s; reading its vectors one by one", path, e)
+        if isinstance(self._graph, sqgraph.SqGraph):
+            raise ValueError("an 8-bit graph's snapshot without its vectors")
         live_labels = np.asarray([lab for lab, r in enumerate(rows) if r is not None], dtype=np.int64)
         for i in range(0, live_labels.size, 4096):
             part = live_labels[i : i + 4096]
             self._qv.put(part, np.asarray(self._graph.get_items(part.tolist(), return_type="numpy"),
                                           dtype=np.float32), fresh=False)
+
+    def _vectors_in_label_order(self, halves: Path, rows: list[IndexRow | None], chunk: int = 16_384) -> None:
+        """An 8-bit graph's snapshot: every label's float16 vector in label order, quantised into
+        memory, the file then the base exact reads find them in."""
+        n = len(rows)
+        if n == 0:
+            return
+        vmap = np.memmap(halves, dtype="<f2", mode="r", shape=(graphfile.halves_layout(halves, self.dim, n).elements,
+                                                               self.dim))
+        present = np.array([row is not None for row in rows], dtype=bool)
+        for i in range(0, n, chunk):
+            labels = np.arange(i, min(n, i + chunk), dtype=np.int64)
+            live = present[labels]
+            if live.any():
+                self._qv.put(labels[live], np.asarray(vmap[i : i + chunk], dtype=np.float32)[live], fresh=False,
+                             in_base=True)
+        del vmap
+        pos = np.where(present, np.arange(n, dtype=np.int32), -1).astype(np.int32)
+        if not self._qv.rebase(halves, self._qv.mark(), pos, check=False):
+            raise ValueError(f"{halves} cannot be read as the vectors' base")

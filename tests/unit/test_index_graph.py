@@ -8,6 +8,7 @@ import threading
 
 import msgspec
 import numpy as np
+import pytest
 
 from skald.actors.kit.memory_bus import MemoryBus
 from skald.actors.retriever.replica import IndexReplica
@@ -27,9 +28,10 @@ def rows(n: int, seed: int = 0) -> list[tuple[IndexRow, np.ndarray]]:
     return out
 
 
-def test_deferred_rows_are_found_exactly_then_by_the_graph() -> None:
+@pytest.mark.parametrize("kind", ["hnsw", "sq8"])  # hnswlib, and faiss over 8-bit codes
+def test_deferred_rows_are_found_exactly_then_by_the_graph(kind: str) -> None:
     data = rows(12_000)
-    idx = VectorIndex(64, "m")
+    idx = VectorIndex(64, "m", graph=kind)
     for i in range(0, len(data), 1000):
         idx.upsert_many(data[i : i + 1000], defer_graph=True)
     assert idx.pending_graph == 12_000
@@ -42,7 +44,7 @@ def test_deferred_rows_are_found_exactly_then_by_the_graph() -> None:
         pass
     assert idx.pending_graph == 0
     graph, trace = idx.search(probe, q, 10)
-    assert trace.engine == "hnsw"
+    assert trace.engine == kind
     assert [h.row.uri for h in graph][:5] == [h.row.uri for h in exact][:5]
     assert all(h.row.uri != data[5][0].uri for h in idx.search(data[5][1], q, 10)[0])
 
@@ -60,11 +62,12 @@ def test_a_row_updated_while_pending_keeps_its_newest_vector() -> None:
     assert row.uri in [h.row.uri for h in hits]
 
 
-def test_rows_waiting_for_the_graph_are_scored_beside_it() -> None:
+@pytest.mark.parametrize("kind", ["hnsw", "sq8"])  # hnswlib, and faiss over 8-bit codes
+def test_rows_waiting_for_the_graph_are_scored_beside_it(kind: str) -> None:
     """Once the graph holds most rows, a few written since (not yet in it) are searched exactly
     beside the graph, not by falling back to an exact pass over every row."""
     data = rows(10_000, seed=2)
-    idx = VectorIndex(64, "m")
+    idx = VectorIndex(64, "m", graph=kind)
     idx.upsert_many(data[:9_900], defer_graph=True)
     while idx.build_graph(4000) > 0:
         pass
@@ -73,7 +76,7 @@ def test_rows_waiting_for_the_graph_are_scored_beside_it() -> None:
     q = Query(account="a", prefixes=["viking://resources"])
     probe = data[9_950][1]
     hits, trace = idx.search(probe, q, 5)
-    assert trace.engine == "hnsw+pending" and hits[0].row.uri == data[9_950][0].uri
+    assert trace.engine == f"{kind}+pending" and hits[0].row.uri == data[9_950][0].uri
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     outside, _ = idx.search(probe, Query(account="a", prefixes=["viking://resources/t0"]), 5)
     assert all(h.row.uri.startswith("viking://resources/t0/") for h in outside)  # scope still holds
@@ -131,13 +134,16 @@ class HeldGraph:
         self._graph.save_index(path)  # type: ignore[attr-defined]
 
 
-def test_a_snapshot_lets_searches_and_writes_go_on_and_matches_its_moment(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kind", ["hnsw", "sq8"])  # hnswlib, and faiss over 8-bit codes
+def test_a_snapshot_lets_searches_and_writes_go_on_and_matches_its_moment(tmp_path, kind) -> None:  # type: ignore[no-untyped-def]
     """Writing a snapshot (a second per 30k rows) held the index lock, so every search waited.
     Now searches and writes go on while the graph is written, the snapshot is the index as it
     was when it began (its sequence with it), and replaying what came after gives the live index."""
     data = rows(10_000, seed=3)
-    idx = VectorIndex(64, "m")
+    idx = VectorIndex(64, "m", graph=kind)
     idx.upsert_many(data[:9_990])
+    while idx.build_graph() > 0:  # an 8-bit graph's rows wait for the builder's first batch
+        pass
     idx.applied_seq = 100
     held = HeldGraph(idx._graph)
     idx._graph = held  # type: ignore[assignment]
@@ -167,7 +173,7 @@ def test_a_snapshot_lets_searches_and_writes_go_on_and_matches_its_moment(tmp_pa
     assert searched_while_held
     assert idx.pending_graph == 0  # what waited joined the graph once the snapshot was written
 
-    loaded = VectorIndex.load(tmp_path / "snap", 64, "m")
+    loaded = VectorIndex.load(tmp_path / "snap", 64, "m", graph=kind)
     assert loaded is not None and loaded.applied_seq == 100 and len(loaded) == 9_990
     for ups in tail:
         loaded.upsert_many(ups)
@@ -176,7 +182,7 @@ def test_a_snapshot_lets_searches_and_writes_go_on_and_matches_its_moment(tmp_pa
     # The rows' hash is saved with them; a snapshot from before that computes the same from its rows.
     meta = msgspec.json.decode((tmp_path / "snap" / "meta.json").read_bytes())
     (tmp_path / "snap" / "meta.json").write_bytes(msgspec.json.encode({k: v for k, v in meta.items() if k != "chash"}))
-    older = VectorIndex.load(tmp_path / "snap", 64, "m")
+    older = VectorIndex.load(tmp_path / "snap", 64, "m", graph=kind)
     assert older is not None and older.content_hash() == f"{int(meta['chash'], 16):032x}"
     for probe in (added[1], new_vec, old_vec, gone[1]):
         assert [h.row.uri for h in loaded.search(probe, q, 5)[0]] == [h.row.uri for h in idx.search(probe, q, 5)[0]]
@@ -239,12 +245,13 @@ def test_the_applied_sequence_never_runs_ahead_of_the_rows(tmp_path) -> None:  #
     assert rep.index.applied_seq == 14 and len(rep.index) == 3
 
 
-def test_a_large_ingest_waiting_for_the_graph_is_scanned_alone_beside_it() -> None:
+@pytest.mark.parametrize("kind", ["hnsw", "sq8"])  # hnswlib, and faiss over 8-bit codes
+def test_a_large_ingest_waiting_for_the_graph_is_scanned_alone_beside_it(kind: str) -> None:
     """Thousands of rows written since the graph was built (more than an exact pass over the
     scope would once have been taken for): the graph answers for the rows it holds, only the
     waiting ones are scored exactly, and the answer is the exact one."""
     data = rows(30_000, seed=3)
-    idx = VectorIndex(64, "m")
+    idx = VectorIndex(64, "m", graph=kind)
     idx.upsert_many(data[:20_000], defer_graph=True)
     while idx.build_graph(8000) > 0:
         pass
@@ -254,7 +261,7 @@ def test_a_large_ingest_waiting_for_the_graph_is_scanned_alone_beside_it() -> No
     for probe_at in (25_000, 5_000, 29_999):
         probe = data[probe_at][1]
         hits, trace = idx.search(probe, q, 10)
-        assert trace.engine == "hnsw+pending" and hits[0].row.uri == data[probe_at][0].uri
+        assert trace.engine == f"{kind}+pending" and hits[0].row.uri == data[probe_at][0].uri
         truth = sorted(range(len(data)), key=lambda i: -float(data[i][1] @ probe))[:10]
         assert len({h.row.uri for h in hits} & {data[i][0].uri for i in truth}) >= 9
         assert trace.examined < len(data)  # not an exact pass over every row

@@ -220,3 +220,25 @@ async def test_by_default_the_replica_keeps_the_keyword_index_it_built(deploy: C
     assert r["snapshot_seq"] >= r["applied_seq"] > 0 and index.keywords is built
     assert w.host.actors["retriever"].replica._writer is None  # writes where they always ran
 
+
+
+async def test_a_replica_on_the_8bit_graph_snapshots_it_and_reads_it_back(deploy: Callable[..., Any],
+                                                                         tmp_path: Path) -> None:
+    """`vector_graph = "sq8"` end to end: the replica's snapshot holds faiss's graph and reads back
+    on the 8-bit graph only (a replica on hnswlib rebuilds from the index stream instead)."""
+    from skald.store.index import VectorIndex
+
+    w, c = await deploy(snapshot_interval_s=0.2, vector_graph="sq8")
+    replica = w.host.actors["retriever"].replica
+    r = await snapshotted_write(c)
+    assert r["snapshot_seq"] >= r["applied_seq"] > 0 and replica.index.graph_kind == "sq8"
+    hits = (await c.call("search.find", {"query": "caddy 8443", "limit": 3}))["resources"]
+    assert hits and hits[0]["uri"].startswith("viking://resources/snap")
+    await c.close()
+    await w.stop()
+    meta = msgspec.json.decode(Path(r["replica"], "meta.json").read_bytes())
+    assert meta["graph"] == "sq8" and Path(r["replica"], "graph.faiss").is_file()
+    back = VectorIndex.load(Path(r["replica"]), replica.dim, replica.model, graph="sq8")
+    assert back is not None and len(back) == len(replica.index) > 0
+    assert back.content_hash() == replica.index.content_hash()
+    assert VectorIndex.load(Path(r["replica"]), replica.dim, replica.model, graph="hnsw") is None

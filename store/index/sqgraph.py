@@ -1,0 +1,216 @@
+"""The vector graph over 8-bit codes (`vector_graph = "sq8"`): faiss's HNSW whose elements are
+each vector quantised per dimension to a byte (MIT; `IndexHNSWSQ`), about 0.55 KB a row at 384
+dimensions against hnswlib's 1.8 KB of float32 and links. Its scores are approximate (a few
+thousandths of a cosine), so the search asks it for more than it keeps and scores those again
+exactly (`search.py`).
+
+It answers to the calls the index makes of an hnswlib graph (`add_items`, `knn_query`,
+`mark_deleted`, `set_ef`, capacity, `save_index`), with three differences the index handles:
+
+- faiss's HNSW removes nothing: a deleted or rewritten label's element stays in the graph, left
+  out of every answer by a bitmap of live elements, until the graph is built again
+  (`stale`, then `IndexRows.build_graph` starts a new one and the rows wait for it, searched
+  exactly meanwhile).
+- The codes need a range per dimension before the first element: it is taken from the first
+  rows given (widened, more so when they are few), and the graph is built again once it holds
+  four times more rows than that range was taken from (up to `TRAIN_ROWS`).
+- faiss's graph must not be read while it is written (hnswlib's may), so searches and inserts
+  take turns: an insert goes in pieces of `PIECE` rows and stands aside between two while a
+  search waits (a piece is a few milliseconds).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skald.store.index.types import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M
+
+KIND = "sq8"
+FILE = "graph.faiss"  # faiss's own file (its codes, ranges and links)
+IDS = "graph.ids.npy"  # each element's label, -1 where deleted
+TRAINED = "graph.trained.npy"  # how many rows the codes' ranges were taken from
+FILES = (FILE, IDS, TRAINED)
+TRAIN_ROWS = 8_192  # rows the per-dimension ranges are taken from, at most
+PIECE = 64  # rows an insert adds between two turns of waiting searches (~10 ms)
+
+
+def _faiss() -> Any:
+    """faiss, imported when an 8-bit graph is first made (a worker on hnswlib never loads it)."""
+    return importlib.import_module("faiss")
+
+
+def _widen(rows: int) -> float:
+    """How far past the rows' own range each dimension's is taken, as a share of it: a few rows
+    see a narrow range of what later rows hold (values outside it are clipped to its ends)."""
+    return 0.05 if rows >= 2_048 else 0.25 if rows >= 128 else 1.0
+
+
+class SqGraph:
+    """An HNSW graph over 8-bit codes, keyed by the index's labels (int64)."""
+
+    kind = KIND
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        faiss = _faiss()
+        self.dim = dim
+        self._index = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        self._index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        self._ef = HNSW_EF_SEARCH
+        self.trained_on = 0  # rows the codes' ranges came from; 0: not yet
+        self._pos = np.full(capacity, -1, dtype=np.int64)  # label -> its element, -1 for none
+        self._ids = np.zeros(0, dtype=np.int64)  # element -> its label, -1 once deleted
+        self._bits = np.zeros(0, dtype=np.uint8)  # live elements, a bit each (faiss's bitmap order)
+        self.dead = 0
+        self._turn = threading.Lock()
+        self._waiting = 0
+
+    # ----- what the index asks of a graph -------------------------------------------
+
+    def get_max_elements(self) -> int:
+        return int(self._pos.size)
+
+    def resize_index(self, capacity: int) -> None:
+        if capacity > self._pos.size:
+            self._pos = np.concatenate((self._pos, np.full(capacity - self._pos.size, -1, dtype=np.int64)))
+
+    def get_current_count(self) -> int:
+        return int(self._index.ntotal)
+
+    def set_ef(self, ef: int) -> None:
+        self._ef = int(ef)
+
+    @property
+    def live(self) -> int:
+        return int(self._index.ntotal) - self.dead
+
+    def stale(self) -> bool:
+        """Whether the graph is worth building again: deleted elements past a quarter of it, or
+        codes whose ranges came from a small sample of what it now holds."""
+        n = int(self._index.ntotal)
+        few = 0 < self.trained_on < TRAIN_ROWS and self.live >= 4 * self.trained_on
+        return few or self.dead > max(10_000, n // 4)
+
+    def train(self, sample: np.ndarray) -> None:
+        """Each dimension's range for the codes, from `sample` (before the first element)."""
+        faiss = _faiss()
+        faiss.downcast_index(self._index.storage).sq.rangestat_arg = _widen(sample.shape[0])
+        self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        self.trained_on = int(sample.shape[0])
+
+    def add_items(self, mat: np.ndarray, labels: np.ndarray, num_threads: int = 1) -> None:
+        """Add (or replace) rows; a replaced label's old element is left out of answers from now."""
+        faiss = _faiss()
+        mat = np.ascontiguousarray(mat, dtype=np.float32)
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.size == 0:
+            return
+        if self.trained_on == 0:
+            self.train(mat[:TRAIN_ROWS])
+        faiss.omp_set_num_threads(max(1, num_threads))
+        for i in range(0, labels.size, PIECE):
+            while self._waiting:  # a search waits: let it have its turn first
+                time.sleep(0.0002)
+            with self._turn:
+                self._add(mat[i : i + PIECE], labels[i : i + PIECE])
+
+    def _add(self, mat: np.ndarray, labels: np.ndarray) -> None:
+        # The last of a label repeated in the batch wins; the others are added dead.
+        first = self._index.ntotal
+        n = labels.size
+        self.resize_index(int(labels.max()) + 1)
+        need = first + n
+        if self._ids.size < need:
+            grown = max(need, 2 * self._ids.size, 1024)
+            self._ids = np.concatenate((self._ids, np.full(grown - self._ids.size, -1, dtype=np.int64)))
+            self._bits = np.concatenate((self._bits, np.zeros((grown + 7) // 8 - self._bits.size, dtype=np.uint8)))
+        for label in labels.tolist():
+            self._drop(label)
+        self._index.add(mat)
+        elements = np.arange(first, need, dtype=np.int64)
+        self._pos[labels] = elements  # in order: a repeated label keeps its last element
+        self._ids[first:need] = labels
+        kept = self._pos[labels] == elements
+        self._set_bits(elements[kept], True)
+        self._ids[elements[~kept]] = -1
+        self.dead += int((~kept).sum())
+
+    def _set_bits(self, elements: np.ndarray, on: bool) -> None:
+        byte, bit = elements >> 3, (np.uint8(1) << (elements & 7).astype(np.uint8))
+        if on:
+            np.bitwise_or.at(self._bits, byte, bit)
+        else:
+            np.bitwise_and.at(self._bits, byte, ~bit)
+
+    def _drop(self, label: int) -> bool:
+        at = int(self._pos[label]) if label < self._pos.size else -1
+        if at < 0:
+            return False
+        self._pos[label] = -1
+        self._ids[at] = -1
+        self._set_bits(np.asarray([at], dtype=np.int64), False)
+        self.dead += 1
+        return True
+
+    def mark_deleted(self, label: int) -> None:
+        """Leave a label out of answers (RuntimeError when the graph does not hold it, as hnswlib)."""
+        with self._turn:
+            if not self._drop(int(label)):
+                raise RuntimeError(f"label {label} is not in the graph")
+
+    def knn_query(self, vec: np.ndarray, k: int = 1, num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, 1 - approximate cosine) of the k nearest live rows, each as one row of a 2-D
+        array as hnswlib returns them (fewer than k when the graph holds fewer)."""
+        faiss = _faiss()
+        q = np.ascontiguousarray(np.asarray(vec, dtype=np.float32).reshape(1, self.dim))
+        self._waiting += 1
+        with self._turn:
+            self._waiting -= 1
+            n = int(self._index.ntotal)
+            if n == 0:
+                return np.zeros((1, 0), dtype=np.uint64), np.zeros((1, 0), dtype=np.float32)
+            params = faiss.SearchParametersHNSW(efSearch=max(self._ef, k))
+            if self.dead:
+                params.sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(self._bits))
+            sims, found = self._index.search(q, min(k, n), params=params)
+            labels = self._ids[found[0][found[0] >= 0]]
+            sims = sims[0][found[0] >= 0]
+        ok = labels >= 0
+        return labels[ok].reshape(1, -1).astype(np.uint64), (1.0 - sims[ok]).reshape(1, -1)
+
+    # ----- on disk -------------------------------------------------------------------
+
+    def save_index(self, path: str) -> None:
+        """The graph into the directory of `path` (where hnswlib's file would go) as FILE, IDS
+        and TRAINED; nothing may write it meanwhile."""
+        faiss = _faiss()
+        directory = Path(path).parent
+        faiss.write_index(self._index, str(directory / FILE))
+        np.save(directory / IDS, self._ids[: self._index.ntotal])
+        np.save(directory / TRAINED, np.asarray([self.trained_on], dtype=np.int64))
+
+    @classmethod
+    def load(cls, directory: Path, dim: int, capacity: int) -> SqGraph:
+        faiss = _faiss()
+        graph = cls(dim, capacity)
+        index = faiss.read_index(str(directory / FILE))
+        if not isinstance(index, faiss.IndexHNSWSQ) or index.d != dim:
+            raise ValueError(f"{FILE}: not an 8-bit HNSW graph of dimension {dim}")
+        ids = np.load(directory / IDS)
+        if ids.shape != (index.ntotal,):
+            raise ValueError(f"{IDS}: {ids.shape} for a graph of {index.ntotal}")
+        graph._index = index
+        graph.trained_on = int(np.load(directory / TRAINED)[0])
+        graph._ids = ids.astype(np.int64)
+        graph._bits = np.zeros((ids.size + 7) // 8, dtype=np.uint8)
+        live = np.flatnonzero(ids >= 0)
+        graph.resize_index(int(ids.max()) + 1 if ids.size else 0)
+        graph._pos[ids[live]] = live
+        graph._set_bits(live, True)
+        graph.dead = int(ids.size - live.size)
+        return graph
