@@ -24,6 +24,7 @@ the step's own rows over `load s`.
 
     .venv/bin/python bench/docs_scale.py                       # 100k, 250k, 500k, 1M section rows
     .venv/bin/python bench/docs_scale.py --sizes 20000,100000  # a quick look
+    .venv/bin/python bench/docs_scale.py --graph sq8           # on the graph over 8-bit codes
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ import resource, sys, time
 from pathlib import Path
 t = time.perf_counter()
 from skald.store.index import VectorIndex
-idx = VectorIndex.load(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], text_dir=Path(sys.argv[1]).parent)
+idx = VectorIndex.load(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], text_dir=Path(sys.argv[1]).parent,
+                       graph=sys.argv[4])
 took = time.perf_counter() - t
 from skald.actors.kit import heapfree
 heapfree.give_back()  # as the replica does once its snapshot is loaded
@@ -118,7 +120,7 @@ def cold_start(index: Any, where: Path) -> tuple[float, float, float, int]:
     index.save(where, True)
     heapfree.give_back()  # as that replica does after its snapshot
     saved = time.perf_counter() - t
-    out = subprocess.run([sys.executable, "-c", COLD, str(where), str(index.dim), index.model],
+    out = subprocess.run([sys.executable, "-c", COLD, str(where), str(index.dim), index.model, index.graph_kind],
                          capture_output=True, text=True, check=True).stdout.split()
     return saved, float(out[0]), float(out[1]), int(out[2])
 
@@ -166,11 +168,13 @@ async def main() -> None:
                     help="keep the deployment's directory (4 GB at a million rows) for reading afterwards")
     ap.add_argument("--maps-keywords", action="store_true",
                     help="the replica as SKALD_SNAPSHOT_MAPS_KEYWORDS=1 runs it (its writes on a thread of their own)")
+    ap.add_argument("--graph", choices=["hnsw", "sq8"], default="hnsw",
+                    help="the vector graph (SKALD_VECTOR_GRAPH): hnswlib's float32, or faiss's over 8-bit codes")
     a = ap.parse_args()
     print(describe(), flush=True)
     rng = random.Random(7)
     vocab = zipf_vocabulary(rng) if a.text == "zipf" else None
-    d = await local("docs-scale", **({"snapshot_maps_keywords": True} if a.maps_keywords else {}))
+    d = await local("docs-scale", vector_graph=a.graph, **({"snapshot_maps_keywords": True} if a.maps_keywords else {}))
 
     def ask() -> str:
         """Four words as the text is written: from the Zipf vocabulary, or the clustered one."""

@@ -15,8 +15,14 @@ It answers to the calls the index makes of an hnswlib graph (`add_items`, `knn_q
   rows given (widened, more so when they are few), and the graph is built again once it holds
   four times more rows than that range was taken from (up to `TRAIN_ROWS`).
 - faiss's graph must not be read while it is written (hnswlib's may), so searches and inserts
-  take turns: an insert goes in pieces of `PIECE` rows and stands aside between two while a
-  search waits (a piece is a few milliseconds).
+  take turns. While searches come, an insert goes in pieces of `PIECE` rows on one thread (about
+  a millisecond each) and, before each, stands aside while a search waits or one was answered in
+  the last `GRACE_S` (a find asks the graph several times: a piece between each would make it
+  wait each time). Kept aside `YIELD_MAX_S`, it takes `BURST_S` in which it stands aside only
+  for a waiting search, so a steady stream of searches slows the insert but never stops it. With
+  no search for `QUIET_S`, it goes in pieces of `BULK_PIECE` on every thread it is given.
+  (Pieces of 64 rows on two threads, standing aside only for a waiting search, made a find 24.6
+  ms at p50 while the graph took in 105,000 rows, against 4.6 on hnswlib.)
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ IDS = "graph.ids.npy"  # each element's label, -1 where deleted
 TRAINED = "graph.trained.npy"  # how many rows the codes' ranges were taken from
 FILES = (FILE, IDS, TRAINED)
 TRAIN_ROWS = 8_192  # rows the per-dimension ranges are taken from, at most
-PIECE = 64  # rows an insert adds between two turns of waiting searches (~10 ms)
+# Rows an insert adds at a time while searches come: about 1 ms on one thread, at the rate of 64 at once.
+PIECE = 4
+BULK_PIECE = 1024  # ... and with none for QUIET_S
+GRACE_S = 0.003
+YIELD_MAX_S = 0.02
+BURST_S = 0.02
+QUIET_S = 0.1
 
 
 def _faiss() -> Any:
@@ -69,6 +81,7 @@ class SqGraph:
         self.dead = 0
         self._turn = threading.Lock()
         self._waiting = 0
+        self._searched = 0.0  # when a search last finished (time.monotonic)
 
     # ----- what the index asks of a graph -------------------------------------------
 
@@ -112,12 +125,21 @@ class SqGraph:
             return
         if self.trained_on == 0:
             self.train(mat[:TRAIN_ROWS])
-        faiss.omp_set_num_threads(max(1, num_threads))
-        for i in range(0, labels.size, PIECE):
-            while self._waiting:  # a search waits: let it have its turn first
-                time.sleep(0.0002)
+        i, burst = 0, 0.0
+        while i < labels.size:
+            quiet = time.monotonic() - self._searched > QUIET_S
+            if not quiet:
+                since = time.monotonic()
+                while self._waiting or (since >= burst and time.monotonic() - self._searched < GRACE_S):
+                    if not self._waiting and time.monotonic() - since >= YIELD_MAX_S:
+                        burst = time.monotonic() + BURST_S  # kept aside long enough: its turn
+                        break
+                    time.sleep(0.0005)
+            size = BULK_PIECE if quiet else PIECE
             with self._turn:
-                self._add(mat[i : i + PIECE], labels[i : i + PIECE])
+                faiss.omp_set_num_threads(max(1, num_threads) if quiet else 1)
+                self._add(mat[i : i + size], labels[i : i + size])
+            i += size
 
     def _add(self, mat: np.ndarray, labels: np.ndarray) -> None:
         # The last of a label repeated in the batch wins; the others are added dead.
@@ -180,6 +202,7 @@ class SqGraph:
             sims, found = self._index.search(q, min(k, n), params=params)
             labels = self._ids[found[0][found[0] >= 0]]
             sims = sims[0][found[0] >= 0]
+            self._searched = time.monotonic()
         ok = labels >= 0
         return labels[ok].reshape(1, -1).astype(np.uint64), (1.0 - sims[ok]).reshape(1, -1)
 

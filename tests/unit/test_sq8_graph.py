@@ -119,7 +119,7 @@ def test_searches_go_on_while_the_builder_adds_rows(kind: str) -> None:
     from another thread throughout a build all answer, and right but for the graph's own rare
     misses (a walk that does not reach a row: one in a few thousand either way). hnswlib's walk
     beside an insert could also raise for want of rows, once in a few hundred searches."""
-    data = rows(30_000, seed=15)
+    data = rows(16_000, seed=15)
     idx = built(kind, data[:10_000])
     idx.upsert_many(data[10_000:], defer_graph=True)
     errors: list[BaseException] = []
@@ -131,7 +131,7 @@ def test_searches_go_on_while_the_builder_adds_rows(kind: str) -> None:
         q = Query(account="a")
         try:
             while not done.is_set():
-                i = 10_000 + answered * 37 % 20_000
+                i = 10_000 + answered * 37 % 6_000
                 hits, _ = idx.search(data[i][1], q, 5)
                 wrong += hits[0].row.uri != data[i][0].uri
                 answered += 1
