@@ -294,7 +294,7 @@ class IndexSnapshot(IndexBuilding):
         reads), loaded into this index; the files it was read from."""
         _check(directory, meta, [name for name in meta.get("crc32") or {} if name in GRAPH_FILES])
         if self.graph_kind == sqgraph.KIND:
-            self._graph = sqgraph.SqGraph.load(directory, self.dim, self._level.shape[0])
+            self._graph = sqgraph.SqGraph.load(directory, self.dim, self._level.shape[0], directory / graphfile.HALVES)
             return directory / sqgraph.FILE, directory / graphfile.HALVES
         self._graph = hnswlib.Index(space="ip", dim=self.dim)
         graph, halves = graphfile.saved(directory)

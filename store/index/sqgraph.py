@@ -20,7 +20,9 @@ It answers to the calls the index makes of an hnswlib graph (`add_items`, `knn_q
   the last `GRACE_S` (a find asks the graph several times: a piece between each would make it
   wait each time). Kept aside `YIELD_MAX_S`, it takes `BURST_S` in which it stands aside only
   for a waiting search, so a steady stream of searches slows the insert but never stops it. With
-  no search for `QUIET_S`, it goes in pieces of `BULK_PIECE` on every thread it is given.
+  no search for `QUIET_S`, it goes in pieces sized to take about `BULK_S` on every thread it is
+  given (a search then waits that long at most: pieces of 1,024 rows took half a second at a
+  million rows, and the first find after that ingest 1.28 s).
   (Pieces of 64 rows on two threads, standing aside only for a waiting search, made a find 24.6
   ms at p50 while the graph took in 105,000 rows, against 4.6 on hnswlib.)
 """
@@ -40,12 +42,13 @@ from skald.store.index.types import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M
 KIND = "sq8"
 FILE = "graph.faiss"  # faiss's own file (its codes, ranges and links)
 IDS = "graph.ids.npy"  # each element's label, -1 where deleted
-TRAINED = "graph.trained.npy"  # how many rows the codes' ranges were taken from
-FILES = (FILE, IDS, TRAINED)
+TRAINED = "graph.trained.npy"  # how many rows the codes' ranges were taken from, and those ranges
+DEAD = "graph.dead.npy"  # the deleted elements' codes
+FILES = (FILE, IDS, TRAINED, DEAD)
 TRAIN_ROWS = 8_192  # rows the per-dimension ranges are taken from, at most
 # Rows an insert adds at a time while searches come: about 1 ms on one thread, at the rate of 64 at once.
 PIECE = 4
-BULK_PIECE = 1024  # ... and with none for QUIET_S
+BULK_S = 0.02  # how long a piece takes with no search for QUIET_S
 GRACE_S = 0.003
 YIELD_MAX_S = 0.02
 BURST_S = 0.02
@@ -125,7 +128,7 @@ class SqGraph:
             return
         if self.trained_on == 0:
             self.train(mat[:TRAIN_ROWS])
-        i, burst = 0, 0.0
+        i, burst, bulk = 0, 0.0, PIECE
         while i < labels.size:
             quiet = time.monotonic() - self._searched > QUIET_S
             if not quiet:
@@ -135,10 +138,14 @@ class SqGraph:
                         burst = time.monotonic() + BURST_S  # kept aside long enough: its turn
                         break
                     time.sleep(0.0005)
-            size = BULK_PIECE if quiet else PIECE
+            size = bulk if quiet else PIECE
+            started = time.monotonic()
             with self._turn:
                 faiss.omp_set_num_threads(max(1, num_threads) if quiet else 1)
                 self._add(mat[i : i + size], labels[i : i + size])
+            if quiet:  # the next piece sized on this one's rate
+                took = max(time.monotonic() - started, 1e-4)
+                bulk = int(min(max(size * BULK_S / took, PIECE), 4 * size, 4096))
             i += size
 
     def _add(self, mat: np.ndarray, labels: np.ndarray) -> None:
@@ -208,32 +215,85 @@ class SqGraph:
 
     # ----- on disk -------------------------------------------------------------------
 
+    def codes(self) -> np.ndarray:
+        """The elements' codes, (elements, dim) uint8, a view into faiss's storage: valid until
+        the next insert (read it under the turn, or while nothing inserts)."""
+        faiss = _faiss()
+        n = int(self._index.ntotal)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.uint8)
+        store = faiss.downcast_index(self._index.storage)
+        return faiss.rev_swig_ptr(store.codes.data(), n * self.dim).reshape(n, self.dim)
+
+    def ranges(self) -> np.ndarray:
+        """Each dimension's lowest value and its range's width, (2, dim) float32: a code c stands
+        for lowest + (c + 0.5) / 255 * width."""
+        faiss = _faiss()
+        trained = faiss.vector_to_array(faiss.downcast_index(self._index.storage).sq.trained)
+        return trained.reshape(2, self.dim).astype(np.float32)
+
     def save_index(self, path: str) -> None:
-        """The graph into the directory of `path` (where hnswlib's file would go) as FILE, IDS
-        and TRAINED; nothing may write it meanwhile."""
+        """The graph into the directory of `path` (where hnswlib's file would go): its links
+        (FILE, without the codes: they are made again from the snapshot's vectors on load, 0.4
+        GB less on disk at a million rows), each element's label (IDS), the codes' ranges
+        (TRAINED) and the codes of deleted elements (DEAD: their vectors are nowhere else, and
+        the graph's walks still pass through them). Nothing may write it meanwhile."""
         faiss = _faiss()
         directory = Path(path).parent
-        faiss.write_index(self._index, str(directory / FILE))
-        np.save(directory / IDS, self._ids[: self._index.ntotal])
-        np.save(directory / TRAINED, np.asarray([self.trained_on], dtype=np.int64))
+        n = int(self._index.ntotal)
+        faiss.write_index(self._index, str(directory / FILE), faiss.IO_FLAG_SKIP_STORAGE)
+        ids = self._ids[:n]
+        np.save(directory / IDS, ids)
+        head = np.full(self.dim, float(self.trained_on), dtype=np.float32)
+        np.save(directory / TRAINED, np.vstack([head, self.ranges()]) if self.trained_on else head[None, :])
+        np.save(directory / DEAD, np.ascontiguousarray(self.codes()[ids < 0]))
 
     @classmethod
-    def load(cls, directory: Path, dim: int, capacity: int) -> SqGraph:
+    def load(cls, directory: Path, dim: int, capacity: int, vectors: Path, chunk: int = 65_536) -> SqGraph:
+        """What `save_index` wrote, the live elements' codes made again from `vectors` (float16,
+        in label order: the snapshot's vectors file)."""
         faiss = _faiss()
         graph = cls(dim, capacity)
         index = faiss.read_index(str(directory / FILE))
         if not isinstance(index, faiss.IndexHNSWSQ) or index.d != dim:
             raise ValueError(f"{FILE}: not an 8-bit HNSW graph of dimension {dim}")
-        ids = np.load(directory / IDS)
-        if ids.shape != (index.ntotal,):
-            raise ValueError(f"{IDS}: {ids.shape} for a graph of {index.ntotal}")
+        n = int(index.ntotal)
+        ids = np.load(directory / IDS).astype(np.int64)
+        trained = np.load(directory / TRAINED)
+        dead = np.load(directory / DEAD)
+        if ids.shape != (n,) or trained.shape[1:] != (dim,) or dead.shape != (int((ids < 0).sum()), dim):
+            raise ValueError(f"{IDS} {ids.shape}, {TRAINED} {trained.shape}, {DEAD} {dead.shape} for a graph "
+                             f"of {n} elements of dimension {dim}")
+        store = graph._index.storage  # a new graph's storage, given the saved ranges and codes
+        graph.trained_on = int(trained[0, 0])
+        if graph.trained_on:
+            faiss.copy_array_to_vector(np.ascontiguousarray(trained[1:].ravel()),
+                                       faiss.downcast_index(store).sq.trained)
+            store.is_trained = True
+        vmap = np.memmap(vectors, dtype="<f2", mode="r").reshape(-1, dim) if n else np.zeros((0, dim), "<f2")
+        taken = 0
+        for i in range(0, n, chunk):
+            labels = ids[i : i + chunk]
+            live = labels >= 0
+            part = np.empty((labels.size, dim), dtype=np.uint8)
+            if live.any():
+                if int(labels.max()) >= vmap.shape[0]:
+                    raise ValueError(f"{vectors} holds {vmap.shape[0]} vectors, the graph a label {labels.max()}")
+                part[live] = store.sa_encode(np.asarray(vmap[labels[live]], dtype=np.float32))
+            gone = int((~live).sum())
+            part[~live] = dead[taken : taken + gone]
+            taken += gone
+            store.add_sa_codes(part)
+        del vmap
+        index.storage = store
+        index.own_fields = True
+        graph._index.own_fields = False  # the storage is the loaded graph's now
         graph._index = index
-        graph.trained_on = int(np.load(directory / TRAINED)[0])
-        graph._ids = ids.astype(np.int64)
+        graph._ids = ids
         graph._bits = np.zeros((ids.size + 7) // 8, dtype=np.uint8)
-        live = np.flatnonzero(ids >= 0)
+        alive = np.flatnonzero(ids >= 0)
         graph.resize_index(int(ids.max()) + 1 if ids.size else 0)
-        graph._pos[ids[live]] = live
-        graph._set_bits(live, True)
-        graph.dead = int(ids.size - live.size)
+        graph._pos[ids[alive]] = alive
+        graph._set_bits(alive, True)
+        graph.dead = int(ids.size - alive.size)
         return graph

@@ -99,6 +99,8 @@ def test_a_snapshot_of_it_reads_back_and_one_of_the_other_kind_is_refused(tmp_pa
     idx.delete("a", data[3][0].uri, 2)
     idx.save(tmp_path / "snap")
     assert (tmp_path / "snap" / sqgraph.FILE).exists() and not (tmp_path / "snap" / "graph.bin").exists()
+    # The codes are made again from the vectors on load, but for the deleted row's (kept apart).
+    assert np.load(tmp_path / "snap" / sqgraph.DEAD).shape == (1, 64)
     back = VectorIndex.load(tmp_path / "snap", 64, "m", graph="sq8")
     assert back is not None and len(back) == 11_999 and back.content_hash() == idx.content_hash()
     q = Query(account="a")
