@@ -50,6 +50,8 @@ class IndexBuilding(IndexRows):
                 del self._pending[lab]
             self._pending_arr = None
             self._qv.release(np.asarray(done, dtype=np.int64))  # in the graph: the float32 copy goes
+            if not self._pending:
+                self._previous_graph = None  # a new graph (`_rebuild_graph`) holds every row now
             return len(self._pending)
 
     def _rebuild_graph(self) -> None:
@@ -59,6 +61,8 @@ class IndexBuilding(IndexRows):
         with self._graph_lock:
             old = self._graph
             self._graph = self._new_graph(self._level.shape[0])
+            if isinstance(old, sqgraph.SqGraph):
+                self._previous_graph = old  # the waiting rows' codes until the new graph has them
         held = np.flatnonzero(self._alive[: len(self._rows)])
         log.info("vector graph built again for %d rows (%d deleted elements, codes from %d rows)",
                  held.size, getattr(old, "dead", 0), getattr(old, "trained_on", 0))

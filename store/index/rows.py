@@ -59,7 +59,9 @@ class IndexRows:
         self._labels: dict[str, int] = {}
         self._rows: list[IndexRow | None] = []
         self._skeys: list[str] = []  # each row's `row_key` (its scope key and level), "" for a free slot
-        self._qv = QuantisedVectors(dim, capacity, text_dir)  # int8 per row; float32 while a row waits for the graph
+        # int8 per row (an 8-bit graph's codes serve instead); float32 while a row waits for the graph.
+        coded = sqgraph.GraphCodes(dim, lambda: (self._graph, self._previous_graph)) if graph == sqgraph.KIND else None
+        self._qv = QuantisedVectors(dim, capacity, text_dir, coded)
         self._texts = TextHeap(text_dir, capacity)  # leaf rows' text, in a file (`texts.py`)
         # Leaf rows' abstracts likewise (about 0.5 KB a row as strings): read for the hits a reply serves.
         self._abstracts = TextHeap(text_dir, capacity)
@@ -110,6 +112,8 @@ class IndexRows:
         # keyword index is to replace this one (`adopt.py`); None otherwise.
         self._kw_log: list[int] | None = None
         self._graph = self._new_graph(capacity)
+        # The 8-bit graph a new one replaces, while the rows wait for the new one: their codes.
+        self._previous_graph: sqgraph.SqGraph | None = None
         self.applied_seq = 0
 
     def _new_graph(self, capacity: int) -> hnswlib.Index | sqgraph.SqGraph:

@@ -358,7 +358,7 @@ class IndexSnapshot(IndexBuilding):
         vmap = np.memmap(halves, dtype="<f2", mode="r", shape=(graphfile.halves_layout(halves, self.dim, n).elements,
                                                                self.dim))
         present = np.array([row is not None for row in rows], dtype=bool)
-        for i in range(0, n, chunk):
+        for i in range(0, n if self._qv.coded is None else 0, chunk):  # the graph's codes serve as int8
             labels = np.arange(i, min(n, i + chunk), dtype=np.int64)
             live = present[labels]
             if live.any():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ class SqGraph:
         self._index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
         self._ef = HNSW_EF_SEARCH
         self.trained_on = 0  # rows the codes' ranges came from; 0: not yet
+        self._ranges = np.zeros((2, dim), dtype=np.float32)  # `ranges()`, kept once trained
         self._pos = np.full(capacity, -1, dtype=np.int64)  # label -> its element, -1 for none
         self._ids = np.zeros(0, dtype=np.int64)  # element -> its label, -1 once deleted
         self._bits = np.zeros(0, dtype=np.uint8)  # live elements, a bit each (faiss's bitmap order)
@@ -118,6 +120,7 @@ class SqGraph:
         faiss.downcast_index(self._index.storage).sq.rangestat_arg = _widen(sample.shape[0])
         self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
         self.trained_on = int(sample.shape[0])
+        self._ranges = self.ranges()
 
     def add_items(self, mat: np.ndarray, labels: np.ndarray, num_threads: int = 1) -> None:
         """Add (or replace) rows; a replaced label's old element is left out of answers from now."""
@@ -215,6 +218,37 @@ class SqGraph:
 
     # ----- on disk -------------------------------------------------------------------
 
+    def _gather(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which labels the graph holds, their codes), copied out under the turn."""
+        self._waiting += 1
+        with self._turn:
+            self._waiting -= 1
+            inside = labels < self._pos.size
+            pos = np.full(labels.size, -1, dtype=np.int64)
+            pos[inside] = self._pos[labels[inside]]
+            found = pos >= 0
+            codes = self.codes()[pos[found]] if found.any() else np.zeros((0, self.dim), dtype=np.uint8)
+        return found, codes
+
+    def dot(self, labels: np.ndarray, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which labels the graph holds, each one's product with `vec` from its codes)."""
+        found, codes = self._gather(labels)
+        out = np.zeros(labels.size, dtype=np.float32)
+        if codes.shape[0]:
+            lowest, width = self._ranges
+            w = (vec * width / 255.0).astype(np.float32)
+            out[found] = codes.astype(np.float32) @ w + np.float32((lowest + 0.5 * width / 255.0) @ vec)
+        return found, out
+
+    def decode(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which labels the graph holds, their vectors as the codes give them)."""
+        found, codes = self._gather(labels)
+        out = np.zeros((labels.size, self.dim), dtype=np.float32)
+        if codes.shape[0]:
+            lowest, width = self._ranges
+            out[found] = lowest + (codes.astype(np.float32) + 0.5) * (width / 255.0)
+        return found, out
+
     def codes(self) -> np.ndarray:
         """The elements' codes, (elements, dim) uint8, a view into faiss's storage: valid until
         the next insert (read it under the turn, or while nothing inserts)."""
@@ -270,6 +304,7 @@ class SqGraph:
             faiss.copy_array_to_vector(np.ascontiguousarray(trained[1:].ravel()),
                                        faiss.downcast_index(store).sq.trained)
             store.is_trained = True
+            graph._ranges = trained[1:].astype(np.float32)
         vmap = np.memmap(vectors, dtype="<f2", mode="r").reshape(-1, dim) if n else np.zeros((0, dim), "<f2")
         taken = 0
         for i in range(0, n, chunk):
@@ -297,3 +332,30 @@ class SqGraph:
         graph._set_bits(alive, True)
         graph.dead = int(ids.size - alive.size)
         return graph
+
+
+class GraphCodes:
+    """The rows' approximate vectors out of the 8-bit graphs holding them (`qvectors.Coded`): the
+    index's graph, then the one it replaces while a new one is built (`graphs` gives both)."""
+
+    def __init__(self, dim: int, graphs: Callable[[], tuple[Any, SqGraph | None]]) -> None:
+        self.dim = dim
+        self._graphs = graphs
+
+    def _each(self, labels: np.ndarray, ask: Callable[[SqGraph, np.ndarray], tuple[np.ndarray, np.ndarray]],
+              out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        found = np.zeros(labels.size, dtype=bool)
+        for graph in self._graphs():
+            if not isinstance(graph, SqGraph) or found.all():
+                continue
+            rest = np.flatnonzero(~found)
+            got, vals = ask(graph, labels[rest])
+            out[rest[got]] = vals[got]
+            found[rest[got]] = True
+        return found, out
+
+    def dot(self, labels: np.ndarray, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._each(labels, lambda g, lab: g.dot(lab, vec), np.zeros(labels.size, dtype=np.float32))
+
+    def decode(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._each(labels, SqGraph.decode, np.zeros((labels.size, self.dim), dtype=np.float32))
