@@ -16,6 +16,11 @@ from skald.messages.index import IndexRow
 from skald.store.index.scopes import IndexScopes
 from skald.store.index.types import BRUTE_FORCE_MAX, HNSW_EF_SEARCH, SMALL_INDEX, Hit, Query, SearchTrace, row_key
 
+# Rows past k an 8-bit graph is asked for, at least, all scored again exactly: recall@10 against
+# brute force at 145,000 clustered rows 0.974 / 0.978 / 0.978 / 0.978 / 0.980 with 5 / 10 / 15 /
+# 20 / 30 (hnswlib 0.980), a search 0.39 / 0.39 / 0.39 / 0.42 / 0.44 ms.
+CODED_EXTRA = 15
+
 
 def _margin(k: int) -> int:
     """Candidates taken past k by the int8 scores, so the exact ones decide the order at the cut
@@ -177,9 +182,9 @@ class IndexSearch(IndexScopes):
         # cosine (the top 100 span 0.10); a page below ef=64 is walked at ef=64.
         held = self._live - len(self._pending)  # rows the graph answers for (never asked past them)
         # An 8-bit graph's scores are a few thousandths off: more are taken, then scored exactly
-        # (30 past ten: recall@10 0.992; a quarter more past a long page, whose cut matters less).
+        # (CODED_EXTRA past ten; a quarter more past a long page, whose cut matters less).
         coded = self.graph_kind != "hnsw"
-        keep, k = k, k + max(k // 4, 30) if coded else k
+        keep, k = k, k + max(k // 4, CODED_EXTRA) if coded else k
         fetch = min(held, math.ceil(k / max(sel, 1e-6) * 1.5) + 10)
         while True:
             self._graph.set_ef(max(HNSW_EF_SEARCH, fetch))
@@ -197,23 +202,41 @@ class IndexSearch(IndexScopes):
             order = np.argsort(-scores, kind="stable")
             order = order[self._mask(labs, q)[order]]
             hits: list[Hit] = []
+            passed: list[int] = []  # an 8-bit graph's: the rows passing, scored exactly before any Hit is made
             starts, rows, skeys, pred = self._starts(q.account, q.prefixes), self._rows, self._skeys, q.predicate
             for label, score in zip(labs[order].tolist(), scores[order].tolist(), strict=True):
                 row = rows[label]
                 if row is None or not skeys[label].startswith(starts) or (pred is not None and not pred(row)):
                     continue
+                if coded:
+                    passed.append(label)
+                    if len(passed) >= k:
+                        break
+                    continue
                 hits.append(Hit(row, score, label=label))
                 if len(hits) >= k:
                     break
-            if len(hits) >= k or fetch >= held:
+            if max(len(hits), len(passed)) >= k or fetch >= held:
                 self._graph.set_ef(HNSW_EF_SEARCH)
                 if coded:
-                    return self._rescored(hits, vec, q.account, keep), SearchTrace(self.graph_kind, scope_rows, fetch)
+                    trace = SearchTrace(self.graph_kind, scope_rows, fetch)
+                    return self._best_exact(passed, vec, q.account, keep), trace
                 return hits, SearchTrace("hnsw", scope_rows, fetch)
             if fetch * 4 > held // 4:
                 self._graph.set_ef(HNSW_EF_SEARCH)
                 return self._exact(vec, q, keep, scope_rows)
             fetch *= 4
+
+    def _best_exact(self, labels: list[int], vec: np.ndarray, account: str, k: int) -> list[Hit]:
+        """The k best of `labels` (rows already checked against a query) by their exact scores."""
+        if not labels:
+            return []
+        lab = np.asarray(labels, dtype=np.int64)
+        exact = self._qv.exact_dot(lab, vec) + self._adjust(lab, account)
+        top = np.argsort(-exact, kind="stable")[:k]
+        rows = self._rows
+        return [Hit(rows[label], score, label=label)
+                for label, score in zip(lab[top].tolist(), exact[top].tolist(), strict=True)]
 
     def _child_labels(self, account: str, parent_uri: str) -> np.ndarray | None:
         pkey = f"{account}\x00{parent_uri}"

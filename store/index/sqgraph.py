@@ -54,6 +54,7 @@ GRACE_S = 0.003
 YIELD_MAX_S = 0.02
 BURST_S = 0.02
 QUIET_S = 0.1
+CHUNK = 2_048  # codes converted to float32 at a time for a product (3 MB at 384 dimensions)
 
 
 def _faiss() -> Any:
@@ -237,7 +238,13 @@ class SqGraph:
         if codes.shape[0]:
             lowest, width = self._ranges
             w = (vec * width / 255.0).astype(np.float32)
-            out[found] = codes.astype(np.float32) @ w + np.float32((lowest + 0.5 * width / 255.0) @ vec)
+            dots = np.empty(codes.shape[0], dtype=np.float32)
+            buf = np.empty((min(codes.shape[0], CHUNK), self.dim), dtype=np.float32)
+            for i in range(0, codes.shape[0], CHUNK):  # converted a chunk at a time, as qvectors' int8
+                part = codes[i : i + CHUNK]
+                np.copyto(buf[: part.shape[0]], part, casting="unsafe")
+                np.matmul(buf[: part.shape[0]], w, out=dots[i : i + part.shape[0]])
+            out[found] = dots + np.float32((lowest + 0.5 * width / 255.0) @ vec)
         return found, out
 
     def decode(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
