@@ -35,8 +35,9 @@ ROWS = "rows.zst"  # the rows, msgpack zstd-compressed (`store/packed.py`)
 # graph's own (`graphfile.py`); an older snapshot has them beside it. The graph is graph.links and
 # vectors.f16 when its vectors are float16 values (every one since the stream carries float16), else
 # graph.bin as hnswlib saved it. abstracts.* since leaf abstracts left the rows (without them the
-# rows hold theirs). An 8-bit graph (`sqgraph.py`) is graph.faiss and its ids beside vectors.f16,
-# which then holds every label's vector in label order (the graph's codes are not the vectors).
+# rows hold theirs). An 8-bit graph (`sqgraph.py`) is graph.faiss (its links, without the codes),
+# its ids, ranges and deleted elements' codes, beside vectors.f16, which then holds every label's
+# vector in label order (the codes are made again from it on load).
 GRAPH_FILES = (graphfile.GRAPH, graphfile.LINKS, graphfile.HALVES, *sqgraph.FILES)
 SNAPSHOT_FILES = (ROWS, *GRAPH_FILES, "foreign.msgpack", "texts.bin", "texts.npy", "texts.dict",
                   "abstracts.bin", "abstracts.npy", "abstracts.dict", *bm25_snapshot.FILES)
