@@ -36,11 +36,12 @@ import ctypes
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 import numpy as np
 
 from skald.store.index import graphfile, signs
+from skald.store.index.approx import Coded, quantise
 
 # Rows dequantised at a time into one float32 buffer (3 MB at 384-d): small enough to stay in the
 # cache between the cast and the product. Over 100k contiguous rows: 7.0 ms at 2,048 against
@@ -60,24 +61,6 @@ def _punch(fd: int, runs: list[tuple[int, int]]) -> None:
     for start, end in runs:
         if fallocate(fd, _PUNCH, start, end - start) != 0:
             return
-
-
-def quantise(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 rows, float32 scale per row) with `q * scale` close to `mat`."""
-    mat = np.asarray(mat, dtype=np.float32)
-    scale = np.abs(mat).max(axis=1) / 127.0
-    scale[scale == 0] = 1.0
-    q = np.rint(mat / scale[:, None]).astype(np.int8)
-    return q, scale.astype(np.float32)
-
-
-class Coded(Protocol):
-    """Approximate vectors of rows from elsewhere (the 8-bit graph's codes) in place of int8 ones:
-    each call says which of the labels it had (`found`) and their values."""
-
-    def dot(self, labels: np.ndarray, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def decode(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class QuantisedVectors:
