@@ -20,9 +20,9 @@ after it go to the file as before. The base is opened, not mapped: what is read 
 process's resident memory, as `pread` from the file does.
 
 Rows waiting for the graph (a large ingest it is still taking in) keep their float32 vector in
-memory too, in `fresh` slots: the graph is given the exact vector, and the search over the waiting
-rows scores them from a contiguous float32 block. A slot is released when its row is in the graph,
-and the block itself once none is in use, so those copies never outlive the wait.
+memory too, in `fresh` slots (`fresh.py`): the graph is given the exact vector, and the search over
+the waiting rows scores them from it. A slot is released when its row is in the graph, its page
+once none of its slots is held, so those copies never outlive the wait.
 
 An index on the graph over 8-bit codes (`sqgraph.py`) keeps no int8 copy (0.39 GB at a million
 rows): the graph's own codes are one, so a row the graph holds is scored and read approximately
@@ -40,8 +40,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from skald.store.index import graphfile, signs
+from skald.store.index import graphfile
 from skald.store.index.approx import Coded, quantise
+from skald.store.index.fresh import FreshRows
 
 # Rows dequantised at a time into one float32 buffer (3 MB at 384-d): small enough to stay in the
 # cache between the cast and the product. Over 100k contiguous rows: 7.0 ms at 2,048 against
@@ -76,10 +77,7 @@ class QuantisedVectors:
         self.q = np.zeros((held, dim), dtype=np.int8)
         self.scale = np.zeros(held, dtype=np.float32)
         self.slot = np.full(capacity, -1, dtype=np.int64)  # label -> its fresh slot, -1 for none
-        self.fresh: np.ndarray | None = None  # float32 (slots, dim)
-        self.signs: np.ndarray | None = None  # the fresh rows' sign codes, (words, slots) uint64
-        self.centre: np.ndarray | None = None  # what the codes are taken around
-        self.used = 0  # slots handed out since the block was last empty
+        self.fresh: FreshRows | None = None  # float32 copies by slot, while any is held
         self.live = 0  # slots still held
         self._base: BinaryIO | None = None  # a snapshot's graph file, for the rows not written since
         self._lay: graphfile.Layout | None = None
@@ -114,43 +112,28 @@ class QuantisedVectors:
             self.q[labels], self.scale[labels] = quantise(mat)
         if not in_base:
             self._write(labels, mat)
-        old = self.slot[labels]
-        self.live -= int((old >= 0).sum())
-        self.slot[labels] = -1
+        self.release(labels)
         if not fresh:
-            self._maybe_free()
             return
-        need = self.used + labels.size
-        if self.fresh is None or self.fresh.shape[0] < need:
-            block = np.empty((max(need, 2 * (self.fresh.shape[0] if self.fresh is not None else 0), 1024), self.dim),
-                             dtype=np.float32)
-            if self.fresh is not None:
-                block[: self.used] = self.fresh[: self.used]
-            self.fresh = block
-            if self.signs is not None:
-                codes = np.empty((self.signs.shape[0], block.shape[0]), dtype=np.uint64)
-                codes[:, : self.used] = self.signs[:, : self.used]
-                self.signs = codes
-        slots = np.arange(self.used, need, dtype=np.int64)
-        self.fresh[slots] = mat
-        if self.signs is not None:
-            self.signs[:, self.used : need] = signs.codes(mat - self.centre)
+        if self.fresh is None:
+            self.fresh = FreshRows(self.dim)
+        slots = self.fresh.add(mat)
         self.slot[labels] = slots  # a label twice in the batch: its last slot stays, the first is dead
-        self.used = need
-        self.live += int(np.unique(labels).size)
+        kept = self.slot[labels] == slots
+        self.fresh.drop(slots[~kept])
+        self.live += int(kept.sum())
 
     def release(self, labels: np.ndarray) -> None:
         """Rows now in the graph (or gone): their float32 copies are no longer needed."""
         if self.fresh is None or labels.size == 0:
             return
-        held = self.slot[labels] >= 0
-        self.live -= int(held.sum())
-        self.slot[labels[held]] = -1
-        self._maybe_free()
-
-    def _maybe_free(self) -> None:
-        if self.live <= 0 and self.fresh is not None:
-            self.fresh, self.signs, self.centre, self.used, self.live = None, None, None, 0, 0
+        slots = np.unique(self.slot[labels])
+        slots = slots[slots >= 0]
+        self.live -= int(slots.size)
+        self.slot[labels] = -1
+        self.fresh.drop(slots)
+        if self.live <= 0:
+            self.fresh, self.live = None, 0
 
     @staticmethod
     def _runs(labels: list[int] | np.ndarray) -> list[tuple[int, int]]:
@@ -265,7 +248,7 @@ class QuantisedVectors:
         out = np.empty((labels.size, self.dim), dtype=np.float32)
         if not f.all():
             out[~f] = self.read(labels[~f])
-        out[f] = self.fresh[slots]  # type: ignore[index]
+        out[f] = self.fresh.rows(slots)  # type: ignore[union-attr]
         return out
 
     def approx(self, labels: np.ndarray) -> np.ndarray:
@@ -283,7 +266,7 @@ class QuantisedVectors:
         else:
             out = self.q[labels].astype(np.float32) * self.scale[labels, None]
         if got is not None:
-            out[got[0]] = self.fresh[got[1]]  # type: ignore[index]
+            out[got[0]] = self.fresh.rows(got[1])  # type: ignore[union-attr]
         return out
 
     def dot(self, labels: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -354,33 +337,5 @@ class QuantisedVectors:
         return self._scratch
 
     def _dot_fresh(self, slots: np.ndarray, vec: np.ndarray) -> np.ndarray:
-        """Products of fresh slots. Many of them (an ingest the graph is taking in): exact for a
-        shortlist chosen by their sign codes, estimated below it for the rest (`signs.scored`).
-        Otherwise exact: over the block's span between them when they fill at least half of it
-        (a contiguous product, the released slots' rows scored and dropped, beats copying the held
-        ones out first), else over a gather of them."""
-        fresh = self.fresh
-        assert fresh is not None
-        lo, hi = int(slots.min()), int(slots.max()) + 1
-        run = hi - lo == slots.size and bool(np.all(np.diff(slots) > 0))
-        if slots.size >= signs.SHORTLIST_FROM:
-            coded, centre = self._signs()
-            block = coded[:, lo:hi] if run else coded[:, slots]
-            return signs.scored(block, vec - centre, self.dim, lambda pos: fresh[slots[pos]] @ vec)
-        if slots.size * 2 >= hi - lo:
-            span = fresh[lo:hi] @ vec
-            return span if run else span[slots - lo]
-        return fresh[slots] @ vec
-
-    def _signs(self) -> tuple[np.ndarray, np.ndarray]:
-        """The fresh rows' sign codes and their centre, made the first time a search needs them
-        (the centre then is the mean of the rows waiting, at least SHORTLIST_FROM of them; the
-        rows put after it are coded around it as they come)."""
-        if self.signs is None or self.centre is None:
-            assert self.fresh is not None
-            self.centre = self.fresh[: self.used].mean(axis=0, dtype=np.float64).astype(np.float32)
-            self.signs = np.empty((signs.words(self.dim), self.fresh.shape[0]), dtype=np.uint64)
-            for i in range(0, self.used, CHUNK):
-                j = min(self.used, i + CHUNK)
-                self.signs[:, i:j] = signs.codes(self.fresh[i:j] - self.centre)
-        return self.signs, self.centre
+        assert self.fresh is not None
+        return self.fresh.dot(slots, vec)

@@ -61,7 +61,8 @@ def test_a_search_over_a_large_ingest_waiting_for_the_graph_finds_what_an_exact_
         found += len(truth & {h.row.uri for h in hits}) / 10
         for h in hits:  # what a caller sees is the cosine itself
             assert abs(h.score - float(mat[int(h.row.uri.rpartition("#s")[2])] @ vec)) < 1e-5
-    assert idx._qv.signs is not None  # the shortlist was taken, not a product over every row
+    # The shortlist was taken, not a product over every row.
+    assert idx._qv.fresh is not None and idx._qv.fresh.signs is not None
     assert found / 30 >= 0.98
 
     # A predicate only rows far from the query pass: the shortlist holds none of them, the
@@ -77,7 +78,7 @@ def test_a_search_over_a_large_ingest_waiting_for_the_graph_finds_what_an_exact_
     # The graph takes them in: the codes go with the float32 copies.
     while idx.build_graph(8_192) > 0:
         pass
-    assert idx._qv.signs is None and idx._qv.fresh is None
+    assert idx._qv.fresh is None
 
 
 def test_products_over_every_row_are_right_wherever_the_fresh_rows_lie(tmp_path) -> None:  # type: ignore[no-untyped-def]
