@@ -242,9 +242,10 @@ class IndexReplica:
                 await asyncio.sleep(0)
             if taken < TRIM_AFTER_ROWS:
                 return
-            # Tidied up once the stream is quiet, not at every gap in an ingest: the trim holds
-            # the heap's arenas and the champion lists take the writer for seconds at a million
-            # rows (the follower, seeing no row applied for 3 s, was recreated twice an ingest).
+            # Tidied up once the stream is quiet, not at every gap in an ingest (the builder, on a
+            # thread of its own, now catches up in them): the trim holds each of the heap's arenas
+            # while it walks it, the champion lists take the writer, and the next rows of the
+            # ingest would stale both again.
             if time.monotonic() - self._applied_at >= IDLE_S and not self.index.pending_graph:
                 break
             await asyncio.sleep(IDLE_S)

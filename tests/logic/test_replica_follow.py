@@ -17,19 +17,22 @@ from skald.store.index.types import row_subject_token
 DIM = 384
 
 
-async def test_a_long_tail_applied_slowly_keeps_its_follower(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    bus = MemoryBus()
-    rng = np.random.default_rng(2)
-    changes = []
-    for i in range(1500):
+def _rows(prefix: str, n: int, rng: np.random.Generator) -> list[tuple[str, IndexChange]]:
+    out = []
+    for i in range(n):
         v = rng.standard_normal(DIM).astype(np.float32)
         v /= np.linalg.norm(v)
-        uri = f"viking://resources/tail/r{i // 40}.md#s{i % 40}"
+        uri = f"viking://resources/{prefix}/r{i // 40}.md#s{i % 40}"
         row = IndexRow(account="a", uri=uri, level=2, parent_uri=uri.split("#")[0], context_type="resource",
-                       model="m", kind="section", abstract=f"step {i}", text=f"turn valve {i}",
+                       model="m", kind="section", abstract=f"{prefix} {i}", text=f"{prefix} valve {i}",
                        vector=vector_bytes.pack(v))
-        changes.append((row_subject_token("a", uri, 2), IndexChange(upsert=row)))
-    await bus.publish_index(changes)
+        out.append((row_subject_token("a", uri, 2), IndexChange(upsert=row)))
+    return out
+
+
+async def test_a_long_tail_applied_slowly_keeps_its_follower(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    bus = MemoryBus()
+    await bus.publish_index(_rows("tail", 1500, np.random.default_rng(2)))
     monkeypatch.setattr(replica_mod, "STALL_S", 0.4)
     monkeypatch.setattr(replica_mod, "WATCH_EVERY_S", 0.05)
     rep = replica_mod.IndexReplica("m", DIM, bus, tmp_path, snapshot_interval_s=3600)
@@ -50,19 +53,6 @@ async def test_a_long_tail_applied_slowly_keeps_its_follower(tmp_path, monkeypat
         assert rep.restarts == 0
     finally:
         await rep.stop()
-
-
-def _rows(prefix: str, n: int, rng: np.random.Generator) -> list[tuple[str, IndexChange]]:
-    out = []
-    for i in range(n):
-        v = rng.standard_normal(DIM).astype(np.float32)
-        v /= np.linalg.norm(v)
-        uri = f"viking://resources/{prefix}/r{i // 40}.md#s{i % 40}"
-        row = IndexRow(account="a", uri=uri, level=2, parent_uri=uri.split("#")[0], context_type="resource",
-                       model="m", kind="section", abstract=f"{prefix} {i}", text=f"{prefix} valve {i}",
-                       vector=vector_bytes.pack(v))
-        out.append((row_subject_token("a", uri, 2), IndexChange(upsert=row)))
-    return out
 
 
 async def test_with_a_writer_thread_applies_never_wait_behind_the_graphs_builder(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
