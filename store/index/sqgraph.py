@@ -20,11 +20,12 @@ It answers to the calls the index makes of an hnswlib graph (`add_items`, `knn_q
   the last `GRACE_S` (a find asks the graph several times: a piece between each would make it
   wait each time). Kept aside `YIELD_MAX_S`, it takes `BURST_S` in which it stands aside only
   for a waiting search, so a steady stream of searches slows the insert but never stops it. With
-  no search for `QUIET_S`, it goes in pieces sized to take about `BULK_S` on every thread it is
-  given (a search then waits that long at most: pieces of 1,024 rows took half a second at a
-  million rows, and the first find after that ingest 1.28 s), or `BULK_MANY_S` on several:
-  faiss's threads pay only on long pieces (at 300,000 rows, two threads took in 2,253 rows a
-  second in pieces of 100, 4,552 in pieces of 2,000; one thread 2,584-2,712 whatever the piece).
+  no search for `QUIET_S`, it goes in pieces sized to take about `BULK_S` on one thread (a search
+  then waits that long at most: pieces of 1,024 rows took half a second at a million rows, and the
+  first find after that ingest 1.28 s); with none for `QUIET_MANY_S`, `BULK_MANY_S` on every
+  thread it is given: faiss's threads pay only on long pieces (at 300,000 rows, two threads took
+  in 2,253 rows a second in pieces of 100, 4,552 in pieces of 2,000; one thread 2,584-2,712
+  whatever the piece).
   (Pieces of 64 rows on two threads, standing aside only for a waiting search, made a find 24.6
   ms at p50 while the graph took in 105,000 rows, against 4.6 on hnswlib.)
 """
