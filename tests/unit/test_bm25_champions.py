@@ -53,6 +53,19 @@ def test_rows_added_or_changed_since_the_list_was_chosen(small_lists: None) -> N
     assert 500 not in got and top[0] not in got
 
 
+def test_a_champion_list_is_weighed_once_between_writes(small_lists: None) -> None:
+    """Between two writes every search of a frequent term reads the same champion labels and
+    weights (chosen and weighed by the first); a write makes the next search weigh them again."""
+    kw = corpus()
+    terms = query_terms("gateway")
+    labels, weights, pruned = kw._scores(terms, prune=True)
+    again = kw._scores(terms, prune=True)
+    assert pruned and again[0] is labels and again[1] is weights
+    kw.add(500, "gateway gateway gateway gateway gateway gateway gateway gateway")
+    after = kw._scores(terms, prune=True)
+    assert after[1] is not weights and 500 in after[0].tolist()
+
+
 def test_a_narrow_scope_is_answered_exactly(small_lists: None) -> None:
     kw = corpus()
     champions = set(kw.search("gateway", 8, every)[0].tolist())
