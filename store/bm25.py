@@ -199,12 +199,11 @@ class KeywordIndex:
             qword = np.asarray([word[t] for t in order], dtype=np.int64)
             weights = np.asarray(idf, dtype=np.float64)
             # Every candidate's term ids in one array: which are query terms, summed per candidate.
-            have = [self._terms.get(label) for label in labels]
-            ids = np.concatenate(have)
+            ids, lens = self._terms.many(labels)
             if not ids.size:
                 return [0.0] * len(labels)
             at = np.minimum(np.searchsorted(qids, ids), qids.size - 1)
-            owner = np.repeat(np.arange(len(labels)), [a.size for a in have])
+            owner = np.repeat(np.arange(len(labels)), lens)
             if qids.size == len(groups):  # one term a word: each (row, word) pair is met once at most
                 gained = np.where(qids[at] == ids, weights[qword[at]], 0.0)
                 return (np.bincount(owner, weights=gained, minlength=len(labels)) / total).tolist()
@@ -222,13 +221,12 @@ class KeywordIndex:
             tids = {tid: w for w, g in pairs for t in g if (tid := self._tid.get(t)) is not None}
             if not tids or not labels:
                 return out
-            have = [self._terms.get(label) for label in labels]
-            ids = np.concatenate(have)
+            ids, lens = self._terms.many(labels)
         want = np.sort(np.fromiter(tids, dtype=np.int32, count=len(tids)))
         at = np.minimum(np.searchsorted(want, ids), want.size - 1)  # a few query terms: no sort of ids
         hit = np.flatnonzero(want[at] == ids)
         if hit.size:
-            ends = np.cumsum([a.size for a in have])
+            ends = np.cumsum(lens)
             for row, tid in zip(np.searchsorted(ends, hit, side="right").tolist(), ids[hit].tolist(), strict=True):
                 if tids[tid] not in out[row]:
                     out[row].append(tids[tid])

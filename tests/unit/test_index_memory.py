@@ -265,6 +265,10 @@ def test_row_terms_keep_every_rows_ids_through_rewrites_and_compaction() -> None
             truth[label] = ids
         if step % 5000 == 0:
             assert all(terms.get(lab).tolist() == ids for lab, ids in truth.items())
+            asked = [*rng.integers(-2, 3200, 80).tolist(), *list(truth)[:20]]  # unknown, gone, held
+            ids, lens = terms.many(asked)
+            assert lens.tolist() == [len(truth.get(lab, [])) for lab in asked]
+            assert ids.tolist() == [i for lab in asked for i in truth.get(lab, [])]
     assert len(terms) == len(truth) and terms.live == sum(len(v) for v in truth.values())
     assert terms.end < 3 * max(terms.live, 1 << 16)  # compacted as it went: not 40,000 rows' worth
     assert all(terms.get(lab).tolist() == ids for lab, ids in truth.items())
