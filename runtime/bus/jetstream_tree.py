@@ -329,14 +329,27 @@ class JetStreamTree:
             return False
         if not recursive:
             raise IsADirectoryError(key)
+        big = await self._pointed_at(b, key)
         await b.delete(f"{kv_key(key)}.>")  # the subtree, its marker included, gone at once
-        prefix = f"{kv_key(key)}."
-        try:
-            big = [o.name for o in await b.objects.list() if o.name.startswith(prefix)]
-        except Exception:  # noqa: BLE001 - nats-py raises when the store holds no object at all
-            big = []
         await _all([b.objects.delete(n) for n in big])
         return True
+
+    @staticmethod
+    async def _pointed_at(b: Bucket, key: str) -> list[str]:
+        """The objects the files under a directory point at, read before it is purged. An object's
+        name says where it was written, not where its file is now: a moved directory's files keep
+        their objects, so choosing by name deleted a moved file's object when a new directory at
+        the old path was removed, and left the moved one's behind when it was. The values are read
+        only when the account holds any object at all (most hold none)."""
+        try:
+            stored = {o.name for o in await b.objects.list(ignore_deletes=True)}
+        except Exception:  # noqa: BLE001 - nats-py raises when the store holds no object at all
+            return []
+        if not stored:
+            return []
+        found = await _all([b.get(k) for k in await b.keys(f"{kv_key(key)}.>")])
+        names = (f.value[1:].decode() for f in found if f is not None and f.value[:1] == tree_values.OBJECT)
+        return [n for n in names if n in stored]
 
     def move(self, src: str, dst: str) -> None:
         self._run(self._move(src, dst))

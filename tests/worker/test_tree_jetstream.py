@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nats.js.errors import NotFoundError
 
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
@@ -82,6 +83,30 @@ def test_a_file_past_one_message_lives_in_the_object_store_and_goes_with_its_key
     assert again is not None and again.value == b"Fsmall"
     with pytest.raises(Exception):  # noqa: B017 - the object store's own not-found error
         t._run(b.objects.get(name))
+
+
+def _objects(t: JetStreamTree) -> list[str]:
+    """The names of the live objects in the tree's SYSTEM bucket's store."""
+    b = t._run(t._bucket("_"))
+    try:
+        return sorted(o.name for o in t._run(b.objects.list(ignore_deletes=True)))
+    except NotFoundError:  # nats-py's answer for a store with none
+        return []
+
+
+def test_a_moved_directorys_big_file_keeps_its_object_until_it_is_removed(t: JetStreamTree) -> None:
+    """An object is named for where its file was written; a moved directory's files keep theirs.
+    Removing a new directory at the old path once deleted the moved file's object (its name
+    matched), and removing the moved directory left it behind (its name did not)."""
+    big = b"y" * (9 * 1024 * 1024)
+    t.write("a/big.bin", big)
+    t.write("a/small.md", b"s")
+    t.move("a", "b")
+    t.write("a/big.bin", big[:-1])  # a new directory at the old path, a big file of its own
+    t.remove("a", recursive=True)
+    assert t.read("b/big.bin") == big and len(_objects(t)) == 1
+    t.remove("b", recursive=True)
+    assert _objects(t) == []
 
 
 def test_each_account_has_its_own_bucket_and_the_top_lists_them(t: JetStreamTree) -> None:
