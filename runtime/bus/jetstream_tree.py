@@ -17,8 +17,9 @@ points at it. Every write is acknowledged by the stream (replicated at its repli
 returns; every read and listing is answered by the stream's leader (direct gets are off, and no
 listing goes through a consumer, which may sit on a replica still catching up), so a worker reads
 what any worker wrote before it. `create` is a publish expecting no value; `append` a compare-and-set
-on the revision read. Not atomic yet: moving a directory (copied, then the source purged); an object
-a crash left unreferenced is not swept.
+on the revision read. A move is a copy, then the source purged, behind an intent key (`m.<destination>`)
+that the same move asked again, or the next process to open the bucket, finishes from: a worker killed
+between the two leaves one place, not two. Not swept yet: an object a crash left unreferenced.
 
 The port's methods block, as the local tree's do; this one runs its own connection on its own event
 loop thread, so callers (already off their event loop) simply wait on it.
@@ -28,12 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import nats
 
-from skald.runtime.bus import tree_values
+from skald.runtime.bus import tree_moves, tree_values
 from skald.runtime.bus.streams import TRANSIENT
 from skald.runtime.bus.tree_buckets import (
     SYSTEM,
@@ -42,26 +43,26 @@ from skald.runtime.bus.tree_buckets import (
     Found,
     Tails,
     account_of,
+    bounded,
     bucket_name,
 )
-from skald.runtime.bus.tree_keys import ACCOUNTS, DIR_MARK, VIRTUAL, ancestors, kv_key, mark, segment, token
+from skald.runtime.bus.tree_keys import (
+    ACCOUNTS,
+    DIR_MARK,
+    VIRTUAL,
+    ancestors,
+    kv_key,
+    mark,
+    moving,
+    segment,
+    token,
+)
+from skald.store import faults
 from skald.store.treeport import Entry, StoreUnavailable, check_key
 
 T = TypeVar("T")
 CAS_TRIES = 50
-FANOUT = 64  # reads or writes of one call in flight at once
 TAIL_BYTES = 64 * 1024 * 1024  # files appended to, kept with their revision (`Tails`)
-
-
-async def _all(aws: Iterable[Awaitable[T]]) -> list[T]:
-    """Awaitables run FANOUT at a time, results in order."""
-    sem = asyncio.Semaphore(FANOUT)
-
-    async def one(aw: Awaitable[T]) -> T:
-        async with sem:
-            return await aw
-
-    return list(await asyncio.gather(*(one(a) for a in aws)))
 
 
 class JetStreamTree:
@@ -121,6 +122,7 @@ class JetStreamTree:
     async def _create(self, account: str) -> Bucket:
         tags = self.placement.get(account, self.placement.get("*"))
         b = await Bucket.open(self._js, bucket_name(self.base, account), self.replicas, tags)
+        await tree_moves.finish_all(b)
         if account != SYSTEM:  # named where a listing of every account finds it
             system = await self._bucket(SYSTEM)
             await system.put(f"{ACCOUNTS}.{token(account)}", b"")
@@ -141,10 +143,10 @@ class JetStreamTree:
         file while it is a directory (a write refuses one). So a write into an existing directory
         reads three keys, whatever its depth; the whole chain is read only when the parent is new."""
         above = ancestors(key)
-        first = await _all([b.get(kv_key(key)), b.get(mark(key)), *([b.get(mark(above[0]))] if above else [])])
+        first = await bounded([b.get(kv_key(key)), b.get(mark(key)), *([b.get(mark(above[0]))] if above else [])])
         if not above or first[2] is not None:
             return first[0], first[1], []
-        got = await _all([*(b.get(kv_key(a)) for a in above), *(b.get(mark(a)) for a in above[1:])])
+        got = await bounded([*(b.get(kv_key(a)) for a in above), *(b.get(mark(a)) for a in above[1:])])
         files, marks = got[: len(above)], [None, *got[len(above):]]
         for a, f in zip(above, files, strict=True):
             if f is not None:
@@ -153,7 +155,7 @@ class JetStreamTree:
 
     @staticmethod
     async def _mark(b: Bucket, dirs: list[str]) -> None:
-        await _all([b.put(mark(d), b"") for d in sorted(dirs, key=len)])
+        await bounded([b.put(mark(d), b"") for d in sorted(dirs, key=len)])
 
     # ----- the port -------------------------------------------------------------------------
 
@@ -214,7 +216,7 @@ class JetStreamTree:
                 return e
             return None
 
-        got = await _all([one(k, d) for k, d in items.items()])
+        got = await bounded([one(k, d) for k, d in items.items()])
         return {k: e for k, e in zip(items, got, strict=True) if e is not None}
 
     async def _append(self, key: str, data: bytes) -> None:
@@ -267,8 +269,8 @@ class JetStreamTree:
         if old is not None or is_dir is not None:
             raise FileExistsError(key)
         await b.delete(f"{kv_key(key)}.>")  # leftovers of an attempt that died before its marker
-        values = await _all([tree_values.encode(b, f"{key}/{n}", d, self._nc.max_payload) for n, d in files.items()])
-        await _all([b.put(kv_key(f"{key}/{n}"), v, headers=h) for n, (v, h) in zip(files, values, strict=True)])
+        values = await bounded([tree_values.encode(b, f"{key}/{n}", d, self._nc.max_payload) for n, d in files.items()])
+        await bounded([b.put(kv_key(f"{key}/{n}"), v, headers=h) for n, (v, h) in zip(files, values, strict=True)])
         await self._mark(b, missing)
         await b.put(mark(key), b"")  # whole from here on
 
@@ -300,7 +302,7 @@ class JetStreamTree:
         base = kv_key(key)
         files, dirs = await asyncio.gather(b.keys(f"{base}.*"), b.keys(f"{base}.*.{DIR_MARK}"))
         files = [k for k in files if not k.endswith(f".{DIR_MARK}")]
-        got = await _all([b.get(k) for k in (*files, *dirs)])  # sizes and times, from the leader
+        got = await bounded([b.get(k) for k in (*files, *dirs)])  # sizes and times, from the leader
         out = [Entry(segment(k.rsplit(".", 1)[1]), False, tree_values.size(f), f.mtime)
                for k, f in zip(files, got[:len(files)], strict=True) if f is not None]
         out += [Entry(segment(k.split(".")[-2]), True, 0, f.mtime)
@@ -311,7 +313,7 @@ class JetStreamTree:
         """`accounts` or `uploads`: the accounts whose bucket holds that directory."""
         system = await self._bucket(SYSTEM)
         names = [segment(k.rsplit(".", 1)[1]) for k in await system.keys(f"{ACCOUNTS}.*")]
-        stats = await _all([self._stat(f"{key}/{n}") for n in names])
+        stats = await bounded([self._stat(f"{key}/{n}") for n in names])
         return sorted((e for e in stats if e is not None and e.is_dir), key=lambda e: e.name)
 
     def remove(self, key: str, *, recursive: bool = False) -> bool:
@@ -329,52 +331,49 @@ class JetStreamTree:
             return False
         if not recursive:
             raise IsADirectoryError(key)
-        big = await self._pointed_at(b, key)
+        big = await tree_moves.pointed_at(b, key)
         await b.delete(f"{kv_key(key)}.>")  # the subtree, its marker included, gone at once
-        await _all([b.objects.delete(n) for n in big])
+        await bounded([b.objects.delete(n) for n in big])
         return True
-
-    @staticmethod
-    async def _pointed_at(b: Bucket, key: str) -> list[str]:
-        """The objects the files under a directory point at, read before it is purged. An object's
-        name says where it was written, not where its file is now: a moved directory's files keep
-        their objects, so choosing by name deleted a moved file's object when a new directory at
-        the old path was removed, and left the moved one's behind when it was. The values are read
-        only when the account holds any object at all (most hold none)."""
-        try:
-            stored = {o.name for o in await b.objects.list(ignore_deletes=True)}
-        except Exception:  # noqa: BLE001 - nats-py raises when the store holds no object at all
-            return []
-        if not stored:
-            return []
-        found = await _all([b.get(k) for k in await b.keys(f"{kv_key(key)}.>")])
-        names = (f.value[1:].decode() for f in found if f is not None and f.value[:1] == tree_values.OBJECT)
-        return [n for n in names if n in stored]
 
     def move(self, src: str, dst: str) -> None:
         self._run(self._move(src, dst))
 
     async def _move(self, src: str, dst: str) -> None:
+        """A move in three steps, each acknowledged: its intent (`MOVES`), the copy (a directory's
+        marker last, so it is whole once visible), the source purged. A worker killed between the
+        copy and the purge left both visible; the intent lets whoever comes next finish it: the
+        same move asked again (a retried request) or any process opening the bucket
+        (`tree_moves.finish_all`)."""
         self._tails.drop(src, subtree=True)
         bs, bd = await self._of(src), await self._of(dst)
         if bs is not bd:
             raise ValueError("a move stays within one account")
         old, is_dir, missing = await self._prepare(bd, dst)
         if old is not None or is_dir is not None:
+            if await tree_moves.finish(bd, moving(dst), (src, dst)):
+                return  # this move, asked again after a worker died before its source was purged
             raise FileExistsError(dst)
         found, src_dir = await asyncio.gather(bs.get(kv_key(src)), bs.get(mark(src)))
+        if found is None and src_dir is None:
+            raise FileNotFoundError(src)
+        source = found if found is not None else src_dir
+        assert source is not None
+        await bd.put(moving(dst), tree_moves.intent(src, dst, source.revision))
+        faults.point("tree.move_intent")
         if found is not None:  # the value moves as it is (an object pointer included)
             await self._mark(bd, missing)
             await bd.put(kv_key(dst), found.value, headers=tree_values.kept(found))
-            await bs.delete(kv_key(src))
-            return
-        if src_dir is None:
-            raise FileNotFoundError(src)
-        base_src, base_dst = kv_key(src), kv_key(dst)
-        keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
-        values = await _all([bs.get(k) for k in keys])
-        await self._mark(bd, missing)
-        await _all([bd.put(base_dst + k[len(base_src):], f.value, headers=tree_values.kept(f))
-                    for k, f in zip(keys, values, strict=True) if f is not None])
-        await bd.put(mark(dst), b"")  # copied, not atomic yet (see the module's docstring)
-        await bs.delete(f"{base_src}.>")  # the source gone at once
+        else:
+            base_src, base_dst = kv_key(src), kv_key(dst)
+            keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
+            values = await bounded([bs.get(k) for k in keys])
+            await bd.delete(f"{base_dst}.>")  # leftovers of an attempt that died before its marker
+            await self._mark(bd, missing)
+            await bounded([bd.put(base_dst + k[len(base_src):], f.value, headers=tree_values.kept(f))
+                        for k, f in zip(keys, values, strict=True) if f is not None])
+            await bd.put(mark(dst), b"")  # whole from here on
+        faults.point("tree.move_copied")
+        await bs.delete(kv_key(src) if found is not None else f"{kv_key(src)}.>")  # gone at once
+        faults.point("tree.move_purged")
+        await bd.delete(moving(dst))

@@ -16,8 +16,9 @@ import json
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.js import api
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
@@ -30,6 +31,19 @@ _PLAIN_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SYSTEM = "_"  # the bucket of keys outside any account
 LEADER_WAIT_S = 5.0  # how long a listing waits for a group electing its leader (an election takes seconds)
 MAX_PAGES = 1000  # the server pages subject listings by 100,000: a listing past 10^8 keys is refused
+FANOUT = 64  # reads or writes of one call in flight at once
+T = TypeVar("T")
+
+
+async def bounded(aws: Iterable[Awaitable[T]]) -> list[T]:
+    """Awaitables run FANOUT at a time, results in order."""
+    sem = asyncio.Semaphore(FANOUT)
+
+    async def one(aw: Awaitable[T]) -> T:
+        async with sem:
+            return await aw
+
+    return list(await asyncio.gather(*(one(a) for a in aws)))
 
 
 def bucket_name(base: str, account: str) -> str:

@@ -14,6 +14,7 @@ ROOT = "n"
 DIR_MARK = "="  # the token of a directory's marker key
 ACCOUNTS = "=accounts"  # SYSTEM-bucket keys naming the accounts that have a bucket
 VIRTUAL = ("accounts", "uploads")  # directories spanning every account's bucket
+MOVES = "m"  # keys of moves under way, one per destination (`moving`), beside the tree's `n.`
 
 
 def token(segment: str) -> str:
@@ -40,6 +41,11 @@ def kv_key(key: str) -> str:
 
 def mark(key: str) -> str:
     return f"{kv_key(key)}.{DIR_MARK}"
+
+
+def moving(dst: str) -> str:
+    """The key of a move's intent: its destination's tokens under MOVES."""
+    return MOVES + kv_key(dst)[len(ROOT):]
 
 
 def ancestors(key: str) -> list[str]:

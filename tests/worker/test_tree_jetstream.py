@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +109,72 @@ def test_a_moved_directorys_big_file_keeps_its_object_until_it_is_removed(t: Jet
     assert t.read("b/big.bin") == big and len(_objects(t)) == 1
     t.remove("b", recursive=True)
     assert _objects(t) == []
+
+
+_MOVER = """
+import sys
+from skald.runtime.bus.jetstream_tree import JetStreamTree
+JetStreamTree([sys.argv[1]], sys.argv[2]).move(sys.argv[3], sys.argv[4])
+"""
+
+
+def _killed_moving(url: str, bucket: str, src: str, dst: str, fault: str) -> None:
+    """`move(src, dst)` in a process of its own, SIGKILLed at `fault` (`store/faults.py`)."""
+    done = subprocess.run([sys.executable, "-c", _MOVER, url, bucket, src, dst], timeout=60,
+                          env={**os.environ, "SKALD_FAULT": fault}, capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+
+def _tree_of(t: JetStreamTree, key: str) -> dict[str, bytes]:
+    """Every file under a directory (or the one file at `key`), by its path below `key`."""
+    entry = t.stat(key)
+    if entry is None:
+        return {}
+    if not entry.is_dir:
+        return {"": t.read(key)}
+    out: dict[str, bytes] = {}
+    for e in t.list(key):
+        out.update({f"{e.name}/{k}".rstrip("/"): v for k, v in _tree_of(t, f"{key}/{e.name}").items()})
+    return out
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+@pytest.mark.parametrize("fault", ["tree.move_intent", "tree.move_copied", "tree.move_purged"])
+def test_a_move_killed_between_its_steps_ends_whole_in_one_place(nats_server: EmbeddedNats, kind: str,
+                                                                  fault: str) -> None:
+    """A worker SIGKILLed inside a move: before its copy stood, the source is untouched and the move
+    can be asked again; after it, the source (still visible to a process that had the bucket open)
+    goes once the same move is asked again or another process opens the bucket. Nothing is lost,
+    nothing stays in two places, no intent is left."""
+    bucket = f"tree_test_{next(_buckets)}"
+    t = JetStreamTree([nats_server.url], bucket)
+    try:
+        src, dst = ("m/a.md", "m/b.md") if kind == "file" else ("m/a", "m/b")
+        files = {"": b"one"} if kind == "file" else {"x.md": b"x", "sub/y.md": b"y", "big.bin": b"z" * (2 << 20)}
+        for rel, data in files.items():
+            t.write(f"{src}/{rel}".rstrip("/"), data)
+        _killed_moving(nats_server.url, bucket, src, dst, fault)
+        copied = fault != "tree.move_intent"
+        assert _tree_of(t, dst) == (files if copied else {})
+        if fault == "tree.move_copied":  # both stand until someone finishes the move
+            assert _tree_of(t, src) == files
+            if kind == "file":
+                t.move(src, dst)  # the request retried: finished, not refused (a directory: by `after`)
+        elif fault == "tree.move_purged":  # the source made again before anyone finished the move
+            t.write(f"{src}/{next(iter(files))}".rstrip("/"), b"new")
+        after = JetStreamTree([nats_server.url], bucket)  # opening the bucket finishes what is left
+        try:
+            if fault == "tree.move_intent":
+                assert _tree_of(after, src) == files
+                after.move(src, dst)
+            assert _tree_of(after, dst) == files
+            assert _tree_of(after, src) == ({next(iter(files)): b"new"} if fault == "tree.move_purged" else {})
+            system = after._run(after._bucket("_"))
+            assert after._run(system.keys("m.>")) == []
+        finally:
+            after.close()
+    finally:
+        t.close()
 
 
 def test_each_account_has_its_own_bucket_and_the_top_lists_them(t: JetStreamTree) -> None:
