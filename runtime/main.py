@@ -292,7 +292,8 @@ def keys_revoke(path: Path, key_id: str) -> None:
 
 @main.group()
 def store() -> None:
-    """Where the tree, sessions and markers live: copy them between the data directory and JetStream."""
+    """Where the tree, sessions and markers live: copy them between the data directory and JetStream,
+    sweep JetStream's unreferenced objects."""
 
 
 @store.command("migrate")
@@ -334,6 +335,35 @@ def store_migrate(to: str, data_dir: Path | None, nats_url: str | None, stream_r
     click.echo(msgspec.json.encode(rep).decode())
     if rep.mismatched:
         raise SystemExit(1)
+
+
+@store.command("sweep")
+@click.option("--older-than", "older_than", type=click.FloatRange(0), default=3600.0, show_default=True,
+              help="Seconds: a younger object may belong to a write still in flight and is left alone.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="The data directory (default $SKALD_DATA_DIR).")
+@click.option("--nats-url", help="NATS server URL(s), comma-separated (default $SKALD_NATS_URL).")
+@_config
+def store_sweep(older_than: float, data_dir: Path | None, nats_url: str | None) -> None:
+    """Delete the JetStream tree's big-file objects that no file points at (left by a worker killed
+    between storing an object and pointing a file at it, or between a file's change and its old
+    object's deletion). Prints a JSON report last."""
+    from skald.runtime.bus.auth import WORKER_USER
+    from skald.runtime.bus.jetstream_tree import JetStreamTree
+    from skald.runtime.host.worker import make_keys, make_tree
+
+    cfg = _cfg(data_dir, nats_url, None)
+    cfg.store = "jetstream"
+    keys = make_keys(cfg)
+    tree = make_tree(cfg, cfg.nats_urls or ["nats://127.0.0.1:4222"], (WORKER_USER, keys.worker_secret)
+                     if keys.enabled else None)
+    assert isinstance(tree, JetStreamTree)
+    try:
+        rep = tree.sweep(older_than)
+    finally:
+        tree.close()
+    click.echo(f"{len(rep.swept)} of {rep.objects} objects deleted ({rep.bytes} bytes) in {rep.accounts + 1} "
+               f"buckets; {rep.young} too young to judge", err=True)
+    click.echo(msgspec.json.encode(rep).decode())
 
 
 commands.register(main)

@@ -19,7 +19,8 @@ listing goes through a consumer, which may sit on a replica still catching up), 
 what any worker wrote before it. `create` is a publish expecting no value; `append` a compare-and-set
 on the revision read. A move is a copy, then the source purged, behind an intent key (`m.<destination>`)
 that the same move asked again, or the next process to open the bucket, finishes from: a worker killed
-between the two leaves one place, not two. Not swept yet: an object a crash left unreferenced.
+between the two leaves one place, not two. An object a crash left unreferenced is deleted by
+`skald store sweep` (`tree_sweep.py`).
 
 The port's methods block, as the local tree's do; this one runs its own connection on its own event
 loop thread, so callers (already off their event loop) simply wait on it.
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 
 import nats
 
-from skald.runtime.bus import tree_moves, tree_values
+from skald.runtime.bus import tree_moves, tree_sweep, tree_values
 from skald.runtime.bus.streams import TRANSIENT
 from skald.runtime.bus.tree_buckets import (
     SYSTEM,
@@ -335,6 +336,19 @@ class JetStreamTree:
         await b.delete(f"{kv_key(key)}.>")  # the subtree, its marker included, gone at once
         await bounded([b.objects.delete(n) for n in big])
         return True
+
+    def sweep(self, older_than_s: float = tree_sweep.DEFAULT_AGE_S) -> tree_sweep.SweepReport:
+        """Every account's objects that no file points at, older than `older_than_s`, deleted
+        (`tree_sweep.py`)."""
+        return self._run(self._sweep(older_than_s))
+
+    async def _sweep(self, older_than_s: float) -> tree_sweep.SweepReport:
+        system = await self._bucket(SYSTEM)
+        accounts = [segment(k.rsplit(".", 1)[1]) for k in await system.keys(f"{ACCOUNTS}.*")]
+        report = tree_sweep.SweepReport(accounts=len(accounts))
+        for account in (SYSTEM, *accounts):
+            await tree_sweep.sweep(await self._bucket(account), older_than_s, report)
+        return report
 
     def move(self, src: str, dst: str) -> None:
         self._run(self._move(src, dst))

@@ -10,6 +10,7 @@ import uuid
 
 from skald.runtime.bus.tree_buckets import MTIME, SIZE, Bucket, Found
 from skald.runtime.bus.tree_keys import kv_key
+from skald.store import faults
 
 INLINE, OBJECT = b"F", b"O"
 HEADROOM = 4096  # bytes of a message that are not the value (subject, headers)
@@ -21,6 +22,7 @@ async def encode(b: Bucket, key: str, data: bytes, max_payload: int) -> tuple[by
         return INLINE + data, None
     name = f"{kv_key(key)}@{uuid.uuid4().hex}"
     await b.objects.put(name, data)
+    faults.point("tree.object_written")  # the object stored, no key pointing at it yet
     return OBJECT + name.encode(), {SIZE: str(len(data))}
 
 

@@ -144,6 +144,10 @@ async def test_a_local_deployment_migrates_into_jetstream_and_back(nats_url: str
     again = json.loads((await asyncio.to_thread(runner.invoke, main, [*args, "--to", "jetstream"],
                                                 env=env)).stdout.strip().splitlines()[-1])
     assert again["copied"] == 0 and again["skipped"] == rep["copied"]  # resumable: nothing left to do
+    swept = await asyncio.to_thread(runner.invoke, main, ["store", "sweep", "--older-than", "0", "--nats-url",
+                                                          nats_url], env=env)
+    assert swept.exit_code == 0, swept.output  # nothing to sweep, and nothing the worker below reads is gone
+    assert json.loads(swept.stdout.strip().splitlines()[-1])["swept"] == []
     w = await start(nats_url, tmp_path / "new", prefix)
     try:
         async with await SkaldClient.connect(nats_url, prefix=prefix) as c:

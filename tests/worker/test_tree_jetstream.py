@@ -177,6 +177,41 @@ def test_a_move_killed_between_its_steps_ends_whole_in_one_place(nats_server: Em
         t.close()
 
 
+_WRITER = """
+import sys
+from skald.runtime.bus.jetstream_tree import JetStreamTree
+JetStreamTree([sys.argv[1]], sys.argv[2]).write(sys.argv[3], b"w" * (9 << 20))
+"""
+
+
+def test_a_sweep_deletes_only_the_objects_no_file_points_at(nats_server: EmbeddedNats) -> None:
+    """A writer SIGKILLed after storing a big file's object, before its key, leaves an object no
+    file points at. The sweep deletes it once it is older than the age given, and keeps a file's own
+    object and a moved file's (named for where it was written)."""
+    bucket = f"tree_test_{next(_buckets)}"
+    t = JetStreamTree([nats_server.url], bucket)
+    try:
+        big = b"k" * (9 << 20)
+        t.write("s/keep.bin", big)
+        t.write("s/a/moved.bin", big)
+        t.move("s/a", "s/b")
+        t.write("accounts/acme/resources/r.bin", big)
+        done = subprocess.run([sys.executable, "-c", _WRITER, nats_server.url, bucket, "s/lost.bin"], timeout=60,
+                              env={**os.environ, "SKALD_FAULT": "tree.object_written"}, capture_output=True,
+                              text=True)
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        assert t.stat("s/lost.bin") is None and len(_objects(t)) == 3
+        young = t.sweep(older_than_s=3600)
+        assert young.swept == [] and young.objects == 4 and young.young == 4 and young.accounts == 1
+        swept = t.sweep(older_than_s=0)
+        assert [n.split("/", 1)[1].split("@")[0] for n in swept.swept] == [kv_key("s/lost.bin")]
+        assert swept.bytes == 9 << 20 and len(_objects(t)) == 2
+        assert t.read("s/keep.bin") == t.read("s/b/moved.bin") == t.read("accounts/acme/resources/r.bin") == big
+        assert t.sweep(older_than_s=0).swept == []
+    finally:
+        t.close()
+
+
 def test_each_account_has_its_own_bucket_and_the_top_lists_them(t: JetStreamTree) -> None:
     t.write("accounts/acme/resources/a.md", b"a")
     t.write("accounts/x.y@z/resources/b.md", b"b")
