@@ -29,6 +29,7 @@ loop thread, so callers (already off their event loop) simply wait on it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -62,6 +63,7 @@ from skald.store import faults
 from skald.store.treeport import Entry, StoreUnavailable, check_key
 
 T = TypeVar("T")
+log = logging.getLogger("skald.bus")
 CAS_TRIES = 50
 TAIL_BYTES = 64 * 1024 * 1024  # files appended to, kept with their revision (`Tails`)
 
@@ -123,7 +125,10 @@ class JetStreamTree:
     async def _create(self, account: str) -> Bucket:
         tags = self.placement.get(account, self.placement.get("*"))
         b = await Bucket.open(self._js, bucket_name(self.base, account), self.replicas, tags)
-        await tree_moves.finish_all(b)
+        try:
+            await tree_moves.finish_all(b)
+        except TRANSIENT as e:  # a group still electing its leader: the bucket opens, the next opening finishes them
+            log.warning("unfinished moves of %s left for later (%s)", b.name, type(e).__name__)
         if account != SYSTEM:  # named where a listing of every account finds it
             system = await self._bucket(SYSTEM)
             await system.put(f"{ACCOUNTS}.{token(account)}", b"")
