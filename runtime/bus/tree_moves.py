@@ -59,6 +59,4 @@ async def pointed_at(b: Bucket, key: str) -> list[str]:
         return []
     if not stored:
         return []
-    found = await bounded([b.get(k) for k in await b.keys(f"{kv_key(key)}.>")])
-    names = (f.value[1:].decode() for f in found if f is not None and f.value[:1] == tree_values.OBJECT)
-    return [n for n in names if n in stored]
+    return sorted(stored & await tree_values.pointers(b, f"{kv_key(key)}.>"))

@@ -68,7 +68,7 @@ async def sweep(b: Bucket, older_than_s: float, report: SweepReport, now: float 
         return
     orphans = unsure
     for _ in range(2):  # a file moved while one pass read the account is found by the next
-        pointed = await _pointers(b)
+        pointed = await tree_values.pointers(b, f"{ROOT}.>")
         orphans = [o for o in orphans if o.name not in pointed]
         if not orphans:
             return
@@ -76,8 +76,3 @@ async def sweep(b: Bucket, older_than_s: float, report: SweepReport, now: float 
     report.swept += [f"{b.name}/{o.name}" for o in orphans]
     report.bytes += sum(o.size or 0 for o in orphans)
 
-
-async def _pointers(b: Bucket) -> set[str]:
-    """The objects every file of the bucket points at now."""
-    values = await bounded([b.get(k) for k in await b.keys(f"{ROOT}.>")])
-    return {f.value[1:].decode() for f in values if f is not None and f.value[:1] == tree_values.OBJECT}
