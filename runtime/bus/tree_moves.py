@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from nats.js.errors import NotFoundError
+
 from skald.runtime.bus import tree_values
 from skald.runtime.bus.tree_buckets import Bucket, bounded
 from skald.runtime.bus.tree_keys import MOVES, kv_key, mark
@@ -55,7 +57,7 @@ async def pointed_at(b: Bucket, key: str) -> list[str]:
     only when the account holds any object at all (most hold none)."""
     try:
         stored = {o.name for o in await b.objects.list(ignore_deletes=True)}
-    except Exception:  # noqa: BLE001 - nats-py raises when the store holds no object at all
+    except NotFoundError:  # nats-py's answer for a store holding none
         return []
     if not stored:
         return []

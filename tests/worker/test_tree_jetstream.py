@@ -118,9 +118,10 @@ JetStreamTree([sys.argv[1]], sys.argv[2]).move(sys.argv[3], sys.argv[4])
 """
 
 
-def _killed_moving(url: str, bucket: str, src: str, dst: str, fault: str) -> None:
-    """`move(src, dst)` in a process of its own, SIGKILLed at `fault` (`store/faults.py`)."""
-    done = subprocess.run([sys.executable, "-c", _MOVER, url, bucket, src, dst], timeout=60,
+def _killed(script: str, fault: str, *args: str) -> None:
+    """`script` (a tree's call, `args` its argv) in a process of its own, SIGKILLed at `fault`
+    (`store/faults.py`)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], timeout=60,
                           env={**os.environ, "SKALD_FAULT": fault}, capture_output=True, text=True)
     assert done.returncode == -signal.SIGKILL, done.stderr
 
@@ -153,7 +154,7 @@ def test_a_move_killed_between_its_steps_ends_whole_in_one_place(nats_server: Em
         files = {"": b"one"} if kind == "file" else {"x.md": b"x", "sub/y.md": b"y", "big.bin": b"z" * (2 << 20)}
         for rel, data in files.items():
             t.write(f"{src}/{rel}".rstrip("/"), data)
-        _killed_moving(nats_server.url, bucket, src, dst, fault)
+        _killed(_MOVER, fault, nats_server.url, bucket, src, dst)
         copied = fault != "tree.move_intent"
         assert _tree_of(t, dst) == (files if copied else {})
         if fault == "tree.move_copied":  # both stand until someone finishes the move
@@ -196,10 +197,7 @@ def test_a_sweep_deletes_only_the_objects_no_file_points_at(nats_server: Embedde
         t.write("s/a/moved.bin", big)
         t.move("s/a", "s/b")
         t.write("accounts/acme/resources/r.bin", big)
-        done = subprocess.run([sys.executable, "-c", _WRITER, nats_server.url, bucket, "s/lost.bin"], timeout=60,
-                              env={**os.environ, "SKALD_FAULT": "tree.object_written"}, capture_output=True,
-                              text=True)
-        assert done.returncode == -signal.SIGKILL, done.stderr
+        _killed(_WRITER, "tree.object_written", nats_server.url, bucket, "s/lost.bin")
         assert t.stat("s/lost.bin") is None and len(_objects(t)) == 3
         young = t.sweep(older_than_s=3600)
         assert young.swept == [] and young.objects == 4 and young.young == 4 and young.accounts == 1
