@@ -16,9 +16,10 @@ from typing import Protocol
 
 import msgspec
 
-from skald.actors.indexer import file_rows, memories
+from skald.actors.indexer import changes, memories
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.imports import Imports
+from skald.actors.indexer.moves import Moves
 from skald.actors.indexer.pipeline import MAX_FILE_BYTES, IngestPipeline
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import consumes, handles
@@ -28,7 +29,7 @@ from skald.messages import catalog, folders, subjects
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from skald.store import document_records, faults, importing, memory_history, sidecar, treeops
+from skald.store import faults, importing, memory_history, sidecar, treeops
 from skald.store.treeport import parent
 from skald.store.uri import Identity, Namespace, VikingPath
 
@@ -37,14 +38,15 @@ class IndexerBus(Events, WorkQueue, IndexLog, Protocol):
     """The bus ports the indexer uses."""
 
 
-class Indexer(Imports):
+class Indexer(Imports, Moves):
     """The indexer actor: resources, skills and memories taken in (converted, split, summarised, embedded) and
     published as index rows; the tree's writes (fs.write, mkdir, rm, mv, tags)."""
 
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: IndexerBus,
                  clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None,
-                 max_file_bytes: int = MAX_FILE_BYTES) -> None:
+                 max_file_bytes: int = MAX_FILE_BYTES, change_recovery_age_s: float = changes.DEFAULT_AGE_S) -> None:
         self.ns = ns
+        self.change_recovery_age_s = change_recovery_age_s
         self.import_roots = [p.resolve() for p in import_roots or []]
         self.max_file_bytes = max_file_bytes
         self.embedder = embedder
@@ -55,7 +57,14 @@ class Indexer(Imports):
         self.jobs_done = 0
         self.jobs_failed = 0
 
+    async def start(self) -> None:
+        self._finishing = asyncio.create_task(changes.keep_finishing(self.ns, self.bus, self.change_recovery_age_s),
+                                              name="index-changes")
+
     async def stop(self) -> None:
+        task = getattr(self, "_finishing", None)
+        if task is not None:
+            task.cancel()
         await self.pipeline.close()
 
     def health(self) -> dict[str, object]:
@@ -127,78 +136,6 @@ class Indexer(Imports):
 
         await asyncio.to_thread(make)
         return fs_msgs.ChangeResult(uri=vp.uri)
-
-    def _rows_of(self, vp: VikingPath) -> list[tuple[str, int]]:
-        """Every row key a subtree can have, read from the tree before it changes (NOT_FOUND when a
-        concurrent writer removed it while it was read)."""
-        try:
-            return self._row_keys(vp)
-        except (FileNotFoundError, NotADirectoryError) as e:
-            raise NotFound("no such file or directory", {"uri": vp.uri}) from e
-
-    def _row_keys(self, vp: VikingPath) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
-        t = self.ns.tree
-        if treeops.is_file(t, vp.key):
-            return sorted(file_rows.row_keys(vp.uri, document_records.load(t, vp.key)))
-        for d in treeops.walk_dirs_bottom_up(t, vp.key):
-            dv = self.ns.from_key(vp.account, d)
-            out += [(dv.uri, 0), (dv.uri, 1)]
-        for f, _, _ in treeops.walk_files(t, vp.key):
-            out += sorted(file_rows.row_keys(self.ns.from_key(vp.account, f).uri, document_records.load(t, f)))
-        return out
-
-    @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
-    async def fs_rm(self, req: fs_msgs.RmRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
-        """`fs.rm`: Remove a file or directory."""
-        vp = self._writable(req.uri, ctx.identity)
-        if await asyncio.to_thread(self.ns.tree.stat, vp.key) is None:
-            raise NotFound("no such file or directory", {"uri": vp.uri})
-        keys = await asyncio.to_thread(self._rows_of, vp)
-        return await self._remove(vp, keys, req.recursive, req.wait, ctx)
-
-    async def _remove(self, vp: VikingPath, keys: list[tuple[str, int]], recursive: bool, wait: bool,
-                      ctx: Ctx) -> fs_msgs.ChangeResult:
-        """Remove from the tree, then its rows from the index (and refresh its parent's summaries)."""
-        t = self.ns.tree
-
-        def remove() -> None:
-            was_file = treeops.is_file(t, vp.key)
-            treeops.remove(t, vp.key, recursive)
-            if was_file:
-                document_records.remove(t, vp.key)
-
-        await asyncio.to_thread(remove)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, remove_rows=tuple(keys),
-                                    refresh_dirs=(vp.parent_uri,))
-        done = await self._submit(job, wait, ctx)
-        return fs_msgs.ChangeResult(uri=vp.uri, index_job=job.job_id, indexed=bool(done), removed=len(keys),
-                                    index_seq=done.index_seq if done else 0)
-
-    @handles(catalog.FS_MV, timeout_s=120.0, journal=True)
-    async def fs_mv(self, req: fs_msgs.MvRequest, ctx: Ctx) -> fs_msgs.ChangeResult:
-        """`fs.mv`: Move a file or directory."""
-        src = self._writable(req.from_uri, ctx.identity)
-        dst = self._writable(req.to_uri, ctx.identity)
-        if dst.uri == src.uri or dst.uri.startswith(src.uri + "/"):
-            raise InvalidArgument("cannot move a directory into itself", {"uri": dst.uri})
-        t = self.ns.tree
-        if await asyncio.to_thread(t.stat, src.key) is None:
-            raise NotFound("no such file or directory", {"uri": src.uri})
-        keys = await asyncio.to_thread(self._rows_of, src)
-
-        def move() -> None:
-            was_file = treeops.is_file(t, src.key)
-            treeops.move(t, src.key, dst.key)
-            if was_file:
-                document_records.remove(t, src.key)
-
-        await asyncio.to_thread(move)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=src.account, remove_rows=tuple(keys),
-                          index_roots=(dst.uri,), refresh_dirs=(src.parent_uri,))
-        done = await self._submit(job, req.wait, ctx)
-        return fs_msgs.ChangeResult(uri=dst.uri, index_job=job.job_id, indexed=bool(done), removed=len(keys),
-                              index_seq=done.index_seq if done else 0)
 
     @handles(catalog.SKILLS_ADD, timeout_s=600.0, journal=True)
     async def add_skill(self, req: ingest_msgs.AddSkillRequest, ctx: Ctx) -> ingest_msgs.IngestResult:

@@ -97,6 +97,10 @@ class Config:
     store_placement: str = ""
     lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
     archive_quarantine_after: int = 3  # failed Phase 2 runs of an archive before it leaves the live context
+    # A move or removal whose request died between the tree change and its index job is finished by
+    # an indexer once its note is this old (past the requests' 120 s deadline: a younger one may be
+    # a request still running elsewhere). Each indexer looks when it starts and every minute.
+    change_recovery_age_s: float = 180.0
     import_roots: tuple[str, ...] = ()  # server directories resources.add/skills.add may read a path from
     # The per-file limit of what is taken in (uploads, folders, URLs): a larger file is reported as
     # skipped (too_large) and not stored; a single file over it is refused.
@@ -216,7 +220,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "recall_rewrite_timeout_s": (0.01, 600), "snapshot_interval_s": (0.1, 86_400), "ingest_concurrency": (1, 256),
     "io_threads": (1, 1024), "stream_replicas": (1, 5), "embed_cache_rows": (0, 100_000_000), "lease_ttl_s": (0.5, 600),
     "events_max_age_s": (0.0, 10 * 365 * 86_400.0),
-    "archive_quarantine_after": (1, 1000), "trace_sample": (0.0, 1.0), "work_ack_wait_s": (0.0, 3600),
+    "archive_quarantine_after": (1, 1000), "change_recovery_age_s": (0.0, 86_400.0), "trace_sample": (0.0, 1.0),
+    "work_ack_wait_s": (0.0, 3600),
     "max_file_mb": (0.001, 256.0), "index_shards": (1, 1024), "index_shard": (0, 1023),
 }
 SECRETS = frozenset({"embed_api_key", "llm_api_key", "rerank_api_key", "root_key", "worker_secret"})

@@ -10,6 +10,7 @@ campaign's (test_crash_campaign.py, bench/crash_campaign.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import Awaitable, Callable
@@ -31,7 +32,10 @@ TRIED: list[str] = []
 
 
 def start(url: str, data: Path, prefix: str, fault: str = "") -> subprocess.Popen[str]:
-    return processes.worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="1", lease_ttl_s="1", fault=fault)
+    """A worker that finishes a dead request's move or removal as soon as it starts (no other
+    worker's request can be running)."""
+    return processes.worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="1", lease_ttl_s="1", fault=fault,
+                            change_recovery_age_s="0")
 
 
 async def attempt(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
@@ -158,6 +162,60 @@ async def test_resource_directory_ingest_killed_at_each_step(nats_url: str, tmp_
         assert len(uris) == len(set(uris)) == 40
 
     await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+
+
+async def indexed(c: SkaldClient, under: str, want: set[str]) -> set[str]:
+    """The file URIs the index holds under `under`, once they are `want` (or after 30 s, whatever
+    they are then: the index catches up with a recovery in the background)."""
+    got: set[str] = set()
+    for _ in range(150):
+        r = await c.call("search.find", {"query": "", "target_uri": under, "level": 2, "limit": 100})
+        got = {h["uri"] for h in r["resources"]}
+        if got == want:
+            break
+        await asyncio.sleep(0.2)
+    return got
+
+
+@pytest.mark.parametrize(("op", "fault"), [("fs.mv", "index.change_noted"), ("fs.mv", "ingest.before_enqueue"),
+                                           ("fs.mv", "ingest.after_enqueue"), ("fs.rm", "ingest.before_enqueue")])
+async def test_move_and_removal_killed_at_each_step(nats_url: str, tmp_path: Path, op: str, fault: str) -> None:
+    """A retried move or removal whose tree change had happened answers NOT_FOUND, so only the note
+    the request left can bring the index to the tree: no row of the source stays, the destination's
+    are there once."""
+    src, dst, other = ("viking://resources/notes/plan.md", "viking://resources/archive/plan.md",
+                       "viking://resources/notes/keep.md")
+    body = {"from_uri": src, "to_uri": dst} if op == "fs.mv" else {"uri": src}
+
+    async def before(c: SkaldClient) -> None:
+        await c.call("fs.write", {"uri": src, "content": "# Plan\n\nThe plan for the winter release.\n"})
+        await c.call("fs.write", {"uri": other, "content": "# Keep\n\nA file nobody moves.\n"})
+
+    async def crash(c: SkaldClient) -> Any:
+        return await attempt(c, op, body)
+
+    async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
+        moved = (await c.call("fs.stat", {"uri": "viking://resources/notes"}))["is_dir"] and not await exists(c, src)
+        if not moved:  # killed before the tree changed: the request never happened, the retry makes it
+            assert fault == "index.change_noted"
+            assert await indexed(c, "viking://resources", {src, other}) == {src, other}
+            await c.call(op, body)
+        else:
+            with pytest.raises(errors.NotFound):  # the retry cannot say more than the tree does
+                await c.call(op, body)
+        want = {other, dst} if op == "fs.mv" else {other}
+        assert await indexed(c, "viking://resources", want) == want
+        assert not list((data / "index-changes").glob("*"))  # every note finished
+
+    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+
+
+async def exists(c: SkaldClient, uri: str) -> bool:
+    try:
+        await c.call("fs.stat", {"uri": uri})
+    except errors.NotFound:
+        return False
+    return True
 
 
 async def test_ledger_write_killed(nats_url: str, tmp_path: Path) -> None:

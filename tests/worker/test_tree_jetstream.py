@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from nats.js.errors import NotFoundError
 
+from skald.messages.ingest import IngestJob
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
 from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, segment, token
+from skald.store import index_changes
 from skald.store.treeport import Entry, StoreUnavailable
 from support import processes
 from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, run here on this tree
@@ -113,6 +115,7 @@ def test_a_moved_directorys_big_file_keeps_its_object_until_it_is_removed(t: Jet
 
 _MOVER = """
 import sys
+from skald.messages.ingest import IngestJob
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 JetStreamTree([sys.argv[1]], sys.argv[2]).move(sys.argv[3], sys.argv[4])
 """
@@ -180,6 +183,7 @@ def test_a_move_killed_between_its_steps_ends_whole_in_one_place(nats_server: Em
 
 _WRITER = """
 import sys
+from skald.messages.ingest import IngestJob
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 JetStreamTree([sys.argv[1]], sys.argv[2]).write(sys.argv[3], b"w" * (9 << 20))
 """
@@ -221,6 +225,17 @@ def test_each_account_has_its_own_bucket_and_the_top_lists_them(t: JetStreamTree
     assert t._run(acme.get(kv_key("accounts/acme/resources/a.md"))) is not None
     with pytest.raises(IsADirectoryError):
         t.read("accounts")
+
+
+def test_index_change_notes_live_in_the_bucket_outside_every_account(t: JetStreamTree) -> None:
+    """A move's note (store/index_changes.py) is found by one listing of the system bucket."""
+    job = IngestJob(job_id="j1", account="acme", remove_rows=(("viking://resources/a.md", 2),))
+    index_changes.note(t, index_changes.PendingChange(source="accounts/acme/resources/a.md", at=1.0, job=job))
+    assert [c.job for c in index_changes.pending(t)] == [job]
+    assert [e.name for e in t.list("accounts")] == []  # no account's bucket made for it
+    index_changes.drop(t, "j1")
+    index_changes.drop(t, "j1")  # gone already: fine
+    assert index_changes.pending(t) == []
 
 
 def test_a_directory_deep_below_costs_its_listing_nothing(t: JetStreamTree) -> None:

@@ -1,0 +1,86 @@
+"""A move or removal whose request died between the tree change and its index job: the note it
+left is finished by an indexer's pass, so the index does not keep the source's rows for ever.
+(The same with a real worker SIGKILLed at each step: tests/processes/test_crash_matrix.py.)"""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+import pytest
+
+from skald.actors.indexer import changes
+from skald.messages import errors, subjects
+from skald.messages import ingest as ingest_msgs
+from skald.store import index_changes
+from support.memory_deploy import MemoryDeployment
+
+A, B = "viking://resources/a/x.md", "viking://resources/b/x.md"
+
+
+async def uris(d: MemoryDeployment, query: str) -> list[str]:
+    r = await d.call("search.find", {"query": query})
+    return [m["uri"] for m in r["resources"]]
+
+
+def dead_request(d: MemoryDeployment, job_id: str, destination: str, at: float) -> index_changes.PendingChange:
+    """What fs.mv (or, without a destination, fs.rm) of A notes before it changes the tree."""
+    ns = d.indexer.ns
+    src = ns.resolve(A, d.identity)
+    roots = (destination,) if destination else ()
+    job = ingest_msgs.IngestJob(job_id=job_id, account=src.account, remove_rows=((A, 2),), index_roots=roots,
+                                refresh_dirs=(src.parent_uri,))
+    dst = ns.resolve(destination, d.identity).key if destination else ""
+    change = index_changes.PendingChange(source=src.key, destination=dst, at=at, job=job)
+    index_changes.note(ns.tree, change)
+    return change
+
+
+async def finish(d: MemoryDeployment, job_id: str, older_than_s: float = 0.0) -> int:
+    """One pass, waiting for the job it queues (if any) to be indexed."""
+    async with d.bus.waiter(subjects.ingest_done("default", job_id)) as w:
+        queued = await changes.finish_pending(d.indexer.ns, d.indexer.bus, older_than_s)
+        if queued:
+            done = msgspec.json.decode(await w.wait(10.0), type=ingest_msgs.IngestResult)
+            d.index_seq = max(d.index_seq, done.index_seq)
+    return queued
+
+
+async def test_a_move_its_request_left_is_indexed_at_the_destination(client: MemoryDeployment) -> None:
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    assert A in await uris(client, "zebra migration")
+    change = dead_request(client, "j-moved", B, time.time())
+    client.indexer.ns.tree.move(change.source, change.destination)  # the tree moved; the worker died here
+    assert await finish(client, "j-moved", older_than_s=3600.0) == 0  # young: maybe a request still running
+    assert [c.job.job_id for c in index_changes.pending(client.indexer.ns.tree)] == ["j-moved"]
+    assert await finish(client, "j-moved") == 1
+    found = await uris(client, "zebra migration")
+    assert B in found and A not in found
+    assert index_changes.pending(client.indexer.ns.tree) == []
+
+
+async def test_a_removal_its_request_left_drops_the_rows(client: MemoryDeployment) -> None:
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    change = dead_request(client, "j-removed", "", time.time() - 600)
+    client.indexer.ns.tree.remove(change.source)
+    assert A in await uris(client, "zebra migration")  # what the dead request left
+    assert await finish(client, "j-removed") == 1
+    assert A not in await uris(client, "zebra migration")
+
+
+async def test_a_change_that_never_happened_is_dropped_and_its_rows_stay(client: MemoryDeployment) -> None:
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    dead_request(client, "j-never", B, time.time() - 600)  # died after its note, before the tree changed
+    assert await finish(client, "j-never") == 0
+    assert index_changes.pending(client.indexer.ns.tree) == []
+    assert A in await uris(client, "zebra migration")
+
+
+async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> None:
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    await client.call("fs.mv", {"from_uri": A, "to_uri": B})
+    await client.call("fs.rm", {"uri": B})
+    await client.call("fs.write", {"uri": A, "content": "again"})
+    with pytest.raises(errors.Conflict):  # noted, then refused by the tree: the note goes with the refusal
+        await client.call("fs.mv", {"from_uri": A, "to_uri": "viking://resources/a"})
+    assert index_changes.pending(client.indexer.ns.tree) == []
