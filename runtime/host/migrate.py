@@ -16,10 +16,13 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from skald.store import treeops
+from skald.store.index_changes import CHANGES_DIR
 from skald.store.sessions import ARCHIVE_RE, HISTORY
 from skald.store.treeport import Tree, join
 
-ROOTS = ("accounts", "uploads")  # what a deployment's tree holds (the rest of a data directory is caches)
+# What a deployment's tree holds (the rest of a data directory is caches): the accounts, uploads in
+# progress, and the notes of moves and removals whose index job a dead request still owes.
+ROOTS = ("accounts", "uploads", CHANGES_DIR)
 
 
 class Report(msgspec.Struct, kw_only=True):

@@ -7,6 +7,7 @@ Moving a deployment with a snapshot:
     skald replay compact --snapshot snap/                    # on the old deployment
     skald replay record --after-snapshot snap/ --out tail.jsonl
     skald replay restore --snapshot snap/ --data-dir new/    # before the new deployment starts
+                                                             # (--store jetstream: into the bus's buckets)
     skald up --data-dir new/ &                               # (or its workers)
     skald replay apply --snapshot snap/ --in tail.jsonl      # rows and answers, then the tail
 """
@@ -156,18 +157,48 @@ def replay_compact(nats_url: str, prefix: str, keys_file: Path | None, snap: Pat
 
 @replay.command("restore")
 @click.option("--snapshot", "snap", type=click.Path(file_okay=False, exists=True, path_type=Path), required=True)
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
-def replay_restore(snap: Path, data_dir: Path) -> None:
-    """Unpack a snapshot's tree into an empty data directory, before its deployment starts; then
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The new deployment's data directory (with --store jetstream, only its scratch space).")
+@click.option("--store", type=click.Choice(["local", "jetstream"]), default="local", show_default=True,
+              help="Where the tree goes: the data directory, or the bus's buckets (a deployment with no shared disk).")
+@_with_conn
+@_keys
+def replay_restore(snap: Path, data_dir: Path, store: str, nats_url: str, prefix: str,
+                   keys_file: Path | None) -> None:
+    """Put a snapshot's tree into an empty store, before its deployment starts; then
     `replay apply --snapshot` puts its index rows and model answers in, with the tail."""
     from skald.runtime.replay import snapshots
 
     try:
-        n = snapshots.restore_tree(snap, data_dir)
+        if store == "local":
+            n = snapshots.restore_tree(snap, data_dir)
+        else:
+            n = _restore_jetstream(snap, data_dir, nats_url, prefix, keys_file)
     except FileExistsError as e:
         raise click.ClickException(str(e)) from e
     meta = snapshots.load_meta(snap)
-    click.echo(f"restored {n} files (event {meta.events_seq}) into {data_dir}")
+    where = data_dir if store == "local" else f"the {prefix}_tree buckets"
+    click.echo(f"restored {n} files (event {meta.events_seq}) into {where}")
+
+
+def _restore_jetstream(snap: Path, data_dir: Path, nats_url: str, prefix: str, keys_file: Path | None) -> int:
+    from skald.runtime.bus.auth import WORKER_USER
+    from skald.runtime.host.config import Config
+    from skald.runtime.host.worker import make_keys, make_tree
+    from skald.runtime.replay import snapshots
+
+    cfg = Config.from_env(data_dir=data_dir, nats_url=nats_url)  # replicas and placement as the workers have them
+    cfg.store, cfg.prefix = "jetstream", prefix
+    if keys_file is not None:
+        cfg.keys_file = str(keys_file)
+    keys = make_keys(cfg)
+    tree = make_tree(cfg, cfg.nats_urls, (WORKER_USER, keys.worker_secret) if keys.enabled else None)
+    assert tree is not None
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return snapshots.restore_into(snap, tree, data_dir)
+    finally:
+        tree.close()  # type: ignore[attr-defined]
 
 
 def register(group: click.Group) -> None:

@@ -10,8 +10,9 @@ A snapshot is a directory:
     answers.jsonl   every model answer logged up to then (a replay re-applies them, never re-asks)
     usage.bin       the use counters' messages (active_count of each node), as on their stream
 
-Restoring is two steps around starting the deployment: `restore_tree` before (the tree is the
-workers' own state), `publish_state` after (rows and answers go into its streams).
+Restoring is two steps around starting the deployment: `restore_tree` (a data directory) or
+`restore_into` (any store's tree, the JetStream one among them) before (the tree is the workers'
+own state), `publish_state` after (rows and answers go into its streams).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import shutil
 import struct
 import tarfile
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,7 +36,11 @@ from skald.messages.index import IndexChange
 from skald.messages.journal import ModelOutput
 from skald.runtime.bus.nats_bus import H_USAGE_NODE
 from skald.runtime.bus.streams import stream_name
+from skald.runtime.host.migrate import ROOTS, migrate
 from skald.runtime.models import model_log
+from skald.store import treeops
+from skald.store.local_tree import LocalTree
+from skald.store.treeport import Tree
 
 META, TREE, INDEX, ANSWERS, USAGE = "snapshot.json", "tree.tar", "index.bin", "answers.jsonl", "usage.bin"
 _change = msgspec.msgpack.Decoder(IndexChange)
@@ -42,6 +48,7 @@ _u32 = struct.Struct("<I")
 FORMAT = 1
 # Not part of a deployment's state: the worker's caches and replica snapshots, the bus's store, locks.
 SKIPPED_TOP = (".skald", "nats")
+RESTORING = "restoring"  # a tree key standing while `restore_into` copies (what it restores)
 
 
 class SnapshotMeta(msgspec.Struct, kw_only=True):
@@ -154,6 +161,28 @@ def restore_tree(snap: Path, data_dir: Path) -> int:
         members = tar.getmembers()
         tar.extractall(data_dir, filter="data")
     return sum(m.isfile() for m in members)
+
+
+def restore_into(snap: Path, tree: Tree, scratch: Path) -> int:
+    """Put the snapshot's tree into a store's tree that holds none yet (a JetStream deployment's,
+    before its workers start): unpacked into `scratch`, then copied file by file, each verified by
+    its digest read back (`skald store migrate`'s copy). A `restoring` key stands while it runs, so
+    an interrupted restore is finished by running it again, and only that is let into a tree that
+    holds something. The number of files the tree holds from the snapshot."""
+    held = [r for r in ROOTS if treeops.listdir(tree, r, show_hidden=True, missing_ok=True)]
+    if held and tree.stat(RESTORING) is None:
+        raise FileExistsError(f"the store already holds a tree ({', '.join(held)}): restore into an empty one")
+    tree.write(RESTORING, (snap / META).read_bytes())
+    work = Path(tempfile.mkdtemp(prefix="restore-", dir=scratch))
+    try:
+        restore_tree(snap, work)
+        rep = migrate(LocalTree(work), tree)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if rep.mismatched:
+        raise OSError(f"{len(rep.mismatched)} files did not read back as written: {rep.mismatched[:5]}")
+    tree.remove(RESTORING)
+    return rep.copied + rep.skipped
 
 
 def _write_records(path: Path, records: list[tuple[str, bytes]]) -> None:

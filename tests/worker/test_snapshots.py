@@ -242,3 +242,48 @@ async def test_a_replica_on_the_8bit_graph_snapshots_it_and_reads_it_back(deploy
     assert back is not None and len(back) == len(replica.index) > 0
     assert back.content_hash() == replica.index.content_hash()
     assert VectorIndex.load(Path(r["replica"]), replica.dim, replica.model, graph="hnsw") is None
+
+
+async def test_a_snapshot_restores_into_a_deployment_with_no_shared_disk(deploy: Callable[..., Any], nats_url: str,
+                                                                          tmp_path: Path) -> None:
+    """`replay restore --store jetstream`: the snapshot's tree into the bus's buckets, every file as
+    captured (archives and markers included); a second restore over it is refused; the deployment
+    on those buckets, given the snapshot's rows, answers as the original does."""
+    import subprocess
+    import sys
+
+    from skald.runtime.bus.jetstream_tree import JetStreamTree
+    from skald.runtime.host.migrate import migrate
+    from skald.store.local_tree import LocalTree
+
+    rng = random.Random(5)
+    w1, c1 = await deploy()
+    await part(c1, rng, 0)
+    snap = tmp_path / "snap"
+    meta = await compaction.compact(c1.nc, w1.cfg.prefix, snap, w1.cfg)
+    prefix = f"{w1.cfg.prefix}js"
+    cmd = [str(Path(sys.executable).parent / "skald"), "replay", "restore", "--snapshot", str(snap), "--store",
+           "jetstream", "--data-dir", str(tmp_path / "scratch"), "--nats-url", nats_url, "--prefix", prefix]
+    r = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True)
+    assert r.returncode == 0 and f"restored {meta.files} files" in r.stdout, r.stderr
+    again = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True)
+    assert again.returncode != 0 and "already holds a tree" in again.stderr
+
+    tree = JetStreamTree([nats_url], f"{prefix}_tree")
+    try:
+        assert tree.stat(snapshots.RESTORING) is None
+        await asyncio.to_thread(migrate, tree, LocalTree(tmp_path / "read_back"))
+    finally:
+        tree.close()
+    assert tree_bytes(tmp_path / "read_back") == tree_bytes(w1.cfg.data_dir)
+    assert any("/history/archive_" in k for k in tree_bytes(w1.cfg.data_dir))  # a session's archive went too
+
+    w2, c2 = await deploy(prefix=prefix, store="jetstream", data_dir=tmp_path / "js_worker")
+    await snapshots.publish_state(c2.nc, prefix, snap)
+    await settle(c2)
+    # Queries that match: a restored row carries the times of the scratch deployment's replay, not the
+    # original's, which can order the near-zero tail of a query matching nothing differently.
+    for q in ("billing deploy", "coffee invoice cache"):
+        assert (await c1.call("search.find", {"query": q})) == (await c2.call("search.find", {"query": q}))
+    assert (await c1.call("fs.read", {"uri": "viking://resources/log.md"})) == \
+        (await c2.call("fs.read", {"uri": "viking://resources/log.md"}))
