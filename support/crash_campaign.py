@@ -1,5 +1,5 @@
 """Crash campaign: SIGKILL real worker processes at random points across add_message, commit
-Phase 1, Phase 2, memory merge, ingest and fs writes (fault points armed to fire at their k-th
+Phase 1, Phase 2, memory merge, ingest, fs writes and moves (fault points armed to fire at their k-th
 hit, or a kill at a random moment), with a model server that answers (Phase 2 with memories, one
 keyed memory rewritten on every run so merges happen). Every trial runs the same small workload
 on one deployment (a new session, a file write, a resource add, a memory) against a worker armed
@@ -11,7 +11,8 @@ everything and the campaign counts, from the disk and the API:
   write, resource or memory that does not read back as acknowledged;
 - duplicated: a message stored twice, a message in the journal other than exactly once, the keyed
   memory as more than one file;
-- stuck: an archive neither completed nor failed, or work still queued, a minute after the end.
+- stuck: an archive neither completed nor failed, or work still queued, a minute after the end;
+- stale rows: index rows of resources the tree no longer holds (a file moved or removed).
 
 Shared by `bench/crash_campaign.py` (200 trials and more, from the command line) and
 `tests/processes/test_crash_campaign.py` (50 trials in CI).
@@ -51,6 +52,7 @@ AREAS: dict[str, list[tuple[str, int]]] = {
     "ingest": [("ingest.before_enqueue", 2), ("ingest.after_enqueue", 2), ("ingest.before_publish", 2),
                ("ingest.after_publish", 2), ("ingest.after_done", 2)],
     "fs writes": [("tree.before_rename", 4), ("ledger.before_write", 2)],
+    "moves": [("index.change_noted", 2)],
     "moment": [("", 0)],
 }
 ACTORS = "session,archive,indexer,retriever"
@@ -65,13 +67,16 @@ class Tally:
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # index rows of files the tree no longer holds
     messages: dict[str, list[str]] = field(default_factory=dict)  # session -> acknowledged ids
     files: dict[str, str] = field(default_factory=dict)  # uri -> acknowledged content
     memories: list[str] = field(default_factory=list)  # acknowledged memory uris
+    moving: dict[str, str] = field(default_factory=dict)  # a move not acknowledged: from -> to
+    removing: set[str] = field(default_factory=set)  # a removal not acknowledged
 
     def line(self) -> str:
         return (f"trials {self.trials}, acknowledged operations {self.acked}, lost {len(self.lost)}, "
-                f"duplicated {len(self.duplicated)}, stuck {len(self.stuck)}")
+                f"duplicated {len(self.duplicated)}, stuck {len(self.stuck)}, stale rows {len(self.stale)}")
 
 
 def model() -> ModelStub:
@@ -113,14 +118,28 @@ async def workload(c: SkaldClient, t: Tally, i: int) -> None:
                                                "parts": [{"type": "text", "text": f"{role} line {j} of {sid}"}]}))
     steps += [("sessions.commit", {"session_id": sid}),
               ("fs.write", {"uri": f"viking://resources/w/{sid}.md", "content": f"# W {sid}\n\nwritten {i}\n"}),
+              ("fs.mv", {"from_uri": f"viking://resources/w/{sid}.md", "to_uri": f"viking://resources/m/{sid}.md"}),
               ("resources.add", {"content": f"# R {sid}\n\nadded {i}\n", "name": f"{sid}.md",
                                  "target_uri": "viking://resources/r"}),
               ("memories.write", {"category": "entities", "content": f"Entity {sid} is number {i}."})]
+    if i % 2:
+        steps.append(("fs.rm", {"uri": f"viking://resources/m/{sid}.md"}))
     for op, body in steps:
+        if op == "fs.mv":
+            t.moving[body["from_uri"]] = body["to_uri"]
+        elif op == "fs.rm":
+            t.removing.add(body["uri"])
         r = await once(c, op, body)
         if r is None:
             return
         t.acked += 1
+        if op == "fs.mv":
+            del t.moving[body["from_uri"]]
+            if body["from_uri"] in t.files:
+                t.files[body["to_uri"]] = t.files.pop(body["from_uri"])
+        elif op == "fs.rm":
+            t.removing.discard(body["uri"])
+            t.files.pop(body["uri"], None)
         if op == "sessions.add_message":
             t.messages[sid].append(body["id"])
         elif op == "fs.write":
@@ -166,6 +185,29 @@ async def settle(c: SkaldClient, prefix: str, t: Tally, timeout_s: float = 60.0)
             t.stuck += pending + [f"still queued: {s}" for s in await queued_subjects(js, prefix)]
             return archives
         await asyncio.sleep(0.25)
+
+
+async def _read(c: SkaldClient, uri: str) -> str | None:
+    try:
+        return str((await c.call("fs.read", {"uri": uri}, timeout_s=10.0))["content"])
+    except errors.NotFound:
+        return None
+
+
+async def stale_rows(c: SkaldClient, timeout_s: float = 30.0) -> list[str]:
+    """Rows the index holds for resources the tree does not (a move or removal whose index job a
+    killed worker never queued, until an indexer finishes its note): none once settled, or what is
+    still there after `timeout_s`."""
+    end = time.monotonic() + timeout_s
+    while True:
+        found = await c.call("search.find", {"query": "", "target_uri": "viking://resources", "level": 2,
+                                             "limit": 1000}, timeout_s=10.0)
+        files = await c.call("search.glob", {"pattern": "**", "uri": "viking://resources"}, timeout_s=10.0)
+        held = set(files["matches"])
+        stale = sorted({h["uri"].split("#")[0] for h in found["resources"]} - held)
+        if not stale or time.monotonic() > end:
+            return stale
+        await asyncio.sleep(0.5)
 
 
 def _text(tree: Tree, key: str) -> str:
@@ -217,12 +259,14 @@ async def check(c: SkaldClient, tree: Tree, prefix: str, t: Tally) -> None:
     t.duplicated += [f"{sid}/{m} in the journal {counts.get((sid, m), 0)} times"
                      for sid, ms in stored.items() for m in ms if counts.get((sid, m)) != 1]
     for uri, content in t.files.items():
-        try:
-            got_text = (await c.call("fs.read", {"uri": uri}, timeout_s=10.0))["content"]
-        except errors.NotFound:
-            got_text = None
+        got_text = await _read(c, uri)
+        if got_text is None and uri in t.moving:  # a move not acknowledged: here or there
+            got_text = await _read(c, t.moving[uri])
+        if got_text is None and uri in t.removing:  # a removal not acknowledged: there or gone
+            continue
         if got_text != content:
             t.lost.append(f"{uri}: {got_text!r}")
+    t.stale += await stale_rows(c)
     for uri in t.memories:
         try:
             await c.call("fs.read", {"uri": uri}, timeout_s=10.0)
@@ -245,7 +289,7 @@ async def campaign(nats_url: str, data: Path, trials: int, seed: int, prefix: st
     stub = model()
     procs: list[subprocess.Popen[str]] = []
     settings = {"lease_ttl_s": "1", "work_ack_wait_s": "1", "llm_base_url": stub.url, "snapshot_interval_s": "30",
-                "store": store}
+                "store": store, "change_recovery_age_s": "0"}  # one worker at a time: a note is a dead request's
 
     def disk(i: int | str) -> Path:
         return data if store == "local" else data / f"worker-{i}"

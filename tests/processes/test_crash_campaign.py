@@ -1,7 +1,7 @@
 """The crash campaign's CI variant: 50 SIGKILL trials at random points across add_message, commit
-Phase 1, Phase 2, memory merge, ingest and fs writes, with a model that answers (bench/
+Phase 1, Phase 2, memory merge, ingest, fs writes and moves, with a model that answers (bench/
 crash_campaign.py runs 200 and more). Nothing acknowledged is lost, nothing is stored or
-journaled twice, nothing is left pending."""
+journaled twice, nothing is left pending, the index keeps no row of a file moved or removed."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ async def test_fifty_sigkills_across_every_write_path_lose_duplicate_and_strand_
     print(f"\ncrash campaign (seed {seed}): {t.line()}; by area {dict(t.by_area)}")
     assert t.trials == TRIALS and t.acked > 2 * TRIALS
     assert len(t.by_area) == len(AREAS)  # every area was tried
-    assert (t.lost, t.duplicated, t.stuck) == ([], [], [])
+    assert (t.lost, t.duplicated, t.stuck, t.stale) == ([], [], [], [])
     FIGURES["crash_points"] += t.trials
 
 
@@ -33,5 +33,5 @@ async def test_sigkills_against_the_jetstream_store_each_losing_the_disk_lose_no
     t = await campaign(nats_url, tmp_path / "data", 25, seed, prefix="campjs", verbose=False, store="jetstream")
     print(f"\ncrash campaign on jetstream (seed {seed}): {t.line()}; by area {dict(t.by_area)}")
     assert t.trials == 25 and t.acked > 50
-    assert (t.lost, t.duplicated, t.stuck) == ([], [], [])
+    assert (t.lost, t.duplicated, t.stuck, t.stale) == ([], [], [], [])
     FIGURES["crash_points"] += t.trials
