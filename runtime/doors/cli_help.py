@@ -17,6 +17,7 @@ EXAMPLES: dict[str, str] = {
     "keys nats-config": "skald keys nats-config --file keys.json > auth.conf",
     "store migrate": "skald store migrate --to jetstream --data-dir ./skald-data --nats-url nats://n1:4222,nats://n2:4223",
     "store sweep": "skald store sweep --older-than 3600 --nats-url nats://n1:4222,nats://n2:4223",
+    "store reshard": "skald store reshard --shards 3 --nats-url nats://n1:4222,nats://n2:4223",
     "keys revoke": "skald keys revoke --file keys.json k_3f2a",
     "replay record": "skald replay record --out journal.jsonl",
     "replay apply": "skald replay apply --in journal.jsonl --nats-url nats://127.0.0.1:4223",
