@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from skald.runtime import __version__
-from skald.runtime.doors import cli_admin, cli_help, cli_ingest, cli_sessions, cli_store
+from skald.runtime.doors import cli_admin, cli_help, cli_ingest, cli_sessions
 from skald.runtime.doors import cli_client as commands
-from skald.runtime.doors.cli_config import command_config, config_option
+from skald.runtime.host import store_commands
+from skald.runtime.host.command_config import command_config, config_option
 from skald.runtime.host.config import IMPLEMENTED_ACTORS
 from skald.runtime.host.threads import one_blas_thread
 from skald.runtime.replay import commands as cli_replay
@@ -283,7 +284,7 @@ cli_ingest.register(main)
 cli_replay.register(main)
 cli_sessions.register(main)
 cli_admin.register(main)
-cli_store.register(main)
+store_commands.register(main)
 cli_help.annotate(main)
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from typing import Any
 import click
 import msgspec
 
-from skald.runtime.doors.cli_config import command_config, config_option
+from skald.runtime.host.command_config import command_config, config_option
 
 
 @click.group()
