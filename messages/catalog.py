@@ -109,6 +109,9 @@ SEARCH_CANDIDATES = Op("search.candidates", context_msgs.CandidatesRequest, cont
 SEARCH_FIND_SHARD = Op("search.find_shard", search_msgs.ShardFindRequest, search_msgs.FindResult,
                        "search.find answered from one shard of a sharded index, the query embedded once.",
                        internal=True)
+SEARCH_SEARCH_SHARD = Op("search.search_shard", search_msgs.ShardSearchRequest, search_msgs.FindResult,
+                         "search.search in list mode answered from one shard of a sharded index, with the plan "
+                         "and query vectors the asking retriever made.", internal=True)
 ASSEMBLE_CONTEXT = Op("assemble.context", search_msgs.SearchRequest, context_msgs.ContextResult,
                       "search.search in context or bootstrap mode, served by the assembler.", internal=True)
 

@@ -120,6 +120,32 @@ class ShardFindRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
     model: str = ""
 
 
+class PlannedQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """One query of a list search's plan as the asking retriever made it: its text, the context type
+    it searches (None: every type), why it was planned, and its vector (little-endian float32 by the
+    request's `model`; empty: the shard embeds it, as for a keyword search, which needs none)."""
+
+    query: str
+    context_type: str | None = None
+    intent: str = ""
+    priority: int = 3
+    vector: bytes = b""
+
+
+class ShardSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Internal (retriever -> one shard's retrievers): a list search answered from that shard's rows
+    with the plan the asking retriever made, so a search spanning shards runs its intent analysis (a
+    model call, with a session) once, every shard searches the same queries, and each query is
+    embedded once."""
+
+    search: SearchRequest
+    queries: list[PlannedQuery]
+    reasoning: str = ""
+    status: str = "original"
+    error: str | None = None
+    model: str = ""
+
+
 class ShardError(msgspec.Struct, kw_only=True):
     """A shard of a sharded index that did not answer in time: its rows are missing from the reply."""
 

@@ -24,7 +24,15 @@ from skald.actors.kit.ports import LLM, Calls, Embedder, IndexLog, Reranker, Sha
 from skald.actors.kit.request import Ctx
 from skald.actors.retriever import candidates, params, querybank, results, scope
 from skald.actors.retriever.gather import gather
-from skald.actors.retriever.list_search import ListSearch, RerankFn, SearchSettings, run_search
+from skald.actors.retriever.list_search import (
+    ListSearch,
+    RerankFn,
+    SearchSettings,
+    plan_search,
+    planned_from,
+    run_search,
+    shard_request,
+)
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
 from skald.actors.retriever.scoring import (
@@ -217,12 +225,21 @@ class Retriever(TreeReads):
             targets = self.spans(req, ctx)
             if targets is None:
                 return await run_search(self.lists, req, ctx)
-            parts, missing = await self.scatter.ask(targets, catalog.SEARCH_SEARCH, req, ctx, search_msgs.FindResult,
-                                                    lambda: run_search(self.lists, req, ctx))
+            planned = await plan_search(self.lists, req, ctx, embed=True)  # once, for every shard
+            body = shard_request(req, planned, self.embedder.name)
+            parts, missing = await self.scatter.ask(targets, catalog.SEARCH_SEARCH_SHARD, body, ctx,
+                                                    search_msgs.FindResult,
+                                                    lambda: run_search(self.lists, req, ctx, planned))
             return merge_find(parts, params.common(req, self.clock(), check_tags).limit, missing)
         # context / bootstrap: the assembler serves it (one subject, two actors; docs/design/context-assembly.md).
         return await self.bus.call(catalog.ASSEMBLE_CONTEXT, req, ctx.identity, ctx.remaining(),
                                    index_seq=ctx.index_seq, into=msgspec.Raw)  # passed on as it came
+
+    @handles(catalog.SEARCH_SEARCH_SHARD, timeout_s=120.0)
+    async def search_shard(self, req: search_msgs.ShardSearchRequest, ctx: Ctx) -> search_msgs.FindResult:
+        """`search.search_shard`: a list search from this shard's rows, with the asking retriever's
+        plan and query vectors."""
+        return await run_search(self.lists, req.search, ctx, planned_from(req, self.embedder))
 
     @handles(catalog.SEARCH_CANDIDATES, fresh_result=True)
     async def candidates(self, req: context_msgs.CandidatesRequest, ctx: Ctx) -> context_msgs.CandidatesResult:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from skald.actors.kit.ports import LLM, Embedder
 from skald.actors.kit.request import Ctx
@@ -22,6 +23,7 @@ from skald.actors.retriever.calibration import IDENTITY, Calibration
 from skald.actors.retriever.reads import inline_content
 from skald.actors.retriever.replica import IndexReplica
 from skald.actors.retriever.scoring import answered, decayed_match, decayed_score, gate_of, hybrid
+from skald.actors.retriever.shards import sent_vector, wire_vector
 from skald.actors.retriever.stats import StatsCollector
 from skald.actors.text import intent
 from skald.actors.text.tags import check_tags
@@ -82,15 +84,23 @@ async def session_context(ns: Namespace, session_id: str | None, ctx: Ctx) -> tu
     return overview, recent
 
 
-async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx) -> search_msgs.FindResult:
-    t0 = time.perf_counter()
+@dataclass(slots=True)
+class Planned:
+    """A list search's plan, made once: the queries, each one's vector where it was embedded
+    (None: embed it where it runs), and the size of the session context it was planned from."""
+
+    plan: intent.QueryPlan
+    vectors: list[np.ndarray | None]
+    overview_chars: int = 0
+    messages: int = 0
+
+
+async def plan_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx, embed: bool = False) -> Planned:
+    """The queries a list search runs, from its session (intent analysis, a model call when one is
+    configured); with `embed`, each query's vector too (what a search spanning shards sends them)."""
     s: SearchSettings = retr.settings
-    c = params.common(req, retr.clock(), check_tags)
     if req.search_type != "semantic" and not req.query.strip():
         raise InvalidArgument(f"search_type={req.search_type} needs a non-empty text query", {"field": "query"})
-    now, levels, ctypes, since, until, decay, pred, limit = (c.now, c.levels, c.context_types, c.since, c.until,
-                                                             c.decay, c.predicate, c.limit)
-    prefixes = scope.targets(retr.ns, req.target_uri, ctypes, ctx.identity)
     summary, recent = await session_context(retr.ns, req.session_id, ctx)
     if not req.query.strip():
         plan = intent.QueryPlan(queries=[], status="off")
@@ -98,11 +108,48 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
         plan = await intent.analyze(retr.llm, req.query, summary, recent, min(s.intent_timeout_s, ctx.remaining()))
     else:
         plan = intent.original(req.query, "off")
+    vectors: list[np.ndarray | None] = [None] * len(plan.queries)
+    if embed and req.search_type != "keywords":
+        vectors = list(await asyncio.gather(*(retr.embedder.embed_query(tq.query) for tq in plan.queries)))
+    return Planned(plan, vectors, len(summary), len(recent))
+
+
+def planned_from(req: search_msgs.ShardSearchRequest, embedder: Embedder) -> Planned:
+    """The plan the asking retriever sent (a vector of another model or size embedded again here)."""
+    plan = intent.QueryPlan(queries=[intent.TypedQuery(query=q.query, context_type=q.context_type, intent=q.intent,
+                                                       priority=q.priority) for q in req.queries],
+                            reasoning=req.reasoning, status=req.status, error=req.error)
+    return Planned(plan, [sent_vector(q.vector, req.model, embedder) if q.vector else None for q in req.queries])
+
+
+def shard_request(req: search_msgs.SearchRequest, planned: Planned, model: str) -> search_msgs.ShardSearchRequest:
+    """What a shard is sent: the search, and the plan with its vectors."""
+    p = planned.plan
+    return search_msgs.ShardSearchRequest(
+        search=req, reasoning=p.reasoning, status=p.status, error=p.error, model=model,
+        queries=[search_msgs.PlannedQuery(query=q.query, context_type=q.context_type, intent=q.intent,
+                                          priority=q.priority, vector=b"" if v is None else wire_vector(v))
+                 for q, v in zip(p.queries, planned.vectors, strict=True)])
+
+
+async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx,
+                     planned: Planned | None = None) -> search_msgs.FindResult:
+    """One list search from this replica's rows: its plan made here, or the one given."""
+    t0 = time.perf_counter()
+    s: SearchSettings = retr.settings
+    c = params.common(req, retr.clock(), check_tags)
+    now, levels, ctypes, since, until, decay, pred, limit = (c.now, c.levels, c.context_types, c.since, c.until,
+                                                             c.decay, c.predicate, c.limit)
+    prefixes = scope.targets(retr.ns, req.target_uri, ctypes, ctx.identity)
+    if planned is None:
+        planned = await plan_search(retr, req, ctx)
+    plan = planned.plan
     await retr.replica.catch_up(ctx)
     index = retr.replica.index
     counters = Counters()
 
-    async def one(tq: intent.TypedQuery) -> tuple[list[tuple[IndexRow, float]], dict[str, Any]]:
+    async def one(tq: intent.TypedQuery, given: np.ndarray | None) -> tuple[list[tuple[IndexRow, float]],
+                                                                             dict[str, Any]]:
         qtypes = ctypes
         if tq.context_type is not None:
             qtypes = frozenset({tq.context_type}) if ctypes is None else ctypes & {tq.context_type}
@@ -115,7 +162,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
         if req.search_type == "keywords":
             hits = index.keyword_search(tq.query, collect, limit)
             return [(h.row, h.score) for h in hits], {"query": tq.query, "engine": "bm25"}
-        vec = await retr.embedder.embed_query(tq.query)
+        vec = given if given is not None else await retr.embedder.embed_query(tq.query)
         k = limit * (params.EVENT_DECAY_OVERFETCH if decay is not None else 1)
         if req.search_type == "hybrid":
             # find's fusion (dense + keyword lift on the cosine scale), so scores stay calibrated
@@ -141,7 +188,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
         counters.rerank_fallback |= out.rerank_fallback
         return out.hits[:k], {"query": tq.query, "mode": "thinking", "trajectory": out.trace}
 
-    results = await asyncio.gather(*(one(tq) for tq in plan.queries))
+    results = await asyncio.gather(*(one(tq, v) for tq, v in zip(plan.queries, planned.vectors, strict=True)))
     matched: list[search_msgs.MatchedContext] = []
     raw: list[float] = []  # each match's similarity before calibration: what orders its ties
     provenance: list[dict[str, Any]] = []
@@ -179,7 +226,8 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx)
     if req.include_provenance:
         result.provenance = {"targets": prefixes, "search_type": req.search_type, "queries": provenance,
                              "calibration": s.calibration.describe(),
-                             "session_context": {"overview_chars": len(summary), "messages": len(recent)}}
+                             "session_context": {"overview_chars": planned.overview_chars,
+                                                 "messages": planned.messages}}
     latency = (time.perf_counter() - t0) * 1000
     scores = [m.score for m in (*result.memories, *result.resources, *result.skills)]
     signal = {"keywords": "bm25", "hybrid": "hybrid"}.get(req.search_type, "similarity")

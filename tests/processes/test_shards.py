@@ -11,6 +11,7 @@ its own subjects and the answers are whole again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from skald.runtime.client.api import SkaldClient
 from skald.store.index.shards import shard_of
 from support import processes
 from support.processes import direct_health, wait_ready, worker_ids
+from support.stubs import ModelStub, chat
 
 SHARDS = "2"
 
@@ -49,12 +51,25 @@ async def shard_rows(c: SkaldClient, ids: dict[str, Any]) -> dict[int, int]:
     return out
 
 
+def planner() -> ModelStub:
+    """A model that plans a list search's queries (the retrievers' only use of it here)."""
+    plan = {"reasoning": "the birds", "queries": [{"query": "osprey nests", "context_type": "resource", "priority": 1},
+                                                  {"query": "where ospreys nest", "priority": 2}]}
+    return ModelStub(lambda p, b: (200, chat(json.dumps(plan)), 0))
+
+
+def plans_asked(stub: ModelStub) -> int:
+    return sum("plan retrieval" in b["messages"][0]["content"] for _, b in stub.calls)
+
+
 async def test_two_shards_as_processes(nats_url: str, tmp_path: Path) -> None:
     prefix = "shards"
     data = tmp_path / "data"
     common = {"embedder": "hash", "index_shards": SHARDS}
-    r0 = processes.worker(nats_url, data, prefix, "retriever", index_shard="0", **common)
-    r1 = processes.worker(nats_url, data, prefix, "retriever", index_shard="1", **common)
+    stub = planner()
+    model = {"llm_base_url": stub.url, "llm_model": "stub"}
+    r0 = processes.worker(nats_url, data, prefix, "retriever", index_shard="0", **common, **model)
+    r1 = processes.worker(nats_url, data, prefix, "retriever", index_shard="1", **common, **model)
     writer = processes.worker(nats_url, data, prefix, "indexer,assembler", **common)
     everything: list[subprocess.Popen[str]] = [r0, r1, writer]
     try:
@@ -80,6 +95,16 @@ async def test_two_shards_as_processes(nats_url: str, tmp_path: Path) -> None:
             r = await c.call("search.search", {"query": "osprey nests", "target_uri": "viking://resources",
                                                "limit": 10})  # list mode: each shard descends its own rows
             assert set(every) <= uris(r) and "missing_shards" not in r
+            # With a session, the spanning list search is planned once (one model call, not one a
+            # shard) and every shard searches that plan's queries, each embedded once.
+            session = data / "accounts/default/user/default/sessions/s1"
+            session.mkdir(parents=True)
+            (session / "messages.jsonl").write_text(json.dumps({"id": "m0", "role": "user", "parts": [
+                {"type": "text", "text": "we are counting ospreys this spring"}]}) + "\n")
+            r = await c.call("search.search", {"query": "what about their nests?", "session_id": "s1",
+                                               "target_uri": "viking://resources", "limit": 10})
+            assert plans_asked(stub) == 1 and r["query_plan"]["status"] == "planned"
+            assert len(r["query_plan"]["queries"]) == 3 and set(every) <= uris(r)
 
             # Inside one shard: that shard alone answers (the other holds none of its rows).
             d0, d1 = by_shard[0][0], by_shard[1][0]
@@ -133,3 +158,4 @@ async def test_two_shards_as_processes(nats_url: str, tmp_path: Path) -> None:
             assert set(every) <= uris(r) and "missing_shards" not in r
     finally:
         processes.reap(everything)
+        stub.close()
