@@ -68,7 +68,10 @@ class Moves(Jobs):
         try:
             await asyncio.to_thread(change)
         except Exception:
-            await asyncio.to_thread(index_changes.drop, t, job.job_id)
+            # Refused (NOT_FOUND, CONFLICT) the source stands and the note goes; if the tree
+            # changed before the failure, the note stays for a pass to finish.
+            if await asyncio.to_thread(t.stat, source) is not None:
+                await asyncio.to_thread(index_changes.drop, t, job.job_id)
             raise
 
     async def _changed(self, job: ingest_msgs.IngestJob) -> None:
