@@ -24,6 +24,7 @@ from nats.js import api
 
 from skald.messages import subjects
 from skald.runtime.bus.streams import stream_name
+from skald.store import faults
 from skald.store.index.shards import shard_of
 
 WINDOW = 256  # publishes or purges in flight at once
@@ -106,6 +107,7 @@ async def reshard(js: Any, prefix: str, shards: int, progress: Callable[[Report]
                 if len(pending) >= WINDOW:
                     await asyncio.gather(*pending)
                     pending = []
+                    faults.point("reshard.window")  # some rows under both subjects, the rest only the old
             if progress is not None and rep.rows % 10_000 == 0:
                 progress(rep)
             if seq == last or rep.rows == count:
@@ -113,6 +115,7 @@ async def reshard(js: Any, prefix: str, shards: int, progress: Callable[[Report]
         await asyncio.gather(*pending)
     finally:
         await sub.unsubscribe()
+    faults.point("reshard.published")  # every row under its new subject too, no old one purged
     # Every new subject is stored: the old ones go. Unsharded subjects are one token after the
     # head and sharded ones two, so a whole layout left behind goes in one purge by wildcard (the
     # new subjects are of the other layout); rows moved between shards, one purge each.

@@ -6,6 +6,7 @@ nothing."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from skald.runtime.bus.streams import stream_name
 from skald.runtime.host.reshard import reshard, target
@@ -93,3 +95,44 @@ async def test_one_shard_to_two_and_back(deploy: Callable[..., Any], nats_url: s
     await settle(c2)
     assert await found(c2, "caddy proxy port") == one
     assert w2.host.actors["retriever"].index.stats()["rows"] == held
+
+
+@pytest.mark.parametrize("fault", ["reshard.window", "reshard.published"])
+async def test_a_reshard_killed_part_way_is_finished_by_running_it_again(nats_url: str, fault: str) -> None:
+    """SIGKILLed after its first window of publishes (rows under both subjects, the rest under the
+    old one only) or after every publish (no old subject purged), the command run again leaves each
+    row once, under its new subject, with the bytes it had."""
+    import nats
+
+    from skald.messages import subjects as subj
+    from skald.messages.index import IndexChange, IndexRow
+    from skald.runtime.bus.streams import ensure_streams
+    from skald.store.index.types import row_subject_token
+
+    prefix = f"rsk{len(fault)}"
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, prefix)
+    rows: dict[str, tuple[str, bytes]] = {}
+    for i in range(600):
+        uri = f"viking://resources/p{i % 37}/f{i}.md"
+        token = row_subject_token("default", uri, 2)
+        data = msgspec.msgpack.encode(IndexChange(upsert=IndexRow(account="default", uri=uri, level=2,
+                                                                  parent_uri=uri.rsplit("/", 1)[0],
+                                                                  context_type="resource", text=f"row {i}")))
+        await js.publish(subj.index_row(prefix, token), data)
+        rows[subj.index_row(prefix, token, shard_of("default", uri, 3))] = (uri, data)
+    cmd = [str(Path(sys.executable).parent / "skald"), "store", "reshard", "--shards", "3", "--nats-url", nats_url,
+           "--prefix", prefix]
+    killed = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True,
+                                     env={**os.environ, "SKALD_FAULT": fault})
+    assert killed.returncode == -9, killed.stderr
+    info = await js.stream_info(stream_name(prefix, "index"), subjects_filter=f"{prefix}.index.row.>")
+    assert len(info.state.subjects or {}) > 600  # left part way: some rows under two subjects
+    again = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    info = await js.stream_info(stream_name(prefix, "index"), subjects_filter=f"{prefix}.index.row.>")
+    assert sorted(info.state.subjects or {}) == sorted(rows)
+    for subject, (_, data) in rows.items():
+        assert bytes((await js.get_last_msg(stream_name(prefix, "index"), subject)).data or b"") == data
+    await nc.close()
