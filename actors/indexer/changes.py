@@ -14,8 +14,8 @@ import logging
 import time
 from typing import Protocol
 
+from skald.actors.indexer import jobs
 from skald.actors.kit.ports import WorkQueue
-from skald.messages import catalog
 from skald.store import index_changes
 from skald.store.uri import Namespace
 
@@ -41,7 +41,7 @@ async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: f
         stands = await asyncio.to_thread(t.stat, change.source) is not None
         job = index_changes.to_finish(change, stands)
         if job is not None:
-            await bus.enqueue(catalog.INGEST, job, job.job_id)
+            await jobs.enqueue(bus, job)
             queued += 1
             log.info("finished the index job of a change its request left (%s)", change.source)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)

@@ -15,6 +15,41 @@ from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import NotFound
 from skald.store import faults
 
+# A job's removals past this many bytes go in jobs of their own: the work stream takes messages of
+# up to 8 MB, and a removal or move of a directory of 100,000 rows (its row keys, as JSON) passes it.
+MAX_REMOVALS_BYTES = 4 * 1024 * 1024
+
+
+def parts(job: ingest_msgs.IngestJob, max_bytes: int | None = None) -> list[ingest_msgs.IngestJob]:
+    """`job`, or, when its removals pass `max_bytes` (MAX_REMOVALS_BYTES), jobs of removals alone
+    (`<id>-1`, `<id>-2`...) and then `job` with the first of them and everything else it does
+    (pure). Each part is by key, so their order does not matter; the caller waits for `job`'s id,
+    which the last part keeps."""
+    def size(row: tuple[str, int]) -> int:
+        return len(row[0].encode()) + 16  # the URI, its level and the JSON around them
+
+    limit = MAX_REMOVALS_BYTES if max_bytes is None else max_bytes
+    rows = job.remove_rows
+    if sum(size(r) for r in rows) <= limit:
+        return [job]
+    chunks: list[list[tuple[str, int]]] = [[]]
+    used = 0
+    for r in rows:
+        if chunks[-1] and used + size(r) > limit:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(r)
+        used += size(r)
+    extra = [ingest_msgs.IngestJob(job_id=f"{job.job_id}-{i}", account=job.account, remove_rows=tuple(c))
+             for i, c in enumerate(chunks[1:], 1)]
+    return [*extra, msgspec.structs.replace(job, remove_rows=tuple(chunks[0]))]
+
+
+async def enqueue(bus: WorkQueue, job: ingest_msgs.IngestJob) -> None:
+    """Queue a job in as many parts as its size needs (`parts`)."""
+    for part in parts(job):
+        await bus.enqueue(catalog.INGEST, part, part.job_id)
+
 
 class JobsBus(Events, WorkQueue):
     """The bus ports a job's life uses."""
@@ -30,12 +65,12 @@ class Jobs:
         """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""
         faults.point("ingest.before_enqueue")  # the file is on disk; no job yet
         if not wait:
-            await self.bus.enqueue(catalog.INGEST, job, job.job_id)
+            await enqueue(self.bus, job)
             faults.point("ingest.after_enqueue")
             await self._queued(job)
             return None
         async with self.bus.waiter(subjects.ingest_done(job.account, job.job_id)) as w:
-            await self.bus.enqueue(catalog.INGEST, job, job.job_id)
+            await enqueue(self.bus, job)
             faults.point("ingest.after_enqueue")  # queued, not answered
             raw = await w.wait(max(0.0, ctx.remaining() - 0.05))
         if not raw:
