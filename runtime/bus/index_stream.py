@@ -24,6 +24,12 @@ _enc = msgspec.msgpack.Encoder()
 _change_dec = msgspec.msgpack.Decoder(IndexChange)
 
 
+def row_subject(prefix: str, token: str, account: str, uri: str, shards: int) -> str:
+    """The subject of a row of `account` at `uri` in an index of `shards` shards (the reshard moves
+    rows by the same rule)."""
+    return subjects.index_row(prefix, token, shard_of(account, uri, shards) if shards > 1 else None)
+
+
 class IndexStream:
     """The index log's half of the NATS bus (a mixin of `NatsBus`, which supplies the connection,
     the acknowledged publisher and the retry through stream elections)."""
@@ -58,8 +64,7 @@ class IndexStream:
         return last
 
     def _row_subject(self, token: str, account: str, uri: str) -> str:
-        n = self.index_shards
-        return subjects.index_row(self.prefix, token, shard_of(account, uri, n) if n > 1 else None)
+        return row_subject(self.prefix, token, account, uri, self.index_shards)
 
     async def latest_rows(self, keys: list[tuple[str, str, int]]) -> dict[tuple[str, str, int], IndexRow]:
         """Each row's subject's last message, read from the stream a window at a time."""

@@ -8,9 +8,9 @@ published under the subject the new count gives it, and its old subject purged o
 is stored. Run it with the workers stopped, then start them with `SKALD_INDEX_SHARDS` set to the
 new count: each shard's replicas read their rows from the stream (a replica keeps one snapshot per
 shard layout, so none loads another layout's rows; one of the same layout from before follows the
-stream from its sequence, and every moved row comes after it). Killed part way, it is run again: a row still
-under its old subject is published again (one message is kept per subject, so the copy replaces
-itself) and the purge is repeated; rows already moved are left as they are.
+stream from its sequence, and every moved row comes after it). Killed part way, it is run again:
+a row still under its old subject is published again (one message is kept per subject, so the
+copy replaces itself) and the purge is repeated; rows already moved are left as they are.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from typing import Any
 import msgspec
 from nats.js import api
 
-from skald.messages import subjects
+from skald.runtime.bus.index_stream import row_subject
 from skald.runtime.bus.streams import stream_name
 from skald.store import faults
-from skald.store.index.shards import shard_of
 
 WINDOW = 256  # publishes or purges in flight at once
 
@@ -65,7 +64,7 @@ def target(prefix: str, tail: str, data: bytes, shards: int) -> str:
     at = change.upsert or change.delete
     if at is None:  # an empty change (none is written): wherever it stands
         return f"{prefix}.index.row.{tail}"
-    return subjects.index_row(prefix, token, shard_of(at.account, at.uri, shards) if shards > 1 else None)
+    return row_subject(prefix, token, at.account, at.uri, shards)
 
 
 async def reshard(js: Any, prefix: str, shards: int, progress: Callable[[Report], None] | None = None) -> Report:

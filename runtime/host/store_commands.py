@@ -33,26 +33,21 @@ def store_migrate(to: str, data_dir: Path | None, nats_url: str | None, stream_r
     Resumable: run it again after an interruption and it copies only what is missing or different.
     Stop Skald first (files written during the copy may be missed). Prints a JSON report last.
     """
-    from skald.runtime.bus.auth import WORKER_USER
     from skald.runtime.host.migrate import migrate
-    from skald.runtime.host.worker import make_keys, make_tree
+    from skald.runtime.host.worker import worker_tree
     from skald.store.local_tree import LocalTree
 
     cfg = command_config(data_dir, nats_url, None)
-    cfg.store = "jetstream"
     if stream_replicas is not None:
         cfg.stream_replicas = stream_replicas
-    keys = make_keys(cfg)
-    creds = (WORKER_USER, keys.worker_secret) if keys.enabled else None
-    remote = make_tree(cfg, cfg.nats_urls or ["nats://127.0.0.1:4222"], creds)
-    assert remote is not None
+    remote = worker_tree(cfg)
     local = LocalTree(cfg.data_dir)
     src, dst = (local, remote) if to == "jetstream" else (remote, local)
     try:
         rep = migrate(src, dst, progress=lambda r: click.echo(f"... {r.copied} copied, {r.skipped} already there",
                                                             err=True))
     finally:
-        remote.close()  # type: ignore[attr-defined]
+        remote.close()
     click.echo(f"{rep.copied} files copied ({rep.bytes} bytes, {rep.archives} archives whole), {rep.skipped} "
                f"already there, {len(rep.mismatched)} failed verification", err=True)
     click.echo(msgspec.json.encode(rep).decode())
@@ -70,16 +65,9 @@ def store_sweep(older_than: float, data_dir: Path | None, nats_url: str | None) 
     """Delete the JetStream tree's big-file objects that no file points at (left by a worker killed
     between storing an object and pointing a file at it, or between a file's change and its old
     object's deletion). Prints a JSON report last."""
-    from skald.runtime.bus.auth import WORKER_USER
-    from skald.runtime.bus.jetstream_tree import JetStreamTree
-    from skald.runtime.host.worker import make_keys, make_tree
+    from skald.runtime.host.worker import worker_tree
 
-    cfg = command_config(data_dir, nats_url, None)
-    cfg.store = "jetstream"
-    keys = make_keys(cfg)
-    tree = make_tree(cfg, cfg.nats_urls or ["nats://127.0.0.1:4222"], (WORKER_USER, keys.worker_secret)
-                     if keys.enabled else None)
-    assert isinstance(tree, JetStreamTree)
+    tree = worker_tree(command_config(data_dir, nats_url, None))
     try:
         rep = tree.sweep(older_than)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -107,6 +108,16 @@ def make_tree(cfg: Config, urls: list[str], creds: tuple[str, str] | None) -> Tr
                          connect={"name": "skald-tree", "ping_interval": 15, "max_reconnect_attempts": -1,
                                   "reconnect_time_wait": 0.5, "inbox_prefix": subjects.WORKER_INBOX,
                                   **conn_log.callbacks("skald-tree"), **login})
+
+
+def worker_tree(cfg: Config) -> JetStreamTree:
+    """The deployment's JetStream tree as an operator's command opens it (migrate, sweep, restore):
+    on `cfg`'s servers, logged in as a worker when keys are on."""
+    keys = make_keys(cfg)
+    tree = make_tree(dataclasses.replace(cfg, store="jetstream"), cfg.nats_urls or ["nats://127.0.0.1:4222"],
+                     (WORKER_USER, keys.worker_secret) if keys.enabled else None)
+    assert isinstance(tree, JetStreamTree)
+    return tree
 
 
 async def build_actors(cfg: Config, nc: NATS, worker_id: str, keys: KeyStore | None = None,

@@ -182,23 +182,20 @@ def replay_restore(snap: Path, data_dir: Path, store: str, nats_url: str, prefix
 
 
 def _restore_jetstream(snap: Path, data_dir: Path, nats_url: str, prefix: str, keys_file: Path | None) -> int:
-    from skald.runtime.bus.auth import WORKER_USER
     from skald.runtime.host.config import Config
-    from skald.runtime.host.worker import make_keys, make_tree
+    from skald.runtime.host.worker import worker_tree
     from skald.runtime.replay import snapshots
 
     cfg = Config.from_env(data_dir=data_dir, nats_url=nats_url)  # replicas and placement as the workers have them
-    cfg.store, cfg.prefix = "jetstream", prefix
+    cfg.prefix = prefix
     if keys_file is not None:
         cfg.keys_file = str(keys_file)
-    keys = make_keys(cfg)
-    tree = make_tree(cfg, cfg.nats_urls, (WORKER_USER, keys.worker_secret) if keys.enabled else None)
-    assert tree is not None
+    tree = worker_tree(cfg)
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         return snapshots.restore_into(snap, tree, data_dir)
     finally:
-        tree.close()  # type: ignore[attr-defined]
+        tree.close()
 
 
 def register(group: click.Group) -> None:
