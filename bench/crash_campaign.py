@@ -39,10 +39,11 @@ async def main() -> None:
         srv.stop()
     print(f"\n{t.line()} ({time.perf_counter() - t0:.0f} s)")
     print("by area: " + ", ".join(f"{a} {n}" for a, n in sorted(t.by_area.items())))
-    for kind, items in (("lost", t.lost), ("duplicated", t.duplicated), ("stuck", t.stuck), ("stale rows", t.stale)):
+    for kind, items in (("lost", t.lost), ("duplicated", t.duplicated), ("stuck", t.stuck), ("stale rows", t.stale),
+                        ("unindexed", t.unindexed)):
         for x in items[:20]:
             print(f"  {kind}: {x}")
-    sys.exit(1 if t.lost or t.duplicated or t.stuck or t.stale else 0)
+    sys.exit(1 if t.lost or t.duplicated or t.stuck or t.stale or t.unindexed else 0)
 
 
 if __name__ == "__main__":

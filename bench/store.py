@@ -4,6 +4,7 @@ cluster's buckets), each on a fresh deployment, alternating, the same requests.
 
     .venv/bin/python bench/store.py [--rounds 2] [--messages 3000] [--commits 100] [--docs 200]
     .venv/bin/python bench/store.py --cold-rows 100000   # and a fresh worker's start on an empty disk
+    .venv/bin/python bench/store.py --against HEAD~1     # each round also on that commit's code
 
 Reports per store: add_message throughput (200 sessions, 64 in flight, every reply durable and, on
 jetstream, replicated), commit Phase 1 p50/p99, fs.write p50/p99 (the write durable, its ingest
@@ -27,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.deploy import start_worker  # noqa: E402
+from bench.deploy import code_at, start_worker  # noqa: E402
 from bench.sessions import pct, phase1, throughput  # noqa: E402
 from skald.runtime.client.api import SkaldClient  # noqa: E402
 from support.cluster import Cluster  # noqa: E402
@@ -53,9 +54,10 @@ async def timed(calls: list, repeat: int = 1) -> list[float]:
     return out
 
 
-async def one(cluster: Cluster, tmp: Path, store: str, tag: str, args: argparse.Namespace) -> dict[str, float]:
+async def one(cluster: Cluster, tmp: Path, store: str, tag: str, args: argparse.Namespace,
+              code: Path | None = None) -> dict[str, float]:
     prefix = f"st{tag}"
-    p = start_worker(cluster.url, tmp / f"data-{tag}", prefix, ACTORS, stream_replicas="3", store=store)
+    p = start_worker(cluster.url, tmp / f"data-{tag}", prefix, ACTORS, code=code, stream_replicas="3", store=store)
     try:
         async with await SkaldClient.connect(cluster.urls, prefix=prefix, timeout_s=60.0) as c:
             await throughput(c, 200, 50, 32)  # warm-up
@@ -143,18 +145,23 @@ async def main() -> None:
     ap.add_argument("--commits", type=int, default=100)
     ap.add_argument("--docs", type=int, default=200)
     ap.add_argument("--cold-rows", type=int, default=0)
+    ap.add_argument("--against", default="",
+                    help="a git ref whose code runs each round too, alternating with this tree's")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="skald-store-"))
     cluster = Cluster(tmp / "nats")
     await cluster.start()
     await cluster.ready()
-    got: dict[str, list[dict[str, float]]] = {"local": [], "jetstream": []}
+    codes: list[tuple[str, Path | None]] = [("", None)]
+    if args.against:
+        codes.append((f" ({args.against})", code_at(args.against, tmp)))
+    got: dict[str, list[dict[str, float]]] = {f"{s}{n}": [] for s in ("local", "jetstream") for n, _ in codes}
     try:
         for r in range(args.rounds):
-            for store in ("local", "jetstream"):
-                m = await one(cluster, tmp, store, f"{store[0]}{r}", args)
-                got[store].append(m)
-                print(f"round {r + 1} {store:>9}: add_message {m['add_message']:6.0f} msgs/s, Phase 1 p50 "
+            for store, (name, code) in ((s, c) for s in ("local", "jetstream") for c in codes):
+                m = await one(cluster, tmp, store, f"{store[0]}{r}{len(name)}", args, code)
+                got[f"{store}{name}"].append(m)
+                print(f"round {r + 1} {store + name:>9}: add_message {m['add_message']:6.0f} msgs/s, Phase 1 p50 "
                       f"{m['p1_50']:.2f} ms, fs.write p50 {m['write_50']:.2f} ms, find p50 {m['find_50']:.2f} ms, "
                       f"context p50 {m['ctx_50']:.2f} ms", flush=True)
         if not args.rounds:

@@ -1,13 +1,21 @@
 """`index-changes/<job id>`: a move or removal noted before it changes the tree, with the index
-job that follows it, dropped once that job is queued.
+job that follows it, dropped once that job is queued; `index-changes/writes/<minute>/<job id>`: a
+write noted beside it, dropped with its minute's group.
 
-A write that is retried converges by itself (the retry writes and indexes again), but a move or
-removal retried after its worker died between the tree change and the job finds nothing at its
-source and answers NOT_FOUND: without this note the index would keep the source's rows for ever.
-An indexer finishes the notes a dead request left (`actors/indexer/changes.py`): where the source
-is gone the change happened and its job is queued again (every step of a job is by key, so a job
-queued twice does no harm); where the source still stands the change never happened and the note
-is dropped. Notes live outside every account, in one directory, so a pass is one listing.
+A move or removal retried after its worker died between the tree change and the job finds nothing
+at its source and answers NOT_FOUND: without this note the index would keep the source's rows for
+ever. A write is not retried by the client on its own (an append sent twice appends twice), so
+one whose worker died there left a file the tree serves and no search finds until somebody writes
+it again. An indexer finishes the notes a dead request left (`actors/indexer/changes.py`), by
+whether the node the note watches stands: a move's or removal's source gone, or a write's file
+there with its job not done, means the change may have happened and its job is queued again
+(every step of a job is by key, so a job queued twice, or a file indexed again as it stands, does
+no harm); otherwise the note goes. Notes live outside every account, in one directory, so a pass
+is a listing or two.
+
+A write's note costs one unsynced put beside the file and no removal of its own: a move's way, a
+synced note before the change and a removal after it, made fs.write half again as slow on the
+JetStream tree.
 """
 
 from __future__ import annotations
@@ -19,16 +27,25 @@ from skald.store import treeops
 from skald.store.treeport import Tree
 
 CHANGES_DIR = "index-changes"
+WRITES_DIR = f"{CHANGES_DIR}/writes"  # writes' notes, in groups by minute (`note_write`)
+WRITE_GROUP_S = 60
 
 
 class PendingChange(msgspec.Struct, kw_only=True, frozen=True):
-    """A move or removal about to change the tree: the node it takes away (a tree key), where a
-    move puts it, when the note was written (wall clock) and the job that updates the index."""
+    """A change about to be made to the tree: the node it takes away (a tree key; empty for a
+    write), where a move or write puts it, when the note was written (wall clock) and the job that
+    updates the index."""
 
     source: str
     destination: str = ""  # empty for a removal
     at: float
     job: IngestJob
+
+    @property
+    def watched(self) -> str:
+        """The node whose presence says whether the change may have happened: the source taken
+        away (a move or removal), or the file written."""
+        return self.source or self.destination
 
 
 _dec = msgspec.msgpack.Decoder(PendingChange)
@@ -52,6 +69,51 @@ def drop(tree: Tree, job_id: str) -> None:
         pass
 
 
+def note_write(tree: Tree, change: PendingChange) -> None:
+    """A write's note, put beside its file as a note of the tree's (`Tree.put_note`: one unsynced
+    put; it only has to outlive the worker, which the page cache or the stream does) into the
+    group of its minute. It is never dropped one by one: a pass takes a group once its minute is
+    past the recovery age, queues the jobs no worker finished, and drops the group at once."""
+    tree.put_note(f"{write_group(change.at)}/{change.job.job_id}", _enc.encode(change))
+
+
+def drop_write(tree: Tree, change: PendingChange) -> None:
+    """One write's note gone (a refused write's: it changed nothing)."""
+    try:
+        tree.remove(f"{write_group(change.at)}/{change.job.job_id}")
+    except FileNotFoundError:
+        pass
+
+
+def write_group(at: float) -> str:
+    return f"{WRITES_DIR}/{int(at // WRITE_GROUP_S)}"
+
+
+def write_groups(tree: Tree) -> list[tuple[float, str]]:
+    """(when its minute began, its key) of every group of write notes, oldest first."""
+    found = [e.name for e in treeops.listdir(tree, WRITES_DIR, missing_ok=True) if e.is_dir and e.name.isdigit()]
+    return sorted((int(n) * WRITE_GROUP_S, f"{WRITES_DIR}/{n}") for n in found)
+
+
+def writes_in(tree: Tree, group: str) -> list[PendingChange]:
+    """A group's notes (one that cannot be read is skipped: the group goes with it)."""
+    out = []
+    for e in treeops.listdir(tree, group, missing_ok=True):
+        try:
+            out.append(_dec.decode(tree.read(f"{group}/{e.name}")))
+        except (FileNotFoundError, IsADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return out
+
+
+def drop_group(tree: Tree, group: str) -> None:
+    """A group of write notes gone at once (one purge on the JetStream tree)."""
+    try:
+        tree.remove(group, recursive=True)
+    except FileNotFoundError:
+        pass
+
+
 def pending(tree: Tree) -> list[PendingChange]:
     """Every note, oldest first; one that cannot be read (a torn or foreign file) is skipped and
     left for an operator, never guessed at."""
@@ -66,8 +128,13 @@ def pending(tree: Tree) -> list[PendingChange]:
     return sorted(out, key=lambda c: c.at)
 
 
-def to_finish(change: PendingChange, source_exists: bool) -> IngestJob | None:
-    """The job a dead request's note still owes the index: none while its source stands (the
-    change never happened, or the node was made again since and its own writes index it), else the
-    noted job (its rows of the source dropped, the destination indexed if it is still there)."""
-    return None if source_exists else change.job
+def to_finish(change: PendingChange, watched_exists: bool, done: bool = False) -> IngestJob | None:
+    """The job a dead request's note still owes the index. A move or removal: none while its source
+    stands (the change never happened, or the node was made again since and its own writes index
+    it), else the noted job (its rows of the source dropped, the destination indexed if it is still
+    there). A write (whose note stays after its job is queued): none once its job is `done` or its
+    file is gone (never written, or removed since by a request of its own), else the job (written
+    or not, indexing the file as it is now is right)."""
+    if not change.source:
+        return change.job if watched_exists and not done else None
+    return None if watched_exists else change.job

@@ -132,6 +132,9 @@ class LocalTree:
         self._sync_dir(path.parent)
         return True
 
+    def put_note(self, key: str, data: bytes) -> None:
+        self.write(key, data, durable=False)
+
     def move(self, src: str, dst: str) -> None:
         target = self.path(dst)
         if target.exists():

@@ -122,6 +122,9 @@ class MemoryTree:
             self.dirs = {d for d in self.dirs if d != key and not d.startswith(prefix)}
             return True
 
+    def put_note(self, key: str, data: bytes) -> None:
+        self.write(key, data)
+
     def move(self, src: str, dst: str) -> None:
         with self._lock:
             if check_key(dst) in self.files or self._is_dir(dst):

@@ -84,6 +84,15 @@ class Tree(Protocol):
         """Move a file or directory to a key that does not exist yet (`FileExistsError` if it does)."""
         ...
 
+    def put_note(self, key: str, data: bytes) -> None:
+        """Write a small file (well under one bus message) that is only ever read by key or found
+        through its directory's listing, and that nothing else is in the way of: without a write's
+        checks, not synced. For a worker's note to itself that has to outlive the worker, not the
+        host, at a fraction of a write's cost; removed as any file is. An implementation may make
+        sure of a note's directory once per process: notes are not put into a directory after it
+        was removed."""
+        ...
+
 
 def join(*parts: str) -> str:
     """Keys joined with `/`, empty parts skipped."""

@@ -12,7 +12,8 @@ everything and the campaign counts, from the disk and the API:
 - duplicated: a message stored twice, a message in the journal other than exactly once, the keyed
   memory as more than one file;
 - stuck: an archive neither completed nor failed, or work still queued, a minute after the end;
-- stale rows: index rows of resources the tree no longer holds (a file moved or removed).
+- stale rows: index rows of resources the tree no longer holds (a file moved or removed);
+- unindexed: files the workload wrote or moved that the tree holds and the index has no row of.
 
 Shared by `bench/crash_campaign.py` (200 trials and more, from the command line) and
 `tests/processes/test_crash_campaign.py` (50 trials in CI).
@@ -68,6 +69,7 @@ class Tally:
     duplicated: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # index rows of files the tree no longer holds
+    unindexed: list[str] = field(default_factory=list)  # written or moved files the index has no row of
     messages: dict[str, list[str]] = field(default_factory=dict)  # session -> acknowledged ids
     files: dict[str, str] = field(default_factory=dict)  # uri -> acknowledged content
     memories: list[str] = field(default_factory=list)  # acknowledged memory uris
@@ -76,7 +78,8 @@ class Tally:
 
     def line(self) -> str:
         return (f"trials {self.trials}, acknowledged operations {self.acked}, lost {len(self.lost)}, "
-                f"duplicated {len(self.duplicated)}, stuck {len(self.stuck)}, stale rows {len(self.stale)}")
+                f"duplicated {len(self.duplicated)}, stuck {len(self.stuck)}, stale rows {len(self.stale)}, "
+                f"unindexed {len(self.unindexed)}")
 
 
 def model() -> ModelStub:
@@ -194,19 +197,24 @@ async def _read(c: SkaldClient, uri: str) -> str | None:
         return None
 
 
-async def stale_rows(c: SkaldClient, timeout_s: float = 30.0) -> list[str]:
-    """Rows the index holds for resources the tree does not (a move or removal whose index job a
-    killed worker never queued, until an indexer finishes its note): none once settled, or what is
-    still there after `timeout_s`."""
+async def index_gaps(c: SkaldClient, timeout_s: float = 30.0) -> tuple[list[str], list[str]]:
+    """(stale, unindexed): rows the index holds for resources the tree does not (a move or removal
+    whose index job a killed worker never queued), and files the workload wrote or moved (under
+    `w/` and `m/`) that the tree holds with no row (a write whose job was never queued), until
+    an indexer finishes the notes those left: none once settled, or what is still there after
+    `timeout_s`."""
     end = time.monotonic() + timeout_s
     while True:
         found = await c.call("search.find", {"query": "", "target_uri": "viking://resources", "level": 2,
                                              "limit": 1000}, timeout_s=10.0)
         files = await c.call("search.glob", {"pattern": "**", "uri": "viking://resources"}, timeout_s=10.0)
         held = set(files["matches"])
-        stale = sorted({h["uri"].split("#")[0] for h in found["resources"]} - held)
-        if not stale or time.monotonic() > end:
-            return stale
+        rows = {h["uri"].split("#")[0] for h in found["resources"]}
+        stale = sorted(rows - held)
+        written = {u for u in held if u.endswith(".md") and u.rsplit("/", 2)[-2] in ("w", "m")}
+        unindexed = sorted(written - rows)
+        if (not stale and not unindexed) or time.monotonic() > end:
+            return stale, unindexed
         await asyncio.sleep(0.5)
 
 
@@ -266,7 +274,9 @@ async def check(c: SkaldClient, tree: Tree, prefix: str, t: Tally) -> None:
             continue
         if got_text != content:
             t.lost.append(f"{uri}: {got_text!r}")
-    t.stale += await stale_rows(c)
+    stale, unindexed = await index_gaps(c)
+    t.stale += stale
+    t.unindexed += unindexed
     for uri in t.memories:
         try:
             await c.call("fs.read", {"uri": uri}, timeout_s=10.0)

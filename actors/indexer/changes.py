@@ -1,4 +1,5 @@
-"""Moves and removals whose request died between the tree change and its index job, finished.
+"""Writes, moves and removals whose request died between the tree change and its index job,
+finished.
 
 Every indexer looks once when it starts and then every `PASS_INTERVAL_S`, and takes only notes
 older than the age it is given (by default past the handler's deadline: a younger note may belong
@@ -15,36 +16,65 @@ import time
 from typing import Protocol
 
 from skald.actors.indexer import jobs
-from skald.actors.kit.ports import WorkQueue
+from skald.actors.kit.ports import Events, WorkQueue
+from skald.messages import subjects
 from skald.store import index_changes
+from skald.store.treeport import Tree
 from skald.store.uri import Namespace
 
 log = logging.getLogger("skald.indexer")
 
-DEFAULT_AGE_S = 180.0  # past fs.mv's and fs.rm's 120 s deadline
+DEFAULT_AGE_S = 180.0  # past the 120 s deadline of every request that notes (writes, moves, removals)
 PASS_INTERVAL_S = 60.0
 
 
-class _Queue(WorkQueue, Protocol):
-    """The one bus port finishing a change needs."""
+class _Queue(WorkQueue, Events, Protocol):
+    """The bus ports finishing a change needs: the work queue, and the events that say a job is done."""
 
 
 async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None) -> int:
-    """One pass: every note at least `older_than_s` old either queues its job (the source is gone)
-    or is dropped (it still stands). The number of jobs queued."""
+    """One pass: every note of a move or removal at least `older_than_s` old either queues its job
+    (the change may have happened) or is dropped (it did not); every write noted that long ago
+    whose job did not finish is queued again, and a minute's group of write notes is dropped once
+    the whole minute is that old. The number of jobs queued."""
     t = ns.tree
     now = time.time() if now is None else now
     queued = 0
     for change in await asyncio.to_thread(index_changes.pending, t):
         if now - change.at < older_than_s:
             continue
-        stands = await asyncio.to_thread(t.stat, change.source) is not None
+        stands = await asyncio.to_thread(t.stat, change.watched) is not None
         job = index_changes.to_finish(change, stands)
         if job is not None:
             await jobs.enqueue(bus, job)
             queued += 1
-            log.info("finished the index job of a change its request left (%s)", change.source)
+            log.info("finished the index job of a change its request left (%s)", change.watched)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)
+    for began, group in await asyncio.to_thread(index_changes.write_groups, t):
+        if now - began < older_than_s:
+            break
+        queued += await _finish_writes(t, bus, group, now - older_than_s)
+        if now - (began + index_changes.WRITE_GROUP_S) >= older_than_s:  # no request still running put a note there
+            await asyncio.to_thread(index_changes.drop_group, t, group)
+    return queued
+
+
+async def _finish_writes(t: Tree, bus: _Queue, group: str, before: float) -> int:
+    """The jobs of a group's writes noted before `before` whose job is not done and whose file
+    stands, queued again (a running one's too: a job queued twice does no harm). Nearly every job
+    is done, so that is asked first: one read of the events stream a note."""
+    queued = 0
+    for change in await asyncio.to_thread(index_changes.writes_in, t, group):
+        if change.at > before:
+            continue
+        if await bus.last_event(subjects.ingest_done(change.job.account, change.job.job_id)) is not None:
+            continue
+        stands = await asyncio.to_thread(t.stat, change.watched) is not None
+        job = index_changes.to_finish(change, stands)
+        if job is not None:
+            await jobs.enqueue(bus, job)
+            queued += 1
+            log.info("queued again the index job of a write its request left (%s)", change.watched)
     return queued
 
 

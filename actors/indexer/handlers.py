@@ -112,8 +112,8 @@ class Indexer(Imports, Moves):
             except InvalidArgument as e:
                 raise InvalidArgument(e.message, {"uri": vp.uri}) from e
 
-        existed, data = await asyncio.to_thread(write)
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
+        existed, data = await self._write_noted(job, vp.key, write)
         done = await self._submit(job, req.wait, ctx)
         return fs_msgs.WriteResult(uri=vp.uri, size=len(data), created=not existed, index_job=job.job_id,
                              indexed=bool(done and done.status == "done"), index_seq=done.index_seq if done else 0)
@@ -248,10 +248,10 @@ class Indexer(Imports, Moves):
                 vp = self.ns.child(self.ns.resolve(vp.parent_uri, ident), same)
                 await asyncio.to_thread(memory_history.save_version, self.ns.tree, vp.key, "merge",
                                         clock_now())
-        await asyncio.to_thread(treeops.write, t, vp.key, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,),
-                          tags=(*tags, f"memory_type={req.category}"))
-        return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
+                                    tags=(*tags, f"memory_type={req.category}"))
+        await self._write_noted(job, vp.key, lambda: treeops.write(t, vp.key, req.content.encode()))
+        return await self._noted_result(job, vp.uri, req.wait, ctx)
 
     def _memory(self, uri: str, ident: Identity, existing: bool = False) -> VikingPath:
         vp = self._writable(uri, ident)
@@ -266,9 +266,9 @@ class Indexer(Imports, Moves):
         """`memories.update`: Replace a memory's text (the old text is kept as a version)."""
         vp = self._memory(req.uri, ctx.identity, existing=True)
         await asyncio.to_thread(memory_history.save_version, self.ns.tree, vp.key, "update", clock_now())
-        await asyncio.to_thread(treeops.write, self.ns.tree, vp.key, req.content.encode())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
-        return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
+        await self._write_noted(job, vp.key, lambda: treeops.write(self.ns.tree, vp.key, req.content.encode()))
+        return await self._noted_result(job, vp.uri, req.wait, ctx)
 
     @handles(catalog.MEMORIES_DELETE, timeout_s=120.0, journal=True)
     async def delete_memory(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> fs_msgs.ChangeResult:

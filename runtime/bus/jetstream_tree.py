@@ -78,6 +78,7 @@ class JetStreamTree:
         self.timeout_s = timeout_s
         self.placement = placement or {}  # account -> placement tags; "*" for every other account
         self._buckets: dict[str, Bucket] = {}
+        self._noted_dirs: set[str] = set()  # directories `put_note` has made sure of
         self._tails = Tails(TAIL_BYTES)
         self._opening: dict[str, asyncio.Future[Bucket]] = {}
         self._loop = asyncio.new_event_loop()
@@ -354,6 +355,26 @@ class JetStreamTree:
         for account in (SYSTEM, *accounts):
             await tree_sweep.sweep(await self._bucket(account), older_than_s, report)
         return report
+
+    def put_note(self, key: str, data: bytes) -> None:
+        self._run(self._put_note(key, bytes(data)))
+
+    async def _put_note(self, key: str, data: bytes) -> None:
+        """One put (its directory's markers made the first time this process puts a note there):
+        half a write's round trips. Never an object: a note is small (`ValueError` past half a
+        bus message), so a removal never has one to delete."""
+        if len(data) > self._nc.max_payload // 2:
+            raise ValueError(f"a note of {len(data)} bytes: write it as a file")
+        b = await self._of(key)
+        folder = key.rpartition("/")[0]
+        if folder not in self._noted_dirs:
+            _, _, missing = await self._prepare(b, key)
+            await self._mark(b, missing)
+            if len(self._noted_dirs) >= 64:  # notes go to a few directories at a time (a minute's)
+                self._noted_dirs.clear()
+            self._noted_dirs.add(folder)
+        value, headers = await tree_values.encode(b, key, data, self._nc.max_payload)
+        await b.put(kv_key(key), value, headers=headers)
 
     def move(self, src: str, dst: str) -> None:
         self._run(self._move(src, dst))

@@ -1,6 +1,7 @@
-"""A move or removal whose request died between the tree change and its index job: the note it
-left is finished by an indexer's pass, so the index does not keep the source's rows for ever.
-(The same with a real worker SIGKILLed at each step: tests/processes/test_crash_matrix.py.)"""
+"""A write, move or removal whose request died between the tree change and its index job: the note
+it left is finished by an indexer's pass, so the index does not keep the source's rows for ever,
+nor miss a file the tree serves. (The same with a real worker SIGKILLed at each step:
+tests/processes/test_crash_matrix.py.)"""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def dead_request(d: MemoryDeployment, job_id: str, destination: str, at: float) 
     return change
 
 
-async def finish(d: MemoryDeployment, job_id: str, older_than_s: float = 0.0) -> int:
+async def finish(d: MemoryDeployment, job_id: str, older_than_s: float = 0.0, now: float | None = None) -> int:
     """One pass, waiting for the job it queues (if any) to be indexed."""
     async with d.bus.waiter(subjects.ingest_done("default", job_id)) as w:
-        queued = await changes.finish_pending(d.indexer.ns, d.indexer.bus, older_than_s)
+        queued = await changes.finish_pending(d.indexer.ns, d.indexer.bus, older_than_s, now)
         if queued:
             done = msgspec.json.decode(await w.wait(10.0), type=ingest_msgs.IngestResult)
             d.index_seq = max(d.index_seq, done.index_seq)
@@ -76,6 +77,49 @@ async def test_a_change_that_never_happened_is_dropped_and_its_rows_stay(client:
     assert A in await uris(client, "zebra migration")
 
 
+async def indexed_text(d: MemoryDeployment, uri: str) -> str:
+    """The abstract of the file's row in the index."""
+    r = await d.call("search.find", {"query": "", "target_uri": uri, "level": 2, "limit": 10})
+    return " ".join(h["abstract"] for h in r["resources"] if h["uri"] == uri)
+
+
+def dead_write(d: MemoryDeployment, job_id: str, uri: str, at: float) -> index_changes.PendingChange:
+    """What fs.write of `uri` notes before it writes."""
+    vp = d.indexer.ns.resolve(uri, d.identity)
+    job = ingest_msgs.IngestJob(job_id=job_id, account=vp.account, index_roots=(uri,))
+    change = index_changes.PendingChange(source="", destination=vp.key, at=at, job=job)
+    index_changes.note_write(d.indexer.ns.tree, change)
+    return change
+
+
+async def test_a_write_its_request_left_is_indexed(client: MemoryDeployment) -> None:
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    change = dead_write(client, "j-written", A, time.time() - 600)
+    client.indexer.ns.tree.write(change.destination, b"walrus colonies on the ice")  # the worker died here
+    assert "zebra" in await indexed_text(client, A)  # the tree serves what no search finds
+    assert await finish(client, "j-written") == 1
+    assert "walrus" in await indexed_text(client, A)
+    groups = [g for _, g in index_changes.write_groups(client.indexer.ns.tree)]
+    assert index_changes.write_group(change.at) not in groups  # its minute long past: the group dropped
+
+
+async def test_a_write_that_never_happened_is_dropped(client: MemoryDeployment) -> None:
+    dead_write(client, "j-unwritten", B, time.time() - 600)  # died after its note, before the write
+    assert await finish(client, "j-unwritten") == 0
+    assert index_changes.write_groups(client.indexer.ns.tree) == []
+
+
+async def test_finished_writes_leave_notes_a_pass_queues_nothing_for(client: MemoryDeployment) -> None:
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    await client.call("fs.write", {"uri": B, "content": "walrus colonies on the ice"})
+    t = client.indexer.ns.tree
+    [(_, group)] = index_changes.write_groups(t)
+    assert len(index_changes.writes_in(t, group)) == 2  # kept: a pass drops them a minute at a time
+    assert await finish(client, "-", older_than_s=0.0) == 0  # each job done: nothing queued again
+    assert await finish(client, "-", older_than_s=0.0, now=time.time() + 600) == 0
+    assert index_changes.write_groups(t) == []  # the minute past the age: the group gone at once
+
+
 async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> None:
     await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
     await client.call("fs.mv", {"from_uri": A, "to_uri": B})
@@ -83,4 +127,12 @@ async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> Non
     await client.call("fs.write", {"uri": A, "content": "again"})
     with pytest.raises(errors.Conflict):  # noted, then refused by the tree: the note goes with the refusal
         await client.call("fs.mv", {"from_uri": A, "to_uri": "viking://resources/a"})
+    with pytest.raises(errors.Conflict):  # a refused write changed nothing: no note either
+        await client.call("fs.write", {"uri": A, "content": "once more", "mode": "create"})
+    m = await client.call("memories.write", {"category": "preferences", "content": "Prefers oolong tea."})
+    await client.call("memories.update", {"uri": m["root_uri"], "content": "Prefers green tea."})
     assert index_changes.pending(client.indexer.ns.tree) == []
+    t = client.indexer.ns.tree
+    written = [c.destination for _, g in index_changes.write_groups(t) for c in index_changes.writes_in(t, g)]
+    assert len(written) == 4 and t.stat(client.indexer.ns.resolve(A, client.identity).key) is not None
+    assert await finish(client, "-") == 0  # the refused create left no note to index its file again

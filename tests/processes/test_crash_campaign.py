@@ -21,7 +21,7 @@ async def test_fifty_sigkills_across_every_write_path_lose_duplicate_and_strand_
     print(f"\ncrash campaign (seed {seed}): {t.line()}; by area {dict(t.by_area)}")
     assert t.trials == TRIALS and t.acked > 2 * TRIALS
     assert len(t.by_area) == len(AREAS)  # every area was tried
-    assert (t.lost, t.duplicated, t.stuck, t.stale) == ([], [], [], [])
+    assert (t.lost, t.duplicated, t.stuck, t.stale, t.unindexed) == ([], [], [], [], [])
     FIGURES["crash_points"] += t.trials
 
 
@@ -33,5 +33,5 @@ async def test_sigkills_against_the_jetstream_store_each_losing_the_disk_lose_no
     t = await campaign(nats_url, tmp_path / "data", 25, seed, prefix="campjs", verbose=False, store="jetstream")
     print(f"\ncrash campaign on jetstream (seed {seed}): {t.line()}; by area {dict(t.by_area)}")
     assert t.trials == 25 and t.acked > 50
-    assert (t.lost, t.duplicated, t.stuck, t.stale) == ([], [], [], [])
+    assert (t.lost, t.duplicated, t.stuck, t.stale, t.unindexed) == ([], [], [], [], [])
     FIGURES["crash_points"] += t.trials

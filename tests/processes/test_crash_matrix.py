@@ -1,8 +1,9 @@
 """The write paths' crash matrix: a real worker is SIGKILLed at each step of fs.write,
 resources.add, memories.write, the ingest job that updates the index, and the dedup-ledger
 write; a fresh worker on the same data then proves the invariants: no half-written file is
-visible, nothing acknowledged is lost, nothing is duplicated, and a client's retry (what a
-client does after a timeout) converges the file tree and the index.
+visible, nothing acknowledged is lost, nothing is duplicated, the index catches up with what
+the tree serves by itself (a dead request's note, `store/index_changes.py`), and a client's retry
+(what a client does after a timeout) converges the file tree and the index.
 
 Sessions (add_message, commit Phase 1, Phase 2) and random points across every path are the crash
 campaign's (test_crash_campaign.py, bench/crash_campaign.py).
@@ -81,6 +82,17 @@ async def rows_for(c: SkaldClient, uri: str) -> list[dict[str, Any]]:
     return [h for h in (*r["memories"], *r["resources"], *r["skills"]) if h["uri"] == uri]
 
 
+async def indexed_as(c: SkaldClient, uri: str, words: str, within_s: float = 30.0) -> list[dict[str, Any]]:
+    """The file's rows once one of them holds `words` (the index caught up with the tree by itself,
+    without the client writing again); what it has after `within_s` otherwise."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while True:
+        rows = await rows_for(c, uri)
+        if any(words in r["abstract"] for r in rows) or asyncio.get_running_loop().time() > deadline:
+            return rows
+        await asyncio.sleep(0.2)
+
+
 @pytest.mark.parametrize("fault", WRITE_POINTS)
 async def test_fs_write_killed_at_each_step(nats_url: str, tmp_path: Path, fault: str) -> None:
     uri = "viking://resources/notes/plan.md"
@@ -99,6 +111,11 @@ async def test_fs_write_killed_at_each_step(nats_url: str, tmp_path: Path, fault
             assert content == v2  # acknowledged: durable
         names = [e["name"] for e in (await c.call("fs.ls", {"uri": "viking://resources/notes"}))["entries"]]
         assert names == ["plan.md"]  # a temp file left by the kill is never served
+        # Before anybody writes again, the index holds what the tree serves: a write killed
+        # after the tree changed and before its job was queued is finished from its note.
+        said = "Version two" if content == v2 else "Version one"
+        rows = await indexed_as(c, uri, said)
+        assert len(rows) == 1 and said in rows[0]["abstract"]
         await c.call("fs.write", {"uri": uri, "content": v2})  # the client's retry
         rows = await rows_for(c, uri)
         assert len(rows) == 1 and "Version two" in rows[0]["abstract"]
@@ -121,6 +138,12 @@ async def test_memory_write_killed_at_each_step(nats_url: str, tmp_path: Path, f
     async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
         if outcome is not None:
             assert (await c.call("fs.read", {"uri": uri}))["content"] == body["content"]
+        try:
+            await c.call("fs.stat", {"uri": uri})
+        except errors.NotFound:
+            assert fault == "tree.before_rename"  # killed before the memory was written
+        else:  # the memory stands: indexed before anybody writes it again
+            assert len(await indexed_as(c, uri, "oolong")) == 1
         try:
             await c.call("memories.write", body)  # the retry
         except errors.Conflict:
@@ -205,7 +228,7 @@ async def test_move_and_removal_killed_at_each_step(nats_url: str, tmp_path: Pat
                 await c.call(op, body)
         want = {other, dst} if op == "fs.mv" else {other}
         assert await indexed(c, "viking://resources", want) == want
-        assert not list((data / "index-changes").glob("*"))  # every note finished
+        assert not [p for p in (data / "index-changes").glob("*") if p.is_file()]  # every move's note finished
 
     await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
 

@@ -102,6 +102,17 @@ def test_remove_files_and_trees(t: Tree) -> None:
     assert t.stat("r/sub") is None and t.stat("r/sub/g.txt") is None
 
 
+def test_notes_are_files_found_by_listing(t: Tree) -> None:
+    t.put_note("notes/g1/j1", b"one")
+    t.put_note("notes/g1/j2", b"two")
+    t.put_note("notes/g1/j1", b"one again")  # replaced, as a write would
+    t.put_note("notes/g2/j3", b"three")
+    assert [e.name for e in t.list("notes/g1")] == ["j1", "j2"]
+    assert t.read("notes/g1/j1") == b"one again"
+    assert t.remove("notes/g1", recursive=True) is True  # a group of them gone at once
+    assert [e.name for e in t.list("notes")] == ["g2"]
+
+
 def test_move_files_and_directories_never_over_something(t: Tree) -> None:
     t.write("src/one.txt", b"1")
     t.write("src/deep/two.txt", b"2")

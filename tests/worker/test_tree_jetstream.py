@@ -30,6 +30,7 @@ from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, ru
     test_list_is_sorted_with_kinds_and_refuses_what_is_not_a_directory,
     test_mkdir_makes_an_empty_directory_once_and_never_over_a_file,
     test_move_files_and_directories_never_over_something,
+    test_notes_are_files_found_by_listing,
     test_remove_files_and_trees,
     test_write_dir_is_all_or_nothing_and_never_over_an_existing_one,
     test_write_read_replace_and_stat,
@@ -236,6 +237,15 @@ def test_index_change_notes_live_in_the_bucket_outside_every_account(t: JetStrea
     index_changes.drop(t, "j1")
     index_changes.drop(t, "j1")  # gone already: fine
     assert index_changes.pending(t) == []
+    written = IngestJob(job_id="j2", account="acme", index_roots=("viking://resources/b.md",))
+    index_changes.note_write(t, index_changes.PendingChange(source="", destination="accounts/acme/resources/b.md",
+                                                            at=2.0, job=written))
+    [(began, group)] = index_changes.write_groups(t)  # a write's note, put without a write's checks
+    assert began == 0.0 and [c.job for c in index_changes.writes_in(t, group)] == [written]
+    index_changes.drop_group(t, group)
+    assert index_changes.write_groups(t) == []
+    with pytest.raises(ValueError):  # a note is small: one past half a message is a file's to write
+        t.put_note("index-changes/big", b"x" * (64 << 20))
 
 
 def test_a_directory_deep_below_costs_its_listing_nothing(t: JetStreamTree) -> None:
