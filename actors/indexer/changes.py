@@ -43,12 +43,7 @@ async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: f
     for change in await asyncio.to_thread(index_changes.pending, t):
         if now - change.at < older_than_s:
             continue
-        stands = await asyncio.to_thread(t.stat, change.watched) is not None
-        job = index_changes.to_finish(change, stands)
-        if job is not None:
-            await jobs.enqueue(bus, job)
-            queued += 1
-            log.info("finished the index job of a change its request left (%s)", change.watched)
+        queued += await _finish(t, bus, change)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)
     for began, group in await asyncio.to_thread(index_changes.write_groups, t):
         if now - began < older_than_s:
@@ -69,13 +64,19 @@ async def _finish_writes(t: Tree, bus: _Queue, group: str, before: float) -> int
             continue
         if await bus.last_event(subjects.ingest_done(change.job.account, change.job.job_id)) is not None:
             continue
-        stands = await asyncio.to_thread(t.stat, change.watched) is not None
-        job = index_changes.to_finish(change, stands)
-        if job is not None:
-            await jobs.enqueue(bus, job)
-            queued += 1
-            log.info("queued again the index job of a write its request left (%s)", change.watched)
+        queued += await _finish(t, bus, change)
     return queued
+
+
+async def _finish(t: Tree, bus: _Queue, change: index_changes.PendingChange) -> int:
+    """The job a note still owes the index queued, by whether the node it watches stands: 1, or 0."""
+    stands = await asyncio.to_thread(t.stat, change.watched) is not None
+    job = index_changes.to_finish(change, stands)
+    if job is None:
+        return 0
+    await jobs.enqueue(bus, job)
+    log.info("queued again the index job of a change its request left (%s)", change.watched)
+    return 1
 
 
 async def keep_finishing(ns: Namespace, bus: _Queue, older_than_s: float,
