@@ -14,8 +14,8 @@ no harm); otherwise the note goes. Notes live outside every account, in one dire
 is a listing or two.
 
 A write's note costs one unsynced put beside the file and no removal of its own: a move's way, a
-synced note before the change and a removal after it, made fs.write a fifth slower back to back on
-the JetStream tree (docs/design/storage.md).
+synced note before the change and a removal after it, made fs.write about twice as slow on the
+JetStream tree (docs/design/storage.md).
 """
 
 from __future__ import annotations
