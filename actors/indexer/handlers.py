@@ -164,16 +164,18 @@ class Indexer(Imports, Moves):
             if req.dry_run:
                 return ingest_msgs.IngestResult(job_id="", root_uri=target.uri, status="checked",
                                                 generator=self.summarizer.name)
+            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
+                                        tags=tags)
             if src_dir is not None:
-                await asyncio.to_thread(lambda: importing.copy_selected(self.ns.tree, src_dir, folders.select(src_dir),
-                                                                        target.key))
+                folder = src_dir
+                await self._write_noted(job, target.key, lambda: importing.copy_selected(
+                    self.ns.tree, folder, folders.select(folder), target.key))
             else:
-                await asyncio.to_thread(treeops.write, self.ns.tree, f"{target.key}/SKILL.md", skill_text.encode())
+                await self._write_noted(job, target.key, lambda: treeops.write(
+                    self.ns.tree, f"{target.key}/SKILL.md", skill_text.encode()))
         if req.upload_id is not None:
             await self._drop_upload(req.upload_id, ctx)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
-                                    tags=tags)
-        return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+        return await self._noted_result(job, target.uri, req.wait, ctx)
 
     @handles(catalog.CONTENT_REINDEX, timeout_s=600.0, journal=True)
     async def reindex(self, req: ingest_msgs.ReindexRequest, ctx: Ctx) -> ingest_msgs.ReindexResult:

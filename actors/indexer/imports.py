@@ -78,10 +78,11 @@ class Imports(Jobs):
                                 f"-{rows_mod.sha256(req.content.encode())[:8]}.md"
             target = self._writable(f"{base.rstrip('/')}/{name}", ctx.identity)
             self._check_resource_space(target)
-            await asyncio.to_thread(treeops.write, self.ns.tree, target.key, req.content.encode())
             job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
                                         tags=tags)
-            return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+            content = req.content.encode()
+            await self._write_noted(job, target.key, lambda: treeops.write(self.ns.tree, target.key, content))
+            return await self._noted_result(job, target.uri, req.wait, ctx)
         scratch = self.ns.data_dir / "tmp"
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch, prefix="import-") as tmp:

@@ -1,8 +1,15 @@
-"""What becomes of an ingest job (a mixin of the indexer actor): queued on the work queue and,
-when the caller waits, its outcome awaited; a job handed back unfinished put on record; and
-`resources.job`, which answers for a job later from the events stream."""
+"""What becomes of an ingest job (a mixin of the indexer actor): noted beside the write it follows,
+queued on the work queue and, when the caller waits, its outcome awaited; a job handed back
+unfinished put on record; and `resources.job`, which answers for a job later from the events
+stream."""
 
 from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import msgspec
 
@@ -12,8 +19,12 @@ from skald.actors.kit.ports import Events, Summarizer, WorkQueue
 from skald.actors.kit.request import Ctx
 from skald.messages import catalog, subjects
 from skald.messages import ingest as ingest_msgs
-from skald.messages.errors import NotFound
-from skald.store import faults
+from skald.messages.errors import Conflict, InvalidArgument, NotFound
+from skald.store import faults, index_changes
+from skald.store.uri import Namespace
+
+log = logging.getLogger("skald.indexer")
+T = TypeVar("T")
 
 # A job's removals past this many bytes go in jobs of their own: the work stream takes messages of
 # up to 8 MB, and a removal or move of a directory of 100,000 rows (its row keys, as JSON) passes it.
@@ -56,10 +67,43 @@ class JobsBus(Events, WorkQueue):
 
 
 class Jobs:
-    """Needs the indexer's bus and summarizer (whose name a queued result carries)."""
+    """Needs the indexer's namespace, bus and summarizer (whose name a queued result carries)."""
 
+    ns: Namespace
     bus: JobsBus
     summarizer: Summarizer
+
+    async def _write_noted(self, job: ingest_msgs.IngestJob, key: str, write: Callable[[], T]) -> T:
+        """`write` of the file (or a skill's folder) at `key`, noted with the job that indexes it
+        (fs.write, memories.write and .update, resources.add of content, skills.add): a worker dying after
+        the write and before the job is queued leaves a file the tree serves and the index would
+        never hold (a client does not resend a write by itself). The note is put beside the write
+        rather than before it, unsynced, and never dropped one by one
+        (`index_changes.note_write`), so a write waits for the slower of the two, not for three
+        synced steps in turn; the cost is an instant, after the file has landed and before its
+        note has, in which a kill still leaves the gap, and a host losing power may lose the note.
+        A refused write (CONFLICT, INVALID_ARGUMENT, NOT_FOUND) changed nothing and its note goes;
+        after any other failure it stays, and a pass indexes the file as it stands, if it stands,
+        which is right either way."""
+        noted = index_changes.PendingChange(source="", destination=key, at=time.time(), job=job)
+        note = asyncio.ensure_future(asyncio.to_thread(index_changes.note_write, self.ns.tree, noted))
+        try:
+            out = await asyncio.to_thread(write)
+        except (Conflict, InvalidArgument, NotFound):
+            await asyncio.gather(note, return_exceptions=True)
+            await asyncio.to_thread(index_changes.drop_write, self.ns.tree, noted)
+            raise
+        finally:
+            got = (await asyncio.gather(note, return_exceptions=True))[0]
+        if isinstance(got, Exception):  # the file stands and its job is queued next: only the net is missing
+            log.warning("the note of index job %s was not written; the write goes on without it", job.job_id,
+                        exc_info=got)
+        return out
+
+    async def _noted_result(self, job: ingest_msgs.IngestJob, root: str, wait: bool,
+                            ctx: Ctx) -> ingest_msgs.IngestResult:
+        """A noted write's job queued (and awaited with `wait`), its result."""
+        return self._result(job, root, await self._submit(job, wait, ctx))
 
     async def _submit(self, job: ingest_msgs.IngestJob, wait: bool, ctx: Ctx) -> ingest_msgs.IngestResult | None:
         """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""

@@ -1,8 +1,7 @@
 """Moves and removals (a mixin of the indexer actor): `fs.rm`, `fs.mv` and the removal a forgotten
 memory makes. Each reads the row keys of what it takes away before the tree changes, notes the
-change with its index job (`store/index_changes.py`), changes the tree, then queues the job. The
-writes that index one file (`fs.write`, `memories.write`, `memories.update`) note theirs the same
-way, through `_write_noted`."""
+change with its index job (`store/index_changes.py`), changes the tree, then queues the job. (A
+write notes its job too, more cheaply: `Jobs._write_noted`.)"""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from skald.actors.indexer import file_rows
 from skald.actors.indexer.jobs import Jobs
@@ -20,12 +18,11 @@ from skald.actors.kit.request import Ctx
 from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
-from skald.messages.errors import Conflict, InvalidArgument, NotFound
+from skald.messages.errors import InvalidArgument, NotFound
 from skald.store import document_records, faults, index_changes, treeops
 from skald.store.uri import Identity, Namespace, VikingPath
 
 log = logging.getLogger("skald.indexer")
-T = TypeVar("T")
 
 
 class Moves(Jobs):
@@ -77,37 +74,6 @@ class Moves(Jobs):
             if await asyncio.to_thread(t.stat, source) is not None:
                 await asyncio.to_thread(index_changes.drop, t, job.job_id)
             raise
-
-    async def _write_noted(self, job: ingest_msgs.IngestJob, key: str, write: Callable[[], T]) -> T:
-        """`write` of the file at `key`, noted with the job that indexes it: a worker dying after
-        the write and before the job is queued leaves a file the tree serves and the index would
-        never hold (a client does not resend a write by itself). The note is put beside the write
-        rather than before it, unsynced, and never dropped one by one
-        (`index_changes.note_write`), so a write waits for the slower of the two, not for three
-        synced steps in turn; the cost is an instant, after the file has landed and before its
-        note has, in which a kill still leaves the gap, and a host losing power may lose the note.
-        A refused write (CONFLICT, INVALID_ARGUMENT, NOT_FOUND) changed nothing and its note goes;
-        after any other failure it stays, and a pass indexes the file as it stands, if it stands,
-        which is right either way."""
-        noted = index_changes.PendingChange(source="", destination=key, at=time.time(), job=job)
-        note = asyncio.ensure_future(asyncio.to_thread(index_changes.note_write, self.ns.tree, noted))
-        try:
-            out = await asyncio.to_thread(write)
-        except (Conflict, InvalidArgument, NotFound):
-            await asyncio.gather(note, return_exceptions=True)
-            await asyncio.to_thread(index_changes.drop_write, self.ns.tree, noted)
-            raise
-        finally:
-            got = (await asyncio.gather(note, return_exceptions=True))[0]
-        if isinstance(got, Exception):  # the file stands and its job is queued next: only the net is missing
-            log.warning("the note of index job %s was not written; the write goes on without it", job.job_id,
-                        exc_info=got)
-        return out
-
-    async def _noted_result(self, job: ingest_msgs.IngestJob, root: str, wait: bool,
-                            ctx: Ctx) -> ingest_msgs.IngestResult:
-        """A noted write's job queued (and awaited with `wait`), its result."""
-        return self._result(job, root, await self._submit(job, wait, ctx))
 
     async def _changed(self, job: ingest_msgs.IngestJob) -> None:
         """The job queued: its note dropped (one left behind is finished again later, harmlessly)."""

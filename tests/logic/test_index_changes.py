@@ -133,6 +133,9 @@ async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> Non
     await client.call("memories.update", {"uri": m["root_uri"], "content": "Prefers green tea."})
     assert index_changes.pending(client.indexer.ns.tree) == []
     t = client.indexer.ns.tree
+    await client.call("resources.add", {"content": "# Tides\n\nSpring tides follow the new moon.\n", "wait": True})
+    await client.call("skills.add", {"content": "---\nname: tide-tables\ndescription: Reads tide tables.\n---\n",
+                                     "wait": True})
     written = [c.destination for _, g in index_changes.write_groups(t) for c in index_changes.writes_in(t, g)]
-    assert len(written) == 4 and t.stat(client.indexer.ns.resolve(A, client.identity).key) is not None
-    assert await finish(client, "-") == 0  # the refused create left no note to index its file again
+    assert len(written) == 6  # four writes, a resource's content and a skill; the refused create none
+    assert await finish(client, "-") == 0  # every job done: nothing queued again
