@@ -1,6 +1,6 @@
 """`index-changes/<job id>`: a move or removal noted before it changes the tree, with the index
 job that follows it, dropped once that job is queued; `index-changes/writes/<minute>/<job id>`: a
-write noted beside it, dropped with its minute's group.
+write noted before it, dropped with its minute's group.
 
 A move or removal retried after its worker died between the tree change and the job finds nothing
 at its source and answers NOT_FOUND: without this note the index would keep the source's rows for
@@ -13,7 +13,7 @@ there with its job not done, means the change may have happened and its job is q
 no harm); otherwise the note goes. Notes live outside every account, in one directory, so a pass
 is a listing or two.
 
-A write's note costs one unsynced put beside the file and no removal of its own: a move's way, a
+A write's note costs one unsynced put before the file and no removal of its own: a move's way, a
 synced note before the change and a removal after it, made fs.write about twice as slow on the
 JetStream tree (docs/design/storage.md).
 """
@@ -70,7 +70,7 @@ def drop(tree: Tree, job_id: str) -> None:
 
 
 def note_write(tree: Tree, change: PendingChange) -> None:
-    """A write's note, put beside its file as a note of the tree's (`Tree.put_note`: one unsynced
+    """A write's note, put before its file as a note of the tree's (`Tree.put_note`: one unsynced
     put; it only has to outlive the worker, which the page cache or the stream does) into the
     group of its minute. It is never dropped one by one: a pass takes a group once its minute is
     past the recovery age, queues the jobs no worker finished, and drops the group at once."""

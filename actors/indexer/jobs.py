@@ -1,4 +1,4 @@
-"""What becomes of an ingest job (a mixin of the indexer actor): noted beside the write it follows,
+"""What becomes of an ingest job (a mixin of the indexer actor): noted before the write it follows,
 queued on the work queue and, when the caller waits, its outcome awaited; a job handed back
 unfinished put on record; and `resources.job`, which answers for a job later from the events
 stream."""
@@ -6,7 +6,6 @@ stream."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,7 +22,6 @@ from skald.messages.errors import Conflict, InvalidArgument, NotFound
 from skald.store import faults, index_changes
 from skald.store.uri import Namespace
 
-log = logging.getLogger("skald.indexer")
 T = TypeVar("T")
 
 # A job's removals past this many bytes go in jobs of their own: the work stream takes messages of
@@ -74,31 +72,22 @@ class Jobs:
     summarizer: Summarizer
 
     async def _write_noted(self, job: ingest_msgs.IngestJob, key: str, write: Callable[[], T]) -> T:
-        """`write` of the file (or a skill's folder) at `key`, noted with the job that indexes it
-        (fs.write, memories.write and .update, resources.add of content, skills.add): a worker dying after
-        the write and before the job is queued leaves a file the tree serves and the index would
-        never hold (a client does not resend a write by itself). The note is put beside the write
-        rather than before it, unsynced, and never dropped one by one
-        (`index_changes.note_write`), so a write waits for the slower of the two, not for three
-        synced steps in turn; the cost is an instant, after the file has landed and before its
-        note has, in which a kill still leaves the gap, and a host losing power may lose the note.
-        A refused write (CONFLICT, INVALID_ARGUMENT, NOT_FOUND) changed nothing and its note goes;
-        after any other failure it stays, and a pass indexes the file as it stands, if it stands,
-        which is right either way."""
+        """`write` of the file (or a skill's folder) at `key`, noted first with the job that
+        indexes it (fs.write, memories.write and .update, resources.add of content, skills.add): a
+        worker dying after the write and before the job is queued leaves a file the tree serves and
+        the index would never hold (a client does not resend a write by itself). The note is
+        unsynced (it has to outlive the worker, not the host: a power cut may lose it) and never
+        removed one by one (`index_changes.note_write`), so it costs a write one put, not a move's
+        synced note and removal. A refused write (CONFLICT, INVALID_ARGUMENT, NOT_FOUND) changed
+        nothing and its note goes; after any other failure it stays, and a pass indexes the file
+        as it stands, if it stands, which is right either way."""
         noted = index_changes.PendingChange(source="", destination=key, at=time.time(), job=job)
-        note = asyncio.ensure_future(asyncio.to_thread(index_changes.note_write, self.ns.tree, noted))
+        await asyncio.to_thread(index_changes.note_write, self.ns.tree, noted)
         try:
-            out = await asyncio.to_thread(write)
+            return await asyncio.to_thread(write)
         except (Conflict, InvalidArgument, NotFound):
-            await asyncio.gather(note, return_exceptions=True)
             await asyncio.to_thread(index_changes.drop_write, self.ns.tree, noted)
             raise
-        finally:
-            got = (await asyncio.gather(note, return_exceptions=True))[0]
-        if isinstance(got, Exception):  # the file stands and its job is queued next: only the net is missing
-            log.warning("the note of index job %s was not written; the write goes on without it", job.job_id,
-                        exc_info=got)
-        return out
 
     async def _noted_result(self, job: ingest_msgs.IngestJob, root: str, wait: bool,
                             ctx: Ctx) -> ingest_msgs.IngestResult:

@@ -46,8 +46,9 @@ META, TREE, INDEX, ANSWERS, USAGE = "snapshot.json", "tree.tar", "index.bin", "a
 _change = msgspec.msgpack.Decoder(IndexChange)
 _u32 = struct.Struct("<I")
 FORMAT = 1
-# Not part of a deployment's state: the worker's caches and replica snapshots, the bus's store, locks.
-SKIPPED_TOP = (".skald", "nats")
+# Not part of a deployment's state: the worker's caches and replica snapshots, the bus's store, locks,
+# and the notes of requests in flight (store/index_changes.py: job ids of the deployment that wrote them).
+SKIPPED_TOP = (".skald", "nats", "index-changes")
 RESTORING = "restoring"  # a tree key standing while `restore_into` copies (what it restores)
 
 
