@@ -158,7 +158,10 @@ async def main() -> None:
     got: dict[str, list[dict[str, float]]] = {f"{s}{n}": [] for s in ("local", "jetstream") for n, _ in codes}
     try:
         for r in range(args.rounds):
-            for store, (name, code) in ((s, c) for s in ("local", "jetstream") for c in codes):
+            # Which code runs first alternates by round: the first run of a round was the slower one for
+            # paths neither code changed (Phase 1, add_message).
+            turn = codes if r % 2 == 0 else codes[::-1]
+            for store, (name, code) in ((s, c) for s in ("local", "jetstream") for c in turn):
                 m = await one(cluster, tmp, store, f"{store[0]}{r}{len(name)}", args, code)
                 got[f"{store}{name}"].append(m)
                 print(f"round {r + 1} {store + name:>9}: add_message {m['add_message']:6.0f} msgs/s, Phase 1 p50 "
