@@ -38,15 +38,14 @@ import nats
 
 from skald.runtime.bus import tree_moves, tree_sweep, tree_values
 from skald.runtime.bus.streams import TRANSIENT
+from skald.runtime.bus.tree_accounts import AccountBuckets
 from skald.runtime.bus.tree_buckets import (
     SYSTEM,
     Bucket,
     Conflicted,
     Found,
     Tails,
-    account_of,
     bounded,
-    bucket_name,
 )
 from skald.runtime.bus.tree_keys import (
     ACCOUNTS,
@@ -57,7 +56,6 @@ from skald.runtime.bus.tree_keys import (
     mark,
     moving,
     segment,
-    token,
 )
 from skald.store import faults
 from skald.store.treeport import Entry, StoreUnavailable, check_key
@@ -77,10 +75,8 @@ class JetStreamTree:
         self.replicas = replicas
         self.timeout_s = timeout_s
         self.placement = placement or {}  # account -> placement tags; "*" for every other account
-        self._buckets: dict[str, Bucket] = {}
         self._noted_dirs: set[str] = set()  # directories `put_note` has made sure of
         self._tails = Tails(TAIL_BYTES)
-        self._opening: dict[str, asyncio.Future[Bucket]] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="skald-tree", daemon=True)
         self._thread.start()
@@ -90,6 +86,7 @@ class JetStreamTree:
     async def _open(self, servers: list[str], options: dict[str, Any]) -> None:
         self._nc = await nats.connect(servers=servers, **options)
         self._js = self._nc.jetstream(timeout=self.timeout_s)
+        self._accounts = AccountBuckets(self._js, self.base, self.replicas, self.placement)
         await self._bucket(SYSTEM)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -110,36 +107,7 @@ class JetStreamTree:
     # ----- buckets and values ---------------------------------------------------------------
 
     async def _bucket(self, account: str) -> Bucket:
-        """An account's bucket, opened (and created, placed) once per process."""
-        if (b := self._buckets.get(account)) is not None:
-            return b
-        if (fut := self._opening.get(account)) is None:
-            fut = self._opening[account] = asyncio.ensure_future(self._create(account))
-        try:
-            b = await asyncio.shield(fut)
-        except BaseException:
-            self._opening.pop(account, None)
-            raise
-        self._buckets[account] = b
-        return b
-
-    async def _create(self, account: str) -> Bucket:
-        tags = self.placement.get(account, self.placement.get("*"))
-        b = await Bucket.open(self._js, bucket_name(self.base, account), self.replicas, tags)
-        try:
-            await tree_moves.finish_all(b)
-        except TRANSIENT as e:  # a group still electing its leader: the bucket opens, the next opening finishes them
-            log.warning("unfinished moves of %s left for later (%s)", b.name, type(e).__name__)
-        if account != SYSTEM:  # named where a listing of every account finds it
-            system = await self._bucket(SYSTEM)
-            await system.put(f"{ACCOUNTS}.{token(account)}", b"")
-        return b
-
-    async def _of(self, key: str) -> Bucket:
-        account = account_of(key)
-        if account is None:
-            raise IsADirectoryError(key)  # `accounts` or `uploads` themselves: no file is there
-        return await self._bucket(account)
+        return await self._accounts.bucket(account)
 
     async def _prepare(self, b: Bucket, key: str) -> tuple[Found | None, Found | None, list[str]]:
         """Before a write at `key`: (its file, its directory marker, the ancestors lacking a
@@ -170,7 +138,7 @@ class JetStreamTree:
         return self._run(self._read(key))
 
     async def _read(self, key: str) -> bytes:
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         found = await b.get(kv_key(key))
         if found is None:
             raise IsADirectoryError(key) if await b.get(mark(key)) is not None else FileNotFoundError(key)
@@ -181,7 +149,7 @@ class JetStreamTree:
 
     async def _write(self, key: str, data: bytes) -> bool:
         self._tails.drop(key)
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         old, is_dir, missing = await self._prepare(b, key)
         if is_dir is not None:
             raise IsADirectoryError(key)
@@ -195,7 +163,7 @@ class JetStreamTree:
         return self._run(self._create_file(key, bytes(data)))
 
     async def _create_file(self, key: str, data: bytes) -> bool:
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         old, is_dir, missing = await self._prepare(b, key)
         if is_dir is not None:
             raise IsADirectoryError(key)
@@ -227,7 +195,7 @@ class JetStreamTree:
         return {k: e for k, e in zip(items, got, strict=True) if e is not None}
 
     async def _append(self, key: str, data: bytes) -> None:
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         cached = self._tails.get(key)
         if cached is not None and len(cached[1]) + len(data) + 1 + tree_values.HEADROOM <= self._nc.max_payload:
             whole = cached[1] + data
@@ -261,7 +229,7 @@ class JetStreamTree:
     async def _mkdir(self, key: str) -> None:
         if key in VIRTUAL:
             return
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         old, is_dir, missing = await self._prepare(b, key)
         if old is not None:
             raise FileExistsError(key)
@@ -271,7 +239,7 @@ class JetStreamTree:
         self._run(self._write_dir(key, {check_key(n): bytes(d) for n, d in files.items()}))
 
     async def _write_dir(self, key: str, files: dict[str, bytes]) -> None:
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         old, is_dir, missing = await self._prepare(b, key)
         if old is not None or is_dir is not None:
             raise FileExistsError(key)
@@ -288,7 +256,7 @@ class JetStreamTree:
         name = key.rpartition("/")[2]
         if key in VIRTUAL:
             return Entry(name, True) if await self._list_virtual(key) else None
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
             return Entry(name, False, tree_values.size(found), found.mtime)
@@ -300,7 +268,7 @@ class JetStreamTree:
     async def _list(self, key: str) -> list[Entry]:
         if key in VIRTUAL:
             return await self._list_virtual(key)
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
             raise NotADirectoryError(key)
@@ -328,7 +296,7 @@ class JetStreamTree:
 
     async def _remove(self, key: str, recursive: bool) -> bool:
         self._tails.drop(key, subtree=True)
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
             await b.delete(kv_key(key))
@@ -365,7 +333,7 @@ class JetStreamTree:
         bus message), so a removal never has one to delete."""
         if len(data) > self._nc.max_payload // 2:
             raise ValueError(f"a note of {len(data)} bytes: write it as a file")
-        b = await self._of(key)
+        b = await self._accounts.of(key)
         folder = key.rpartition("/")[0]
         if folder not in self._noted_dirs:
             _, _, missing = await self._prepare(b, key)
@@ -386,7 +354,7 @@ class JetStreamTree:
         same move asked again (a retried request) or any process opening the bucket
         (`tree_moves.finish_all`)."""
         self._tails.drop(src, subtree=True)
-        bs, bd = await self._of(src), await self._of(dst)
+        bs, bd = await self._accounts.of(src), await self._accounts.of(dst)
         if bs is not bd:
             raise ValueError("a move stays within one account")
         old, is_dir, missing = await self._prepare(bd, dst)
