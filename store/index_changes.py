@@ -74,19 +74,23 @@ def note_write(tree: Tree, change: PendingChange) -> None:
     put; it only has to outlive the worker, which the page cache or the stream does) into the
     group of its minute. It is never dropped one by one: a pass takes a group once its minute is
     past the recovery age, queues the jobs no worker finished, and drops the group at once."""
-    tree.put_note(f"{write_group(change.at)}/{change.job.job_id}", _enc.encode(change))
+    tree.put_note(write_note_key(change), _enc.encode(change))
 
 
 def drop_write(tree: Tree, change: PendingChange) -> None:
     """One write's note gone (a refused write's: it changed nothing)."""
     try:
-        tree.remove(f"{write_group(change.at)}/{change.job.job_id}")
+        tree.remove(write_note_key(change))
     except FileNotFoundError:
         pass
 
 
 def write_group(at: float) -> str:
     return f"{WRITES_DIR}/{int(at // WRITE_GROUP_S)}"
+
+
+def write_note_key(change: PendingChange) -> str:
+    return f"{write_group(change.at)}/{change.job.job_id}"
 
 
 def write_groups(tree: Tree) -> list[tuple[float, str]]:
@@ -128,13 +132,13 @@ def pending(tree: Tree) -> list[PendingChange]:
     return sorted(out, key=lambda c: c.at)
 
 
-def to_finish(change: PendingChange, watched_exists: bool, done: bool = False) -> IngestJob | None:
+def to_finish(change: PendingChange, watched_exists: bool) -> IngestJob | None:
     """The job a dead request's note still owes the index. A move or removal: none while its source
     stands (the change never happened, or the node was made again since and its own writes index
     it), else the noted job (its rows of the source dropped, the destination indexed if it is still
-    there). A write (whose note stays after its job is queued): none once its job is `done` or its
-    file is gone (never written, or removed since by a request of its own), else the job (written
-    or not, indexing the file as it is now is right)."""
+    there). A write whose job is not done (the caller asks the events first): none once its file
+    is gone (never written, or removed since by a request of its own), else the job (written or
+    not, indexing the file as it is now is right)."""
     if not change.source:
-        return change.job if watched_exists and not done else None
+        return change.job if watched_exists else None
     return None if watched_exists else change.job

@@ -175,7 +175,7 @@ class Indexer(Imports, Moves):
                     self.ns.tree, f"{target.key}/SKILL.md", skill_text.encode()))
         if req.upload_id is not None:
             await self._drop_upload(req.upload_id, ctx)
-        return await self._noted_result(job, target.uri, req.wait, ctx)
+        return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
 
     @handles(catalog.CONTENT_REINDEX, timeout_s=600.0, journal=True)
     async def reindex(self, req: ingest_msgs.ReindexRequest, ctx: Ctx) -> ingest_msgs.ReindexResult:
@@ -253,7 +253,7 @@ class Indexer(Imports, Moves):
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,),
                                     tags=(*tags, f"memory_type={req.category}"))
         await self._write_noted(job, vp.key, lambda: treeops.write(t, vp.key, req.content.encode()))
-        return await self._noted_result(job, vp.uri, req.wait, ctx)
+        return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
 
     def _memory(self, uri: str, ident: Identity, existing: bool = False) -> VikingPath:
         vp = self._writable(uri, ident)
@@ -270,7 +270,7 @@ class Indexer(Imports, Moves):
         await asyncio.to_thread(memory_history.save_version, self.ns.tree, vp.key, "update", clock_now())
         job = ingest_msgs.IngestJob(job_id=self._job_id(), account=vp.account, index_roots=(vp.uri,))
         await self._write_noted(job, vp.key, lambda: treeops.write(self.ns.tree, vp.key, req.content.encode()))
-        return await self._noted_result(job, vp.uri, req.wait, ctx)
+        return self._result(job, vp.uri, await self._submit(job, req.wait, ctx))
 
     @handles(catalog.MEMORIES_DELETE, timeout_s=120.0, journal=True)
     async def delete_memory(self, req: ingest_msgs.MemoryRef, ctx: Ctx) -> fs_msgs.ChangeResult:

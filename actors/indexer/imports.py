@@ -82,7 +82,7 @@ class Imports(Jobs):
                                         tags=tags)
             content = req.content.encode()
             await self._write_noted(job, target.key, lambda: treeops.write(self.ns.tree, target.key, content))
-            return await self._noted_result(job, target.uri, req.wait, ctx)
+            return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
         scratch = self.ns.data_dir / "tmp"
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch, prefix="import-") as tmp:

@@ -82,17 +82,16 @@ class Jobs:
         nothing and its note goes; after any other failure it stays, and a pass indexes the file
         as it stands, if it stands, which is right either way."""
         noted = index_changes.PendingChange(source="", destination=key, at=time.time(), job=job)
-        await asyncio.to_thread(index_changes.note_write, self.ns.tree, noted)
+
+        def noted_then_written() -> T:  # one hop off the event loop for both
+            index_changes.note_write(self.ns.tree, noted)
+            return write()
+
         try:
-            return await asyncio.to_thread(write)
+            return await asyncio.to_thread(noted_then_written)
         except (Conflict, InvalidArgument, NotFound):
             await asyncio.to_thread(index_changes.drop_write, self.ns.tree, noted)
             raise
-
-    async def _noted_result(self, job: ingest_msgs.IngestJob, root: str, wait: bool,
-                            ctx: Ctx) -> ingest_msgs.IngestResult:
-        """A noted write's job queued (and awaited with `wait`), its result."""
-        return self._result(job, root, await self._submit(job, wait, ctx))
 
     async def _submit(self, job: ingest_msgs.IngestJob, wait: bool, ctx: Ctx) -> ingest_msgs.IngestResult | None:
         """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""
