@@ -4,7 +4,9 @@ write noted before it, dropped with its minute's group.
 
 A move or removal retried after its worker died between the tree change and the job finds nothing
 at its source and answers NOT_FOUND: without this note the index would keep the source's rows for
-ever. A write is not retried by the client on its own (an append sent twice appends twice), so
+ever. An import (`resources.add` of a folder, file, URL or upload) notes its job the same way,
+with the rows of the files it removes because they vanished from the source: retried, it would
+no longer see them. A write is not retried by the client on its own (an append sent twice appends twice), so
 one whose worker died there left a file the tree serves and no search finds until somebody writes
 it again. An indexer finishes the notes a dead request left (`actors/indexer/changes.py`), by
 whether the node the note watches stands: a move's or removal's source gone, or a write's file
@@ -33,13 +35,20 @@ WRITE_GROUP_S = 60
 
 class PendingChange(msgspec.Struct, kw_only=True, frozen=True):
     """A change about to be made to the tree: the node it takes away (a tree key; empty for a
-    write), where a move or write puts it, when the note was written (wall clock) and the job that
-    updates the index."""
+    write or an import), where a move, write or import puts it, when the note was written (wall
+    clock) and the job that updates the index. `until`: the deadline of a request that may run
+    longer than a pass waits (an import's, 600 s), 0 for the rest."""
 
     source: str
     destination: str = ""  # empty for a removal
     at: float
     job: IngestJob
+    until: float = 0.0
+
+    def ripe(self, now: float, older_than_s: float) -> bool:
+        """Old enough for a pass: no request can still be making the change (the note is
+        `older_than_s` old, counted from the request's deadline when it gave one)."""
+        return now - max(self.at, self.until) >= older_than_s
 
     @property
     def watched(self) -> str:
@@ -136,9 +145,13 @@ def to_finish(change: PendingChange, watched_exists: bool) -> IngestJob | None:
     """The job a dead request's note still owes the index. A move or removal: none while its source
     stands (the change never happened, or the node was made again since and its own writes index
     it), else the noted job (its rows of the source dropped, the destination indexed if it is still
-    there). A write whose job is not done (the caller asks the events first): none once its file
-    is gone (never written, or removed since by a request of its own), else the job (written or
-    not, indexing the file as it is now is right)."""
+    there). A write or import whose job is not done (the caller asks the events first): the job
+    while its destination stands (written or not, indexing it as it is now is right); once it is
+    gone (never written, or removed since by a request of its own), only the removals an import
+    noted (rows of the files it took away, which nothing under a gone destination can need)."""
     if not change.source:
-        return change.job if watched_exists else None
+        if watched_exists:
+            return change.job
+        return msgspec.structs.replace(change.job, index_roots=(), refresh_dirs=()) if change.job.remove_rows \
+            else None
     return None if watched_exists else change.job

@@ -1,5 +1,5 @@
-"""Writes, moves and removals whose request died between the tree change and its index job,
-finished.
+"""Writes, imports, moves and removals whose request died between the tree change and its index
+job, finished.
 
 Every indexer looks once when it starts and then every `PASS_INTERVAL_S`, and takes only notes
 older than the age it is given (by default past the handler's deadline: a younger note may belong
@@ -33,17 +33,19 @@ class _Queue(WorkQueue, Events, Protocol):
 
 
 async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None) -> int:
-    """One pass: every note of a move or removal at least `older_than_s` old either queues its job
-    (the change may have happened) or is dropped (it did not); every write noted that long ago
+    """One pass: every note of a move, removal or import at least `older_than_s` old (an import's
+    counted from its deadline) whose job did not finish either queues its job (the change may have
+    happened) or is dropped (it did not); every write noted that long ago
     whose job did not finish is queued again, and a minute's group of write notes is dropped once
     the whole minute is that old. The number of jobs queued."""
     t = ns.tree
     now = time.time() if now is None else now
     queued = 0
     for change in await asyncio.to_thread(index_changes.pending, t):
-        if now - change.at < older_than_s:
+        if not change.ripe(now, older_than_s):
             continue
-        queued += await _finish(t, bus, change)
+        if not await _done(bus, change):
+            queued += await _finish(t, bus, change)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)
     for began, group in await asyncio.to_thread(index_changes.write_groups, t):
         if now - began < older_than_s:
@@ -60,12 +62,17 @@ async def _finish_writes(t: Tree, bus: _Queue, group: str, before: float) -> int
     is done, so that is asked first: one read of the events stream a note."""
     queued = 0
     for change in await asyncio.to_thread(index_changes.writes_in, t, group):
-        if change.at > before:
-            continue
-        if await bus.last_event(subjects.ingest_done(change.job.account, change.job.job_id)) is not None:
+        if change.at > before or await _done(bus, change):
             continue
         queued += await _finish(t, bus, change)
     return queued
+
+
+async def _done(bus: _Queue, change: index_changes.PendingChange) -> bool:
+    """Whether the noted job ran to its end (one read of the events stream): it was queued after the
+    change, so the index holds it and the note needs nothing more (a request killed after queueing
+    its job and before dropping its note, or one whose caller's deadline came while it waited)."""
+    return await bus.last_event(subjects.ingest_done(change.job.account, change.job.job_id)) is not None
 
 
 async def _finish(t: Tree, bus: _Queue, change: index_changes.PendingChange) -> int:

@@ -1,12 +1,14 @@
 """Imports of resources (a mixin of the indexer actor): uploads, and `resources.add` from content,
 a server path, a URL or git repository, or an upload. What a folder import takes comes from
-`messages/folders.py`, and where a URL, repository or upload comes from, from `sources.py`; this module copies
-into the tree, removes what vanished from a re-added folder, and queues the ingest job."""
+`messages/folders.py`, and where a URL, repository or upload comes from, from `sources.py`; this module notes
+the ingest job (`store/index_changes.py`), copies into the tree, removes what vanished from a re-added
+folder, and queues the job."""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +31,13 @@ from skald.store.uri import Identity, Namespace, VikingPath
 
 @dataclass(slots=True)
 class Imported:
-    """What an import of a folder, repository or upload did: files skipped and why, files gone from the source,
-    rows to remove."""
+    """What an import of a folder, repository or upload does: files skipped and why, files gone from the
+    source and their rows to remove, files copied."""
 
     skipped: list[ingest_msgs.Skipped] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)  # relative paths removed from the target
     remove_rows: list[tuple[str, int]] = field(default_factory=list)
+    taken: list[str] = field(default_factory=list)  # relative paths copied from the source
 
 
 class Imports(Jobs):
@@ -89,14 +92,19 @@ class Imports(Jobs):
             src = await self._source(req, ctx, Path(tmp))
             target = self._writable(f"{base.rstrip('/')}/{req.name or src.name}", ctx.identity)
             self._check_resource_space(target)
-            got = await asyncio.to_thread(self._import, src, target, req)
+            got = await asyncio.to_thread(self._plan_import, src, target, req)
+            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
+                                        remove_rows=tuple(got.remove_rows), tags=tags)
+            # Noted first: killed part way, or before its job is queued, a retry would no longer see the
+            # files it removed, and no client resends an import by itself.
+            await self._change(job, "", target.key, lambda: self._import(src, target, got),
+                               until=time.time() + ctx.remaining())
             if req.upload_id is not None:
                 got.skipped += await asyncio.to_thread(self._refused, req.upload_id, ctx, src, target)
         if req.upload_id is not None:
             await self._drop_upload(req.upload_id, ctx)
-        job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
-                                    remove_rows=tuple(got.remove_rows), tags=tags)
         res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+        await self._changed(job)
         return msgspec.structs.replace(res, removed=len(got.vanished), skipped=[*got.skipped, *res.skipped])
 
     async def _source(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, tmp: Path) -> Path:
@@ -152,9 +160,9 @@ class Imports(Jobs):
         await asyncio.to_thread(self.ns.tree.remove, sources.upload_root(ctx.identity.account, upload_id),
                                 recursive=True)
 
-    def _import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
-        """Copy what the import takes into the tree; binaries of a folder are reported, not copied;
-        files that vanished from a re-added folder are removed (with their rows) unless kept."""
+    def _plan_import(self, src: Path, target: VikingPath, req: ingest_msgs.AddResourceRequest) -> Imported:
+        """What the import takes, read before the tree changes: binaries of a folder are reported,
+        not copied; files that vanished from a re-added folder go (with their rows) unless kept."""
         out = Imported()
         t = self.ns.tree
         rels = folders.select(src, req.include, req.exclude)
@@ -178,12 +186,19 @@ class Imports(Jobs):
                 out.vanished = sorted(set(importing.existing_files(t, target.key)) - set(rels))
         for rel in out.vanished:
             key = f"{target.key}/{rel}"
-            vp = self.ns.from_key(target.account, key)
-            out.remove_rows += sorted(file_rows.row_keys(vp.uri, document_records.load(t, key)))
+            out.remove_rows += sorted(file_rows.row_keys(self.ns.from_key(target.account, key).uri,
+                                                         document_records.load(t, key)))
+        out.taken = list(rels)
+        return out
+
+    def _import(self, src: Path, target: VikingPath, got: Imported) -> None:
+        """The planned import made: the vanished files removed, the rest copied."""
+        t = self.ns.tree
+        for rel in got.vanished:
+            key = f"{target.key}/{rel}"
             treeops.remove(t, key, False)
             document_records.remove(t, key)
-        importing.copy_selected(t, src, rels, target.key)
-        return out
+        importing.copy_selected(t, src, got.taken, target.key)
 
     def _importable(self, raw: str, ctx: Ctx) -> Path:
         """A server-side path the caller may import: never for a user key (it would read files

@@ -6,6 +6,8 @@ stream."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,6 +25,8 @@ from skald.store import faults, index_changes
 from skald.store.uri import Namespace
 
 T = TypeVar("T")
+
+log = logging.getLogger("skald.indexer")
 
 # A job's removals past this many bytes go in jobs of their own: the work stream takes messages of
 # up to 8 MB, and a removal or move of a directory of 100,000 rows (its row keys, as JSON) passes it.
@@ -92,6 +96,40 @@ class Jobs:
         except (Conflict, InvalidArgument, NotFound):
             await asyncio.to_thread(index_changes.drop_write, self.ns.tree, noted)
             raise
+
+    async def _change(self, job: ingest_msgs.IngestJob, source: str, destination: str,
+                      change: Callable[[], None], until: float = 0.0) -> None:
+        """A move, removal or import changing the tree, noted first with the job that follows it, so
+        a worker dying before that job is queued leaves the index a way to catch up
+        (`store/index_changes.py`). An import has no source (the node it watches is its
+        destination) and may run past the age a pass waits for: `until`, its deadline, keeps a
+        pass off its note till then."""
+        t = self.ns.tree
+        noted = index_changes.PendingChange(source=source, destination=destination, at=time.time(), job=job,
+                                            until=until)
+        try:
+            await asyncio.to_thread(index_changes.note, t, noted)
+        except OSError as e:  # a full disk: a removal is how space comes back, so it goes on unnoted
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            log.warning("no space for the note of index job %s; the change goes on without it", job.job_id)
+        faults.point("index.change_noted")  # noted, the tree not changed yet
+        try:
+            await asyncio.to_thread(change)
+        except Exception:
+            # Refused (NOT_FOUND, CONFLICT) a move's source stands and the note goes; if the tree
+            # changed before the failure (an import's may have, part way), the note stays for a
+            # pass to finish.
+            if source and await asyncio.to_thread(t.stat, source) is not None:
+                await asyncio.to_thread(index_changes.drop, t, job.job_id)
+            raise
+
+    async def _changed(self, job: ingest_msgs.IngestJob) -> None:
+        """The job queued: its note dropped (one left behind is finished again later, harmlessly)."""
+        try:
+            await asyncio.to_thread(index_changes.drop, self.ns.tree, job.job_id)
+        except Exception:  # noqa: BLE001 - the change and its job stand; only the note is late to go
+            log.warning("the note of index job %s is left for a later pass", job.job_id, exc_info=True)
 
     async def _submit(self, job: ingest_msgs.IngestJob, wait: bool, ctx: Ctx) -> ingest_msgs.IngestResult | None:
         """Queue a job; with `wait`, return its outcome (None if the deadline comes first)."""

@@ -6,10 +6,6 @@ write notes its job too, more cheaply: `Jobs._write_noted`.)"""
 from __future__ import annotations
 
 import asyncio
-import errno
-import logging
-import time
-from collections.abc import Callable
 
 from skald.actors.indexer import file_rows
 from skald.actors.indexer.jobs import Jobs
@@ -19,10 +15,8 @@ from skald.messages import catalog
 from skald.messages import fs as fs_msgs
 from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound
-from skald.store import document_records, faults, index_changes, treeops
+from skald.store import document_records, treeops
 from skald.store.uri import Identity, Namespace, VikingPath
-
-log = logging.getLogger("skald.indexer")
 
 
 class Moves(Jobs):
@@ -52,35 +46,6 @@ class Moves(Jobs):
         for f, _, _ in treeops.walk_files(t, vp.key):
             out += sorted(file_rows.row_keys(self.ns.from_key(vp.account, f).uri, document_records.load(t, f)))
         return out
-
-    async def _change(self, job: ingest_msgs.IngestJob, source: str, destination: str,
-                      change: Callable[[], None]) -> None:
-        """A move or removal of the tree, noted first with the job that follows it, so a worker dying
-        before that job is queued leaves the index a way to catch up (`store/index_changes.py`)."""
-        t = self.ns.tree
-        noted = index_changes.PendingChange(source=source, destination=destination, at=time.time(), job=job)
-        try:
-            await asyncio.to_thread(index_changes.note, t, noted)
-        except OSError as e:  # a full disk: a removal is how space comes back, so it goes on unnoted
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            log.warning("no space for the note of index job %s; the change goes on without it", job.job_id)
-        faults.point("index.change_noted")  # noted, the tree not changed yet
-        try:
-            await asyncio.to_thread(change)
-        except Exception:
-            # Refused (NOT_FOUND, CONFLICT) the source stands and the note goes; if the tree
-            # changed before the failure, the note stays for a pass to finish.
-            if await asyncio.to_thread(t.stat, source) is not None:
-                await asyncio.to_thread(index_changes.drop, t, job.job_id)
-            raise
-
-    async def _changed(self, job: ingest_msgs.IngestJob) -> None:
-        """The job queued: its note dropped (one left behind is finished again later, harmlessly)."""
-        try:
-            await asyncio.to_thread(index_changes.drop, self.ns.tree, job.job_id)
-        except Exception:  # noqa: BLE001 - the change and its job stand; only the note is late to go
-            log.warning("the note of index job %s is left for a later pass", job.job_id, exc_info=True)
 
     @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
     async def fs_rm(self, req: fs_msgs.RmRequest, ctx: Ctx) -> fs_msgs.ChangeResult:

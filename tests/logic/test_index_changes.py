@@ -1,4 +1,4 @@
-"""A write, move or removal whose request died between the tree change and its index job: the note
+"""A write, import, move or removal whose request died between the tree change and its index job: the note
 it left is finished by an indexer's pass, so the index does not keep the source's rows for ever,
 nor miss a file the tree serves. (The same with a real worker SIGKILLed at each step:
 tests/processes/test_crash_matrix.py.)"""
@@ -6,6 +6,7 @@ tests/processes/test_crash_matrix.py.)"""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -139,3 +140,69 @@ async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> Non
     written = [c.destination for _, g in index_changes.write_groups(t) for c in index_changes.writes_in(t, g)]
     assert len(written) == 6  # four writes, a resource's content and a skill; the refused create none
     assert await finish(client, "-") == 0  # every job done: nothing queued again
+
+
+def dead_import(d: MemoryDeployment, job_id: str, folder: str, vanished: list[str], at: float,
+                until: float) -> index_changes.PendingChange:
+    """What resources.add of a re-added folder notes before it changes the tree: its job, with the
+    rows of the files that vanished from the source."""
+    ns = d.indexer.ns
+    vp = ns.resolve(folder, d.identity)
+    gone = tuple((f"{folder}/{name}", 2) for name in vanished)
+    job = ingest_msgs.IngestJob(job_id=job_id, account=vp.account, index_roots=(folder,), remove_rows=gone)
+    change = index_changes.PendingChange(source="", destination=vp.key, at=at, job=job, until=until)
+    index_changes.note(ns.tree, change)
+    return change
+
+
+async def test_an_import_its_request_left_drops_vanished_rows_and_indexes_the_copy(
+        client: MemoryDeployment, tmp_path: Path) -> None:
+    src = tmp_path / "guide"
+    src.mkdir()
+    (src / "tides.md").write_text("# Tides\n\nSpring tides follow the new moon.\n")
+    (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
+    await client.call("resources.add", {"path": str(src), "wait": True})
+    folder = "viking://resources/guide"
+    assert f"{folder}/reefs.md" in await uris(client, "coral reefs bleach")
+    # Re-added with reefs.md gone from the source and kelp.md new; the worker died after the copy.
+    now = time.time()
+    change = dead_import(client, "j-imported", folder, ["reefs.md"], at=now - 900, until=now - 100)
+    t = client.indexer.ns.tree
+    t.remove(f"{change.destination}/reefs.md")
+    t.write(f"{change.destination}/kelp.md", b"# Kelp\n\nKelp forests shelter sea otters.\n")
+    assert await finish(client, "j-imported", older_than_s=180.0) == 0  # its deadline is too near
+    assert f"{folder}/reefs.md" in await uris(client, "coral reefs bleach")  # the rows no retry would see
+    assert await finish(client, "j-imported", older_than_s=60.0) == 1
+    assert f"{folder}/reefs.md" not in await uris(client, "coral reefs bleach")
+    assert f"{folder}/kelp.md" in await uris(client, "kelp forests sea otters")
+    assert index_changes.pending(t) == []
+
+
+async def test_an_import_whose_folder_is_gone_since_only_drops_its_rows(client: MemoryDeployment,
+                                                                           tmp_path: Path) -> None:
+    src = tmp_path / "guide"
+    src.mkdir()
+    (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
+    await client.call("resources.add", {"path": str(src), "wait": True})
+    folder = "viking://resources/guide"
+    change = dead_import(client, "j-gone", folder, ["reefs.md"], at=time.time() - 600, until=0.0)
+    client.indexer.ns.tree.remove(change.destination, recursive=True)  # the import died; the folder went later
+    job = index_changes.to_finish(change, watched_exists=False)
+    assert job is not None and job.index_roots == () and job.remove_rows == ((f"{folder}/reefs.md", 2),)
+    assert await finish(client, "j-gone") == 1
+    assert f"{folder}/reefs.md" not in await uris(client, "coral reefs bleach")
+
+
+async def test_imports_leave_no_note_and_a_done_jobs_note_queues_nothing(client: MemoryDeployment,
+                                                                           tmp_path: Path) -> None:
+    src = tmp_path / "guide"
+    src.mkdir()
+    (src / "tides.md").write_text("# Tides\n\nSpring tides follow the new moon.\n")
+    r = await client.call("resources.add", {"path": str(src), "wait": True})
+    await client.call("resources.add", {"path": str(src), "wait": False})
+    t = client.indexer.ns.tree
+    assert index_changes.pending(t) == []
+    # Killed after its job was done and before its note went: the note goes and nothing is queued.
+    dead_import(client, r["job_id"], "viking://resources/guide", [], at=time.time() - 600, until=0.0)
+    assert await finish(client, "-") == 0
+    assert index_changes.pending(t) == []

@@ -187,6 +187,37 @@ async def test_resource_directory_ingest_killed_at_each_step(nats_url: str, tmp_
     await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
 
 
+@pytest.mark.parametrize("fault", ["index.change_noted", "tree.before_rename", "ingest.before_enqueue",
+                                   "ingest.after_enqueue"])
+async def test_readded_folder_killed_at_each_step(nats_url: str, tmp_path: Path, fault: str) -> None:
+    """A folder added again after two of its files left the source and two came: the import removes
+    the two from the tree, and a retry no longer sees them, so only the note the request left can
+    take their rows out of the index. Before anybody adds it again, the index holds what the tree
+    serves, each file once."""
+    src, folder = tmp_path / "manual", "viking://resources/manual"
+    src.mkdir()
+    for i in range(6):
+        (src / f"a{i}.md").write_text(f"# Old page {i}\n\nOld manual page {i}.\n")
+
+    async def before(c: SkaldClient) -> None:
+        await c.call("resources.add", {"path": str(src), "wait": True})
+        for i in (0, 1):
+            (src / f"a{i}.md").unlink()
+            (src / f"b{i}.md").write_text(f"# New page {i}\n\nNew manual page {i}.\n")
+
+    async def crash(c: SkaldClient) -> Any:
+        return await attempt(c, "resources.add", {"path": str(src), "wait": True})
+
+    async def check(c: SkaldClient, data: Path, outcome: Any) -> None:
+        served = set((await c.call("search.glob", {"pattern": "**/*.md", "uri": folder}))["matches"])
+        assert await indexed(c, folder, served) == served
+        await c.call("resources.add", {"path": str(src), "wait": True}, timeout_s=60)  # the client's retry
+        want = {f"{folder}/{n}" for n in ("a2.md", "a3.md", "a4.md", "a5.md", "b0.md", "b1.md")}
+        assert await indexed(c, folder, want) == want
+
+    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+
+
 async def indexed(c: SkaldClient, under: str, want: set[str]) -> set[str]:
     """The file URIs the index holds under `under`, once they are `want` (or after 30 s, whatever
     they are then: the index catches up with a recovery in the background)."""
