@@ -72,6 +72,8 @@ def main() -> None:
     def run(name: str) -> None:
         for p in kw._post:
             p.champ = None
+        kw._weighed.clear()  # a champion list's weights are kept until the next write: one setting's
+        kw._weighed_size = 0  # lists would otherwise be scored again under the next setting's name
         for q in qs[:20]:
             kw.search(q, 100, every)
         lat, share, overlap = [], [], []

@@ -36,7 +36,7 @@ COMMON_MIN_DF = 5_000
 # Information Retrieval", 7.1.3). Its IDF is low (in over 65k rows), so a row outside the list loses
 # little; a search that finds fewer than k allowed rows this way (a narrow scope) is done exactly.
 # On a million Zipf-distributed rows (bench/keywords.py) a query's top 10 keep 0.986 of the exact
-# BM25 score mass, at 1.8 ms instead of 4.6; 4,096 champions: 0.962 at 0.9 ms.
+# BM25 score mass, at 1.2 ms instead of 3.1; 4,096 champions: 0.962 at 0.8 ms.
 CHAMPIONS = 16_384
 CHAMPIONS_FROM = 4 * CHAMPIONS
 # A term's BM25 weights change with every write (the row count and the average length move), and
