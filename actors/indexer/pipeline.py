@@ -1,7 +1,7 @@
 """The ingest pipeline: one job from the work queue run to the end. Deletes first, then file rows
 (bytes -> text through the format registry, abstract, embedding), then directory overviews and
 abstracts bottom-up over every directory the job touched and their ancestors, then one publish
-of every row change to the index log.
+of every row change to the index log. The directory rows are `dir_rows.py`'s.
 
 Every step is an upsert or a delete by key, so a job redone after a crash writes the same rows.
 """
@@ -15,23 +15,21 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-import msgspec
-import numpy as np
-
 from skald.actors.indexer import file_rows
 from skald.actors.indexer import rows as rows_mod
+from skald.actors.indexer.dir_rows import DirRows
 from skald.actors.indexer.wide import WideDirs
 from skald.actors.kit.ports import Embedder, Events, IndexLog, Summarizer
-from skald.actors.text import extract, formats
+from skald.actors.text import formats
 from skald.actors.text.textfile import Unconvertible
 from skald.messages import ingest as ingest_msgs
 from skald.messages import subjects
 from skald.messages.errors import InvalidArgument, NotFound
-from skald.messages.index import IndexChange, IndexDelete, IndexRow
-from skald.store import document_records, faults, sidecar, tree, treeops, vector_bytes
+from skald.messages.index import IndexChange, IndexDelete
+from skald.store import document_records, faults, sidecar, treeops
 from skald.store.index import row_subject_token
 from skald.store.language import languages_of_parts
-from skald.store.treeport import Entry, Tree, parent
+from skald.store.treeport import Entry, parent
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 
 log = logging.getLogger("skald.indexer")
@@ -55,7 +53,7 @@ class FileRows:
     embedded: int
 
 
-class IngestPipeline:
+class IngestPipeline(DirRows):
     """Files into index rows: conversion, sections, abstracts and overviews, embedding, publishing, and the
     directories above them refreshed."""
 
@@ -261,122 +259,7 @@ class IngestPipeline:
             await asyncio.gather(self._later, return_exceptions=True)
         await self._refresh(self.wide.take_all())
 
-    async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
-        rows: list[tuple[IndexRow, str]] = []
-        t = self.ns.tree
-        for vp in dirs:
-            if not rows_mod.dir_has_rows(vp.segments) or not await asyncio.to_thread(treeops.is_dir, t, vp.key):
-                continue
-            t0 = time.monotonic()
-            children = await self._children(vp)
-            now = time.monotonic()
-            self.wide.record(vp.uri, len(children), now, took=now - t0)
-            names = {n for n, is_dir, _ in children if not is_dir}
-            readme = None
-            for cand in ("README.md", "readme.md", "README"):
-                if cand in names:
-                    readme = await asyncio.to_thread(treeops.read_text, t, f"{vp.key}/{cand}")
-                    break
-            overview = await self.summarizer.dir_overview(vp.name, children, readme)
-            abstract = await self.summarizer.dir_abstract(vp.name, overview)
-            if "SKILL.md" in names:
-                try:
-                    sname, desc = rows_mod.parse_skill(
-                        await asyncio.to_thread(treeops.read_text, t, f"{vp.key}/SKILL.md", "") or "")
-                    abstract = f"{sname}: {desc}"[:256]
-                except InvalidArgument:
-                    pass
-            await asyncio.gather(asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode()),
-                                 asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode()))
-            now = time.time()
-            for level, text in ((0, abstract), (1, overview)):
-                rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
-                                        tags=(), created_at=now, updated_at=now,
-                                        content_hash=rows_mod.sha256(text.encode()), model=self.embedder.name,
-                                        vector=np.zeros(1), owner=rows_mod.owner_of(vp.segments),
-                                        text=f"{vp.name}\n{text}"), text))
-        if not rows:
-            return []
-        vecs = await self.embedder.embed_passages([t for _, t in rows])
-        out = []
-        for (row, _), vec in zip(rows, vecs, strict=True):
-            row = msgspec.structs.replace(row, vector=vector_bytes.pack(vec))
-            out.append((row_subject_token(row.account, row.uri, row.level), IndexChange(upsert=row)))
-        return out
-
-    async def _children(self, vp: VikingPath) -> list[tuple[str, bool, str]]:
-        """(name, is_dir, abstract) of every entry, sorted; abstracts only for the first ones, as
-        many as a directory overview can show (`shown_children`): a directory of 100,000 entries
-        costs one listing, not 100,000 reads per job touching it. Listed and read in a thread."""
-        t = self.ns.tree
-        facts, entries, stale = await asyncio.to_thread(_list_children, t, vp.key)
-        out = list(entries)
-        changed = False
-        for i, name, st in stale:  # files new or changed since their abstract was written
-            try:
-                data = await asyncio.to_thread(t.read, f"{vp.key}/{name}") if st.size <= self.max_file_bytes else b""
-            except OSError:
-                continue  # gone since it was listed
-            try:
-                converted = await asyncio.to_thread(formats.convert, name, data)
-            except Unconvertible:
-                continue
-            summary = await self.summarizer.file_abstract(name, converted.text)
-            old = facts.get(name)
-            facts[name] = sidecar.FileFacts(mtime_ns=treeops.mtime_ns(st), size=st.size, sha=rows_mod.sha256(data),
-                                            abstract=summary, tags=old.tags if old else (),
-                                            summarizer=self.summarizer.name)
-            out[i] = (name, False, summary)
-            changed = True
-        if changed:
-            await asyncio.to_thread(sidecar.save, t, vp.key, facts)
-        return out
-
 
 def _bottom_up(dirs: dict[str, VikingPath]) -> list[VikingPath]:
     """Deepest first: a directory's summary is written after its children's."""
     return sorted(dirs.values(), key=lambda v: len(v.segments), reverse=True)
-
-
-# An LLM overview lists at most this many entries (runtime/models/llm.py); the extractive one stops at
-# OVERVIEW_MAX characters. Entries past both never reach a summary, so their abstracts are not read.
-SHOWN_CHILDREN = 200
-
-
-def shown_children(lines: Iterable[int]) -> int:
-    """How many entries, in order, a directory overview can show, given each one's line length."""
-    n = total = 0
-    for length in lines:
-        n += 1
-        total += length
-        if n >= SHOWN_CHILDREN and total >= extract.OVERVIEW_MAX:
-            break
-    return n
-
-
-def _list_children(t: Tree, key: str) -> tuple[dict[str, sidecar.FileFacts], list[tuple[str, bool, str]],
-                                                list[tuple[int, str, Entry]]]:
-    """The directory's sidecar facts, its entries (abstracts read for the shown ones only) and the
-    shown files whose facts are stale (their place in the entries, name, entry)."""
-    facts = sidecar.load(t, key)
-    entries: list[tuple[str, bool, str]] = []
-    stale: list[tuple[int, str, Entry]] = []
-    listing = [(e, e.is_dir) for e in treeops.listdir(t, key, missing_ok=True)]
-
-    def lines() -> Iterable[int]:
-        for e, is_dir in listing:
-            if is_dir:
-                abstract = treeops.read_text(t, f"{key}/{e.name}/{tree.ABSTRACT}", "") or ""
-            else:
-                f = facts.get(e.name)
-                if f is None or f.mtime_ns != treeops.mtime_ns(e) or f.size != e.size:
-                    stale.append((len(entries), e.name, e))
-                    abstract = ""
-                else:
-                    abstract = f.abstract
-            entries.append((e.name, is_dir, abstract))
-            yield len(e.name) + len(abstract) + 6
-
-    shown = shown_children(lines())
-    entries += [(e.name, is_dir, "") for e, is_dir in listing[shown:]]
-    return facts, entries, stale

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.actors.indexer.pipeline import SHOWN_CHILDREN, _list_children, shown_children
+from skald.actors.indexer.dir_rows import SHOWN_CHILDREN, _list_children, shown_children
 from skald.actors.indexer.wide import COST_RATIO, REFRESH_S, WIDE_ENTRIES, WideDirs
 from skald.actors.text import extract
 from skald.store import sidecar, tree, treeops

@@ -1,0 +1,149 @@
+"""Directory rows (a mixin of the ingest pipeline): a directory's overview and abstract written
+beside its entries and embedded as its L1 and L0 rows, its entries' abstracts read only as far as
+an overview can show them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+
+import msgspec
+import numpy as np
+
+from skald.actors.indexer import rows as rows_mod
+from skald.actors.indexer.wide import WideDirs
+from skald.actors.kit.ports import Embedder, Summarizer
+from skald.actors.text import extract, formats
+from skald.actors.text.textfile import Unconvertible
+from skald.messages.errors import InvalidArgument
+from skald.messages.index import IndexChange, IndexRow
+from skald.store import sidecar, tree, treeops, vector_bytes
+from skald.store.index import row_subject_token
+from skald.store.treeport import Entry, Tree
+from skald.store.uri import Namespace, VikingPath
+
+
+class DirRows:
+    """Needs the pipeline's namespace, embedder, summarizer, per-file limit and wide-directory record."""
+
+    ns: Namespace
+    embedder: Embedder
+    summarizer: Summarizer
+    max_file_bytes: int
+    wide: WideDirs
+
+    async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
+        rows: list[tuple[IndexRow, str]] = []
+        t = self.ns.tree
+        for vp in dirs:
+            if not rows_mod.dir_has_rows(vp.segments) or not await asyncio.to_thread(treeops.is_dir, t, vp.key):
+                continue
+            t0 = time.monotonic()
+            children = await self._children(vp)
+            now = time.monotonic()
+            self.wide.record(vp.uri, len(children), now, took=now - t0)
+            names = {n for n, is_dir, _ in children if not is_dir}
+            readme = None
+            for cand in ("README.md", "readme.md", "README"):
+                if cand in names:
+                    readme = await asyncio.to_thread(treeops.read_text, t, f"{vp.key}/{cand}")
+                    break
+            overview = await self.summarizer.dir_overview(vp.name, children, readme)
+            abstract = await self.summarizer.dir_abstract(vp.name, overview)
+            if "SKILL.md" in names:
+                try:
+                    sname, desc = rows_mod.parse_skill(
+                        await asyncio.to_thread(treeops.read_text, t, f"{vp.key}/SKILL.md", "") or "")
+                    abstract = f"{sname}: {desc}"[:256]
+                except InvalidArgument:
+                    pass
+            await asyncio.gather(asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode()),
+                                 asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode()))
+            now = time.time()
+            for level, text in ((0, abstract), (1, overview)):
+                rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
+                                        tags=(), created_at=now, updated_at=now,
+                                        content_hash=rows_mod.sha256(text.encode()), model=self.embedder.name,
+                                        vector=np.zeros(1), owner=rows_mod.owner_of(vp.segments),
+                                        text=f"{vp.name}\n{text}"), text))
+        if not rows:
+            return []
+        vecs = await self.embedder.embed_passages([t for _, t in rows])
+        out = []
+        for (row, _), vec in zip(rows, vecs, strict=True):
+            row = msgspec.structs.replace(row, vector=vector_bytes.pack(vec))
+            out.append((row_subject_token(row.account, row.uri, row.level), IndexChange(upsert=row)))
+        return out
+
+    async def _children(self, vp: VikingPath) -> list[tuple[str, bool, str]]:
+        """(name, is_dir, abstract) of every entry, sorted; abstracts only for the first ones, as
+        many as a directory overview can show (`shown_children`): a directory of 100,000 entries
+        costs one listing, not 100,000 reads per job touching it. Listed and read in a thread."""
+        t = self.ns.tree
+        facts, entries, stale = await asyncio.to_thread(_list_children, t, vp.key)
+        out = list(entries)
+        changed = False
+        for i, name, st in stale:  # files new or changed since their abstract was written
+            try:
+                data = await asyncio.to_thread(t.read, f"{vp.key}/{name}") if st.size <= self.max_file_bytes else b""
+            except OSError:
+                continue  # gone since it was listed
+            try:
+                converted = await asyncio.to_thread(formats.convert, name, data)
+            except Unconvertible:
+                continue
+            summary = await self.summarizer.file_abstract(name, converted.text)
+            old = facts.get(name)
+            facts[name] = sidecar.FileFacts(mtime_ns=treeops.mtime_ns(st), size=st.size, sha=rows_mod.sha256(data),
+                                            abstract=summary, tags=old.tags if old else (),
+                                            summarizer=self.summarizer.name)
+            out[i] = (name, False, summary)
+            changed = True
+        if changed:
+            await asyncio.to_thread(sidecar.save, t, vp.key, facts)
+        return out
+
+
+# An LLM overview lists at most this many entries (runtime/models/llm.py); the extractive one stops at
+# OVERVIEW_MAX characters. Entries past both never reach a summary, so their abstracts are not read.
+SHOWN_CHILDREN = 200
+
+
+def shown_children(lines: Iterable[int]) -> int:
+    """How many entries, in order, a directory overview can show, given each one's line length."""
+    n = total = 0
+    for length in lines:
+        n += 1
+        total += length
+        if n >= SHOWN_CHILDREN and total >= extract.OVERVIEW_MAX:
+            break
+    return n
+
+
+def _list_children(t: Tree, key: str) -> tuple[dict[str, sidecar.FileFacts], list[tuple[str, bool, str]],
+                                                list[tuple[int, str, Entry]]]:
+    """The directory's sidecar facts, its entries (abstracts read for the shown ones only) and the
+    shown files whose facts are stale (their place in the entries, name, entry)."""
+    facts = sidecar.load(t, key)
+    entries: list[tuple[str, bool, str]] = []
+    stale: list[tuple[int, str, Entry]] = []
+    listing = [(e, e.is_dir) for e in treeops.listdir(t, key, missing_ok=True)]
+
+    def lines() -> Iterable[int]:
+        for e, is_dir in listing:
+            if is_dir:
+                abstract = treeops.read_text(t, f"{key}/{e.name}/{tree.ABSTRACT}", "") or ""
+            else:
+                f = facts.get(e.name)
+                if f is None or f.mtime_ns != treeops.mtime_ns(e) or f.size != e.size:
+                    stale.append((len(entries), e.name, e))
+                    abstract = ""
+                else:
+                    abstract = f.abstract
+            entries.append((e.name, is_dir, abstract))
+            yield len(e.name) + len(abstract) + 6
+
+    shown = shown_children(lines())
+    entries += [(e.name, is_dir, "") for e, is_dir in listing[shown:]]
+    return facts, entries, stale
