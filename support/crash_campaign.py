@@ -1,10 +1,11 @@
 """Crash campaign: SIGKILL real worker processes at random points across add_message, commit
-Phase 1, Phase 2, memory merge, ingest, fs writes and moves (fault points armed to fire at their k-th
-hit, or a kill at a random moment), with a model server that answers (Phase 2 with memories, one
-keyed memory rewritten on every run so merges happen). Every trial runs the same small workload
-on one deployment (a new session, a file write, a resource add, a memory) against a worker armed
-for one point; the trial ends when the worker dies (or is killed). Then a healthy worker settles
-everything and the campaign counts, from the disk and the API:
+Phase 1, Phase 2, memory merge, ingest (a folder imported and added again among them), fs writes
+and moves (fault points armed to fire at their k-th hit, or a kill at a random moment), with a
+model server that answers (Phase 2 with memories, one keyed memory rewritten on every run so
+merges happen). Every trial runs the same small workload on one deployment (a new session, a file
+write, a resource add, a memory, a folder imported twice) against a worker armed for one point;
+the trial ends when the worker dies (or is killed). Then a healthy worker settles everything and
+the campaign counts, from the disk and the API:
 
 - acknowledged: operations whose reply came back ok;
 - lost: an acknowledged message in neither the live log nor a completed archive, an acknowledged
@@ -53,7 +54,7 @@ AREAS: dict[str, list[tuple[str, int]]] = {
     "ingest": [("ingest.before_enqueue", 2), ("ingest.after_enqueue", 2), ("ingest.before_publish", 2),
                ("ingest.after_publish", 2), ("ingest.after_done", 2)],
     "fs writes": [("tree.before_rename", 4), ("ledger.before_write", 2)],
-    "moves": [("index.change_noted", 2)],
+    "moves": [("index.change_noted", 4)],  # fs.mv, fs.rm and the two imports note first
     "moment": [("", 0)],
 }
 ACTORS = "session,archive,indexer,retriever"
@@ -112,9 +113,20 @@ async def once(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
         return None
 
 
-async def workload(c: SkaldClient, t: Tally, i: int) -> None:
+def folder(src: Path, i: int) -> tuple[Path, Path]:
+    """A folder to import, and the file that leaves it before it is added again (one comes too)."""
+    src.mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (src / f"{name}.md").write_text(f"# {name.upper()} {i}\n\nfolder page {name} of trial {i}\n")
+    return src / "a.md", src / "d.md"
+
+
+async def workload(c: SkaldClient, t: Tally, i: int, sources: Path) -> None:
     sid = f"s{i:03d}"
     t.messages[sid] = []
+    src = sources / sid
+    leaves, comes = await asyncio.to_thread(folder, src, i)
+    imported = {"path": str(src), "target_uri": "viking://resources/f", "wait": False}
     steps: list[tuple[str, dict[str, Any]]] = []
     for j, role in enumerate(("user", "assistant", "user", "assistant")):
         steps.append(("sessions.add_message", {"session_id": sid, "role": role, "id": f"{sid}-m{j}",
@@ -124,10 +136,17 @@ async def workload(c: SkaldClient, t: Tally, i: int) -> None:
               ("fs.mv", {"from_uri": f"viking://resources/w/{sid}.md", "to_uri": f"viking://resources/m/{sid}.md"}),
               ("resources.add", {"content": f"# R {sid}\n\nadded {i}\n", "name": f"{sid}.md",
                                  "target_uri": "viking://resources/r"}),
-              ("memories.write", {"category": "entities", "content": f"Entity {sid} is number {i}."})]
+              ("memories.write", {"category": "entities", "content": f"Entity {sid} is number {i}."}),
+              ("resources.add", imported), ("resources.add", imported)]
     if i % 2:
         steps.append(("fs.rm", {"uri": f"viking://resources/m/{sid}.md"}))
+    imports = 0
     for op, body in steps:
+        if body is imported:
+            imports += 1
+            if imports == 2:  # added again: a file left the folder, one came
+                await asyncio.to_thread(leaves.unlink)
+                await asyncio.to_thread(comes.write_text, f"# D {i}\n\nfolder page d of trial {i}\n")
         if op == "fs.mv":
             t.moving[body["from_uri"]] = body["to_uri"]
         elif op == "fs.rm":
@@ -147,7 +166,7 @@ async def workload(c: SkaldClient, t: Tally, i: int) -> None:
             t.messages[sid].append(body["id"])
         elif op == "fs.write":
             t.files[body["uri"]] = body["content"]
-        elif op == "resources.add":
+        elif op == "resources.add" and "content" in body:
             t.files[r["root_uri"]] = body["content"]
         elif op == "memories.write":
             t.memories.append(r["root_uri"])
@@ -198,20 +217,26 @@ async def _read(c: SkaldClient, uri: str) -> str | None:
 
 
 async def index_gaps(c: SkaldClient, timeout_s: float = 30.0) -> tuple[list[str], list[str]]:
-    """(stale, unindexed): rows the index holds for resources the tree does not (a move or removal
-    whose index job a killed worker never queued), and files the workload wrote or moved (under
-    `w/` and `m/`) that the tree holds with no row (a write whose job was never queued), until
+    """(stale, unindexed): rows the index holds for resources the tree does not (a move, removal or
+    folder import whose index job a killed worker never queued), and files the workload wrote,
+    moved or imported (under `w/`, `m/` and `f/`) that the tree holds with no row (a write or
+    import whose job was never queued), until
     an indexer finishes the notes those left: none once settled, or what is still there after
     `timeout_s`."""
     end = time.monotonic() + timeout_s
     while True:
         found = await c.call("search.find", {"query": "", "target_uri": "viking://resources", "level": 2,
-                                             "limit": 1000}, timeout_s=10.0)
-        files = await c.call("search.glob", {"pattern": "**", "uri": "viking://resources"}, timeout_s=10.0)
+                                             "limit": 10_000}, timeout_s=10.0)
+        files = await c.call("search.glob", {"pattern": "**", "uri": "viking://resources", "node_limit": 100_000},
+                             timeout_s=10.0)
+        # Listings cut short would count rows of files left out as stale (the glob's default
+        # stops at 256 entries: 40 trials passed it once each trial also imported a folder).
+        assert not files["truncated"] and len(found["resources"]) < 10_000, "the campaign outgrew its listings"
         held = set(files["matches"])
         rows = {h["uri"].split("#")[0] for h in found["resources"]}
         stale = sorted(rows - held)
-        written = {u for u in held if u.endswith(".md") and u.rsplit("/", 2)[-2] in ("w", "m")}
+        written = {u for u in held if u.endswith(".md") and (u.rsplit("/", 2)[-2] in ("w", "m")
+                                                              or u.startswith("viking://resources/f/"))}
         unindexed = sorted(written - rows)
         if (not stale and not unindexed) or time.monotonic() > end:
             return stale, unindexed
@@ -312,7 +337,7 @@ async def campaign(nats_url: str, data: Path, trials: int, seed: int, prefix: st
                 p = processes.worker(nats_url, disk(i), prefix, ACTORS, fault=fault, **settings)
                 procs.append(p)
                 await asyncio.to_thread(wait_ready, p, 60)
-                work = asyncio.create_task(workload(c, t, i))
+                work = asyncio.create_task(workload(c, t, i, data.parent / f"{prefix}-sources"))
                 if not point:
                     await asyncio.sleep(rng.uniform(0.0, 0.4))
                     p.kill()

@@ -1,7 +1,8 @@
 """The ingest pipeline: one job from the work queue run to the end. Deletes first, then file rows
 (bytes -> text through the format registry, abstract, embedding), then directory overviews and
 abstracts bottom-up over every directory the job touched and their ancestors, then one publish
-of every row change to the index log. The directory rows are `dir_rows.py`'s.
+of every row change to the index log, and deletes of the rows whose file went meanwhile. The
+directory rows are `dir_rows.py`'s.
 
 Every step is an upsert or a delete by key, so a job redone after a crash writes the same rows.
 """
@@ -115,10 +116,30 @@ class IngestPipeline(DirRows):
         faults.point("ingest.before_publish")  # summaries and sidecars written, rows not published
         seq = await self.bus.publish_index(changes)
         faults.point("ingest.after_publish")  # rows published, job not acknowledged
+        if gone := await self._gone_since(changes):
+            seq = max(seq, await self.bus.publish_index(gone))
         return ingest_msgs.IngestResult(job_id=job.job_id, root_uri=",".join(job.index_roots), status="done",
                             files=len(files), directories=len(ordered), rows=len(changes), index_seq=seq,
                             generator=self.summarizer.name, sections=fr.sections, skipped=fr.skipped,
                             embedded=fr.embedded + len(dir_changes))
+
+    async def _gone_since(self, changes: list[tuple[str, IndexChange]]) -> list[tuple[str, IndexChange]]:
+        """Deletes of the rows just published whose file or directory the tree no longer holds. A
+        job reads a file, then publishes its rows; a removal between the two (fs.rm, a move, a
+        re-added folder dropping what left its source) has its own job delete the rows, and a
+        publish after that brought them back for ever (the crash campaign found it: a folder
+        added twice a moment apart, the two jobs running side by side). Asked after the publish,
+        so the rows go whichever of the two jobs publishes last."""
+        nodes: dict[str, tuple[VikingPath, list[tuple[str, int]]]] = {}
+        for _, c in changes:
+            if (r := c.upsert) is not None:
+                node = r.uri.partition("#")[0]
+                if node not in nodes:
+                    nodes[node] = (self.ns.resolve(node, Identity(account=r.account, is_root=True)), [])
+                nodes[node][1].append((r.uri, r.level))
+        t = self.ns.tree
+        gone = await asyncio.to_thread(lambda: [n for n in nodes.values() if t.stat(n[0].key) is None])
+        return [d for vp, keys in gone for d in self._deletes(vp, keys)]
 
     async def _reuse(self, plans: list[tuple[VikingPath, Entry, tuple[str, ...], file_rows.FilePlan]]) -> None:
         """The vectors of sections indexed before from the same text, read from the rows the index

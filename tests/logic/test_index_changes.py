@@ -5,8 +5,10 @@ tests/processes/test_crash_matrix.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -206,3 +208,39 @@ async def test_imports_leave_no_note_and_a_done_jobs_note_queues_nothing(client:
     dead_import(client, r["job_id"], "viking://resources/guide", [], at=time.time() - 600, until=0.0)
     assert await finish(client, "-") == 0
     assert index_changes.pending(t) == []
+
+
+class HeldEmbedder:
+    """The deployment's embedder, holding the first batch of passages until released: a job
+    stopped between reading its files and publishing their rows."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.reading_done, self.release = asyncio.Event(), asyncio.Event()
+
+    async def embed_query(self, text: str) -> Any:
+        return await self.inner.embed_query(text)
+
+    async def embed_passages(self, texts: list[str]) -> Any:
+        if not self.reading_done.is_set():
+            self.reading_done.set()
+            await self.release.wait()
+        return await self.inner.embed_passages(texts)
+
+
+async def test_a_file_removed_while_a_job_had_it_read_leaves_no_row(client: MemoryDeployment) -> None:
+    """Two jobs side by side: one has read a file and not yet published its rows when a removal's
+    job deletes them; its publish comes last and must not bring them back."""
+    await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    pipeline = client.indexer.pipeline
+    vp = client.indexer.ns.resolve(A, client.identity)
+    client.indexer.ns.tree.write(vp.key, b"walrus colonies on the ice")  # new text: the job must embed it
+    held = pipeline.embedder = HeldEmbedder(pipeline.embedder)
+    job = ingest_msgs.IngestJob(job_id="j-slow", account=vp.account, index_roots=(A,))
+    slow = asyncio.create_task(pipeline.process(job))
+    await asyncio.wait_for(held.reading_done.wait(), 10.0)
+    await client.call("fs.rm", {"uri": A})  # its job deletes the file's rows now
+    held.release.set()
+    client.index_seq = max(client.index_seq, (await slow).index_seq)
+    assert await indexed_text(client, A) == ""
+    assert A not in await uris(client, "walrus colonies") + await uris(client, "zebra migration")
