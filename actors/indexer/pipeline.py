@@ -133,7 +133,7 @@ class IngestPipeline(DirRows):
         nodes: dict[str, tuple[VikingPath, list[tuple[str, int]]]] = {}
         for _, c in changes:
             if (r := c.upsert) is not None:
-                node = r.uri.partition("#")[0]
+                node = r.parent_uri if r.kind == "section" else r.uri  # a file's name may hold a "#"
                 if node not in nodes:
                     nodes[node] = (self.ns.resolve(node, Identity(account=r.account, is_root=True)), [])
                 nodes[node][1].append((r.uri, r.level))

@@ -244,3 +244,11 @@ async def test_a_file_removed_while_a_job_had_it_read_leaves_no_row(client: Memo
     client.index_seq = max(client.index_seq, (await slow).index_seq)
     assert await indexed_text(client, A) == ""
     assert A not in await uris(client, "walrus colonies") + await uris(client, "zebra migration")
+
+
+async def test_a_file_whose_name_holds_a_hash_keeps_its_rows(client: MemoryDeployment) -> None:
+    """A section's URI is `<file>#<anchor>`, but a file's own name may hold a "#": the check of
+    what a job published finds its node by the row, not by cutting the URI."""
+    odd = "viking://resources/a/issue#42.md"
+    await client.call("fs.write", {"uri": odd, "content": "zebra migration across the plains"})
+    assert "zebra" in await indexed_text(client, odd)
