@@ -1,6 +1,6 @@
 """Crash campaign from the command line: SIGKILL real worker processes at random points across every
 write path, then count what was acknowledged, lost, duplicated or left stuck (the campaign itself,
-and what each count means, is `support/crash_campaign.py`; CI runs 50 trials of it).
+and what each count means, is `support/crash_campaign.py`; CI runs 40 trials of it).
 
     .venv/bin/python bench/crash_campaign.py --trials 200
     .venv/bin/python bench/crash_campaign.py --trials 50 --seed 3

@@ -1,4 +1,4 @@
-"""The crash campaign's CI variant: 50 SIGKILL trials at random points across add_message, commit
+"""The crash campaign's CI variant: 40 SIGKILL trials at random points across add_message, commit
 Phase 1, Phase 2, memory merge, ingest, fs writes and moves, with a model that answers (bench/
 crash_campaign.py runs 200 and more). Nothing acknowledged is lost, nothing is stored or
 journaled twice, nothing is left pending, the index keeps no row of a file moved or removed."""
@@ -11,10 +11,10 @@ from pathlib import Path
 from support.crash_campaign import AREAS, campaign
 from support.figures import FIGURES
 
-TRIALS = 50
+TRIALS = 40  # every area is tried by the 21st trial of seed 7; 50 ran CI past 14 minutes
 
 
-async def test_fifty_sigkills_across_every_write_path_lose_duplicate_and_strand_nothing(nats_url: str,
+async def test_forty_sigkills_across_every_write_path_lose_duplicate_and_strand_nothing(nats_url: str,
                                                                                       tmp_path: Path) -> None:
     seed = int(os.environ.get("SKALD_CRASH_SEED", "7"))
     t = await campaign(nats_url, tmp_path / "data", TRIALS, seed, prefix="campci", verbose=False)
