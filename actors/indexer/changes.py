@@ -50,19 +50,19 @@ async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: f
     for began, group in await asyncio.to_thread(index_changes.write_groups, t):
         if now - began < older_than_s:
             break
-        queued += await _finish_writes(t, bus, group, now - older_than_s)
+        queued += await _finish_writes(t, bus, group, now, older_than_s)
         if now - (began + index_changes.WRITE_GROUP_S) >= older_than_s:  # no request still running put a note there
             await asyncio.to_thread(index_changes.drop_group, t, group)
     return queued
 
 
-async def _finish_writes(t: Tree, bus: _Queue, group: str, before: float) -> int:
-    """The jobs of a group's writes noted before `before` whose job is not done and whose file
+async def _finish_writes(t: Tree, bus: _Queue, group: str, now: float, older_than_s: float) -> int:
+    """The jobs of a group's writes old enough (`PendingChange.ripe`) whose job is not done and whose file
     stands, queued again (a running one's too: a job queued twice does no harm). Nearly every job
     is done, so that is asked first: one read of the events stream a note."""
     queued = 0
     for change in await asyncio.to_thread(index_changes.writes_in, t, group):
-        if change.at > before or await _done(bus, change):
+        if not change.ripe(now, older_than_s) or await _done(bus, change):
             continue
         queued += await _finish(t, bus, change)
     return queued
