@@ -48,7 +48,11 @@ class PendingChange(msgspec.Struct, kw_only=True, frozen=True):
     def ripe(self, now: float, older_than_s: float) -> bool:
         """Old enough for a pass: no request can still be making the change (the note is
         `older_than_s` old, counted from the request's deadline when it gave one)."""
-        return now - max(self.at, self.until) >= older_than_s
+        return now >= self.ripe_at(older_than_s)
+
+    def ripe_at(self, older_than_s: float) -> float:
+        """When the note becomes old enough for a pass (wall clock)."""
+        return max(self.at, self.until) + older_than_s
 
     @property
     def watched(self) -> str:

@@ -39,7 +39,7 @@ from skald.runtime.client.api import SkaldClient
 from skald.store.local_tree import LocalTree
 from skald.store.treeport import Tree
 from support import processes
-from support.processes import journal_counts, reap, wait_ready
+from support.processes import journal_counts, reap, unless_dead, wait_ready
 from support.stubs import ModelStub, chat
 
 # Where a worker can die, by area: (fault point, the highest hit it is armed for). "moment" is a
@@ -105,10 +105,10 @@ def model() -> ModelStub:
     return ModelStub(respond)
 
 
-async def once(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
-    """One attempt; None when the worker died under it (applied or not, the caller cannot know)."""
+async def once(c: SkaldClient, p: subprocess.Popen[str], op: str, body: dict[str, Any]) -> Any:
+    """One attempt; None when the worker `p` died under it (applied or not, the caller cannot know)."""
     try:
-        return await c.call(op, body, timeout_s=2.0)
+        return await unless_dead(p, c.call(op, body, timeout_s=2.0))
     except (errors.DeadlineExceeded, errors.Unavailable, errors.Internal):
         return None
 
@@ -121,7 +121,7 @@ def folder(src: Path, i: int) -> tuple[Path, Path]:
     return src / "a.md", src / "d.md"
 
 
-async def workload(c: SkaldClient, t: Tally, i: int, sources: Path) -> None:
+async def workload(c: SkaldClient, p: subprocess.Popen[str], t: Tally, i: int, sources: Path) -> None:
     sid = f"s{i:03d}"
     t.messages[sid] = []
     steps: list[tuple[str, dict[str, Any]]] = []
@@ -151,7 +151,7 @@ async def workload(c: SkaldClient, t: Tally, i: int, sources: Path) -> None:
             t.moving[body["from_uri"]] = body["to_uri"]
         elif op == "fs.rm":
             t.removing.add(body["uri"])
-        r = await once(c, op, body)
+        r = await once(c, p, op, body)
         if r is None:
             return
         t.acked += 1
@@ -337,7 +337,7 @@ async def campaign(nats_url: str, data: Path, trials: int, seed: int, prefix: st
                 p = processes.worker(nats_url, disk(i), prefix, ACTORS, fault=fault, **settings)
                 procs.append(p)
                 await asyncio.to_thread(wait_ready, p, 60)
-                work = asyncio.create_task(workload(c, t, i, data.parent / f"{prefix}-sources"))
+                work = asyncio.create_task(workload(c, p, t, i, data.parent / f"{prefix}-sources"))
                 if not point:
                     await asyncio.sleep(rng.uniform(0.0, 0.4))
                     p.kill()

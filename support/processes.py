@@ -12,9 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import msgspec
 import pytest
@@ -25,6 +25,7 @@ from skald.runtime.bus.streams import stream_name
 from skald.runtime.client.api import SkaldClient
 
 SKALD = [sys.executable, "-m", "skald.runtime.main"]
+T = TypeVar("T")
 
 
 def command(env: dict[str, str] | None) -> list[str]:
@@ -111,6 +112,26 @@ def silence(pid: int, within_s: float = 5.0) -> None:
             return
         time.sleep(0.005)
     raise AssertionError(f"process {pid} did not stop within {within_s} s")
+
+
+async def unless_dead(p: subprocess.Popen[str], work: Awaitable[T], grace_s: float = 0.5) -> T | None:
+    """`work`'s result, or None once `p` has died and `grace_s` has passed without it. A reply the
+    process sent before it died reaches the client within the grace (it is in the kernel's and the
+    server's hands by then), and none comes after: a request a crash test's worker dies under need
+    not wait out the client's whole timeout (2-3 s a kill, a minute and more of CI's time). A None
+    is what a timeout gives: applied or not, the caller cannot know."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        if p.poll() is not None:
+            await asyncio.wait({task}, timeout=grace_s)
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                return None
+            break
+        await asyncio.wait({task}, timeout=0.02)
+    return task.result()
 
 
 def reap(ps: list[subprocess.Popen[str]]) -> None:

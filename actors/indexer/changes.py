@@ -1,19 +1,23 @@
 """Writes, imports, moves and removals whose request died between the tree change and its index
 job, finished.
 
-Every indexer looks once when it starts and then every `PASS_INTERVAL_S`, and takes only notes
-older than the age it is given (by default past the handler's deadline: a younger note may belong
-to a request still running in another worker, whose tree change has not happened yet). Two
-indexers finishing the same note queue the same job id twice: the work queue's dedup window or
-the job's own by-key steps make that harmless. The rules are in `store/index_changes.py`.
+Every indexer looks once when it starts and then every `PASS_INTERVAL_S`, or sooner when a note
+it skipped ripens (at most once a `MIN_WAKE_S`), and takes only notes older than the age it is
+given (by default past the handler's deadline: a younger note may belong to a request still
+running in another worker, whose tree change has not happened yet). Two indexers finishing the
+same note queue the same job id twice: the work queue's dedup window or the job's own by-key
+steps make that harmless. The rules are in `store/index_changes.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Protocol
+
+import msgspec
 
 from skald.actors.indexer import jobs
 from skald.actors.kit.ports import Events, WorkQueue
@@ -26,34 +30,46 @@ log = logging.getLogger("skald.indexer")
 
 DEFAULT_AGE_S = 180.0  # past the 120 s deadline of every request that notes (writes, moves, removals)
 PASS_INTERVAL_S = 60.0
+MIN_WAKE_S = 1.0  # a pass woken early by a note about to ripen runs at most this often
+
+
+class Pass(msgspec.Struct, frozen=True):
+    """What a pass did: the jobs it queued, and when the first note it left for being too young
+    ripens (wall clock; inf when none). A write group counts by its first minute only, so a stream
+    of writes does not wake a pass every second."""
+
+    queued: int
+    next_ripe: float = math.inf
 
 
 class _Queue(WorkQueue, Events, Protocol):
     """The bus ports finishing a change needs: the work queue, and the events that say a job is done."""
 
 
-async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None) -> int:
+async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None) -> Pass:
     """One pass: every note of a move, removal or import at least `older_than_s` old (an import's
     counted from its deadline) whose job did not finish either queues its job (the change may have
     happened) or is dropped (it did not); every write noted that long ago
     whose job did not finish is queued again, and a minute's group of write notes is dropped once
-    the whole minute is that old. The number of jobs queued."""
+    the whole minute is that old."""
     t = ns.tree
     now = time.time() if now is None else now
-    queued = 0
+    queued, next_ripe = 0, math.inf
     for change in await asyncio.to_thread(index_changes.pending, t):
         if not change.ripe(now, older_than_s):
+            next_ripe = min(next_ripe, change.ripe_at(older_than_s))
             continue
         if not await _done(bus, change):
             queued += await _finish(t, bus, change)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)
     for began, group in await asyncio.to_thread(index_changes.write_groups, t):
         if now - began < older_than_s:
+            next_ripe = min(next_ripe, began + older_than_s)
             break
         queued += await _finish_writes(t, bus, group, now, older_than_s)
         if now - (began + index_changes.WRITE_GROUP_S) >= older_than_s:  # no request still running put a note there
             await asyncio.to_thread(index_changes.drop_group, t, group)
-    return queued
+    return Pass(queued, next_ripe)
 
 
 async def _finish_writes(t: Tree, bus: _Queue, group: str, now: float, older_than_s: float) -> int:
@@ -88,13 +104,17 @@ async def _finish(t: Tree, bus: _Queue, change: index_changes.PendingChange) -> 
 
 async def keep_finishing(ns: Namespace, bus: _Queue, older_than_s: float,
                          interval_s: float = PASS_INTERVAL_S) -> None:
-    """`finish_pending` now and every `interval_s` until cancelled; a failed pass (the bus or the
-    store away) is logged and tried again at the next."""
+    """`finish_pending` now and every `interval_s` until cancelled, or as soon as a note it left
+    for being too young ripens: an import killed early (its note counts from its deadline) is
+    finished when its deadline's age has passed, not up to a whole interval later. A failed pass
+    (the bus or the store away) is logged and tried again at the next."""
     while True:
+        wait = interval_s
         try:
-            await finish_pending(ns, bus, older_than_s)
+            done = await finish_pending(ns, bus, older_than_s)
+            wait = min(interval_s, max(MIN_WAKE_S, done.next_ripe - time.time()))
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the next pass retries; a change's note stays until then
             log.warning("pending index changes not finished this pass", exc_info=True)
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(wait)

@@ -43,7 +43,7 @@ def dead_request(d: MemoryDeployment, job_id: str, destination: str, at: float) 
 async def finish(d: MemoryDeployment, job_id: str, older_than_s: float = 0.0, now: float | None = None) -> int:
     """One pass, waiting for the job it queues (if any) to be indexed."""
     async with d.bus.waiter(subjects.ingest_done("default", job_id)) as w:
-        queued = await changes.finish_pending(d.indexer.ns, d.indexer.bus, older_than_s, now)
+        queued = (await changes.finish_pending(d.indexer.ns, d.indexer.bus, older_than_s, now)).queued
         if queued:
             done = msgspec.json.decode(await w.wait(10.0), type=ingest_msgs.IngestResult)
             d.index_seq = max(d.index_seq, done.index_seq)
@@ -178,6 +178,30 @@ async def test_an_import_its_request_left_drops_vanished_rows_and_indexes_the_co
     assert f"{folder}/reefs.md" not in await uris(client, "coral reefs bleach")
     assert f"{folder}/kelp.md" in await uris(client, "kelp forests sea otters")
     assert index_changes.pending(t) == []
+
+
+async def test_a_pass_wakes_when_a_skipped_note_ripens_not_an_interval_later(client: MemoryDeployment,
+                                                                              tmp_path: Path) -> None:
+    src = tmp_path / "guide"
+    src.mkdir()
+    (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
+    await client.call("resources.add", {"path": str(src), "wait": True})
+    folder = "viking://resources/guide"
+    now = time.time()
+    change = dead_import(client, "j-early", folder, ["reefs.md"], at=now, until=now + 1.5)  # killed early
+    client.indexer.ns.tree.remove(f"{change.destination}/reefs.md")
+    ns, bus = client.indexer.ns, client.indexer.bus
+    skipped = await changes.finish_pending(ns, bus, 0.0, now)
+    assert skipped.queued == 0 and skipped.next_ripe == change.ripe_at(0.0) == now + 1.5
+    async with client.bus.waiter(subjects.ingest_done("default", "j-early")) as w:
+        passes = asyncio.create_task(changes.keep_finishing(ns, bus, 0.0, interval_s=3600.0))
+        try:
+            done = msgspec.json.decode(await w.wait(30.0), type=ingest_msgs.IngestResult)  # not in an hour
+        finally:
+            passes.cancel()
+    client.index_seq = max(client.index_seq, done.index_seq)
+    assert f"{folder}/reefs.md" not in await uris(client, "coral reefs bleach")
+    assert index_changes.pending(client.indexer.ns.tree) == []
 
 
 async def test_an_import_whose_folder_is_gone_since_only_drops_its_rows(client: MemoryDeployment,

@@ -24,7 +24,7 @@ from skald.messages import errors
 from skald.runtime.client.api import SkaldClient
 from support import processes
 from support.figures import FIGURES
-from support.processes import reap
+from support.processes import reap, unless_dead
 
 ACTORS = "indexer,retriever,assembler,session"
 WRITE_POINTS = ["tree.before_rename", "ingest.before_enqueue", "ingest.after_enqueue", "ingest.before_publish",
@@ -65,7 +65,7 @@ async def crash_then_recover(nats_url: str, tmp_path: Path, fault: str,
         faulty = start(nats_url, data, prefix, fault)
         procs.append(faulty)
         async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
-            outcome = await crash(c)
+            outcome = await unless_dead(faulty, crash(c))
         faulty.wait(timeout=30)
         assert faulty.returncode == -9, f"{fault} never fired (rc={faulty.returncode})"
         TRIED.append(fault)
