@@ -37,13 +37,16 @@ class PendingChange(msgspec.Struct, kw_only=True, frozen=True):
     """A change about to be made to the tree: the node it takes away (a tree key; empty for a
     write or an import), where a move, write or import puts it, when the note was written (wall
     clock) and the job that updates the index. `until`: the deadline of a request that may run
-    longer than a pass waits (an import's, 600 s), 0 for the rest."""
+    longer than a pass waits (an import's, 600 s), 0 for the rest. `lease`: a key the request
+    holds while it runs (an import's); once it has lapsed the request is dead, and a pass need
+    not wait for the deadline."""
 
     source: str
     destination: str = ""  # empty for a removal
     at: float
     job: IngestJob
     until: float = 0.0
+    lease: str = ""
 
     def ripe(self, now: float, older_than_s: float) -> bool:
         """Old enough for a pass: no request can still be making the change (the note is

@@ -20,7 +20,7 @@ from typing import Protocol
 import msgspec
 
 from skald.actors.indexer import jobs
-from skald.actors.kit.ports import Events, WorkQueue
+from skald.actors.kit.ports import Events, LeaseStore, WorkQueue
 from skald.messages import subjects
 from skald.store import index_changes
 from skald.store.treeport import Tree
@@ -31,6 +31,7 @@ log = logging.getLogger("skald.indexer")
 DEFAULT_AGE_S = 180.0  # past the 120 s deadline of every request that notes (writes, moves, removals)
 PASS_INTERVAL_S = 60.0
 MIN_WAKE_S = 1.0  # a pass woken early by a note about to ripen runs at most this often
+LEASE_CHECK_S = 5.0  # how often a pass asks whether a running import's lease has lapsed
 
 
 class Pass(msgspec.Struct, frozen=True):
@@ -42,23 +43,26 @@ class Pass(msgspec.Struct, frozen=True):
     next_ripe: float = math.inf
 
 
-class _Queue(WorkQueue, Events, Protocol):
-    """The bus ports finishing a change needs: the work queue, and the events that say a job is done."""
+class _Queue(WorkQueue, Events, LeaseStore, Protocol):
+    """The bus ports finishing a change needs: the work queue, the events that say a job is done,
+    and the leases running imports hold."""
 
 
 async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None) -> Pass:
     """One pass: every note of a move, removal or import at least `older_than_s` old (an import's
-    counted from its deadline) whose job did not finish either queues its job (the change may have
-    happened) or is dropped (it did not); every write noted that long ago
-    whose job did not finish is queued again, and a minute's group of write notes is dropped once
-    the whole minute is that old."""
+    counted from its deadline, or at once when the lease it held has lapsed: its worker died) whose
+    job did not finish either queues its job (the change may have happened) or is dropped (it did
+    not); every write noted that long ago whose job did not finish is queued again, and a minute's
+    group of write notes is dropped once the whole minute is that old."""
     t = ns.tree
     now = time.time() if now is None else now
     queued, next_ripe = 0, math.inf
     for change in await asyncio.to_thread(index_changes.pending, t):
         if not change.ripe(now, older_than_s):
-            next_ripe = min(next_ripe, change.ripe_at(older_than_s))
-            continue
+            if not change.lease or await bus.lease_get(change.lease) is not None:  # running, or may be
+                ask_again = now + LEASE_CHECK_S if change.lease else math.inf
+                next_ripe = min(next_ripe, change.ripe_at(older_than_s), ask_again)
+                continue
         if not await _done(bus, change):
             queued += await _finish(t, bus, change)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)

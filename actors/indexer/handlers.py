@@ -23,7 +23,7 @@ from skald.actors.indexer.moves import Moves
 from skald.actors.indexer.pipeline import MAX_FILE_BYTES, IngestPipeline
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.decl import consumes, handles
-from skald.actors.kit.ports import Embedder, Events, IndexLog, Summarizer, WorkQueue
+from skald.actors.kit.ports import Embedder, Events, IndexLog, LeaseStore, Summarizer, WorkQueue
 from skald.actors.kit.request import Attempt, Ctx
 from skald.messages import catalog, folders, subjects
 from skald.messages import fs as fs_msgs
@@ -34,7 +34,7 @@ from skald.store.treeport import parent
 from skald.store.uri import Identity, Namespace, VikingPath
 
 
-class IndexerBus(Events, WorkQueue, IndexLog, Protocol):
+class IndexerBus(Events, WorkQueue, IndexLog, LeaseStore, Protocol):
     """The bus ports the indexer uses."""
 
 
@@ -44,9 +44,11 @@ class Indexer(Imports, Moves):
 
     def __init__(self, ns: Namespace, embedder: Embedder, summarizer: Summarizer, bus: IndexerBus,
                  clock: Callable[[], float] = clock_now, import_roots: list[Path] | None = None,
-                 max_file_bytes: int = MAX_FILE_BYTES, change_recovery_age_s: float = changes.DEFAULT_AGE_S) -> None:
+                 max_file_bytes: int = MAX_FILE_BYTES, change_recovery_age_s: float = changes.DEFAULT_AGE_S,
+                 lease_ttl_s: float = 6.0) -> None:
         self.ns = ns
         self.change_recovery_age_s = change_recovery_age_s
+        self.lease_ttl_s = lease_ttl_s
         self.import_roots = [p.resolve() for p in import_roots or []]
         self.max_file_bytes = max_file_bytes
         self.embedder = embedder

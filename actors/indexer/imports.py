@@ -12,14 +12,17 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
 from skald.actors.indexer import file_rows, sources
 from skald.actors.indexer import rows as rows_mod
 from skald.actors.indexer.jobs import Jobs
+from skald.actors.kit import lease as lease_mod
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
+from skald.actors.kit.ports import Events, LeaseStore, WorkQueue
 from skald.actors.kit.request import Ctx
 from skald.actors.text import formats
 from skald.messages import catalog, folders
@@ -27,6 +30,15 @@ from skald.messages import ingest as ingest_msgs
 from skald.messages.errors import InvalidArgument, NotFound, PermissionDenied
 from skald.store import document_records, importing, treeops
 from skald.store.uri import Identity, Namespace, VikingPath
+
+
+def import_lease(job_id: str) -> str:
+    """The lease a running import holds (`lease.hold`), named in its note."""
+    return f"import.{job_id}"
+
+
+class ImportsBus(Events, WorkQueue, LeaseStore, Protocol):
+    """The bus ports an import uses: a job's, and the lease it holds while it runs."""
 
 
 @dataclass(slots=True)
@@ -46,6 +58,8 @@ class Imports(Jobs):
     ns: Namespace
     import_roots: list[Path]
     max_file_bytes: int  # the per-file limit (SKALD_MAX_FILE_MB): a larger file is reported, never stored
+    bus: ImportsBus
+    lease_ttl_s: float  # how long a dead worker's import lease outlives it
 
     def _writable(self, uri: str, ident: Identity) -> VikingPath:
         raise NotImplementedError
@@ -86,6 +100,22 @@ class Imports(Jobs):
             content = req.content.encode()
             await self._write_noted(job, target.key, lambda: treeops.write(self.ns.tree, target.key, content))
             return self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+        job_id = self._job_id()
+        key = import_lease(job_id)
+        async with lease_mod.hold(self.bus, key, job_id, self.lease_ttl_s) as leased:
+            job, target, got = await self._import_folder(req, ctx, job_id, tags, base, key if leased else "")
+            if req.upload_id is not None:
+                await self._drop_upload(req.upload_id, ctx)
+            res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
+            await self._changed(job)
+        return msgspec.structs.replace(res, removed=len(got.vanished), skipped=[*got.skipped, *res.skipped])
+
+    async def _import_folder(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, job_id: str, tags: tuple[str, ...],
+                             base: str, lease: str) -> tuple[ingest_msgs.IngestJob, VikingPath, Imported]:
+        """The source fetched into scratch space and copied into the tree, noted first: killed part
+        way, or before its job is queued, a retry would no longer see the files it removed, and no
+        client resends an import by itself. The note names the lease the import holds, so a pass
+        finishes it soon after the worker dies rather than after the request's deadline."""
         scratch = self.ns.data_dir / "tmp"
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch, prefix="import-") as tmp:
@@ -93,19 +123,13 @@ class Imports(Jobs):
             target = self._writable(f"{base.rstrip('/')}/{req.name or src.name}", ctx.identity)
             self._check_resource_space(target)
             got = await asyncio.to_thread(self._plan_import, src, target, req)
-            job = ingest_msgs.IngestJob(job_id=self._job_id(), account=target.account, index_roots=(target.uri,),
+            job = ingest_msgs.IngestJob(job_id=job_id, account=target.account, index_roots=(target.uri,),
                                         remove_rows=tuple(got.remove_rows), tags=tags)
-            # Noted first: killed part way, or before its job is queued, a retry would no longer see the
-            # files it removed, and no client resends an import by itself.
             await self._change(job, "", target.key, lambda: self._import(src, target, got),
-                               until=time.time() + ctx.remaining())
+                               until=time.time() + ctx.remaining(), lease=lease)
             if req.upload_id is not None:
                 got.skipped += await asyncio.to_thread(self._refused, req.upload_id, ctx, src, target)
-        if req.upload_id is not None:
-            await self._drop_upload(req.upload_id, ctx)
-        res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
-        await self._changed(job)
-        return msgspec.structs.replace(res, removed=len(got.vanished), skipped=[*got.skipped, *res.skipped])
+        return job, target, got
 
     async def _source(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, tmp: Path) -> Path:
         """The local file or folder an import copies from (fetched or cloned into `tmp`)."""

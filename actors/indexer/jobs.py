@@ -98,15 +98,16 @@ class Jobs:
             raise
 
     async def _change(self, job: ingest_msgs.IngestJob, source: str, destination: str,
-                      change: Callable[[], None], until: float = 0.0) -> None:
+                      change: Callable[[], None], until: float = 0.0, lease: str = "") -> None:
         """A move, removal or import changing the tree, noted first with the job that follows it, so
         a worker dying before that job is queued leaves the index a way to catch up
         (`store/index_changes.py`). An import has no source (the node it watches is its
         destination) and may run past the age a pass waits for: `until`, its deadline, keeps a
-        pass off its note till then."""
+        pass off its note till then, unless `lease`, which the import holds while it runs, has
+        lapsed (its worker died)."""
         t = self.ns.tree
         noted = index_changes.PendingChange(source=source, destination=destination, at=time.time(), job=job,
-                                            until=until)
+                                            until=until, lease=lease)
         try:
             await asyncio.to_thread(index_changes.note, t, noted)
         except OSError as e:  # a full disk: a removal is how space comes back, so it goes on unnoted

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from skald.actors.kit.ports import LeaseStore
@@ -123,3 +123,32 @@ class Leases:
                     self._drop(key)
                 else:
                     h.rev, h.renewed_at = rev, self.clock()
+
+
+@contextlib.asynccontextmanager
+async def hold(bus: LeaseStore, key: str, owner: str, ttl_s: float) -> AsyncIterator[bool]:
+    """`key` held for the length of one operation, renewed every quarter of the TTL and released
+    at the end: while it is held, other workers know the operation is running; once it has
+    expired, that it died. Yields whether it was taken (False when someone holds the key)."""
+    rev = await bus.lease_create(key, owner)
+    if rev is None:
+        yield False
+        return
+    held = rev
+
+    async def renew() -> None:
+        nonlocal held
+        while True:
+            await asyncio.sleep(ttl_s / 4)
+            with contextlib.suppress(Exception):  # a missed renewal is tried again; a lapse only lets a pass in early
+                held = await bus.lease_renew(key, owner, held) or held
+
+    task = asyncio.create_task(renew(), name=f"lease-{key}")
+    try:
+        yield True
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        with contextlib.suppress(Exception):  # not released, it expires with its TTL
+            await bus.lease_release(key, held)

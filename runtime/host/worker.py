@@ -155,7 +155,7 @@ async def actors_on(cfg: Config, bus: Bus, worker_id: str, tree: Tree | None = N
             actors[name] = Indexer(ns, embedder, make_summarizer(logged), bus,
                                    import_roots=[Path(p) for p in cfg.import_roots],
                                    max_file_bytes=int(cfg.max_file_mb * 1024 * 1024),
-                                   change_recovery_age_s=cfg.change_recovery_age_s)
+                                   change_recovery_age_s=cfg.change_recovery_age_s, lease_ttl_s=cfg.lease_ttl_s)
         elif name == "retriever":
             reranker = HttpReranker(cfg.rerank_base_url, cfg.rerank_model, cfg.rerank_api_key,
                                     cfg.rerank_timeout_s) if cfg.rerank_base_url else None

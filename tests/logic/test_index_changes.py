@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from skald.actors.indexer import changes
+from skald.actors.indexer import changes, imports
 from skald.messages import errors, subjects
 from skald.messages import ingest as ingest_msgs
 from skald.store import index_changes
@@ -145,14 +145,14 @@ async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> Non
 
 
 def dead_import(d: MemoryDeployment, job_id: str, folder: str, vanished: list[str], at: float,
-                until: float) -> index_changes.PendingChange:
+                until: float, lease: str = "") -> index_changes.PendingChange:
     """What resources.add of a re-added folder notes before it changes the tree: its job, with the
     rows of the files that vanished from the source."""
     ns = d.indexer.ns
     vp = ns.resolve(folder, d.identity)
     gone = tuple((f"{folder}/{name}", 2) for name in vanished)
     job = ingest_msgs.IngestJob(job_id=job_id, account=vp.account, index_roots=(folder,), remove_rows=gone)
-    change = index_changes.PendingChange(source="", destination=vp.key, at=at, job=job, until=until)
+    change = index_changes.PendingChange(source="", destination=vp.key, at=at, job=job, until=until, lease=lease)
     index_changes.note(ns.tree, change)
     return change
 
@@ -200,6 +200,30 @@ async def test_a_pass_wakes_when_a_skipped_note_ripens_not_an_interval_later(cli
         finally:
             passes.cancel()
     client.index_seq = max(client.index_seq, done.index_seq)
+    assert f"{folder}/reefs.md" not in await uris(client, "coral reefs bleach")
+    assert index_changes.pending(client.indexer.ns.tree) == []
+
+
+async def test_an_import_whose_lease_lapsed_is_finished_before_its_deadline(client: MemoryDeployment,
+                                                                             tmp_path: Path) -> None:
+    """An import holds a lease while it runs: a pass does not wait for the deadline of one whose
+    lease has lapsed (its worker died), and leaves alone one whose lease is held."""
+    src = tmp_path / "guide"
+    src.mkdir()
+    (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
+    await client.call("resources.add", {"path": str(src), "wait": True})
+    assert not [k for k in client.bus.leases if k.startswith("import.")]  # released when the import ended
+    folder, bus = "viking://resources/guide", client.indexer.bus
+    now = time.time()
+    key = imports.import_lease("j-leased")
+    assert await client.bus.lease_create(key, "j-leased") is not None  # the import, still running
+    change = dead_import(client, "j-leased", folder, ["reefs.md"], at=now, until=now + 600, lease=key)
+    client.indexer.ns.tree.remove(f"{change.destination}/reefs.md")
+    held = await changes.finish_pending(client.indexer.ns, bus, 180.0, now)
+    assert held.queued == 0 and held.next_ripe == now + changes.LEASE_CHECK_S  # asked again soon
+    _, rev = await client.bus.lease_get(key) or ("", 0)
+    await client.bus.lease_release(key, rev)  # lapsed: its worker died
+    assert await finish(client, "j-leased", older_than_s=180.0, now=now) == 1
     assert f"{folder}/reefs.md" not in await uris(client, "coral reefs bleach")
     assert index_changes.pending(client.indexer.ns.tree) == []
 

@@ -32,11 +32,11 @@ WRITE_POINTS = ["tree.before_rename", "ingest.before_enqueue", "ingest.after_enq
 TRIED: list[str] = []
 
 
-def start(url: str, data: Path, prefix: str, fault: str = "") -> subprocess.Popen[str]:
+def start(url: str, data: Path, prefix: str, fault: str = "", age_s: str = "0") -> subprocess.Popen[str]:
     """A worker that finishes a dead request's move or removal as soon as it starts (no other
-    worker's request can be running)."""
+    worker's request can be running), or once its note is `age_s` old."""
     return processes.worker(url, data, prefix, ACTORS, ready=True, work_ack_wait_s="1", lease_ttl_s="1", fault=fault,
-                            change_recovery_age_s="0")
+                            change_recovery_age_s=age_s)
 
 
 async def attempt(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
@@ -50,7 +50,7 @@ async def attempt(c: SkaldClient, op: str, body: dict[str, Any]) -> Any:
 async def crash_then_recover(nats_url: str, tmp_path: Path, fault: str,
                              before: Callable[[SkaldClient], Awaitable[None]],
                              crash: Callable[[SkaldClient], Awaitable[Any]],
-                             check: Callable[[SkaldClient, Path, Any], Awaitable[None]]) -> None:
+                             check: Callable[[SkaldClient, Path, Any], Awaitable[None]], age_s: str = "0") -> None:
     prefix = "cm" + "".join(ch for ch in fault if ch.isalnum())[:20] + str(len(TRIED))
     data = tmp_path / prefix
     procs: list[subprocess.Popen[str]] = []
@@ -70,7 +70,7 @@ async def crash_then_recover(nats_url: str, tmp_path: Path, fault: str,
         assert faulty.returncode == -9, f"{fault} never fired (rc={faulty.returncode})"
         TRIED.append(fault)
         FIGURES["crash_points"] += 1
-        procs.append(start(nats_url, data, prefix))
+        procs.append(start(nats_url, data, prefix, age_s=age_s))
         async with await SkaldClient.connect(nats_url, prefix=prefix) as c:
             await check(c, data, outcome)
     finally:
@@ -193,7 +193,8 @@ async def test_readded_folder_killed_at_each_step(nats_url: str, tmp_path: Path,
     """A folder added again after two of its files left the source and two came: the import removes
     the two from the tree, and a retry no longer sees them, so only the note the request left can
     take their rows out of the index. Before anybody adds it again, the index holds what the tree
-    serves, each file once."""
+    serves, each file once: the worker that takes over waits an hour for a note's age, so what
+    finishes the import's note is the lease it held, lapsed a second after the kill."""
     src, folder = tmp_path / "manual", "viking://resources/manual"
     src.mkdir()
     for i in range(6):
@@ -215,7 +216,7 @@ async def test_readded_folder_killed_at_each_step(nats_url: str, tmp_path: Path,
         want = {f"{folder}/{n}" for n in ("a2.md", "a3.md", "a4.md", "a5.md", "b0.md", "b1.md")}
         assert await indexed(c, folder, want) == want
 
-    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check)
+    await crash_then_recover(nats_url, tmp_path, fault, before, crash, check, age_s="3600")
 
 
 async def indexed(c: SkaldClient, under: str, want: set[str]) -> set[str]:
