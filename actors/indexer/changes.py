@@ -48,14 +48,19 @@ class _Queue(WorkQueue, Events, LeaseStore, Protocol):
     and the leases running imports hold."""
 
 
-async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None) -> Pass:
+async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: float | None = None,
+                         settled: dict[str, set[str]] | None = None) -> Pass:
     """One pass: every note of a move, removal or import at least `older_than_s` old (an import's
     counted from its deadline, or at once when the lease it held has lapsed: its worker died) whose
     job did not finish either queues its job (the change may have happened) or is dropped (it did
     not); every write noted that long ago whose job did not finish is queued again, and a minute's
-    group of write notes is dropped once the whole minute is that old."""
+    group of write notes is dropped once the whole minute is that old. `settled`, kept between an
+    indexer's passes: by group, the writes whose job a pass found done or queued again, not asked
+    about again (a group lives a few passes, and a pass woken early for an import runs every few
+    seconds)."""
     t = ns.tree
     now = time.time() if now is None else now
+    settled = {} if settled is None else settled
     queued, next_ripe = 0, math.inf
     for change in await asyncio.to_thread(index_changes.pending, t):
         if not change.ripe(now, older_than_s):
@@ -66,25 +71,34 @@ async def finish_pending(ns: Namespace, bus: _Queue, older_than_s: float, now: f
         if not await _done(bus, change):
             queued += await _finish(t, bus, change)
         await asyncio.to_thread(index_changes.drop, t, change.job.job_id)
-    for began, group in await asyncio.to_thread(index_changes.write_groups, t):
+    groups = await asyncio.to_thread(index_changes.write_groups, t)
+    for gone in settled.keys() - {group for _, group in groups}:  # dropped, by this indexer or another
+        del settled[gone]
+    for began, group in groups:
         if now - began < older_than_s:
             next_ripe = min(next_ripe, began + older_than_s)
             break
-        queued += await _finish_writes(t, bus, group, now, older_than_s)
+        queued += await _finish_writes(t, bus, group, now, older_than_s, settled.setdefault(group, set()))
         if now - (began + index_changes.WRITE_GROUP_S) >= older_than_s:  # no request still running put a note there
             await asyncio.to_thread(index_changes.drop_group, t, group)
+            settled.pop(group, None)
     return Pass(queued, next_ripe)
 
 
-async def _finish_writes(t: Tree, bus: _Queue, group: str, now: float, older_than_s: float) -> int:
+async def _finish_writes(t: Tree, bus: _Queue, group: str, now: float, older_than_s: float,
+                         settled: set[str]) -> int:
     """The jobs of a group's writes old enough (`PendingChange.ripe`) whose job is not done and whose file
     stands, queued again (a running one's too: a job queued twice does no harm). Nearly every job
-    is done, so that is asked first: one read of the events stream a note."""
+    is done, so that is asked first: one read of the events stream a note, once (`settled`: a job
+    found done, or queued again, is the work queue's from there)."""
     queued = 0
     for change in await asyncio.to_thread(index_changes.writes_in, t, group):
-        if not change.ripe(now, older_than_s) or await _done(bus, change):
+        job_id = change.job.job_id
+        if job_id in settled or not change.ripe(now, older_than_s):
             continue
-        queued += await _finish(t, bus, change)
+        if not await _done(bus, change):
+            queued += await _finish(t, bus, change)
+        settled.add(job_id)
     return queued
 
 
@@ -112,10 +126,11 @@ async def keep_finishing(ns: Namespace, bus: _Queue, older_than_s: float,
     for being too young ripens: an import killed early (its note counts from its deadline) is
     finished when its deadline's age has passed, not up to a whole interval later. A failed pass
     (the bus or the store away) is logged and tried again at the next."""
+    settled: dict[str, set[str]] = {}
     while True:
         wait = interval_s
         try:
-            done = await finish_pending(ns, bus, older_than_s)
+            done = await finish_pending(ns, bus, older_than_s, settled=settled)
             wait = min(interval_s, max(MIN_WAKE_S, done.next_ripe - time.time()))
         except asyncio.CancelledError:
             raise

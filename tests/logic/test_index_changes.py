@@ -123,6 +123,36 @@ async def test_finished_writes_leave_notes_a_pass_queues_nothing_for(client: Mem
     assert index_changes.write_groups(t) == []  # the minute past the age: the group gone at once
 
 
+class CountedEvents:
+    """The deployment's bus, counting the events reads a pass makes (one a note it asks about)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.reads = inner, 0
+
+    async def last_event(self, name: str) -> bytes | None:
+        self.reads += 1
+        return await self.inner.last_event(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_pass_asks_about_each_write_once(client: MemoryDeployment) -> None:
+    """An indexer's passes keep what they settled: a write whose job was found done is not asked
+    about again while its group lives (a pass woken early for an import runs every few seconds)."""
+    for uri in (A, B):
+        await client.call("fs.write", {"uri": uri, "content": f"zebra migration {uri}"})
+    counted, settled = CountedEvents(client.indexer.bus), {}
+    t = client.indexer.ns.tree
+    [(_, group)] = index_changes.write_groups(t)
+    assert (await changes.finish_pending(client.indexer.ns, counted, 0.0, settled=settled)).queued == 0
+    assert counted.reads == 2 and len(settled[group]) == 2
+    assert (await changes.finish_pending(client.indexer.ns, counted, 0.0, settled=settled)).queued == 0
+    assert counted.reads == 2  # nothing asked again
+    await changes.finish_pending(client.indexer.ns, counted, 0.0, time.time() + 600, settled=settled)
+    assert index_changes.write_groups(t) == [] and settled == {}  # the group dropped, and forgotten
+
+
 async def test_moves_and_removals_leave_no_note(client: MemoryDeployment) -> None:
     await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
     await client.call("fs.mv", {"from_uri": A, "to_uri": B})
