@@ -210,13 +210,18 @@ async def test_an_import_its_request_left_drops_vanished_rows_and_indexes_the_co
     assert index_changes.pending(t) == []
 
 
-async def test_a_pass_wakes_when_a_skipped_note_ripens_not_an_interval_later(client: MemoryDeployment,
-                                                                              tmp_path: Path) -> None:
+async def imported_reefs(client: MemoryDeployment, tmp_path: Path) -> str:
+    """A folder of one page imported and indexed: its URI."""
     src = tmp_path / "guide"
     src.mkdir()
     (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
     await client.call("resources.add", {"path": str(src), "wait": True})
-    folder = "viking://resources/guide"
+    return "viking://resources/guide"
+
+
+async def test_a_pass_wakes_when_a_skipped_note_ripens_not_an_interval_later(client: MemoryDeployment,
+                                                                              tmp_path: Path) -> None:
+    folder = await imported_reefs(client, tmp_path)
     now = time.time()
     change = dead_import(client, "j-early", folder, ["reefs.md"], at=now, until=now + 1.5)  # killed early
     client.indexer.ns.tree.remove(f"{change.destination}/reefs.md")
@@ -238,12 +243,8 @@ async def test_an_import_whose_lease_lapsed_is_finished_before_its_deadline(clie
                                                                              tmp_path: Path) -> None:
     """An import holds a lease while it runs: a pass does not wait for the deadline of one whose
     lease has lapsed (its worker died), and leaves alone one whose lease is held."""
-    src = tmp_path / "guide"
-    src.mkdir()
-    (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
-    await client.call("resources.add", {"path": str(src), "wait": True})
+    folder, bus = await imported_reefs(client, tmp_path), client.indexer.bus
     assert not [k for k in client.bus.leases if k.startswith("import.")]  # released when the import ended
-    folder, bus = "viking://resources/guide", client.indexer.bus
     now = time.time()
     key = imports.import_lease("j-leased")
     assert await client.bus.lease_create(key, "j-leased") is not None  # the import, still running
@@ -260,11 +261,7 @@ async def test_an_import_whose_lease_lapsed_is_finished_before_its_deadline(clie
 
 async def test_an_import_whose_folder_is_gone_since_only_drops_its_rows(client: MemoryDeployment,
                                                                            tmp_path: Path) -> None:
-    src = tmp_path / "guide"
-    src.mkdir()
-    (src / "reefs.md").write_text("# Reefs\n\nCoral reefs bleach in warm water.\n")
-    await client.call("resources.add", {"path": str(src), "wait": True})
-    folder = "viking://resources/guide"
+    folder = await imported_reefs(client, tmp_path)
     change = dead_import(client, "j-gone", folder, ["reefs.md"], at=time.time() - 600, until=0.0)
     client.indexer.ns.tree.remove(change.destination, recursive=True)  # the import died; the folder went later
     job = index_changes.to_finish(change, watched_exists=False)
