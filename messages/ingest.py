@@ -210,6 +210,7 @@ class IngestJob(msgspec.Struct, kw_only=True, frozen=True):
     remove_rows: tuple[tuple[str, int], ...] = ()
     refresh_dirs: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    at: float = 0.0  # the request's clock when it was queued (0: unknown); its files' rows are no younger
 
 
 def memories_job_id(account: str, user: str, session_id: str, archive_id: str) -> str:

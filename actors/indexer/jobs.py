@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import msgspec
 
+from skald.actors.kit import clock
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
 from skald.actors.kit.ports import Events, Summarizer, WorkQueue
@@ -59,7 +60,11 @@ def parts(job: ingest_msgs.IngestJob, max_bytes: int | None = None) -> list[inge
 
 
 async def enqueue(bus: WorkQueue, job: ingest_msgs.IngestJob) -> None:
-    """Queue a job in as many parts as its size needs (`parts`)."""
+    """Queue a job in as many parts as its size needs (`parts`), stamped with the request's clock:
+    a file's rows take their times from it when the file's own is later (a replayed or restored
+    request writes its files now, at the clock of the original)."""
+    if not job.at:
+        job = msgspec.structs.replace(job, at=clock.now())
     for part in parts(job):
         await bus.enqueue(catalog.INGEST, part, part.job_id)
 

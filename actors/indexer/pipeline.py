@@ -196,10 +196,11 @@ class IngestPipeline(DirRows):
                                                       self.embedder.embed_passages, note)
             for vp, st, tags, p in plans:
                 out += self._deletes(vp, p.deletes)
+                when = min(st.mtime, job.at) if job.at else st.mtime  # a replayed write's file is new, its time is not
                 langs = languages_of_parts([r.text or r.abstract for r in p.rows])
                 for r, lang in zip(p.rows, langs, strict=True):
                     row = rows_mod.make_row(vp.account, vp.segments, r.level, r.abstract, tags=tags,
-                                            created_at=st.mtime, updated_at=st.mtime,
+                                            created_at=when, updated_at=when,
                                             content_hash=r.content_hash, model=self.embedder.name,
                                             vector=r.vector,  # type: ignore[arg-type]
                                             owner=rows_mod.owner_of(vp.segments), text=r.text, uri=r.uri,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import msgspec
 import pytest
 
 from skald.actors.indexer import changes, imports
+from skald.actors.kit import clock
 from skald.messages import errors, subjects
 from skald.messages import ingest as ingest_msgs
 from skald.store import index_changes
@@ -104,6 +106,24 @@ async def test_a_write_its_request_left_is_indexed(client: MemoryDeployment) -> 
     assert "walrus" in await indexed_text(client, A)
     groups = [g for _, g in index_changes.write_groups(client.indexer.ns.tree)]
     assert index_changes.write_group(change.at) not in groups  # its minute long past: the group dropped
+
+
+async def test_a_files_rows_take_the_time_of_the_request_that_wrote_it(client: MemoryDeployment) -> None:
+    """A replayed or restored request writes its file now, at the clock of the original: its rows
+    carry the original's time, so `since` / `until` find it where they found it before."""
+    past = datetime(2022, 1, 10, tzinfo=UTC).timestamp()
+    at = clock.NOW.set(past)  # as the host sets it from a replayed request's `Skald-Clock`
+    try:
+        await client.call("fs.write", {"uri": A, "content": "zebra migration across the plains"})
+    finally:
+        clock.NOW.reset(at)
+    before = await client.call("search.find", {"query": "zebra migration", "until": "2022-01-31"})
+    after = await client.call("search.find", {"query": "zebra migration", "since": "2022-01-31"})
+    assert A in [m["uri"] for m in before["resources"]] and A not in [m["uri"] for m in after["resources"]]
+    await client.call("fs.write", {"uri": B, "content": "walrus colonies on the ice"})  # now: the file's own time
+    assert B in await uris(client, "walrus colonies")
+    r = await client.call("search.find", {"query": "walrus colonies", "since": "1h"})
+    assert B in [m["uri"] for m in r["resources"]]
 
 
 async def test_a_write_that_never_happened_is_dropped(client: MemoryDeployment) -> None:
