@@ -103,14 +103,14 @@ class Imports(Jobs):
         job_id = self._job_id()
         key = import_lease(job_id)
         async with lease_mod.hold(self.bus, key, job_id, self.lease_ttl_s) as leased:
-            job, target, got = await self._import_folder(req, ctx, job_id, tags, base, key if leased else "")
+            job, target, got = await self._import_source(req, ctx, job_id, tags, base, key if leased else "")
             if req.upload_id is not None:
                 await self._drop_upload(req.upload_id, ctx)
             res = self._result(job, target.uri, await self._submit(job, req.wait, ctx))
             await self._changed(job)
         return msgspec.structs.replace(res, removed=len(got.vanished), skipped=[*got.skipped, *res.skipped])
 
-    async def _import_folder(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, job_id: str, tags: tuple[str, ...],
+    async def _import_source(self, req: ingest_msgs.AddResourceRequest, ctx: Ctx, job_id: str, tags: tuple[str, ...],
                              base: str, lease: str) -> tuple[ingest_msgs.IngestJob, VikingPath, Imported]:
         """The source fetched into scratch space and copied into the tree, noted first: killed part
         way, or before its job is queued, a retry would no longer see the files it removed, and no
