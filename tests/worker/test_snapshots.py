@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,28 @@ async def test_snapshot_plus_tail_equals_replay_from_the_first_event(deploy: Cal
     for x, y, z in zip(a1, a2, a3, strict=True):
         assert x == y == z, (x.decode()[:200], y.decode()[:200], z.decode()[:200])
     assert len(stub.calls) == asked  # (closed anyway: nothing could have asked it)
+
+
+async def test_a_replayed_write_keeps_the_time_of_the_original(deploy: Callable[..., Any], tmp_path: Path) -> None:
+    """Replayed, a write lands now, at the original's clock (`Skald-Clock`): its rows carry the
+    original's time, so `since` / `until` find in the replayed deployment what they found in the
+    original."""
+    uri = "viking://resources/notes/tides.md"
+    w1, c1 = await deploy()
+    await c1.call("fs.write", {"uri": uri, "content": "# Tides\n\nSpring tides follow the new moon.\n"})
+    past = datetime(2022, 1, 10, tzinfo=UTC).timestamp()  # as if the original ran then
+    entries = [msgspec.structs.replace(e, at=past + i) for i, e in
+               enumerate(await journal_replay.record(c1.nc, w1.cfg.prefix))]
+    assert [e.op for e in entries] == ["fs.write"]
+    w2, c2 = await deploy(data_dir=tmp_path / "replayed")
+    await journal_replay.apply(c2.nc, w2.cfg.prefix, entries)
+    await settle(c2)
+
+    async def found(**when: str) -> bool:
+        r = await c2.call("search.find", {"query": "spring tides new moon", **when})
+        return uri in [h["uri"] for h in r["resources"]]
+
+    assert await found(until="2022-01-31") and not await found(since="2022-01-31")
 
 
 async def test_compaction_refuses_a_gap_and_restore_refuses_a_tree(deploy: Callable[..., Any],
