@@ -95,7 +95,7 @@ class Config:
     store: str = "local"
     # JetStream placement tags of each account's tree buckets: "acme=ssd,east;*=bulk" (`*`: the rest).
     store_placement: str = ""
-    lease_ttl_s: float = 6.0  # a dead session owner's sessions move after at most this long
+    lease_ttl_s: float = 6.0  # a dead session owner's sessions (and a dead import's index work) move after this long
     archive_quarantine_after: int = 3  # failed Phase 2 runs of an archive before it leaves the live context
     # A move or removal whose request died between the tree change and its index job is finished by
     # an indexer once its note is this old (past the requests' 120 s deadline: a younger one may be
