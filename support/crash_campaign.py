@@ -17,7 +17,7 @@ Then a healthy worker settles everything and the campaign counts, from the disk 
 - unindexed: files the workload wrote or moved that the tree holds and the index has no row of.
 
 Shared by `bench/crash_campaign.py` (200 trials and more, from the command line) and
-`tests/processes/test_crash_campaign.py` (40 trials in CI, and 25 on the JetStream store).
+`tests/processes/test_crash_campaign.py` (40 trials in CI on each store).
 """
 
 from __future__ import annotations

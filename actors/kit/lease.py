@@ -140,8 +140,13 @@ async def hold(bus: LeaseStore, key: str, owner: str, ttl_s: float) -> AsyncIter
         nonlocal held
         while True:
             await asyncio.sleep(ttl_s / 4)
-            with contextlib.suppress(Exception):  # a missed renewal is tried again; a lapse only lets a pass in early
-                held = await bus.lease_renew(key, owner, held) or held
+            try:
+                got = await bus.lease_renew(key, owner, held)
+            except Exception:  # noqa: BLE001 - tried again; a lapse only lets another worker in early
+                continue
+            if got is None:  # lapsed (or taken): nothing left to renew
+                return
+            held = got
 
     task = asyncio.create_task(renew(), name=f"lease-{key}")
     try:
