@@ -136,6 +136,25 @@ SLOW_FILES = ("test_cli.py", "test_readme_tour.py", "test_packaging.py")  # spaw
 LONG_FIRST = ("test_crash_campaign.py::", "test_cluster.py::test_killing_each_stream_leader")
 
 
+PACKAGES = ("actors", "messages", "runtime", "store", "support")  # what a spawned `skald` imports
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The project's modules compiled to bytecode once, before any test starts a process. An
+    editable install leaves them uncompiled, and where PYTHONDONTWRITEBYTECODE is set (this
+    machine's shell) no process writes what it compiled: every worker, CLI and
+    `skald up` a test spawns compiled about 170 modules again (0.3 s of its 1.5 s start; the crash
+    matrix alone 105 -> 89 s on two xdist workers once they are compiled). Reading bytecode is
+    allowed by that setting; only writing it is not, and `compileall` writes whatever it says."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller compiled them already
+        return
+    import compileall
+
+    root = Path(__file__).resolve().parent.parent
+    for pkg in PACKAGES:
+        compileall.compile_dir(root / pkg, quiet=1)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath))
