@@ -33,7 +33,11 @@ class DirRows:
     max_file_bytes: int
     wide: WideDirs
 
-    async def _dir_rows(self, dirs: list[VikingPath]) -> list[tuple[str, IndexChange]]:
+    async def _dir_rows(self, dirs: list[VikingPath], at: float = 0.0) -> list[tuple[str, IndexChange]]:
+        """Each directory's summary rows (abstract and overview), summarised again. `at`: the clock
+        of the request whose job changed them (`IngestJob.at`), which their rows take when it is
+        earlier than now, as the files' rows do: a replayed or restored job summarises them now, but
+        what changed them happened then."""
         rows: list[tuple[IndexRow, str]] = []
         t = self.ns.tree
         for vp in dirs:
@@ -60,7 +64,7 @@ class DirRows:
                     pass
             await asyncio.gather(asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode()),
                                  asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode()))
-            now = time.time()
+            now = min(time.time(), at) if at else time.time()
             for level, text in ((0, abstract), (1, overview)):
                 rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
                                         tags=(), created_at=now, updated_at=now,

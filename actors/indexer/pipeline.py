@@ -111,7 +111,7 @@ class IngestPipeline(DirRows):
         ordered = [vp for vp in ordered if vp.uri not in self._waiting]
         if self._waiting and (self._later is None or self._later.done()):
             self._later = asyncio.create_task(self._refresh_later(), name="wide-dirs")
-        dir_changes = await self._dir_rows(ordered)
+        dir_changes = await self._dir_rows(ordered, job.at)
         changes += dir_changes
         faults.point("ingest.before_publish")  # summaries and sidecars written, rows not published
         seq = await self.bus.publish_index(changes)

@@ -109,8 +109,9 @@ async def test_a_write_its_request_left_is_indexed(client: MemoryDeployment) -> 
 
 
 async def test_a_files_rows_take_the_time_of_the_request_that_wrote_it(client: MemoryDeployment) -> None:
-    """A replayed or restored request writes its file now, at the clock of the original: its rows
-    carry the original's time, so `since` / `until` find it where they found it before."""
+    """A replayed or restored request writes its file now, at the clock of the original: its rows,
+    and those of the folder it changed, carry the original's time, so `since` / `until` find them
+    where they found them before."""
     past = datetime(2022, 1, 10, tzinfo=UTC).timestamp()
     at = clock.NOW.set(past)  # as the host sets it from a replayed request's `Skald-Clock`
     try:
@@ -120,6 +121,15 @@ async def test_a_files_rows_take_the_time_of_the_request_that_wrote_it(client: M
     before = await client.call("search.find", {"query": "zebra migration", "until": "2022-01-31"})
     after = await client.call("search.find", {"query": "zebra migration", "since": "2022-01-31"})
     assert A in [m["uri"] for m in before["resources"]] and A not in [m["uri"] for m in after["resources"]]
+    # The directory the write changed was summarised now, by that request's job: its rows too.
+    folder = {"query": "zebra migration", "level": [0, 1], "score_threshold": 0.0}
+    before = await client.call("search.find", {**folder, "until": "2022-01-31"})
+    after = await client.call("search.find", {**folder, "since": "2022-01-31"})
+    parent = A.rsplit("/", 1)[0]
+
+    def summaries(r: dict[str, Any]) -> list[str]:  # the folder's own rows (its abstract, its overview)
+        return [m["uri"] for m in r["resources"] if m["uri"] != A and m["uri"].startswith(parent)]
+    assert summaries(before) and not summaries(after), (summaries(before), summaries(after))
     await client.call("fs.write", {"uri": B, "content": "walrus colonies on the ice"})  # now: the file's own time
     assert B in await uris(client, "walrus colonies")
     r = await client.call("search.find", {"query": "walrus colonies", "since": "1h"})
