@@ -64,10 +64,10 @@ class DirRows:
                     pass
             await asyncio.gather(asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode()),
                                  asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode()))
-            now = min(time.time(), at) if at else time.time()
+            when = min(time.time(), at) if at else time.time()
             for level, text in ((0, abstract), (1, overview)):
                 rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
-                                        tags=(), created_at=now, updated_at=now,
+                                        tags=(), created_at=when, updated_at=when,
                                         content_hash=rows_mod.sha256(text.encode()), model=self.embedder.name,
                                         vector=np.zeros(1), owner=rows_mod.owner_of(vp.segments),
                                         text=f"{vp.name}\n{text}"), text))
