@@ -35,9 +35,8 @@ class DirRows:
 
     async def _dir_rows(self, dirs: list[VikingPath], at: float = 0.0) -> list[tuple[str, IndexChange]]:
         """Each directory's summary rows (abstract and overview), summarised again. `at`: the clock
-        of the request whose job changed them (`IngestJob.at`), which their rows take when it is
-        earlier than now, as the files' rows do: a replayed or restored job summarises them now, but
-        what changed them happened then."""
+        of the request whose job changed them (`IngestJob.at`), which their rows take when earlier
+        than now (`rows.row_time`, as the files' rows do)."""
         rows: list[tuple[IndexRow, str]] = []
         t = self.ns.tree
         for vp in dirs:
@@ -64,7 +63,7 @@ class DirRows:
                     pass
             await asyncio.gather(asyncio.to_thread(t.write, f"{vp.key}/{tree.OVERVIEW}", overview.encode()),
                                  asyncio.to_thread(t.write, f"{vp.key}/{tree.ABSTRACT}", abstract.encode()))
-            when = min(time.time(), at) if at else time.time()
+            when = rows_mod.row_time(time.time(), at)
             for level, text in ((0, abstract), (1, overview)):
                 rows.append((rows_mod.make_row(vp.account, vp.segments, level, abstract,
                                         tags=(), created_at=when, updated_at=when,

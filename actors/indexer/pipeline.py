@@ -196,7 +196,7 @@ class IngestPipeline(DirRows):
                                                       self.embedder.embed_passages, note)
             for vp, st, tags, p in plans:
                 out += self._deletes(vp, p.deletes)
-                when = min(st.mtime, job.at) if job.at else st.mtime  # a replayed write's file is new, its time is not
+                when = rows_mod.row_time(st.mtime, job.at)  # a replayed write's file is new, its time is not
                 langs = languages_of_parts([r.text or r.abstract for r in p.rows])
                 for r, lang in zip(p.rows, langs, strict=True):
                     row = rows_mod.make_row(vp.account, vp.segments, r.level, r.abstract, tags=tags,

@@ -80,6 +80,13 @@ def file_texts(segments: tuple[str, ...], text: str, summary: str) -> tuple[str,
     return summary, f"{name}\n{summary}\n{body[:EMBED_CHARS]}"
 
 
+def row_time(own: float, at: float) -> float:
+    """A row's time: its own (a file's mtime, a summary's moment) or, when earlier, the clock of the
+    request whose job wrote it (`IngestJob.at`, 0 when unknown). A replayed or restored request
+    writes now what happened then."""
+    return min(own, at) if at else own
+
+
 def make_row(account: str, segments: tuple[str, ...], level: int, abstract: str, *, tags: tuple[str, ...],
              created_at: float, updated_at: float, content_hash: str, model: str, vector: np.ndarray,
              owner: str, text: str = "", uri: str = "", parent_uri: str = "", kind: str = "", title: str = "",
