@@ -146,6 +146,13 @@ def keyword_hits(index: VectorIndex, text: str, q: Query, k: int) -> Words:
     return Words(*index.keyword_arrays(text, q, max(k, KEYWORD_DEPTH))) if text.strip() else NO_WORDS
 
 
+def words_for(words: Words, k: int) -> Words:
+    """`keyword_hits` for `k` from hits gathered for a larger k: the best `max(k, KEYWORD_DEPTH)`
+    (the same rows, since they come best first), so one keyword search serves both."""
+    n = max(k, KEYWORD_DEPTH)
+    return words if words.labels.size <= n else Words(words.labels[:n], words.scores[:n])
+
+
 # How far an int8 cosine may stand from the exact one, with room to spare (the quantisation moves
 # it by about 0.002): rows this close to a cut are scored exactly before the cut is made.
 QUANT_SLACK = 0.01

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from skald.messages import errors
+from skald.messages import catalog, errors
 from skald.store.tokens import estimate_tokens
 from support.context_corpus import CTX, EVENT, digest_stub, ledger_key, seed
 from support.corpus import remember
@@ -338,3 +338,32 @@ async def test_a_conversations_answer_arrives_with_the_question_it_answers(clien
     said = [x for x in lines if x.startswith(("user:", "assistant:"))]
     assert said.index("user: Where did you grow up, before all the moving around?") + 1 == said.index(
         "assistant: Lisbon, by the Tagus, in a flat above a bakery.")
+
+
+async def test_a_page_of_turns_is_asked_for_as_many_turns_as_its_entries_may_hold(client: MemoryDeployment) -> None:
+    """Turns of one transcript are one entry, so a bucket whose hits are turns is asked for
+    TURNS_PER_ENTRY per entry, more than a page of other rows: at once when the keyword hits are
+    turns, and when only the dense hits are (a query whose words no row holds, its vector given),
+    after the first page shows them. Either way the bucket holds more turns than that first page."""
+    import numpy as np
+
+    from skald.actors.retriever import candidates
+    from skald.runtime.models.embedders import HashEmbedder
+    from support.replaying import settle
+
+    for i in range(60):
+        text = f"The tomatoes in the garden, row {i}."
+        await client.call("sessions.add_message", {"session_id": "garden", "role": "user" if i % 2 else "assistant",
+                                                   "parts": [{"type": "text", "text": text}]})
+    r = await client.call("sessions.commit", {"session_id": "garden", "wait": True}, timeout_s=60)
+    assert r["status"] == "accepted"
+    await settle(client)
+    limit = 10
+    page = limit + max(10, limit // 2)  # the first page gather asks for (no exclusions)
+    emb = HashEmbedder()
+    vec = np.asarray(emb.embed_sync("tomatoes in the garden"), dtype="<f4").tobytes()
+    for body in ({"queries": ["tomatoes in the garden"]},
+                 {"queries": ["zqxj"], "vectors": [vec], "vector_model": emb.name}):
+        r = await client.call(catalog.SEARCH_CANDIDATES, {**body, "buckets": [{"name": "all", "limit": limit}]})
+        turns = [c["uri"] for c in r["buckets"]["all"] if "#L" in c["uri"]]
+        assert page < len(turns) <= candidates.TURNS_PER_ENTRY * limit, (body["queries"], len(turns))
