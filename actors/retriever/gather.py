@@ -82,7 +82,7 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
             if plan is None:
                 continue
             try:
-                got[name] = [keyword_hits(index, text, plan[0], max(plan[1], plan[2])) for text in req.queries]
+                got[name] = [keyword_hits(index, text, plan[0], plan[2]) for text in req.queries]
             except Exception as e:  # noqa: BLE001 - one bucket's failure is reported, the others answer
                 log.exception("candidates: bucket %s failed", name)
                 errors[name] = f"{type(e).__name__}: {e}"[:300]
