@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from skald.store.index import Query, VectorIndex
+from skald.store.index import Query, VectorIndex, qvectors
 from skald.store.index import snapshot as snapshot_mod
 
 from .test_index_memory import DIM, _rows
@@ -117,3 +117,28 @@ def test_a_split_graphs_vectors_that_disagree_are_not_taken_as_the_base(tmp_path
     assert qv.rebase(good, qv.mark(), pos)
     hit = idx.search(data[9][1], Query(account="a"), 1)[0][0]
     assert hit.row.uri == data[9][0].uri and abs(hit.score - 1.0) < 1e-3
+
+
+@pytest.mark.parametrize("halves", [False, True], ids=["float32", "float16"])
+def test_a_few_rows_read_one_at_a_time_are_the_rows_read_in_runs(tmp_path, monkeypatch, halves) -> None:  # type: ignore[no-untyped-def]
+    """A search's few rows are read one `pread` each in the order asked, a snapshot's many in runs
+    of neighbours: the same vectors either way, from the base, the file, or both at once."""
+    data = _rows(300, seed=14)
+    if halves:
+        data = [(r, v.astype(np.float16).astype(np.float32)) for r, v in data]
+    idx = VectorIndex(DIM, "m", text_dir=tmp_path)
+    idx.upsert_many(data)
+    idx.save(tmp_path / "snap")
+    idx.upsert_many([(r, -v) for r, v in data[100:110]])  # written since: read from the file
+    qv = idx._qv
+    want = np.stack([v for _, v in data])
+    want[100:110] *= -1
+    # out of order, a label twice, neighbours, rows from the base and from the file together
+    labels = np.asarray([299, 3, 4, 5, 104, 3, 250, 0, 109, 17], dtype=np.int64)
+    for few in (qvectors.FEW_ROWS, 0):  # 0: every read goes through the runs
+        monkeypatch.setattr(qvectors, "FEW_ROWS", few)
+        got = qv.read(labels)
+        assert got.dtype == np.float32 and np.array_equal(got, want[labels])
+        assert np.array_equal(qv.read(labels[:4]), want[labels[:4]])  # base only
+        assert np.array_equal(qv.read(labels[4:5]), want[labels[4:5]])  # file only
+    assert qv._lay is not None and qv._lay.dtype == ("<f2" if halves else "<f4")
