@@ -75,8 +75,8 @@ _F16 = np.arange(65_536, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def _float32(elements: np.ndarray, lay: graphfile.Layout, width: int) -> np.ndarray:
-    """Float32 vectors from a base's elements as read (bytes, one row each): the vector's `width`
-    bytes from `lay.data_at`, in `lay.dtype`."""
+    """Float32 vectors from a few of a base's elements as read (bytes, one row each): the vector's
+    `width` bytes from `lay.data_at`, in `lay.dtype`."""
     raw = elements if lay.data_at == 0 and width == elements.shape[1] else \
         np.ascontiguousarray(elements[:, lay.data_at : lay.data_at + width])
     if np.dtype(lay.dtype) == np.dtype("<f2"):
@@ -209,7 +209,7 @@ class QuantisedVectors:
 
     def _read_base(self, f: BinaryIO, lay: graphfile.Layout, pos: np.ndarray) -> np.ndarray:
         """Float32 vectors of graph elements, read from the graph file (or a split one's float16
-        vectors) a run of elements at a time."""
+        vectors): a search's few one read each, more a run of neighbouring elements at a time."""
         fd, per, start = f.fileno(), lay.per, lay.start
         width = self.dim * np.dtype(lay.dtype).itemsize
         if pos.size <= FEW_ROWS:
@@ -218,8 +218,9 @@ class QuantisedVectors:
         order = np.argsort(pos, kind="stable")
         sp = pos[order].tolist()
         data = b"".join(os.pread(fd, per * (j - i), start + sp[i] * per) for i, j in self._runs(sp))
-        out = np.empty((pos.size, self.dim), dtype=np.float32)
-        out[order] = _float32(np.frombuffer(data, dtype=np.uint8).reshape(pos.size, per), lay, width)
+        elements = np.frombuffer(data, dtype=np.uint8).reshape(pos.size, per)
+        out = np.empty((pos.size, self.dim), dtype=np.float32)  # cast as it is placed: no float32 temporary
+        out[order] = np.ascontiguousarray(elements[:, lay.data_at : lay.data_at + width]).view(lay.dtype)
         return out
 
     def read(self, labels: np.ndarray) -> np.ndarray:
@@ -240,8 +241,8 @@ class QuantisedVectors:
         return out
 
     def _read_file(self, labels: np.ndarray) -> np.ndarray:
-        """Float32 rows from the file (zeros for a label never written), read in label order so
-        neighbours (a document's sections) come in one read each run."""
+        """Float32 rows from the file (zeros for a label never written): a search's few one read
+        each, more in label order so neighbours (a document's sections) come in one read each run."""
         fd, size = self._file.fileno(), self.row_bytes
         if labels.size <= FEW_ROWS:
             data = b"".join([os.pread(fd, size, lab * size).ljust(size, b"\0") for lab in labels.tolist()])
