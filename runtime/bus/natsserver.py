@@ -4,6 +4,7 @@ the authorization from `busauth.py`, reloaded when the keys change."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ class ServerStartError(RuntimeError):
 
 
 LOG_MAX_BYTES = 16 * 1024 * 1024  # the server's log is rotated at start past this size
+ORPHAN_STOP_S = 10.0  # how long a server left by a killed owner gets to stop before SIGKILL
 
 
 class EmbeddedNats:
@@ -50,6 +52,7 @@ class EmbeddedNats:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         ports_dir = self.store_dir / "ports"
         ports_dir.mkdir(exist_ok=True)
+        self._stop_orphans(ports_dir)
         conf = self._write_conf()
         args = [server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir / "js"), "--ports_file_dir", str(ports_dir)]
@@ -81,6 +84,26 @@ class EmbeddedNats:
             time.sleep(0.01)
         self.stop()
         raise RuntimeError("nats-server did not start in time")
+
+    def _stop_orphans(self, ports_dir: Path) -> None:
+        """Stop a server an earlier owner of this directory left running: an owner killed outright
+        (SIGKILL, the OOM killer) takes no child with it, and its server would keep the JetStream
+        directory and the port. The caller holds the directory (`claim_data_dir`), so a live
+        nats-server whose command line names this store is nobody's. Each server leaves a ports
+        file named for its pid, removed when it stops cleanly; Linux's /proc tells a live server
+        on this store from a pid reused since."""
+        store = str(self.store_dir / "js")
+        for pf in ports_dir.glob("nats-server_*.ports"):
+            pid_text = pf.stem.rpartition("_")[2]
+            pid = int(pid_text) if pid_text.isdigit() else 0
+            if pid and _serves(pid, store):
+                os.kill(pid, signal.SIGTERM)  # it flushes its streams on the way out
+                deadline = time.monotonic() + ORPHAN_STOP_S
+                while _serves(pid, store) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if _serves(pid, store):
+                    os.kill(pid, signal.SIGKILL)
+            pf.unlink(missing_ok=True)
 
     def _write_conf(self) -> Path:
         conf = self.store_dir / "server.conf"
@@ -118,6 +141,17 @@ class EmbeddedNats:
                 self.log_path.replace(self.log_path.with_suffix(".log.1"))
         except FileNotFoundError:
             pass
+
+
+def _serves(pid: int, store: str) -> bool:
+    """Whether process `pid` is alive (not a zombie) and runs with `store` on its command line."""
+    proc = Path("/proc") / str(pid)
+    try:
+        state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+        args = (proc / "cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return False  # gone, or not a system with /proc (nothing is stopped there)
+    return state != "Z" and store.encode() in args
 
 
 def _accepts(host: str, port: int) -> bool:

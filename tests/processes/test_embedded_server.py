@@ -1,6 +1,7 @@
 """The embedded nats-server cannot wedge itself: its log goes to a rotating file under the data
 directory, never to a pipe nobody reads, so a flood of bad connections (each one a log line)
-leaves it serving, without sockets stuck in CLOSE-WAIT, and it still stops on SIGTERM."""
+leaves it serving, without sockets stuck in CLOSE-WAIT, and it still stops on SIGTERM. One
+outlives an owner killed alone only until the directory's next owner starts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import socket
 from pathlib import Path
 
+from skald.runtime.bus import natsserver
 from skald.runtime.client.api import SkaldClient
 from skald.runtime.host.worker import Worker
 from support.processes import reap, spawn, wait_ready
@@ -130,3 +132,26 @@ async def test_the_embedded_servers_monitoring_port_can_be_turned_on(tmp_path: P
         assert varz["jetstream"]["config"]["store_dir"].startswith(str(tmp_path))
     finally:
         await w.stop()
+
+
+async def test_a_server_left_running_by_a_killed_owner_is_stopped_by_the_next(tmp_path: Path, procs: list) -> None:
+    """`skald up` killed alone (the OOM killer's way, not its process group) leaves its nats-server
+    running on the directory's JetStream store; the next `skald up` on the directory stops it
+    before starting its own (two servers on one store would both write it), and what was written
+    before is there."""
+    data = tmp_path / "d"
+    first = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
+    procs.append(first)
+    async with await SkaldClient.connect(wait_ready(first)) as c:
+        await c.write("viking://resources/notes/kept.md", "# Kept\n\nwritten before the owner died\n")
+    (orphan,) = [int(p.stem.rpartition("_")[2]) for p in (data / "nats" / "ports").glob("nats-server_*.ports")]
+    store = str(data / "nats" / "js")
+    first.kill()  # the owner alone: its server is not in the signal's way
+    first.wait()
+    assert natsserver._serves(orphan, store)  # still running, with no owner
+    again = spawn(["up", "--data-dir", str(data), "--nats-port", "-1"])
+    procs.append(again)
+    url = wait_ready(again)
+    assert not natsserver._serves(orphan, store)
+    async with await SkaldClient.connect(url) as c:
+        assert "written before the owner died" in (await c.read("viking://resources/notes/kept.md")).content
