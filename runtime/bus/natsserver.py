@@ -3,6 +3,7 @@ the authorization from `busauth.py`, reloaded when the keys change."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -97,12 +98,14 @@ class EmbeddedNats:
             pid_text = pf.stem.rpartition("_")[2]
             pid = int(pid_text) if pid_text.isdigit() else 0
             if pid and _serves(pid, store):
-                os.kill(pid, signal.SIGTERM)  # it flushes its streams on the way out
-                deadline = time.monotonic() + ORPHAN_STOP_S
-                while _serves(pid, store) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if _serves(pid, store):
-                    os.kill(pid, signal.SIGKILL)
+                # gone meanwhile, or another user's: nothing to stop, and nothing to fail the start on
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)  # it flushes its streams on the way out
+                    deadline = time.monotonic() + ORPHAN_STOP_S
+                    while _serves(pid, store) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    if _serves(pid, store):
+                        os.kill(pid, signal.SIGKILL)
             pf.unlink(missing_ok=True)
 
     def _write_conf(self) -> Path:
