@@ -82,7 +82,7 @@ def _first(hit: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     proportion to the entries, however many share the n-th score (rows of one template do)."""
     if hit.size >= SAMPLED_FROM:  # every entry left out scores below every one kept
         sample = scores[::SAMPLE_STEP]
-        m = min(sample.size, -(-n // SAMPLE_STEP))
+        m = min(sample.size, -(-2 * n // SAMPLE_STEP))  # about 2n entries expected at or above it
         pick = np.flatnonzero(scores >= np.partition(sample, sample.size - m)[sample.size - m])
         if n <= pick.size <= 8 * n:  # else ties crowd the threshold: the whole array is cheaper
             s = scores[pick]
