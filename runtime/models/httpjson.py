@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import msgspec
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 _open: weakref.WeakSet[JsonClient] = weakref.WeakSet()  # closed by a stopping worker (close_all)
+
+
+def _aiohttp() -> ModuleType:
+    """aiohttp, imported by the first request: a worker whose models are all offline never pays
+    its import (0.27 s, most of it TLS contexts built as its connector module loads)."""
+    import aiohttp
+
+    return aiohttp
 
 
 class HTTPStatusError(Exception):
@@ -68,22 +79,24 @@ class JsonClient:
     def _get(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.pool, keepalive_timeout=30),
+            http = _aiohttp()
+            self._session = http.ClientSession(
+                connector=http.TCPConnector(limit=self.pool, keepalive_timeout=30),
                 headers=self.headers)
             self._loop = loop
             _open.add(self)
         return self._session
 
     async def post(self, url: str, body: Any, timeout_s: float) -> Response:
+        http = _aiohttp()
         try:
             async with self._get().post(url, data=_encode(body),
-                                        timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+                                        timeout=http.ClientTimeout(total=timeout_s)) as r:
                 raw = await r.read()
                 return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, raw)
         except TimeoutError as e:  # aiohttp's timeouts are TimeoutErrors too
             raise AttemptTimeout(f"no answer from {url} within {timeout_s:.2f}s") from e
-        except (aiohttp.ClientError, OSError) as e:
+        except (http.ClientError, OSError) as e:
             raise TransportError(f"{type(e).__name__} from {url}: {e}") from e
 
     async def close(self) -> None:
