@@ -148,11 +148,24 @@ def pytest_configure(config: pytest.Config) -> None:
     allowed by that setting; only writing it is not, and `compileall` writes whatever it says."""
     if hasattr(config, "workerinput"):  # an xdist worker: the controller compiled them already
         return
+    _cache_of_the_run(config)
     import compileall
 
     root = Path(__file__).resolve().parent.parent
     for pkg in PACKAGES:
         compileall.compile_dir(root / pkg, quiet=1)
+
+
+def _cache_of_the_run(config: pytest.Config) -> None:
+    """One cache directory for the run (`store/langid_model.py`'s decompressed model), shared by
+    the xdist workers and every process a test starts through the environment they inherit, and
+    removed at the end: the suite neither reads what a user's cache holds nor leaves 68 MB in it."""
+    import shutil
+    import tempfile
+
+    cache = tempfile.mkdtemp(prefix="skald-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = cache
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
