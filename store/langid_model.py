@@ -64,7 +64,7 @@ def _decompressed(model: Path) -> dict[str, np.ndarray]:
 def _listed(a: np.ndarray) -> array[int]:
     """The stdlib array py3langid's tokenizer indexes (faster per item than numpy's)."""
     out = array(_TYPECODE[a.dtype.itemsize])
-    out.frombytes(memoryview(np.ascontiguousarray(a)).cast("B"))  # one copy, the array's own
+    out.frombytes(np.ascontiguousarray(a).data.cast("B"))  # one copy, into the array
     return out
 
 
