@@ -114,12 +114,14 @@ def silence(pid: int, within_s: float = 5.0) -> None:
     raise AssertionError(f"process {pid} did not stop within {within_s} s")
 
 
-async def unless_dead(p: subprocess.Popen[str], work: Awaitable[T], grace_s: float = 0.5) -> T | None:
+async def unless_dead(p: subprocess.Popen[str], work: Awaitable[T], grace_s: float = 0.25) -> T | None:
     """`work`'s result, or None once `p` has died and `grace_s` has passed without it. A reply the
     process sent before it died reaches the client within the grace (it is in the kernel's and the
-    server's hands by then), and none comes after: a request a crash test's worker dies under need
-    not wait out the client's whole timeout (2-3 s a kill, a minute and more of CI's time). A None
-    is what a timeout gives: applied or not, the caller cannot know."""
+    server's hands by then: under a millisecond on loopback), and none comes after: a request a
+    crash test's worker dies under need not wait out the client's whole timeout (2-3 s a kill, a
+    minute and more of CI's time). A None is what a timeout gives: applied or not, the caller
+    cannot know, so a reply that came later still would only make a check count less as
+    acknowledged, never fail it."""
     task = asyncio.ensure_future(work)
     while not task.done():
         if p.poll() is not None:
