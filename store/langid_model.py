@@ -9,8 +9,10 @@ spent a minute of CPU on it.
 The arrays are kept decompressed under the user's cache directory (`$XDG_CACHE_HOME/skald`, else
 `~/.cache/skald`), one `.npy` file each, in a directory named for the model file's size and time,
 written once into a temporary directory and renamed into place: a process that finds the directory
-finds it whole. Read from there the identifier is built in about 60 ms, and its 28 MB feature table
-is mapped, not copied, so the workers of one host share those pages. Where the cache cannot be
+finds it whole. Read from there the identifier is built in about 60 ms, and its two large arrays are
+mapped, not copied, so the workers of one host share those pages: the 28 MB feature table and the
+39 MB tokenizer automaton, which py3langid walks through a memoryview of the mapping as fast as
+through its own copy (faster here: 263-361 us a 600-character sentence against 849-925). Where the cache cannot be
 written or read, the model is decompressed from the package as before; a directory that does not
 read back (a disk that lost the files' contents) is written again.
 """
@@ -22,13 +24,13 @@ import os
 import shutil
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 _NAMES = ("ptc", "pc", "classes", "nextmove", "row", "output")
-_MAPPED = frozenset({"ptc"})  # read in place; the others are copied into the lists py3langid walks
-_TYPECODE = {2: "H", 4: "I", 8: "L"}
+_MAPPED = frozenset({"ptc", "nextmove"})  # read in place; the small ones are copied into lists
+_TYPECODE: dict[int, Literal["H", "I", "L"]] = {2: "H", 4: "I", 8: "L"}
 
 
 def cache_root() -> Path:
@@ -48,7 +50,7 @@ def identifier(root: Path | None = None) -> Any:
     if arrays is None:
         arrays = _decompressed(model)
         _write(where, arrays)
-    return LanguageIdentifier(arrays["ptc"], arrays["pc"], arrays["classes"].tolist(), _listed(arrays["nextmove"]),
+    return LanguageIdentifier(arrays["ptc"], arrays["pc"], arrays["classes"].tolist(), _viewed(arrays["nextmove"]),
                               arrays["output"].tolist(), norm_probs=True, tk_row=_listed(arrays["row"]))
 
 
@@ -59,6 +61,13 @@ def _decompressed(model: Path) -> dict[str, np.ndarray]:
     return {"ptc": np.asarray(ptc), "pc": np.asarray(pc), "classes": np.array(classes),
             "nextmove": np.frombuffer(nextmove, dtype=f"u{nextmove.itemsize}"),
             "row": np.frombuffer(row, dtype=f"u{row.itemsize}"), "output": np.asarray(output, dtype=np.int32)}
+
+
+def _viewed(a: np.ndarray) -> memoryview[int]:
+    """The array's own memory (a mapping, when read from the cache) indexed as py3langid's
+    tokenizer indexes its stdlib array: item by item, to Python ints."""
+    whole = a if a.flags.c_contiguous else np.ascontiguousarray(a)  # a loaded array always is
+    return whole.data.cast("B").cast(_TYPECODE[a.dtype.itemsize])
 
 
 def _listed(a: np.ndarray) -> array[int]:

@@ -27,7 +27,8 @@ def test_the_cached_model_answers_as_the_packages_and_is_written_once(tmp_path: 
     stamp = {p.name: p.stat().st_mtime_ns for p in written[0].iterdir()}
     again = langid_model.identifier(tmp_path)  # read, not written
     assert {p.name: p.stat().st_mtime_ns for p in written[0].iterdir()} == stamp
-    assert isinstance(again.nb_ptc, np.memmap)  # the feature table mapped, shared by a host's workers
+    assert isinstance(again.nb_ptc, np.memmap)  # the feature table and the automaton mapped, shared by a host's workers
+    assert isinstance(again.tk_nextmove, memoryview) and isinstance(again.tk_nextmove.obj, np.memmap)
     for ident in (own, first, again):
         ident.set_languages(LANGS)
     for s in SENTENCES:
