@@ -9,12 +9,13 @@ spent a minute of CPU on it.
 The arrays are kept decompressed under the user's cache directory (`$XDG_CACHE_HOME/skald`, else
 `~/.cache/skald`), one `.npy` file each, in a directory named for the model file's size and time,
 written once into a temporary directory and renamed into place: a process that finds the directory
-finds it whole. Read from there the identifier is built in about 60 ms, and its two large arrays are
+finds it whole. Read from there the identifier is built in 26-43 ms, and its two large arrays are
 mapped, not copied, so the workers of one host share those pages: the 28 MB feature table and the
 39 MB tokenizer automaton, which py3langid walks through a memoryview of the mapping as fast as
-through its own copy (faster here: 263-361 us a 600-character sentence against 849-925). Where the cache cannot be
-written or read, the model is decompressed from the package as before; a directory that does not
-read back (a disk that lost the files' contents) is written again.
+through its own copy (faster here: 263-361 us a 600-character sentence against 849-925). Where the
+cache cannot be written or read, the model is decompressed from the package as before; a directory
+that does not read back (a disk that lost the files' contents) is written again. A process killed
+while it writes leaves its temporary directory (a dot-name beside the cache's); nothing reads it.
 """
 
 from __future__ import annotations

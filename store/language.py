@@ -59,7 +59,7 @@ _identifier_lock = threading.Lock()
 def _identify(text: str) -> tuple[str, float]:
     """py3langid's (language, probability) among LANGUAGES; its model is read on first use, so a
     deployment of English rows never loads it, and from the machine's cache (`langid_model.py`:
-    60 ms there, 0.5-0.7 s decompressed from the package)."""
+    26-43 ms there, 0.5-0.7 s decompressed from the package)."""
     global _identifier
     if _identifier is None:
         with _identifier_lock:
