@@ -14,8 +14,8 @@ mapped, not copied, so the workers of one host share those pages: the 28 MB feat
 39 MB tokenizer automaton, which py3langid walks through a memoryview of the mapping as fast as
 through its own copy (faster here: 263-361 us a 600-character sentence against 849-925). Where the
 cache cannot be written or read, the model is decompressed from the package as before; a directory
-that does not read back (a disk that lost the files' contents) is written again. A process killed
-while it writes leaves its temporary directory (a dot-name beside the cache's); nothing reads it.
+that does not read back (a disk that lost the files' contents) is written again, and the temporary
+directory of a process killed while it wrote is removed by the next process that writes.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def _read(where: Path) -> dict[str, np.ndarray] | None:
 def _write(where: Path, arrays: dict[str, np.ndarray]) -> None:
     """Into a directory of this process's own, renamed into place; a process that renamed first wins."""
     tmp = where.with_name(f".{where.name}.{os.getpid()}")
+    _remove_abandoned(where)
     try:
         tmp.mkdir(parents=True, exist_ok=True)
         for n in _NAMES:
@@ -104,3 +105,19 @@ def _write(where: Path, arrays: dict[str, np.ndarray]) -> None:
     except OSError:  # unwritable, full, or another process's directory is there already
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
+
+
+def _remove_abandoned(where: Path) -> None:
+    """Temporary directories beside `where` whose writer is no longer running (killed mid-write)."""
+    if not where.parent.is_dir():
+        return
+    for left in where.parent.glob(f".{where.name}.*"):
+        pid = left.name.rsplit(".", 1)[1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(left, ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            pass

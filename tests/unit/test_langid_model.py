@@ -3,6 +3,7 @@ package's own model, written once, and written again when what is there does not
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -36,15 +37,20 @@ def test_the_cached_model_answers_as_the_packages_and_is_written_once(tmp_path: 
         assert again.rank(s)[:3] == own.rank(s)[:3]
 
 
-def test_a_cache_that_does_not_read_back_is_written_again(tmp_path: Path) -> None:
+def test_a_cache_that_does_not_read_back_is_written_again_and_a_dead_writers_directory_goes(tmp_path: Path) -> None:
     langid_model.identifier(tmp_path)
     where = next(tmp_path.iterdir())
     (where / "nextmove.npy").write_bytes(b"")  # a disk that lost the file's content
+    writer = subprocess.Popen(["true"])  # a writer killed mid-write: its pid is no process's now
+    writer.wait()
+    abandoned = tmp_path / f".{where.name}.{writer.pid}"
+    abandoned.mkdir()
+    (abandoned / "ptc.npy").write_bytes(b"half written")
     ident = langid_model.identifier(tmp_path)
     ident.set_languages(LANGS)
     assert ident.classify(SENTENCES[0])[0] == "de"
     assert (where / "nextmove.npy").stat().st_size > 1_000_000
-    assert [p.name for p in tmp_path.iterdir()] == [where.name]  # no temporary directory left
+    assert [p.name for p in tmp_path.iterdir()] == [where.name]  # no temporary directory left, the dead one's neither
 
 
 def test_an_unwritable_cache_still_identifies(tmp_path: Path) -> None:
