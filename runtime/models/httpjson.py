@@ -25,8 +25,9 @@ _open: weakref.WeakSet[JsonClient] = weakref.WeakSet()  # closed by a stopping w
 
 
 def _aiohttp() -> ModuleType:
-    """aiohttp, imported by the first request: a worker whose models are all offline never pays
-    its import (0.27 s, most of it TLS contexts built as its connector module loads)."""
+    """aiohttp, imported when the first client is made, which is when a worker that has a model
+    server is built: a worker whose models are all offline never pays its import (0.27 s, most of
+    it TLS contexts built as its connector module loads), and no request waits on it."""
     import aiohttp
 
     return aiohttp
@@ -73,6 +74,7 @@ class JsonClient:
     def __init__(self, headers: dict[str, str] | None = None, pool: int = 32) -> None:
         self.headers = {"Content-Type": "application/json", **(headers or {})}
         self.pool = pool
+        _aiohttp()  # here, at start-up, not on the first request
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
