@@ -23,14 +23,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from array import array
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 _NAMES = ("ptc", "pc", "classes", "nextmove", "row", "output")
-_MAPPED = frozenset({"ptc", "nextmove"})  # read in place; the small ones are copied into lists
+_MAPPED = frozenset({"ptc", "nextmove"})  # read in place; the small ones are read whole
 _TYPECODE: dict[int, Literal["H", "I", "L"]] = {2: "H", 4: "I", 8: "L"}
 
 
@@ -52,7 +51,7 @@ def identifier(root: Path | None = None) -> Any:
         arrays = _decompressed(model)
         _write(where, arrays)
     return LanguageIdentifier(arrays["ptc"], arrays["pc"], arrays["classes"].tolist(), _viewed(arrays["nextmove"]),
-                              arrays["output"].tolist(), norm_probs=True, tk_row=_listed(arrays["row"]))
+                              arrays["output"].tolist(), norm_probs=True, tk_row=_viewed(arrays["row"]))
 
 
 def _decompressed(model: Path) -> dict[str, np.ndarray]:
@@ -66,16 +65,10 @@ def _decompressed(model: Path) -> dict[str, np.ndarray]:
 
 def _viewed(a: np.ndarray) -> memoryview[int]:
     """The array's own memory (a mapping, when read from the cache) indexed as py3langid's
-    tokenizer indexes its stdlib array: item by item, to Python ints."""
+    tokenizer indexes its stdlib arrays (the automaton and its row offsets): item by item, to
+    Python ints, with no copy."""
     whole = a if a.flags.c_contiguous else np.ascontiguousarray(a)  # a loaded array always is
     return whole.data.cast("B").cast(_TYPECODE[a.dtype.itemsize])
-
-
-def _listed(a: np.ndarray) -> array[int]:
-    """The stdlib array py3langid's tokenizer indexes (faster per item than numpy's)."""
-    out = array(_TYPECODE[a.dtype.itemsize])
-    out.frombytes(np.ascontiguousarray(a).data.cast("B"))  # one copy, into the array
-    return out
 
 
 def _read(where: Path) -> dict[str, np.ndarray] | None:
