@@ -277,7 +277,7 @@ class JetStreamTree:
         base = kv_key(key)
         files, dirs = await asyncio.gather(b.keys(f"{base}.*"), b.keys(f"{base}.*.{DIR_MARK}"))
         files = [k for k in files if not k.endswith(f".{DIR_MARK}")]
-        got = await bounded([b.get(k) for k in (*files, *dirs)])  # sizes and times, from the leader
+        got = await b.get_many([*files, *dirs])  # sizes and times, from the leader
         out = [Entry(segment(k.rsplit(".", 1)[1]), False, tree_values.size(f), f.mtime)
                for k, f in zip(files, got[:len(files)], strict=True) if f is not None]
         out += [Entry(segment(k.split(".")[-2]), True, 0, f.mtime)
@@ -375,7 +375,7 @@ class JetStreamTree:
         else:
             base_src, base_dst = kv_key(src), kv_key(dst)
             keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
-            values = await bounded([bs.get(k) for k in keys])
+            values = await bs.get_many(keys)
             await bd.delete(f"{base_dst}.>")  # leftovers of an attempt that died before its marker
             await self._mark(bd, missing)
             await bounded([bd.put(base_dst + k[len(base_src):], f.value, headers=tree_values.kept(f))

@@ -16,12 +16,14 @@ import json
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from nats.js import api
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+
+from skald.runtime.bus import leader_reads
 
 KV_OP = "KV-Operation"
 SIZE = "Skald-Size"  # an object pointer's file size, readable from headers alone
@@ -129,6 +131,21 @@ class Bucket:
         """A key's live value; None when there is none or it was deleted."""
         found = await self.last(kkey)
         return None if found is None or found.deleted else found
+
+    async def get_many(self, kkeys: Sequence[str]) -> list[Found | None]:
+        """`get` of many keys, from the stream's leader, as one pipelined exchange
+        (`leader_reads`): a listing's sizes and times, a directory's values to move."""
+        got = await leader_reads.last_messages(self.js._nc, self.js._prefix, self.stream,
+                                               [self.pre + k for k in kkeys], self.js._timeout)
+        out: list[Found | None] = []
+        for msg in got:
+            headers = leader_reads.headers_of(msg.hdrs) if msg is not None and msg.hdrs else {}
+            if msg is None or headers.get(KV_OP) in ("DEL", "PURGE"):
+                out.append(None)
+                continue
+            mtime = float(headers[MTIME]) if MTIME in headers else leader_reads.seconds(msg.time) if msg.time else 0.0
+            out.append(Found(msg.data, msg.seq, mtime, headers))
+        return out
 
     async def create(self, kkey: str, value: bytes, headers: dict[str, str] | None = None) -> bool:
         """Publish only if the key has no live value: True when this call created it."""

@@ -61,7 +61,7 @@ async def sweep(b: Bucket, older_than_s: float, report: SweepReport, now: float 
     old = [o for o, a in zip(stored, ages, strict=True) if a is not None and a >= older_than_s]
     if not old:
         return
-    own = await bounded([b.get(o.name.rpartition("@")[0]) for o in old])
+    own = await b.get_many([o.name.rpartition("@")[0] for o in old])
     unsure = [o for o, f in zip(old, own, strict=True)
               if f is None or f.value != tree_values.OBJECT + o.name.encode()]
     if not unsure:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from skald.runtime.bus.tree_buckets import MTIME, SIZE, Bucket, Found, bounded
+from skald.runtime.bus.tree_buckets import MTIME, SIZE, Bucket, Found
 from skald.runtime.bus.tree_keys import kv_key
 from skald.store import faults
 
@@ -54,5 +54,5 @@ async def drop(b: Bucket, found: Found | None) -> None:
 
 async def pointers(b: Bucket, pattern: str) -> set[str]:
     """The objects the files of the keys matching `pattern` point at now (a read of each key)."""
-    found = await bounded([b.get(k) for k in await b.keys(pattern)])
+    found = await b.get_many(await b.keys(pattern))
     return {f.value[1:].decode() for f in found if f is not None and f.value[:1] == OBJECT}
