@@ -111,14 +111,15 @@ def write_note_key(change: PendingChange) -> str:
 
 def write_groups(tree: Tree) -> list[tuple[float, str]]:
     """(when its minute began, its key) of every group of write notes, oldest first."""
-    found = [e.name for e in treeops.listdir(tree, WRITES_DIR, missing_ok=True) if e.is_dir and e.name.isdigit()]
+    found = [e.name for e in treeops.listdir(tree, WRITES_DIR, missing_ok=True, details=False)
+             if e.is_dir and e.name.isdigit()]
     return sorted((int(n) * WRITE_GROUP_S, f"{WRITES_DIR}/{n}") for n in found)
 
 
 def writes_in(tree: Tree, group: str) -> list[PendingChange]:
     """A group's notes (one that cannot be read is skipped: the group goes with it)."""
     out = []
-    for e in treeops.listdir(tree, group, missing_ok=True):
+    for e in treeops.listdir(tree, group, missing_ok=True, details=False):
         try:
             out.append(_dec.decode(tree.read(f"{group}/{e.name}")))
         except (FileNotFoundError, IsADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
@@ -138,7 +139,7 @@ def pending(tree: Tree) -> list[PendingChange]:
     """Every note, oldest first; one that cannot be read (a torn or foreign file) is skipped and
     left for an operator, never guessed at."""
     out = []
-    for e in treeops.listdir(tree, CHANGES_DIR, missing_ok=True):
+    for e in treeops.listdir(tree, CHANGES_DIR, missing_ok=True, details=False):
         if e.is_dir:
             continue
         try:

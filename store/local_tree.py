@@ -99,11 +99,13 @@ class LocalTree:
         is_dir = stat.S_ISDIR(st.st_mode)
         return Entry(key.rpartition("/")[2], is_dir, 0 if is_dir else st.st_size, st.st_mtime)
 
-    def list(self, key: str) -> list[Entry]:
+    def list(self, key: str, *, details: bool = True) -> list[Entry]:
         out = []
         with os.scandir(self.path(key)) as it:  # FileNotFoundError / NotADirectoryError, as the port says
             found = sorted((e for e in it if not e.name.startswith(tree.TMP_PREFIX) and not e.is_symlink()),
                            key=lambda e: e.name)
+        if not details:  # the directory entry's type, no stat of each
+            return [Entry(e.name, e.is_dir()) for e in found]
         for e in found:
             try:
                 st = e.stat()

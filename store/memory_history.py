@@ -40,7 +40,7 @@ def versions(tree: Tree, memory: str) -> list[Version]:
     """Every kept version of the memory at key `memory`, oldest first."""
     d = history_dir(memory)
     try:
-        names = sorted(e.name for e in tree.list(d) if _VERSION.match(e.name))
+        names = sorted(e.name for e in tree.list(d, details=False) if _VERSION.match(e.name))
     except (FileNotFoundError, NotADirectoryError):
         return []
     out = []

@@ -90,7 +90,7 @@ class MemoryTree:
                 return Entry(name, False, len(data), mtime)
             return Entry(name, True) if self._is_dir(key) else None
 
-    def list(self, key: str) -> list[Entry]:
+    def list(self, key: str, *, details: bool = True) -> list[Entry]:
         with self._lock:
             if check_key(key) in self.files:
                 raise NotADirectoryError(key)
@@ -105,7 +105,7 @@ class MemoryTree:
             for d in self.dirs:
                 if d.startswith(prefix) and "/" not in d[len(prefix):]:
                     out.setdefault(d[len(prefix):], Entry(d[len(prefix):], True))
-            return [out[n] for n in sorted(out)]
+            return [out[n] if details else Entry(n, out[n].is_dir) for n in sorted(out)]
 
     def remove(self, key: str, *, recursive: bool = False) -> bool:
         with self._lock:

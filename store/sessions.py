@@ -272,7 +272,7 @@ def write_json(tree: Tree, key: str, data: dict[str, Any]) -> None:
 
 def archive_indexes(session: SessionDir) -> list[int]:
     try:
-        names = [e.name for e in session.tree.list(join(session.key, HISTORY))]
+        names = [e.name for e in session.tree.list(join(session.key, HISTORY), details=False)]
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(int(m.group(1)) for n in names if (m := ARCHIVE_RE.match(n)))

@@ -53,11 +53,13 @@ def read_text(t: Tree, key: str, default: str | None = None) -> str | None:
         return default
 
 
-def listdir(t: Tree, key: str, show_hidden: bool = False, missing_ok: bool = False) -> list[Entry]:
+def listdir(t: Tree, key: str, show_hidden: bool = False, missing_ok: bool = False,
+            details: bool = True) -> list[Entry]:
     """A directory's visible entries, sorted. `missing_ok` is for walks: a directory removed by a
-    concurrent writer after its parent was listed is simply gone, not an error."""
+    concurrent writer after its parent was listed is simply gone, not an error. `details`: as
+    `Tree.list` (False: names and kinds only)."""
     try:
-        return [e for e in t.list(key) if visible(e.name, show_hidden)]
+        return [e for e in t.list(key, details=details) if visible(e.name, show_hidden)]
     except FileNotFoundError as e:
         if missing_ok:
             return []
@@ -100,7 +102,7 @@ def remove(t: Tree, key: str, recursive: bool) -> None:
     e = t.stat(key)
     if e is None:
         raise NotFound("no such file or directory", {"path": _name(key)})
-    if e.is_dir and not recursive and listdir(t, key, missing_ok=True):
+    if e.is_dir and not recursive and listdir(t, key, missing_ok=True, details=False):
         raise Conflict("directory not empty; pass recursive", {"path": _name(key)})
     try:
         removed = t.remove(key, recursive=True)

@@ -71,8 +71,10 @@ class Tree(Protocol):
         """The entry at `key`, or None when there is none."""
         ...
 
-    def list(self, key: str) -> list[Entry]:
-        """A directory's entries, sorted by name; `FileNotFoundError` when it does not exist."""
+    def list(self, key: str, *, details: bool = True) -> list[Entry]:
+        """A directory's entries, sorted by name; `FileNotFoundError` when it does not exist.
+        Without `details`, names and kinds only (every size and time 0): where an entry's size
+        and time are a read of their own (the JetStream tree), a listing of names costs none."""
         ...
 
     def remove(self, key: str, *, recursive: bool = False) -> bool:

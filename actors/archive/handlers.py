@@ -325,7 +325,7 @@ class Archiver:
         out = []
         for cat in phase2.KEYED:
             try:
-                names = sorted(e.name for e in tree.list(f"{base}/{cat}")
+                names = sorted(e.name for e in tree.list(f"{base}/{cat}", details=False)
                                if e.name.endswith(".md") and not e.name.startswith("."))
             except (FileNotFoundError, NotADirectoryError):
                 continue

@@ -32,9 +32,9 @@ def pending_archives(ns: Namespace) -> list[tuple[str, str, str, str]]:
     out = []
     t = ns.tree
     found = [(a.name, u.name, s.name)
-             for a in treeops.listdir(t, "accounts", missing_ok=True)
-             for u in treeops.listdir(t, f"accounts/{a.name}/user", missing_ok=True)
-             for s in treeops.listdir(t, f"accounts/{a.name}/user/{u.name}/sessions", missing_ok=True)]
+             for a in treeops.listdir(t, "accounts", missing_ok=True, details=False)
+             for u in treeops.listdir(t, f"accounts/{a.name}/user", missing_ok=True, details=False)
+             for s in treeops.listdir(t, f"accounts/{a.name}/user/{u.name}/sessions", missing_ok=True, details=False)]
     for account, user, sid in found:
         sdir = session_dir(ns, Identity(account=account, user=user), sid)
         for i in session_store.archive_indexes(sdir):

@@ -15,7 +15,7 @@ def same_fact_in(tree: Tree, category_dir: str, content: str) -> str | None:
     """The name of the memory in `category_dir` (a key) that already says `content` (exactly or
     nearly), if any."""
     try:
-        names = [e.name for e in tree.list(category_dir)
+        names = [e.name for e in tree.list(category_dir, details=False)
                  if not e.is_dir and e.name.endswith(".md") and not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return None

@@ -226,8 +226,8 @@ def sweep(t: Tree, now: float | None = None) -> int:
     """Remove uploads older than a day that were never added; how many went."""
     cutoff = (now or time.time()) - UPLOAD_TTL_S
     gone = 0
-    for account in treeops.listdir(t, "uploads", missing_ok=True):
-        for up in treeops.listdir(t, f"uploads/{account.name}", show_hidden=True, missing_ok=True):
+    for account in treeops.listdir(t, "uploads", missing_ok=True, details=False):
+        for up in treeops.listdir(t, f"uploads/{account.name}", show_hidden=True, missing_ok=True, details=False):
             owner = t.stat(f"uploads/{account.name}/{up.name}/.owner")
             if owner is not None and owner.mtime < cutoff:
                 t.remove(f"uploads/{account.name}/{up.name}", recursive=True)

@@ -207,7 +207,7 @@ class Sessions:
         def scan() -> list[session_msgs.SessionInfo]:
             out = []
             try:
-                names = [e.name for e in self.ns.tree.list(base.key) if not e.name.startswith(".")]
+                names = [e.name for e in self.ns.tree.list(base.key, details=False) if not e.name.startswith(".")]
             except (FileNotFoundError, NotADirectoryError):
                 return []
             for n in names[: req.limit]:

@@ -262,10 +262,10 @@ class JetStreamTree:
             return Entry(name, False, tree_values.size(found), found.mtime)
         return Entry(name, True, 0, is_dir.mtime) if is_dir is not None else None
 
-    def list(self, key: str) -> list[Entry]:
-        return self._run(self._list(key))
+    def list(self, key: str, *, details: bool = True) -> list[Entry]:
+        return self._run(self._list(key, details))
 
-    async def _list(self, key: str) -> list[Entry]:
+    async def _list(self, key: str, details: bool = True) -> list[Entry]:
         if key in VIRTUAL:
             return await self._list_virtual(key)
         b = await self._accounts.of(key)
@@ -277,6 +277,9 @@ class JetStreamTree:
         base = kv_key(key)
         files, dirs = await asyncio.gather(b.keys(f"{base}.*"), b.keys(f"{base}.*.{DIR_MARK}"))
         files = [k for k in files if not k.endswith(f".{DIR_MARK}")]
+        if not details:  # names from the subjects alone: no entry read
+            return sorted([*(Entry(segment(k.rsplit(".", 1)[1]), False) for k in files),
+                           *(Entry(segment(k.split(".")[-2]), True) for k in dirs)], key=lambda e: e.name)
         got = await b.get_many([*files, *dirs])  # sizes and times, from the leader
         out = [Entry(segment(k.rsplit(".", 1)[1]), False, tree_values.size(f), f.mtime)
                for k, f in zip(files, got[:len(files)], strict=True) if f is not None]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -56,7 +56,7 @@ def seconds(stamp: str) -> float:
     """A message's RFC 3339 time as seconds since the epoch, its fraction cut (not rounded) to
     microseconds as nats-py's `get_msg` cuts it: a key's time is the same whichever way it was read."""
     day, dot, rest = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(f"{day}{dot}{rest[:6]}").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(f"{day}{dot}{rest[:6]}").replace(tzinfo=UTC).timestamp()
 
 
 def headers_of(block: bytes) -> dict[str, str]:

@@ -170,7 +170,7 @@ def restore_into(snap: Path, tree: Tree, scratch: Path) -> int:
     its digest read back (`skald store migrate`'s copy). A `restoring` key stands while it runs, so
     an interrupted restore is finished by running it again, and only that is let into a tree that
     holds something. The number of files the tree holds from the snapshot."""
-    held = [r for r in ROOTS if treeops.listdir(tree, r, show_hidden=True, missing_ok=True)]
+    held = [r for r in ROOTS if treeops.listdir(tree, r, show_hidden=True, missing_ok=True, details=False)]
     if held and tree.stat(RESTORING) is None:
         raise FileExistsError(f"the store already holds a tree ({', '.join(held)}): restore into an empty one")
     tree.write(RESTORING, (snap / META).read_bytes())

@@ -90,6 +90,15 @@ def test_list_is_sorted_with_kinds_and_refuses_what_is_not_a_directory(t: Tree) 
         t.list("nowhere")
     with pytest.raises(NotADirectoryError):
         t.list("d/b.txt")
+    names = t.list("d", details=False)  # names and kinds alone: the same entries, no sizes or times
+    assert [(e.name, e.is_dir) for e in names] == [(e.name, e.is_dir) for e in entries]
+    assert all(e.size == 0 and e.mtime == 0.0 for e in names)
+    t.mkdir("d/empty")
+    assert [e.name for e in t.list("d", details=False)] == [".hidden", "a", "b.txt", "empty"]
+    with pytest.raises(FileNotFoundError):
+        t.list("nowhere", details=False)
+    with pytest.raises(NotADirectoryError):
+        t.list("d/b.txt", details=False)
 
 
 def test_remove_files_and_trees(t: Tree) -> None:
