@@ -43,6 +43,15 @@ class LocalTree:
     def read(self, key: str) -> bytes:
         return self.path(key).read_bytes()
 
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for key in keys:
+            try:
+                out.append(self.path(key).read_bytes())
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                out.append(None)
+        return out
+
     def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         path = self.path(key)
         existed = path.is_file()

@@ -32,6 +32,10 @@ class MemoryTree:
                 raise IsADirectoryError(key) if self._is_dir(key) else FileNotFoundError(key)
             return self.files[key][0]
 
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        with self._lock:
+            return [self.files[k][0] if check_key(k) in self.files else None for k in keys]
+
     def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         with self._lock:
             existed = check_key(key) in self.files

@@ -42,6 +42,12 @@ class Tree(Protocol):
         """A file's bytes; `FileNotFoundError` when there is none."""
         ...
 
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        """Each file's bytes, in the order asked; None where there is no file (nothing, or a
+        directory). For a caller that reads many small files: a store whose every read is a round
+        trip (the JetStream tree) answers them together."""
+        ...
+
     def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         """Replace a file atomically (a reader sees the old bytes or the new, never a mix), creating
         its parent directories; True when a file was there before. `durable`: on stable storage

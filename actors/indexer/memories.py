@@ -9,6 +9,7 @@ from skald.store.uri import VikingPath
 
 APPEND_ONLY = frozenset({"events"})  # what happened is never merged away; facts about things are
 MERGE_SCAN_MAX = 2_000  # memories of one category a new one is compared with (beyond: a new file)
+READ_BATCH = 256  # memories read at once (one exchange on the JetStream tree); the first match ends the scan
 
 
 def same_fact_in(tree: Tree, category_dir: str, content: str) -> str | None:
@@ -19,12 +20,15 @@ def same_fact_in(tree: Tree, category_dir: str, content: str) -> str | None:
                  if not e.is_dir and e.name.endswith(".md") and not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return None
-    for name in names[:MERGE_SCAN_MAX]:
-        try:
-            if memory_history.same_fact(tree.read(join(category_dir, name)).decode("utf-8"), content):
-                return name
-        except (OSError, UnicodeDecodeError):
-            continue
+    names = names[:MERGE_SCAN_MAX]
+    for start in range(0, len(names), READ_BATCH):
+        batch = names[start:start + READ_BATCH]
+        for name, data in zip(batch, tree.read_many([join(category_dir, n) for n in batch]), strict=True):
+            try:
+                if data is not None and memory_history.same_fact(data.decode("utf-8"), content):
+                    return name
+            except UnicodeDecodeError:
+                continue
     return None
 
 

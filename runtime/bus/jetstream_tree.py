@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import nats
 
-from skald.runtime.bus import tree_moves, tree_sweep, tree_values
+from skald.runtime.bus import tree_listing, tree_moves, tree_sweep, tree_values
 from skald.runtime.bus.streams import TRANSIENT
 from skald.runtime.bus.tree_accounts import AccountBuckets
 from skald.runtime.bus.tree_buckets import (
@@ -49,7 +49,6 @@ from skald.runtime.bus.tree_buckets import (
 )
 from skald.runtime.bus.tree_keys import (
     ACCOUNTS,
-    DIR_MARK,
     VIRTUAL,
     ancestors,
     kv_key,
@@ -143,6 +142,20 @@ class JetStreamTree:
         if found is None:
             raise IsADirectoryError(key) if await b.get(mark(key)) is not None else FileNotFoundError(key)
         return await tree_values.read(b, found)
+
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        return self._run(self._read_many(keys))
+
+    async def _read_many(self, keys: list[str]) -> list[bytes | None]:
+        out: list[bytes | None] = [None] * len(keys)
+        groups: dict[str, tuple[Bucket, list[int]]] = {}
+        for i, key in enumerate(keys):
+            b = await self._accounts.of(check_key(key))
+            groups.setdefault(b.name, (b, []))[1].append(i)
+        for b, at in groups.values():  # each bucket's keys at once
+            for i, value in zip(at, await tree_values.read_many(b, [kv_key(keys[i]) for i in at]), strict=True):
+                out[i] = value
+        return out
 
     def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         return self._run(self._write(key, bytes(data)))
@@ -267,25 +280,15 @@ class JetStreamTree:
 
     async def _list(self, key: str, details: bool = True) -> list[Entry]:
         if key in VIRTUAL:
-            return await self._list_virtual(key)
+            found = await self._list_virtual(key)
+            return found if details else [Entry(e.name, True) for e in found]
         b = await self._accounts.of(key)
         found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
         if found is not None:
             raise NotADirectoryError(key)
         if is_dir is None:
             raise FileNotFoundError(key)
-        base = kv_key(key)
-        files, dirs = await asyncio.gather(b.keys(f"{base}.*"), b.keys(f"{base}.*.{DIR_MARK}"))
-        files = [k for k in files if not k.endswith(f".{DIR_MARK}")]
-        if not details:  # names from the subjects alone: no entry read
-            return sorted([*(Entry(segment(k.rsplit(".", 1)[1]), False) for k in files),
-                           *(Entry(segment(k.split(".")[-2]), True) for k in dirs)], key=lambda e: e.name)
-        got = await b.get_many([*files, *dirs])  # sizes and times, from the leader
-        out = [Entry(segment(k.rsplit(".", 1)[1]), False, tree_values.size(f), f.mtime)
-               for k, f in zip(files, got[:len(files)], strict=True) if f is not None]
-        out += [Entry(segment(k.split(".")[-2]), True, 0, f.mtime)
-                for k, f in zip(dirs, got[len(files):], strict=True) if f is not None]
-        return sorted(out, key=lambda e: e.name)
+        return await tree_listing.entries(b, key, details)
 
     async def _list_virtual(self, key: str) -> list[Entry]:
         """`accounts` or `uploads`: the accounts whose bucket holds that directory."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from skald.runtime.bus.tree_buckets import MTIME, SIZE, Bucket, Found
+from skald.runtime.bus.tree_buckets import MTIME, SIZE, Bucket, Found, bounded
 from skald.runtime.bus.tree_keys import kv_key
 from skald.store import faults
 
@@ -31,6 +31,14 @@ async def read(b: Bucket, found: Found) -> bytes:
     if found.value[:1] == OBJECT:
         return bytes((await b.objects.get(found.value[1:].decode())).data or b"")
     return found.value[1:]
+
+
+async def read_many(b: Bucket, kkeys: list[str]) -> list[bytes | None]:
+    """Each key's file bytes (None: no file there), the keys read from the leader at once
+    (`Bucket.get_many`), a file in the object store fetched on its own."""
+    found = await b.get_many(kkeys)
+    data = iter(await bounded([read(b, f) for f in found if f is not None]))
+    return [None if f is None else next(data) for f in found]
 
 
 def size(found: Found) -> int:

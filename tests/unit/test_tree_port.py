@@ -156,6 +156,21 @@ def test_a_file_larger_than_one_bus_message_round_trips(t: Tree) -> None:
     assert st is not None and st.size == len(big)
     t.append("big/blob.bin", b"tail")
     assert t.read("big/blob.bin")[-4:] == b"tail"
+
+
+def test_many_files_read_at_once_in_the_order_asked(t: Tree) -> None:
+    """A file past one bus message among them; None for a directory and for nothing there."""
+    big = bytes(range(256)) * (9 * 4096)
+    t.write("many/big.bin", big)
+    for i in range(300):
+        t.write(f"many/f{i:03d}.md", f"note {i}".encode())
+    t.write("other/x.md", b"x")  # another directory, read in the same call
+    keys = ["many/f299.md", "many", "many/big.bin", "many/none.md", "other/x.md", "gone/y.md",
+            *(f"many/f{i:03d}.md" for i in range(300))]
+    got = t.read_many(keys)
+    assert got[:6] == [b"note 299", None, big, None, b"x", None]
+    assert got[6:] == [f"note {i}".encode() for i in range(300)]
+    assert t.read_many([]) == []
     t.write("big/blob.bin", b"small again")
     assert t.read("big/blob.bin") == b"small again"
     assert t.remove("big/blob.bin") and t.stat("big/blob.bin") is None
