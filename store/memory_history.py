@@ -44,10 +44,11 @@ def versions(tree: Tree, memory: str) -> list[Version]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     out = []
-    for n in names:
+    for data in tree.read_many([join(d, n) for n in names]):
         try:
-            out.append(msgspec.json.decode(tree.read(join(d, n)), type=Version))
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            if data is not None:
+                out.append(msgspec.json.decode(data, type=Version))
+        except (msgspec.DecodeError, msgspec.ValidationError):
             continue  # a torn version file from a crash mid-write; the next save writes it again
     return out
 
