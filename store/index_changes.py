@@ -118,11 +118,18 @@ def write_groups(tree: Tree) -> list[tuple[float, str]]:
 
 def writes_in(tree: Tree, group: str) -> list[PendingChange]:
     """A group's notes (one that cannot be read is skipped: the group goes with it)."""
+    names = [e.name for e in treeops.listdir(tree, group, missing_ok=True, details=False)]
+    return _decoded(tree.read_many([f"{group}/{n}" for n in names]))
+
+
+def _decoded(found: list[bytes | None]) -> list[PendingChange]:
+    """The notes that read and decode (a missing or torn one is left out)."""
     out = []
-    for e in treeops.listdir(tree, group, missing_ok=True, details=False):
+    for data in found:
         try:
-            out.append(_dec.decode(tree.read(f"{group}/{e.name}")))
-        except (FileNotFoundError, IsADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
+            if data is not None:
+                out.append(_dec.decode(data))
+        except (msgspec.DecodeError, msgspec.ValidationError):
             continue
     return out
 
@@ -138,15 +145,8 @@ def drop_group(tree: Tree, group: str) -> None:
 def pending(tree: Tree) -> list[PendingChange]:
     """Every note, oldest first; one that cannot be read (a torn or foreign file) is skipped and
     left for an operator, never guessed at."""
-    out = []
-    for e in treeops.listdir(tree, CHANGES_DIR, missing_ok=True, details=False):
-        if e.is_dir:
-            continue
-        try:
-            out.append(_dec.decode(tree.read(note_key(e.name))))
-        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return sorted(out, key=lambda c: c.at)
+    names = [e.name for e in treeops.listdir(tree, CHANGES_DIR, missing_ok=True, details=False) if not e.is_dir]
+    return sorted(_decoded(tree.read_many([note_key(n) for n in names])), key=lambda c: c.at)
 
 
 def to_finish(change: PendingChange, watched_exists: bool) -> IngestJob | None:

@@ -19,6 +19,7 @@ from skald.actors.kit import clock
 from skald.messages import errors, subjects
 from skald.messages import ingest as ingest_msgs
 from skald.store import index_changes
+from skald.store.local_tree import LocalTree
 from support.memory_deploy import MemoryDeployment
 
 A, B = "viking://resources/a/x.md", "viking://resources/b/x.md"
@@ -357,3 +358,22 @@ async def test_a_file_whose_name_holds_a_hash_keeps_its_rows(client: MemoryDeplo
     odd = "viking://resources/a/issue#42.md"
     await client.call("fs.write", {"uri": odd, "content": "zebra migration across the plains"})
     assert "zebra" in await indexed_text(client, odd)
+
+
+def test_torn_or_foreign_notes_are_left_out_and_the_others_read(tmp_path: Path) -> None:
+    """A note a crash tore, a file that is not a note, or a directory among the notes is skipped;
+    every readable note is read (the notes of a directory are read at once, `Tree.read_many`)."""
+    tree = LocalTree(tmp_path)
+    job = ingest_msgs.IngestJob(job_id="j1", account="default", index_roots=("viking://resources/a.md",))
+    kept = [index_changes.PendingChange(source="", destination=f"k/{i}", at=100.0 + i,
+                                        job=msgspec.structs.replace(job, job_id=f"j{i}")) for i in range(3)]
+    for c in reversed(kept):
+        index_changes.note(tree, c)
+        index_changes.note_write(tree, c)
+    tree.write(index_changes.note_key("torn"), b'{"source": "", "destin')
+    tree.write(index_changes.note_key("foreign"), b"not a note")
+    tree.mkdir(index_changes.note_key("a-directory"))
+    group = index_changes.write_group(100.0)
+    tree.write(f"{group}/torn", b"{")
+    assert index_changes.pending(tree) == kept  # oldest first
+    assert sorted(index_changes.writes_in(tree, group), key=lambda c: c.at) == kept
