@@ -61,6 +61,6 @@ async def drop(b: Bucket, found: Found | None) -> None:
 
 
 async def pointers(b: Bucket, pattern: str) -> set[str]:
-    """The objects the files of the keys matching `pattern` point at now (a read of each key)."""
+    """The objects the files of the keys matching `pattern` point at now (every key read, at once)."""
     found = await b.get_many(await b.keys(pattern))
     return {f.value[1:].decode() for f in found if f is not None and f.value[:1] == OBJECT}

@@ -1,12 +1,10 @@
-"""Many keys read from a stream's leader at once (`runtime/bus/leader_reads.py`): the same answer,
-key by key, as nats-py's `get_msg`, which the tree used before; JetStream's refusals raised as
-nats-py raises them, so the tree's callers still see the port's `StoreUnavailable`."""
+"""Many keys read from a stream's leader at once (`runtime/bus/leader_reads.py`): JetStream's
+refusals raised as nats-py raises them, so the tree's callers still see the port's
+`StoreUnavailable`. (The same answer, key by key, as nats-py's `get_msg`: in test_tree_jetstream.py.)"""
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Iterator
 
 import nats
 import pytest
@@ -15,47 +13,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import ServiceUnavailableError
 
 from skald.runtime.bus import leader_reads
-from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
-from skald.runtime.bus.tree_buckets import KV_OP, MTIME
-from skald.runtime.bus.tree_keys import kv_key, mark
-
-_buckets = itertools.count()
-
-
-@pytest.fixture
-def t(nats_server: EmbeddedNats) -> Iterator[JetStreamTree]:
-    tree = JetStreamTree([nats_server.url], f"leader_reads_{next(_buckets)}")
-    yield tree
-    tree.close()
-
-
-def test_many_keys_read_at_once_are_what_each_read_alone_gives(t: JetStreamTree) -> None:
-    """Plain files, a file in the object store (its size in a header), a moved file (its time in a
-    header), a directory's marker, a deleted key and a key never written: each key's value,
-    revision, time and headers as `get` reads them, across more than one window of requests."""
-    t.write("d/small.md", b"hello")
-    t.write("d/big.bin", b"x" * (t._nc.max_payload + 10))
-    t.write("d/old.md", b"moved")
-    t.move("d/old.md", "d/moved.md")
-    t.mkdir("d/sub")
-    b = t._run(t._bucket("_"))
-
-    async def more() -> None:
-        for i in range(leader_reads.WINDOW + 20):
-            await b.put(kv_key(f"d/f{i:04d}"), b"F" + str(i).encode())
-        await b.put(kv_key("d/gone"), b"F")
-        await b.put(kv_key("d/gone"), b"", headers={KV_OP: "DEL"})
-
-    t._run(more())
-    keys = [kv_key("d/small.md"), kv_key("d/big.bin"), kv_key("d/moved.md"), mark("d/sub"), kv_key("d/gone"),
-            kv_key("d/never"), *(kv_key(f"d/f{i:04d}") for i in range(leader_reads.WINDOW + 20))]
-    many = t._run(b.get_many(keys))
-    alone = [t._run(b.get(k)) for k in keys]
-    assert many == alone
-    assert many[4] is None and many[5] is None and all(f is not None for i, f in enumerate(many) if i not in (4, 5))
-    assert MTIME in many[2].headers and many[-1].value == f"F{leader_reads.WINDOW + 19}".encode()  # type: ignore[union-attr]
-    assert t._run(b.get_many([])) == []
 
 
 def test_headers_are_read_as_nats_writes_them() -> None:

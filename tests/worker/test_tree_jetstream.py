@@ -16,9 +16,11 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from skald.messages.ingest import IngestJob
+from skald.runtime.bus import leader_reads
 from skald.runtime.bus.jetstream_tree import JetStreamTree
 from skald.runtime.bus.natsserver import EmbeddedNats
-from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, segment, token
+from skald.runtime.bus.tree_buckets import KV_OP, MTIME
+from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, mark, segment, token
 from skald.store import index_changes
 from skald.store.treeport import Entry, StoreUnavailable
 from support import processes
@@ -319,3 +321,31 @@ def test_a_server_that_stops_answering_is_the_ports_store_unavailable(tmp_path: 
     finally:
         tree.close()
         srv.stop()
+
+
+def test_many_keys_read_at_once_are_what_each_read_alone_gives(t: JetStreamTree) -> None:
+    """Plain files, a file in the object store (its size in a header), a moved file (its time in a
+    header), a directory's marker, a deleted key and a key never written: each key's value,
+    revision, time and headers as `get` reads them, across more than one window of requests."""
+    t.write("d/small.md", b"hello")
+    t.write("d/big.bin", b"x" * (t._nc.max_payload + 10))
+    t.write("d/old.md", b"moved")
+    t.move("d/old.md", "d/moved.md")
+    t.mkdir("d/sub")
+    b = t._run(t._bucket("_"))
+
+    async def more() -> None:
+        for i in range(leader_reads.WINDOW + 20):
+            await b.put(kv_key(f"d/f{i:04d}"), b"F" + str(i).encode())
+        await b.put(kv_key("d/gone"), b"F")
+        await b.put(kv_key("d/gone"), b"", headers={KV_OP: "DEL"})
+
+    t._run(more())
+    keys = [kv_key("d/small.md"), kv_key("d/big.bin"), kv_key("d/moved.md"), mark("d/sub"), kv_key("d/gone"),
+            kv_key("d/never"), *(kv_key(f"d/f{i:04d}") for i in range(leader_reads.WINDOW + 20))]
+    many = t._run(b.get_many(keys))
+    alone = [t._run(b.get(k)) for k in keys]
+    assert many == alone
+    assert many[4] is None and many[5] is None and all(f is not None for i, f in enumerate(many) if i not in (4, 5))
+    assert MTIME in many[2].headers and many[-1].value == f"F{leader_reads.WINDOW + 19}".encode()  # type: ignore[union-attr]
+    assert t._run(b.get_many([])) == []
