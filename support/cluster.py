@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from nats.js.api import StorageType, StreamConfig
 
 from skald.runtime.bus.natsserver import EmbeddedNats, ServerStartError
 
@@ -106,15 +107,24 @@ class Cluster:
         return int(server_name.lstrip("n"))
 
     async def ready(self, timeout_s: float = 30.0, **connect: Any) -> None:
-        """Until JetStream answers (the meta leader is elected)."""
+        """Until JetStream answers (the meta leader is elected) and the meta leader knows every
+        running node: a probe stream on all of them is created (then deleted). Right after an
+        election, under load, the leader may not have heard from every peer yet, and a stream
+        placed on them is refused ("no suitable peers for placement"), which a test would take
+        for its own failure."""
+        running = sum(1 for n in self.nodes if n.proc is not None and n.proc.poll() is None)
+        probe = StreamConfig(name="READY_PROBE", subjects=["_ready_probe"], num_replicas=max(1, running),
+                             storage=StorageType.MEMORY)
         nc = await nats.connect(self.urls, **connect)
         try:
             js = nc.jetstream(timeout=2.0)
             for _ in range(int(timeout_s / 0.25)):
                 try:
                     await js.account_info()
+                    await js.add_stream(probe)
+                    await js.delete_stream(probe.name)
                     return
-                except Exception:  # noqa: BLE001 - the meta leader is still being elected
+                except Exception:  # noqa: BLE001 - the meta leader is still being elected, or hearing from its peers
                     await asyncio.sleep(0.25)
             raise AssertionError("JetStream never became ready")
         finally:
