@@ -37,8 +37,9 @@ def pending_archives(ns: Namespace) -> list[tuple[str, str, str, str]]:
              for s in treeops.listdir(t, f"accounts/{a.name}/user/{u.name}/sessions", missing_ok=True, details=False)]
     for account, user, sid in found:
         sdir = session_dir(ns, Identity(account=account, user=user), sid)
-        for i in session_store.archive_indexes(sdir):
-            if session_store.marker_state(sdir, i) == "pending":
+        indexes = session_store.archive_indexes(sdir)
+        for i, state in zip(indexes, session_store.marker_states(sdir, indexes), strict=True):
+            if state == "pending":
                 out.append((account, user, sid, session_store.archive_name(i)))
     return out
 
