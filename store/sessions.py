@@ -125,6 +125,11 @@ def load(tree: Tree, key: str, typ: type[S]) -> tuple[S | None, str]:
         data = tree.read(key)
     except (FileNotFoundError, NotADirectoryError):
         return None, "missing"
+    return decoded(data, typ)
+
+
+def decoded(data: bytes, typ: type[S]) -> tuple[S | None, str]:
+    """`load` of bytes already read (an empty file as `{}`): (value, "ok") or (None, "corrupt")."""
     try:
         return msgspec.json.decode(data or b"{}", type=typ), "ok"
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -281,8 +286,16 @@ def archive_indexes(session: SessionDir) -> list[int]:
 def _text(tree: Tree, key: str) -> str | None:
     """A UTF-8 file's text, None when missing or not text."""
     try:
-        return tree.read(key).decode("utf-8")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, UnicodeDecodeError):
+        return text_of(tree.read(key))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def text_of(data: bytes | None) -> str | None:
+    """Bytes as UTF-8 text, None when absent or not text."""
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
@@ -325,7 +338,8 @@ def marker_states(session: SessionDir, indexes: list[int]) -> list[str]:
     for n, aid in enumerate(aids):
         done, overview, quarantined, failed = got[n * len(MARKERS):(n + 1) * len(MARKERS)]
         if done is not None:
-            out.append("completed" if _decodes(done, DoneMarker) and _has_text(overview) else "invalid")
+            ok = decoded(done, DoneMarker)[1] == "ok" and bool((text_of(overview) or "").strip())
+            out.append("completed" if ok else "invalid")
         elif quarantined is not None:
             out.append("quarantined")
         elif failed is not None:
@@ -334,23 +348,6 @@ def marker_states(session: SessionDir, indexes: list[int]) -> list[str]:
             d = tree.stat(session.akey(aid))
             out.append("pending" if d is not None and d.is_dir else "missing")
     return out
-
-
-def _decodes(data: bytes, typ: type[msgspec.Struct]) -> bool:
-    """Whether a marker decodes as `load` reads it (an empty file as `{}`)."""
-    try:
-        msgspec.json.decode(data or b"{}", type=typ)
-        return True
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
-
-
-def _has_text(data: bytes | None) -> bool:
-    """Whether a file holds UTF-8 text that is not all blank (an overview worth serving)."""
-    try:
-        return data is not None and bool(data.decode("utf-8").strip())
-    except UnicodeDecodeError:
-        return False
 
 
 def create_archive(session: SessionDir, index: int, messages: list[Message], meta: ArchiveMeta) -> str:

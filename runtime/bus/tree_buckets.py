@@ -81,6 +81,12 @@ class Found:
     headers: dict[str, str]
     deleted: bool = False  # the key's last message is a delete (its revision is what a create must expect)
 
+    @classmethod
+    def of(cls, data: bytes, seq: int, headers: dict[str, str], written: float) -> Found:
+        """A last message as read: its time the moved file's own (`MTIME`) or when it was written."""
+        return cls(data, seq, float(headers[MTIME]) if MTIME in headers else written, headers,
+                   headers.get(KV_OP) in ("DEL", "PURGE"))
+
 
 class Bucket:
     """One account's bucket: its KV stream and its object store."""
@@ -123,9 +129,8 @@ class Bucket:
             msg = await self.js.get_msg(self.stream, subject=self.pre + kkey, direct=False)
         except NotFoundError:
             return None
-        headers = dict(msg.headers or {})
-        mtime = float(headers[MTIME]) if MTIME in headers else msg.time.timestamp() if msg.time else 0.0
-        return Found(bytes(msg.data or b""), int(msg.seq or 0), mtime, headers, headers.get(KV_OP) in ("DEL", "PURGE"))
+        return Found.of(bytes(msg.data or b""), int(msg.seq or 0), dict(msg.headers or {}),
+                        msg.time.timestamp() if msg.time else 0.0)
 
     async def get(self, kkey: str) -> Found | None:
         """A key's live value; None when there is none or it was deleted."""
@@ -137,15 +142,9 @@ class Bucket:
         (`leader_reads`): a listing's sizes and times, a directory's values to move."""
         got = await leader_reads.last_messages(self.js._nc, self.js._prefix, self.stream,
                                                [self.pre + k for k in kkeys], self.js._timeout)
-        out: list[Found | None] = []
-        for msg in got:
-            headers = leader_reads.headers_of(msg.hdrs) if msg is not None and msg.hdrs else {}
-            if msg is None or headers.get(KV_OP) in ("DEL", "PURGE"):
-                out.append(None)
-                continue
-            mtime = float(headers[MTIME]) if MTIME in headers else leader_reads.seconds(msg.time) if msg.time else 0.0
-            out.append(Found(msg.data, msg.seq, mtime, headers))
-        return out
+        found = [None if m is None else Found.of(m.data, m.seq, leader_reads.headers_of(m.hdrs) if m.hdrs else {},
+                                                 leader_reads.seconds(m.time) if m.time else 0.0) for m in got]
+        return [None if f is None or f.deleted else f for f in found]
 
     async def create(self, kkey: str, value: bytes, headers: dict[str, str] | None = None) -> bool:
         """Publish only if the key has no live value: True when this call created it."""
