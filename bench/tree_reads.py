@@ -8,7 +8,9 @@ read one `get_msg` at a time (64 in flight, as before) against `list` (the reads
 `list(details=False)` (names and kinds, no entry read); the directory's files read one `read` at a
 time against one `read_many`; and, for a session of as many archives (at most 200), each archive's
 state read through the per-key path (a stat of `.done`, then `.done` and the overview) against
-`sessions.marker_states` of all of them.
+`sessions.marker_states` of all of them, and every archive's listing (its six files: markers,
+overview, meta, 20 messages) read a file at a time, as a session's load did, against
+`sessions.read_archives`.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from skald.messages.sessions import Message, TextPart  # noqa: E402
 from skald.runtime.bus.jetstream_tree import JetStreamTree  # noqa: E402
 from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
 from skald.runtime.bus.tree_buckets import bounded  # noqa: E402
 from skald.runtime.bus.tree_keys import kv_key  # noqa: E402
 from skald.store import sessions  # noqa: E402
-from skald.store.session_meta import DoneMarker  # noqa: E402
+from skald.store.archive_state import ArchiveListing  # noqa: E402
+from skald.store.session_meta import DoneMarker, QuarantineMarker  # noqa: E402
 from skald.store.uri import VikingPath  # noqa: E402
 
 
@@ -70,9 +74,24 @@ def archives(t: JetStreamTree, key: str, n: int) -> sessions.SessionDir:
     s = sessions.SessionDir(vp=cast(VikingPath, None), tree=t, key=key)
     done = msgspec.json.encode(DoneMarker())
     for i in range(1, n + 1):
-        t.write_dir(s.akey(sessions.archive_name(i)), {"messages.jsonl": b"", sessions.DONE: done,
+        said = [Message(id=f"m{i}-{k}", role="user", parts=[TextPart(text=f"turn {k}: " + "words " * 30)])
+                for k in range(20)]
+        t.write_dir(s.akey(sessions.archive_name(i)), {"messages.jsonl": sessions.encode_lines(said),
+                                                      sessions.DONE: done, sessions.META: b"{}",
                                                       sessions.OVERVIEW: b"# Overview\n\nwhat was said"})
     return s
+
+
+def listing_one_file_at_a_time(s: sessions.SessionDir, i: int) -> ArchiveListing:
+    """An archive's listing as `read_archive` read it before: its six files in turn."""
+    aid, t = sessions.archive_name(i), s.tree
+    done, status = sessions.load(t, s.akey(aid, sessions.DONE), DoneMarker)
+    overview = sessions.read_text(t, s.akey(aid, sessions.OVERVIEW)) or None
+    quarantined = sessions.load(t, s.akey(aid, sessions.QUARANTINED), QuarantineMarker)[0]
+    return ArchiveListing(archive_id=aid, index=i, done=done, done_unreadable=status == "corrupt", overview=overview,
+                          failed=sessions.read_failed(s, aid), quarantined=quarantined,
+                          messages=sessions.read_messages_at(t, s.akey(aid, sessions.MESSAGES)),
+                          checkpoints=list(sessions.read_archive_meta(s, aid).checkpoints))
 
 
 def state_one_key_at_a_time(s: sessions.SessionDir, i: int) -> str:
@@ -94,7 +113,8 @@ def main() -> None:
     t = JetStreamTree([srv.start()], "tree_reads")
     try:
         print(f"{'entries':>8} | {'list, a get each':>16} {'list':>8} {'names':>8} | "
-              f"{'read each':>10} {'read_many':>10} | {'archives':>8} {'state each':>10} {'at once':>8}  (ms)")
+              f"{'read each':>10} {'read_many':>10} | {'archives':>8} {'state each':>10} {'at once':>8} | "
+              f"{'listing each':>12} {'read_archives':>13}  (ms)")
         for n in (int(x) for x in a.sizes.split(",")):
             d = f"d{n}"
             fill(t, d, n)
@@ -110,8 +130,11 @@ def main() -> None:
             assert [state_one_key_at_a_time(s, i) for i in idx] == sessions.marker_states(s, idx)
             st_each = best_ms(lambda s=s, idx=idx: [state_one_key_at_a_time(s, i) for i in idx], a.repeat)
             st_once = best_ms(lambda s=s, idx=idx: sessions.marker_states(s, idx), a.repeat)
+            assert [listing_one_file_at_a_time(s, i) for i in idx] == sessions.read_archives(s, idx)
+            ls_each = best_ms(lambda s=s, idx=idx: [listing_one_file_at_a_time(s, i) for i in idx], a.repeat)
+            ls_once = best_ms(lambda s=s, idx=idx: sessions.read_archives(s, idx), a.repeat)
             print(f"{n:>8,} | {base:16.1f} {full:8.1f} {names:8.1f} | {each:10.1f} {many:10.1f} | "
-                  f"{m:>8} {st_each:10.1f} {st_once:8.1f}", flush=True)
+                  f"{m:>8} {st_each:10.1f} {st_once:8.1f} | {ls_each:12.1f} {ls_once:13.1f}", flush=True)
     finally:
         t.close()
         srv.stop()

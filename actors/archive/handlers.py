@@ -144,7 +144,7 @@ class Archiver:
                     between.append(i)
                 i -= 1
             wanted = (*sorted(between), index)
-            listings = await asyncio.to_thread(lambda: [session_store.read_archive(sdir, j) for j in wanted])
+            listings = await asyncio.to_thread(session_store.read_archives, sdir, list(wanted))
             # Working memory accumulates: this archive's overview starts from the newest completed one.
             previous = "" if i <= 0 else await asyncio.to_thread(
                 session_store.read_text, sdir.tree, sdir.akey(session_store.archive_name(i), session_store.OVERVIEW))

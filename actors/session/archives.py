@@ -17,7 +17,7 @@ from skald.store.sessions import SessionDir
 def tail_states(st: State) -> list[ArchiveState]:
     """The archives past the frontier, read from disk; the frontier advances over final ones."""
     sdir = st.sdir
-    tail = [session_store.read_archive(sdir, i) for i in range(st.frontier.index + 1, st.max_index + 1)]
+    tail = session_store.read_archives(sdir, list(range(st.frontier.index + 1, st.max_index + 1)))
     tail = [a for a in tail if a.messages or a.done is not None or a.failed is not None
             or sdir.tree.stat(sdir.akey(a.archive_id)) is not None]
     st.frontier, states = frontier.advance(st.frontier, tail, st.root, sdir.archive_uri)
@@ -25,17 +25,12 @@ def tail_states(st: State) -> list[ArchiveState]:
 
 def listings(st: State) -> list[ArchiveListing]:
     """Every archive of a session, a completed one read once and kept (completed is terminal)."""
-    out = []
-    for i in session_store.archive_indexes(st.sdir):
-        cached = st.archives.get(i)
-        if cached is not None:
-            out.append(cached)
-            continue
-        listing = session_store.read_archive(st.sdir, i)
+    indexes = session_store.archive_indexes(st.sdir)
+    read = {a.index: a for a in session_store.read_archives(st.sdir, [i for i in indexes if i not in st.archives])}
+    for i, listing in read.items():
         if listing.done is not None and listing.overview is not None:
             st.archives[i] = listing  # completed is terminal: never read again
-        out.append(listing)
-    return out
+    return [read.get(i) or st.archives[i] for i in indexes]
 
 
 def archive_info(sdir: SessionDir, s: ArchiveState) -> session_msgs.ArchiveInfo:

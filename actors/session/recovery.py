@@ -41,8 +41,8 @@ def counted(sdir: SessionDir, meta: SessionMeta) -> tuple[int, int, int]:
     live = session_store.read_live(sdir)
     indexes = session_store.archive_indexes(sdir)
     ids = {m.id for m in live}
-    for i in indexes:
-        ids.update(m.id for m in session_store.read_archive(sdir, i).messages)
+    for listing in session_store.read_archives(sdir, indexes):
+        ids.update(m.id for m in listing.messages)
     return len(live), max(meta.total_message_count, len(ids)), len(indexes)
 
 
@@ -54,12 +54,11 @@ def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
     requests: dict[str, str] = {}
     pending: list[int] = []
     indexes = session_store.archive_indexes(sdir)
-    for i in indexes:
-        listing = session_store.read_archive(sdir, i)
+    for listing in session_store.read_archives(sdir, indexes):
         archived.update(m.id for m in listing.messages)
         requests.update((m.request_id, m.id) for m in listing.messages if m.request_id)
         if listing.done is None and listing.failed is None:
-            pending.append(i)
+            pending.append(listing.index)
     if any(m.id in archived for m in root):
         # Phase 1 died after the archive was durable but before root was rewritten: finish it.
         fence()

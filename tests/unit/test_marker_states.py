@@ -1,5 +1,5 @@
-"""An archive's state from its markers (`store/sessions.py`): every state read right when many
-archives' markers are read at once, on each tree."""
+"""An archive's state from its markers, and its whole listing (`store/sessions.py`): every state
+and every file read right when many archives are read at once, on each tree."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import cast
 import msgspec
 import pytest
 
+from skald.messages.sessions import Message, TextPart
 from skald.store import sessions
-from skald.store.session_meta import DoneMarker, FailedMarker, QuarantineMarker
+from skald.store.session_meta import ArchiveMeta, Checkpoint, DoneMarker, FailedMarker, QuarantineMarker
 from skald.store.treeport import Tree
 from skald.store.uri import VikingPath
 from tests.unit.test_tree_port import IMPLEMENTATIONS
@@ -40,3 +41,57 @@ def test_each_archive_state_from_markers_read_at_once(kind: str, tmp_path: Path)
     assert [sessions.marker_state(s, i) for i in indexes] == want
     assert sessions.archive_indexes(s) == list(range(1, 9))
     assert sessions.marker_states(s, []) == []
+
+
+def _said(i: int, n: int) -> list[Message]:
+    return [Message(id=f"m{i}-{k}", role="user", parts=[TextPart(text=f"turn {k} of archive {i}")],
+                    request_id=f"r{i}-{k}" if k % 2 else None) for k in range(n)]
+
+
+@pytest.mark.parametrize("kind", sorted(IMPLEMENTATIONS))
+def test_archive_listings_read_at_once_hold_every_file(kind: str, tmp_path: Path) -> None:
+    t: Tree = IMPLEMENTATIONS[kind](tmp_path)
+    s = sessions.SessionDir(vp=cast(VikingPath, None), tree=t, key="sess")
+    done = DoneMarker(ending_message_id="m1-2", covered_failed_archives=["archive_000"])
+    meta = ArchiveMeta(archive_id="archive_001", checkpoints=[Checkpoint(abstract="what came before")])
+    t.write_dir(s.akey("archive_001"), {
+        sessions.MESSAGES: sessions.encode_lines(_said(1, 3)) + b'{"torn', sessions.META: msgspec.json.encode(meta),
+        sessions.DONE: msgspec.json.encode(done), sessions.OVERVIEW: b"# Overview\n\nWhat was said."})
+    t.write_dir(s.akey("archive_002"), {  # every marker unreadable, the overview not text
+        sessions.MESSAGES: sessions.encode_lines(_said(2, 1)), sessions.META: b"{not json", sessions.DONE: b"[",
+        sessions.OVERVIEW: b"\xff\xfe", sessions.FAILED: b"{", sessions.QUARANTINED: b"{"})
+    t.write_dir(s.akey("archive_003"), {sessions.FAILED: msgspec.json.encode(FailedMarker(stage="llm", error="x")),
+                                        sessions.OVERVIEW: b"  \n"})  # no messages file, a blank overview
+    one, two, three, four = sessions.read_archives(s, [1, 2, 3, 4])  # 4: no such archive
+    assert [m.id for m in one.messages] == ["m1-0", "m1-1", "m1-2"]  # the torn last line skipped
+    assert one.done == done and not one.done_unreadable and one.overview == "# Overview\n\nWhat was said."
+    assert one.checkpoints == meta.checkpoints and one.failed is None and one.quarantined is None
+    assert two.done is None and two.done_unreadable and two.overview is None and two.checkpoints == []
+    assert two.failed is not None and two.failed.error == "unreadable .failed.json"
+    assert two.quarantined is not None and two.quarantined.reason == "unreadable .quarantined.json"
+    assert [m.id for m in two.messages] == ["m2-0"]
+    assert three.messages == [] and three.overview is None and three.failed == FailedMarker(stage="llm", error="x")
+    assert (four.archive_id, four.index, four.done, four.messages, four.failed) == ("archive_004", 4, None, [], None)
+    # Each file as its own reader takes it, archive by archive: the same listings.
+    for a in (one, two, three, four):
+        aid = a.archive_id
+        assert a.done == sessions.load(t, s.akey(aid, sessions.DONE), DoneMarker)[0]
+        assert a.failed == sessions.read_failed(s, aid)
+        assert a.checkpoints == sessions.read_archive_meta(s, aid).checkpoints
+        assert a.messages == sessions.read_messages_at(t, s.akey(aid, sessions.MESSAGES))
+        assert a == sessions.read_archive(s, a.index)
+
+
+@pytest.mark.parametrize("kind", sorted(IMPLEMENTATIONS))
+def test_archive_listings_past_one_read(kind: str, tmp_path: Path) -> None:
+    """More archives than one `read_many` is asked for: every one read, in the order asked."""
+    t: Tree = IMPLEMENTATIONS[kind](tmp_path)
+    s = sessions.SessionDir(vp=cast(VikingPath, None), tree=t, key="sess")
+    n = sessions.ARCHIVES_READ_AT_ONCE + 6
+    for i in range(1, n + 1):
+        t.write_dir(s.akey(sessions.archive_name(i)), {sessions.MESSAGES: sessions.encode_lines(_said(i, i % 3 + 1))})
+    order = list(range(n, 0, -1))
+    got = sessions.read_archives(s, order)
+    assert [a.index for a in got] == order
+    assert [[m.id for m in a.messages] for a in got] == [[f"m{i}-{k}" for k in range(i % 3 + 1)] for i in order]
+    assert sessions.read_archives(s, []) == []
