@@ -108,6 +108,9 @@ class LocalTree:
         is_dir = stat.S_ISDIR(st.st_mode)
         return Entry(key.rpartition("/")[2], is_dir, 0 if is_dir else st.st_size, st.st_mtime)
 
+    def stat_many(self, keys: list[str]) -> list[Entry | None]:
+        return [self.stat(k) for k in keys]
+
     def list(self, key: str, *, details: bool = True) -> list[Entry]:
         out = []
         with os.scandir(self.path(key)) as it:  # FileNotFoundError / NotADirectoryError, as the port says

@@ -94,6 +94,9 @@ class MemoryTree:
                 return Entry(name, False, len(data), mtime)
             return Entry(name, True) if self._is_dir(key) else None
 
+    def stat_many(self, keys: list[str]) -> list[Entry | None]:
+        return [self.stat(k) for k in keys]
+
     def list(self, key: str, *, details: bool = True) -> list[Entry]:
         with self._lock:
             if check_key(key) in self.files:

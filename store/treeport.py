@@ -77,6 +77,11 @@ class Tree(Protocol):
         """The entry at `key`, or None when there is none."""
         ...
 
+    def stat_many(self, keys: list[str]) -> list[Entry | None]:
+        """`stat` of each key, in the order asked: a store whose every stat is a round trip (the
+        JetStream tree) answers them together."""
+        ...
+
     def list(self, key: str, *, details: bool = True) -> list[Entry]:
         """A directory's entries, sorted by name; `FileNotFoundError` when it does not exist.
         Without `details`, names and kinds only (every size and time 0): where an entry's size

@@ -40,10 +40,12 @@ class DirRows:
         rows: list[tuple[IndexRow, str]] = []
         t = self.ns.tree
         for vp in dirs:
-            if not rows_mod.dir_has_rows(vp.segments) or not await asyncio.to_thread(treeops.is_dir, t, vp.key):
+            if not rows_mod.dir_has_rows(vp.segments):
                 continue
             t0 = time.monotonic()
             children = await self._children(vp)
+            if children is None:  # not a directory (any more): nothing to summarise, nothing to write
+                continue
             now = time.monotonic()
             self.wide.record(vp.uri, len(children), now, took=now - t0)
             names = {n for n, is_dir, _ in children if not is_dir}
@@ -79,12 +81,18 @@ class DirRows:
             out.append((row_subject_token(row.account, row.uri, row.level), IndexChange(upsert=row)))
         return out
 
-    async def _children(self, vp: VikingPath) -> list[tuple[str, bool, str]]:
-        """(name, is_dir, abstract) of every entry, sorted; abstracts only for the first ones, as
-        many as a directory overview can show (`shown_children`): a directory of 100,000 entries
-        costs one listing, not 100,000 reads per job touching it. Listed and read in a thread."""
+    async def _children(self, vp: VikingPath) -> list[tuple[str, bool, str]] | None:
+        """(name, is_dir, abstract) of every entry, sorted, or None when `vp` is not a directory;
+        abstracts only for the first ones, as many as a directory overview can show
+        (`shown_children`): a directory of 100,000 entries costs one listing, not 100,000 reads per
+        job touching it. The listing and the sidecar are read side by side (each a round trip on
+        the JetStream tree), the rest in a thread."""
         t = self.ns.tree
-        facts, entries, stale = await asyncio.to_thread(_list_children, t, vp.key)
+        listing, facts = await asyncio.gather(asyncio.to_thread(_visible, t, vp.key),
+                                              asyncio.to_thread(sidecar.load, t, vp.key))
+        if listing is None:
+            return None
+        entries, stale = await asyncio.to_thread(_list_children, t, vp.key, listing, facts)
         out = list(entries)
         changed = False
         for i, name, st in stale:  # files new or changed since their abstract was written
@@ -124,19 +132,39 @@ def shown_children(lines: Iterable[int]) -> int:
     return n
 
 
-def _list_children(t: Tree, key: str) -> tuple[dict[str, sidecar.FileFacts], list[tuple[str, bool, str]],
-                                                list[tuple[int, str, Entry]]]:
-    """The directory's sidecar facts, its entries (abstracts read for the shown ones only) and the
+# Subdirectories whose abstracts one `read_many` asks for, as far as an overview can show them.
+ABSTRACTS_AT_ONCE = 64
+
+
+def _visible(t: Tree, key: str) -> list[Entry] | None:
+    """A directory's visible entries, sorted; None when it is not one (gone, or a file)."""
+    try:
+        return [e for e in t.list(key) if treeops.visible(e.name, False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _list_children(t: Tree, key: str, listing: list[Entry], facts: dict[str, sidecar.FileFacts]
+                   ) -> tuple[list[tuple[str, bool, str]], list[tuple[int, str, Entry]]]:
+    """The directory's entries (abstracts read for the shown ones only: a subdirectory's from its
+    `.abstract.md`, ABSTRACTS_AT_ONCE read together, a file's from the sidecar `facts`) and the
     shown files whose facts are stale (their place in the entries, name, entry)."""
-    facts = sidecar.load(t, key)
     entries: list[tuple[str, bool, str]] = []
     stale: list[tuple[int, str, Entry]] = []
-    listing = [(e, e.is_dir) for e in treeops.listdir(t, key, missing_ok=True)]
+    read: dict[int, str] = {}  # a subdirectory's abstract by its place in the listing
+
+    def dir_abstract(i: int) -> str:
+        if i not in read:
+            window = [j for j in range(i, len(listing)) if listing[j].is_dir][:ABSTRACTS_AT_ONCE]
+            got = t.read_many([f"{key}/{listing[j].name}/{tree.ABSTRACT}" for j in window])
+            read.update((j, data.decode("utf-8", errors="replace") if data else "") for j, data in zip(window, got,
+                                                                                                     strict=True))
+        return read[i]
 
     def lines() -> Iterable[int]:
-        for e, is_dir in listing:
-            if is_dir:
-                abstract = treeops.read_text(t, f"{key}/{e.name}/{tree.ABSTRACT}", "") or ""
+        for i, e in enumerate(listing):
+            if e.is_dir:
+                abstract = dir_abstract(i)
             else:
                 f = facts.get(e.name)
                 if f is None or f.mtime_ns != treeops.mtime_ns(e) or f.size != e.size:
@@ -144,9 +172,9 @@ def _list_children(t: Tree, key: str) -> tuple[dict[str, sidecar.FileFacts], lis
                     abstract = ""
                 else:
                     abstract = f.abstract
-            entries.append((e.name, is_dir, abstract))
+            entries.append((e.name, e.is_dir, abstract))
             yield len(e.name) + len(abstract) + 6
 
     shown = shown_children(lines())
-    entries += [(e.name, is_dir, "") for e, is_dir in listing[shown:]]
-    return facts, entries, stale
+    entries += [(e.name, e.is_dir, "") for e in listing[shown:]]
+    return entries, stale

@@ -30,7 +30,7 @@ from skald.messages.index import IndexChange, IndexDelete
 from skald.store import document_records, faults, sidecar, treeops
 from skald.store.index import row_subject_token
 from skald.store.language import languages_of_parts
-from skald.store.treeport import Entry, parent
+from skald.store.treeport import Entry, StoreUnavailable, parent
 from skald.store.uri import Identity, Namespace, VikingPath, join_uri
 
 log = logging.getLogger("skald.indexer")
@@ -137,9 +137,9 @@ class IngestPipeline(DirRows):
                 if node not in nodes:
                     nodes[node] = (self.ns.resolve(node, Identity(account=r.account, is_root=True)), [])
                 nodes[node][1].append((r.uri, r.level))
-        t = self.ns.tree
-        gone = await asyncio.to_thread(lambda: [n for n in nodes.values() if t.stat(n[0].key) is None])
-        return [d for vp, keys in gone for d in self._deletes(vp, keys)]
+        found = await asyncio.to_thread(self.ns.tree.stat_many, [vp.key for vp, _ in nodes.values()])
+        return [d for (vp, keys), st in zip(nodes.values(), found, strict=True) if st is None
+                for d in self._deletes(vp, keys)]
 
     async def _reuse(self, plans: list[tuple[VikingPath, Entry, tuple[str, ...], file_rows.FilePlan]]) -> None:
         """The vectors of sections indexed before from the same text, read from the rows the index
@@ -164,20 +164,27 @@ class IngestPipeline(DirRows):
             batch_skipped: list[ingest_msgs.Skipped] = []
             for n, (vp, st) in enumerate(batch):
                 await self._converting(job, i + n, total)
+                d = parent(vp.key)
                 try:
                     if st.size > self.max_file_bytes:  # written before the limit was lowered, or grown by appends
                         raise Unconvertible("too_large", f"{st.size} bytes; the limit is {self.max_file_bytes} "
                                                          "(SKALD_MAX_FILE_MB)")
-                    data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)  # NOT_FOUND: gone since
+                    # The file, its directory's sidecar (once a directory) and its document record
+                    # side by side: on the JetStream tree each is a round trip.
+                    data, dir_facts, old_rec = await asyncio.gather(
+                        asyncio.to_thread(treeops.read_bytes, t, vp.key),  # NOT_FOUND: gone since
+                        asyncio.sleep(0) if d in by_dir else asyncio.to_thread(sidecar.load, t, d),
+                        asyncio.to_thread(document_records.load, t, vp.key))
                     doc = await asyncio.to_thread(formats.convert, vp.name, data)
+                except StoreUnavailable:
+                    raise  # the store did not answer: the job runs again, not done without this file
                 except (NotFound, InvalidArgument, OSError):
                     continue  # gone or unreadable since the walk: nothing to index
                 except Unconvertible as e:
                     batch_skipped.append(ingest_msgs.Skipped(uri=vp.uri, reason=e.reason, detail=e.detail))
                     out += self._deletes(vp, ((vp.uri, 2),))
                     continue
-                d = parent(vp.key)
-                facts = by_dir[d] if d in by_dir else by_dir.setdefault(d, await asyncio.to_thread(sidecar.load, t, d))
+                facts = by_dir.setdefault(d, dir_facts or {})
                 sha = rows_mod.sha256(data)
                 old = facts.get(vp.name)
                 if old and old.sha == sha and old.summarizer == self.summarizer.name:
@@ -187,7 +194,7 @@ class IngestPipeline(DirRows):
                 tags = rows_mod.check_tags((*(old.tags if old else ()), *job.tags)) if (old or job.tags) else ()
                 facts[vp.name] = sidecar.FileFacts(mtime_ns=treeops.mtime_ns(st), size=st.size, sha=sha,
                                                    abstract=summary, tags=tags, summarizer=self.summarizer.name)
-                old_rec = records[vp.key] = await asyncio.to_thread(document_records.load, t, vp.key)
+                records[vp.key] = old_rec
                 plans.append((vp, st, tags, file_rows.plan(vp.segments, doc, sha, summary, self.embedder.name,
                                                            old_rec)))
             await self._reuse(plans)

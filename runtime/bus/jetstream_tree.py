@@ -148,14 +148,18 @@ class JetStreamTree:
 
     async def _read_many(self, keys: list[str]) -> list[bytes | None]:
         out: list[bytes | None] = [None] * len(keys)
+        for b, at in await self._by_bucket(keys):  # each bucket's keys at once
+            for i, value in zip(at, await tree_values.read_many(b, [kv_key(keys[i]) for i in at]), strict=True):
+                out[i] = value
+        return out
+
+    async def _by_bucket(self, keys: list[str]) -> list[tuple[Bucket, list[int]]]:
+        """The keys' places grouped by the bucket that holds them."""
         groups: dict[str, tuple[Bucket, list[int]]] = {}
         for i, key in enumerate(keys):
             b = await self._accounts.of(check_key(key))
             groups.setdefault(b.name, (b, []))[1].append(i)
-        for b, at in groups.values():  # each bucket's keys at once
-            for i, value in zip(at, await tree_values.read_many(b, [kv_key(keys[i]) for i in at]), strict=True):
-                out[i] = value
-        return out
+        return list(groups.values())
 
     def write(self, key: str, data: bytes, *, durable: bool = True) -> bool:
         return self._run(self._write(key, bytes(data)))
@@ -266,14 +270,24 @@ class JetStreamTree:
         return self._run(self._stat(key))
 
     async def _stat(self, key: str) -> Entry | None:
-        name = key.rpartition("/")[2]
         if key in VIRTUAL:
-            return Entry(name, True) if await self._list_virtual(key) else None
+            return Entry(key.rpartition("/")[2], True) if await self._list_virtual(key) else None
         b = await self._accounts.of(key)
-        found, is_dir = await asyncio.gather(b.get(kv_key(key)), b.get(mark(key)))
-        if found is not None:
-            return Entry(name, False, tree_values.size(found), found.mtime)
-        return Entry(name, True, 0, is_dir.mtime) if is_dir is not None else None
+        return tree_listing.entry(key, *await asyncio.gather(b.get(kv_key(key)), b.get(mark(key))))
+
+    def stat_many(self, keys: list[str]) -> list[Entry | None]:
+        return self._run(self._stat_many(keys))
+
+    async def _stat_many(self, keys: list[str]) -> list[Entry | None]:
+        """Each bucket's keys, and their directory markers, read from its leader at once."""
+        if any(k in VIRTUAL for k in keys):  # the space roots are no keys: each stat'ed on its own
+            return [await self._stat(k) for k in keys]
+        out: list[Entry | None] = [None] * len(keys)
+        for b, at in await self._by_bucket(keys):
+            got = await b.get_many([k for i in at for k in (kv_key(keys[i]), mark(keys[i]))])
+            for n, i in enumerate(at):
+                out[i] = tree_listing.entry(keys[i], got[2 * n], got[2 * n + 1])
+        return out
 
     def list(self, key: str, *, details: bool = True) -> list[Entry]:
         return self._run(self._list(key, details))

@@ -1,13 +1,13 @@
 """A JetStream tree directory's entries from its bucket: names from the leader's subjects (files'
 keys and subdirectories' markers), and, when asked for, each entry's size and time from its last
-message, every entry's read sent together (`Bucket.get_many`)."""
+message, every entry's read sent together (`Bucket.get_many`); and what a stat finds at a key."""
 
 from __future__ import annotations
 
 import asyncio
 
 from skald.runtime.bus import tree_values
-from skald.runtime.bus.tree_buckets import Bucket
+from skald.runtime.bus.tree_buckets import Bucket, Found
 from skald.runtime.bus.tree_keys import DIR_MARK, kv_key, segment
 from skald.store.treeport import Entry
 
@@ -27,3 +27,11 @@ async def entries(b: Bucket, key: str, details: bool) -> list[Entry]:
     out += [Entry(segment(k.split(".")[-2]), True, 0, f.mtime)
             for k, f in zip(dirs, got[len(files):], strict=True) if f is not None]
     return sorted(out, key=lambda e: e.name)
+
+
+def entry(key: str, found: Found | None, marker: Found | None) -> Entry | None:
+    """What is at `key` from its file's last message and its directory marker's (None: nothing)."""
+    name = key.rpartition("/")[2]
+    if found is not None:
+        return Entry(name, False, tree_values.size(found), found.mtime)
+    return Entry(name, True, 0, marker.mtime) if marker is not None else None

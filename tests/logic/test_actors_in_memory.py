@@ -147,6 +147,43 @@ async def test_a_store_not_answering_during_phase2_is_waited_out_not_a_failure(t
         assert not list(tmp_path.rglob(".failed.json")) and list(tmp_path.rglob("archive_*/.phase2.journal.json"))
 
 
+class RefusingReads(LocalTree):
+    """A real disk behind a store that does not answer the first `n` reads of one file."""
+
+    def __init__(self, root: Path, suffix: str, n: int) -> None:
+        super().__init__(root)
+        self.suffix, self.left = suffix, n
+
+    def read(self, key: str) -> bytes:
+        if self.left > 0 and key.endswith(self.suffix):
+            self.left -= 1
+            raise StoreUnavailable(f"not answering for {key}")
+        return super().read(key)
+
+
+async def test_a_file_the_store_cannot_read_fails_its_ingest_job_to_be_run_again(tmp_path: Path,
+                                                                                 bus: MemoryBus) -> None:
+    """An ingest job is not done without a file it could not read because the store did not answer
+    (it was skipped as if removed, and its rows never came): the job fails, and the work queue's
+    next delivery indexes it."""
+    tree = RefusingReads(tmp_path, "/backups.md", 1)
+    indexer = Indexer(Namespace(tmp_path, tree), HashEmbedder(), ExtractiveSummarizer(), bus)
+    bus.serve(indexer)
+    try:
+        await call(bus, catalog.FS_WRITE, {"uri": "viking://resources/ops/backups.md", "content": GUIDE,
+                                            "wait": False})
+        queued = list(bus.jobs[catalog.INGEST.name])
+        with pytest.raises(StoreUnavailable):
+            await bus.run_jobs()
+        assert tree.left == 0 and not any(c.upsert for _, _, c in bus.index)
+        bus.jobs[catalog.INGEST.name] = queued  # delivered again
+        await bus.run_jobs()
+        rows = {c.upsert.uri for _, _, c in bus.index if c.upsert is not None}
+        assert "viking://resources/ops/backups.md" in rows
+    finally:
+        await indexer.stop()
+
+
 async def test_indexer_publishes_rows_and_the_retriever_finds_the_passage(tmp_path: Path, bus: MemoryBus) -> None:
     """Indexer to retriever through the index log: a document added is split, embedded and
     published; the retriever's replica follows the log and `find` returns it, and the assembler

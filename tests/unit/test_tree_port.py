@@ -176,6 +176,20 @@ def test_many_files_read_at_once_in_the_order_asked(t: Tree) -> None:
     assert t.remove("big/blob.bin") and t.stat("big/blob.bin") is None
 
 
+def test_many_keys_stat_at_once_as_each_alone(t: Tree) -> None:
+    """Files, directories, nothing, and a key under a file, across two directories."""
+    t.write("s/a.md", b"abc")
+    t.write("s/deep/b.md", b"bb")
+    t.write("u/c.md", b"c")
+    keys = ["s/a.md", "s", "s/deep", "s/none.md", "u/c.md", "s/a.md/under", "gone", "s/deep/b.md"]
+    got = t.stat_many(keys)
+    assert got == [t.stat(k) for k in keys]
+    assert [(e.name, e.is_dir, e.size) if e else None for e in got] == [
+        ("a.md", False, 3), ("s", True, 0), ("deep", True, 0), None, ("c.md", False, 1), None, None,
+        ("b.md", False, 2)]
+    assert t.stat_many([]) == []
+
+
 def test_mkdir_makes_an_empty_directory_once_and_never_over_a_file(t: Tree) -> None:
     t.mkdir("m/empty/deep")
     t.mkdir("m/empty/deep")  # again: nothing

@@ -7,11 +7,32 @@ from pathlib import Path
 
 import pytest
 
-from skald.actors.indexer.dir_rows import SHOWN_CHILDREN, _list_children, shown_children
+from skald.actors.indexer.dir_rows import ABSTRACTS_AT_ONCE, SHOWN_CHILDREN, _list_children, _visible, shown_children
 from skald.actors.indexer.wide import COST_RATIO, REFRESH_S, WIDE_ENTRIES, WideDirs
 from skald.actors.text import extract
 from skald.store import sidecar, tree, treeops
 from skald.store.local_tree import LocalTree
+from skald.store.treeport import Entry
+
+
+class CountingTree(LocalTree):
+    """A local tree that counts its reads: one read of many files is one exchange on a bus store."""
+
+    reads = 0
+
+    def read(self, key: str) -> bytes:
+        self.reads += 1
+        return super().read(key)
+
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        self.reads += 1
+        return super().read_many(keys)
+
+
+def children(t: LocalTree, key: str) -> tuple[list[tuple[str, bool, str]], list[tuple[int, str, Entry]]]:
+    listing = _visible(t, key)
+    assert listing is not None
+    return _list_children(t, key, listing, sidecar.load(t, key))
 
 
 def wide(root: Path, dirs: int, files: int) -> Path:
@@ -44,11 +65,13 @@ def every_abstract(d: Path) -> list[tuple[str, bool, str]]:
 
 def test_a_wide_directory_reads_only_the_entries_its_overview_shows(tmp_path: Path) -> None:
     d = wide(tmp_path, 1500, 500)
-    _, entries, stale = _list_children(LocalTree(d.parent), d.name)
+    t = CountingTree(d.parent)
+    entries, stale = children(t, d.name)
     full = every_abstract(d)
     assert [(n, isdir) for n, isdir, _ in entries] == [(n, isdir) for n, isdir, _ in full]  # every entry listed
     read = sum(1 for *_, a in entries if a)
     assert SHOWN_CHILDREN <= read < 400 and not stale
+    assert t.reads == -(-read // ABSTRACTS_AT_ONCE) + 1  # the subdirectories' abstracts a window at a time
     assert extract.dir_overview("wide", entries, None) == extract.dir_overview("wide", full, None)
     assert entries[:SHOWN_CHILDREN] == full[:SHOWN_CHILDREN]  # what an LLM overview is given
 
@@ -57,7 +80,7 @@ def test_a_small_directory_reads_every_entry_and_reports_stale_files(tmp_path: P
     d = wide(tmp_path, 3, 2)
     (d / "f00001.md").write_text("# changed since its abstract was written\n")
     (d / "new.md").write_text("# new\n")
-    _, entries, stale = _list_children(LocalTree(d.parent), d.name)
+    entries, stale = children(LocalTree(d.parent), d.name)
     # three directories and the one file whose facts still hold; the two others are to be summarised
     assert [n for n, _, a in entries if a] == ["d00000", "d00001", "d00002", "f00000.md"]
     assert sorted(name for _, name, _ in stale) == ["f00001.md", "new.md"]
@@ -122,3 +145,10 @@ def test_an_overview_that_cannot_list_every_entry_says_how_many_there_are() -> N
     assert extract.dir_abstract("fleet", over).startswith("fleet: 500 entries (f0000.md, f0001.md")
     small = extract.dir_overview("few", kids[:3], None)
     assert "## Contents\n- f0000.md" in small and extract.dir_abstract("few", small).startswith("few: 3 entries")
+
+
+def test_a_file_or_a_missing_directory_has_no_children(tmp_path: Path) -> None:
+    t = LocalTree(tmp_path)
+    t.write("a/file.md", b"# a file")
+    assert _visible(t, "a/file.md") is None and _visible(t, "a/gone") is None
+    assert [e.name for e in _visible(t, "a") or []] == ["file.md"]

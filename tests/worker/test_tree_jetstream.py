@@ -31,6 +31,7 @@ from tests.unit.test_tree_port import (  # noqa: F401 - the contract's tests, ru
     test_create_raced_by_threads_has_one_winner,
     test_list_is_sorted_with_kinds_and_refuses_what_is_not_a_directory,
     test_many_files_read_at_once_in_the_order_asked,
+    test_many_keys_stat_at_once_as_each_alone,
     test_mkdir_makes_an_empty_directory_once_and_never_over_a_file,
     test_move_files_and_directories_never_over_something,
     test_notes_are_files_found_by_listing,
