@@ -127,10 +127,6 @@ class JetStreamTree:
                 raise NotADirectoryError(a)
         return first[0], first[1], [a for a, m in zip(above, marks, strict=True) if m is None]
 
-    @staticmethod
-    async def _mark(b: Bucket, dirs: list[str]) -> None:
-        await bounded([b.put(mark(d), b"") for d in sorted(dirs, key=len)])
-
     # ----- the port -------------------------------------------------------------------------
 
     def read(self, key: str) -> bytes:
@@ -170,7 +166,7 @@ class JetStreamTree:
         old, is_dir, missing = await self._prepare(b, key)
         if is_dir is not None:
             raise IsADirectoryError(key)
-        await self._mark(b, missing)
+        await tree_moves.mark_dirs(b, missing)
         value, headers = await tree_values.encode(b, key, data, self._nc.max_payload)
         await b.put(kv_key(key), value, headers=headers)
         await tree_values.drop(b, old)
@@ -186,7 +182,7 @@ class JetStreamTree:
             raise IsADirectoryError(key)
         if old is not None:
             return False
-        await self._mark(b, missing)
+        await tree_moves.mark_dirs(b, missing)
         value, headers = await tree_values.encode(b, key, data, self._nc.max_payload)
         if await b.create(kv_key(key), value, headers):
             return True
@@ -250,7 +246,7 @@ class JetStreamTree:
         old, is_dir, missing = await self._prepare(b, key)
         if old is not None:
             raise FileExistsError(key)
-        await self._mark(b, missing if is_dir is not None else [*missing, key])
+        await tree_moves.mark_dirs(b, missing if is_dir is not None else [*missing, key])
 
     def write_dir(self, key: str, files: dict[str, bytes]) -> None:
         self._run(self._write_dir(key, {check_key(n): bytes(d) for n, d in files.items()}))
@@ -263,7 +259,7 @@ class JetStreamTree:
         await b.delete(f"{kv_key(key)}.>")  # leftovers of an attempt that died before its marker
         values = await bounded([tree_values.encode(b, f"{key}/{n}", d, self._nc.max_payload) for n, d in files.items()])
         await bounded([b.put(kv_key(f"{key}/{n}"), v, headers=h) for n, (v, h) in zip(files, values, strict=True)])
-        await self._mark(b, missing)
+        await tree_moves.mark_dirs(b, missing)
         await b.put(mark(key), b"")  # whole from here on
 
     def stat(self, key: str) -> Entry | None:
@@ -357,7 +353,7 @@ class JetStreamTree:
         folder = key.rpartition("/")[0]
         if folder not in self._noted_dirs:
             _, _, missing = await self._prepare(b, key)
-            await self._mark(b, missing)
+            await tree_moves.mark_dirs(b, missing)
             if len(self._noted_dirs) >= 64:  # notes go to a few directories at a time (a minute's)
                 self._noted_dirs.clear()
             self._noted_dirs.add(folder)
@@ -390,17 +386,10 @@ class JetStreamTree:
         await bd.put(moving(dst), tree_moves.intent(src, dst, source.revision))
         faults.point("tree.move_intent")
         if found is not None:  # the value moves as it is (an object pointer included)
-            await self._mark(bd, missing)
+            await tree_moves.mark_dirs(bd, missing)
             await bd.put(kv_key(dst), found.value, headers=tree_values.kept(found))
         else:
-            base_src, base_dst = kv_key(src), kv_key(dst)
-            keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
-            values = await bs.get_many(keys)
-            await bd.delete(f"{base_dst}.>")  # leftovers of an attempt that died before its marker
-            await self._mark(bd, missing)
-            await bounded([bd.put(base_dst + k[len(base_src):], f.value, headers=tree_values.kept(f))
-                        for k, f in zip(keys, values, strict=True) if f is not None])
-            await bd.put(mark(dst), b"")  # whole from here on
+            await tree_moves.copy_dir(bs, bd, src, dst, missing)
         faults.point("tree.move_copied")
         await bs.delete(kv_key(src) if found is not None else f"{kv_key(src)}.>")  # gone at once
         faults.point("tree.move_purged")

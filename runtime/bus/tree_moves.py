@@ -62,3 +62,21 @@ async def pointed_at(b: Bucket, key: str) -> list[str]:
     if not stored:
         return []
     return sorted(stored & await tree_values.pointers(b, f"{kv_key(key)}.>"))
+
+
+async def mark_dirs(b: Bucket, dirs: list[str]) -> None:
+    """Directory markers, top-down (a marker vouches for every ancestor: `JetStreamTree._prepare`)."""
+    await bounded([b.put(mark(d), b"") for d in sorted(dirs, key=len)])
+
+
+async def copy_dir(bs: Bucket, bd: Bucket, src: str, dst: str, missing: list[str]) -> None:
+    """A directory's files copied from `src` to `dst` as they are (an object pointer included), the
+    ancestors `missing` a marker marked first and its own marker last, so it is whole once visible."""
+    base_src, base_dst = kv_key(src), kv_key(dst)
+    keys = [k for k in await bs.keys(f"{base_src}.>") if k != mark(src)]
+    values = await bs.get_many(keys)
+    await bd.delete(f"{base_dst}.>")  # leftovers of an attempt that died before its marker
+    await mark_dirs(bd, missing)
+    await bounded([bd.put(base_dst + k[len(base_src):], f.value, headers=tree_values.kept(f))
+                   for k, f in zip(keys, values, strict=True) if f is not None])
+    await bd.put(mark(dst), b"")  # whole from here on
