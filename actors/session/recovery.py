@@ -35,15 +35,18 @@ def recovered_meta(sdir: SessionDir, ids: set[str], archives: int) -> SessionMet
                        commit_count=archives)
 
 
-def counted(sdir: SessionDir, meta: SessionMeta) -> tuple[int, int, int]:
-    """A session not loaded here, counted from what is stored: (live messages, every message
-    accepted, archives). Its meta is not rewritten per message, so it cannot say this itself."""
-    live = session_store.read_live(sdir)
+def counted(sdir: SessionDir) -> tuple[SessionMeta, int, int, int]:
+    """A session not loaded here, counted from what is stored: (its meta, live messages, every
+    message accepted, archives). Its meta is not rewritten per message, so it cannot say this
+    itself. The meta and the live log are read together, the archives many at once."""
+    meta_b, live_b = sdir.tree.read_many([sdir.fkey(session_store.META), sdir.fkey(session_store.MESSAGES)])
+    meta = session_store.decoded(meta_b, SessionMeta)[0] or SessionMeta()
+    live = session_store.decode_lines(live_b) if live_b else []
     indexes = session_store.archive_indexes(sdir)
     ids = {m.id for m in live}
     for listing in session_store.read_archives(sdir, indexes):
         ids.update(m.id for m in listing.messages)
-    return len(live), max(meta.total_message_count, len(ids)), len(indexes)
+    return meta, len(live), max(meta.total_message_count, len(ids)), len(indexes)
 
 
 def load(sdir: SessionDir, fence: Callable[[], None]) -> State:

@@ -82,6 +82,8 @@ async def test_counters_after_a_restart_come_from_the_archives_and_messages(depl
         await turn(c, "n", k)
         await c.call("sessions.commit", {"session_id": "n"})
     await add(c, "n", "user", "live")
+    for other in ("a", "z"):  # listed around it, in name order, each counted on its own
+        await add(c, other, "user", f"only {other}")
     meta = w.cfg.data_dir / "accounts" / "default" / "user" / "default" / "sessions" / "n" / ".meta.json"
     assert json.loads(meta.read_bytes())["commit_count"] == 0  # as created
     listed = (await c.call("sessions.list", {}))["sessions"]
@@ -90,7 +92,8 @@ async def test_counters_after_a_restart_come_from_the_archives_and_messages(depl
     await w.stop()
     _, c2 = await deploy(data_dir=cfg.data_dir, prefix=cfg.prefix)
     listed = (await c2.call("sessions.list", {}))["sessions"]  # not loaded by the new worker yet
-    assert [x["commit_count"] for x in listed if x["session_id"] == "n"] == [3]
+    assert [(x["session_id"], x["commit_count"], x["total_message_count"], x["message_count"], x["archives"])
+            for x in listed] == [("a", 0, 1, 1, 0), ("n", 3, 7, 1, 3), ("z", 0, 1, 1, 0)]
     info = await c2.call("sessions.get", {"session_id": "n"})
     assert (info["commit_count"], info["total_message_count"], info["message_count"]) == (3, 7, 1)
     assert info["auto_commit"] == {"pending_messages": 50}
