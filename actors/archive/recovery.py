@@ -11,6 +11,7 @@ from typing import Protocol
 
 import msgspec
 
+from skald.actors.kit.overlap import in_threads
 from skald.actors.kit.ports import WorkQueue
 from skald.messages import catalog
 from skald.messages.sessions import Phase2Job
@@ -27,27 +28,40 @@ class _Queue(WorkQueue, Protocol):
     """The one bus port re-queueing needs."""
 
 
-def pending_archives(ns: Namespace) -> list[tuple[str, str, str, str]]:
-    """(account, user, session id, archive id) of every archive whose markers say pending."""
-    out = []
+SCAN_AT_ONCE = 4  # sessions whose archives the scan reads side by side
+
+
+def every_session(ns: Namespace) -> list[tuple[str, str, str]]:
+    """(account, user, session id) of every session in the tree."""
     t = ns.tree
-    found = [(a.name, u.name, s.name)
-             for a in treeops.listdir(t, "accounts", missing_ok=True, details=False)
-             for u in treeops.listdir(t, f"accounts/{a.name}/user", missing_ok=True, details=False)
-             for s in treeops.listdir(t, f"accounts/{a.name}/user/{u.name}/sessions", missing_ok=True, details=False)]
-    for account, user, sid in found:
-        sdir = session_dir(ns, Identity(account=account, user=user), sid)
-        indexes = session_store.archive_indexes(sdir)
-        for i, state in zip(indexes, session_store.marker_states(sdir, indexes), strict=True):
-            if state == "pending":
-                out.append((account, user, sid, session_store.archive_name(i)))
-    return out
+    return [(a.name, u.name, s.name)
+            for a in treeops.listdir(t, "accounts", missing_ok=True, details=False)
+            for u in treeops.listdir(t, f"accounts/{a.name}/user", missing_ok=True, details=False)
+            for s in treeops.listdir(t, f"accounts/{a.name}/user/{u.name}/sessions", missing_ok=True, details=False)]
+
+
+def pending_in(ns: Namespace, session: tuple[str, str, str]) -> list[tuple[str, str, str, str]]:
+    """(account, user, session id, archive id) of each of the session's archives whose markers
+    say pending."""
+    account, user, sid = session
+    sdir = session_dir(ns, Identity(account=account, user=user), sid)
+    indexes = session_store.archive_indexes(sdir)
+    return [(account, user, sid, session_store.archive_name(i))
+            for i, state in zip(indexes, session_store.marker_states(sdir, indexes), strict=True) if state == "pending"]
+
+
+async def pending_archives(ns: Namespace) -> list[tuple[str, str, str, str]]:
+    """Every archive whose markers say pending, SCAN_AT_ONCE sessions read side by side (each a
+    listing and one read of its markers: round trips on the JetStream tree)."""
+    sessions = await asyncio.to_thread(every_session, ns)
+    found = await in_threads(lambda s: pending_in(ns, s), sessions, SCAN_AT_ONCE)
+    return [p for ps in found for p in ps]
 
 
 async def requeue_pending(ns: Namespace, bus: _Queue) -> None:
     """Pending archives whose Phase 2 job was lost (a crash between archive and enqueue) get one
     again; duplicates are dropped by the stream's dedup window and by `.done` checks."""
-    found = await asyncio.to_thread(pending_archives, ns)
+    found = await pending_archives(ns)
     for account, user, sid, name in found:
         uri = session_dir(ns, Identity(account=account, user=user), sid).archive_uri(name)
         try:

@@ -1,9 +1,10 @@
-"""Overlapping a model call with CPU work that does not need its answer."""
+"""Overlapping waits: a model call with CPU work that does not need its answer, and blocking
+reads of many items (each a round trip on the JetStream store) with one another."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,3 +26,16 @@ async def overlapped(call: Awaitable[T], work: Callable[[], U]) -> tuple[T, U]:
         task.cancel()
         raise
     return await task, done
+
+
+async def in_threads(fn: Callable[[T], U], items: Iterable[T], at_once: int) -> list[U]:
+    """`fn` of each item, `at_once` of them in worker threads side by side, results in order: a
+    blocking call that mostly waits on the store (a session's counters, its archives' markers)
+    made for many items costs the round trips of a few, not of all."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(item: T) -> U:
+        async with gate:
+            return await asyncio.to_thread(fn, item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))

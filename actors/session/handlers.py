@@ -19,6 +19,7 @@ import msgspec
 from skald.actors.kit.clock import now as clock_now
 from skald.actors.kit.clock import request_id
 from skald.actors.kit.decl import handles
+from skald.actors.kit.overlap import in_threads
 from skald.actors.kit.ports import Calls, Events, LeaseStore, UsageLog, WorkQueue
 from skald.actors.kit.request import Ctx
 from skald.actors.session import archives, frontier, recovery, state, turns
@@ -228,14 +229,8 @@ class Sessions:
 
         # Each session's few reads wait on the store (round trips, on the JetStream tree): several
         # sessions are counted at once, in order.
-        gate = asyncio.Semaphore(LIST_AT_ONCE)
-
-        async def counted(n: str) -> session_msgs.SessionInfo:
-            async with gate:
-                return await asyncio.to_thread(info, n)
-
         found = await asyncio.to_thread(names)
-        return session_msgs.SessionList(sessions=list(await asyncio.gather(*(counted(n) for n in found[: req.limit]))))
+        return session_msgs.SessionList(sessions=await in_threads(info, found[: req.limit], LIST_AT_ONCE))
 
     @handles(catalog.SESSIONS_DELETE, journal=True)
     async def delete(self, req: session_msgs.SessionRef, ctx: Ctx) -> Any:

@@ -9,11 +9,12 @@ from typing import cast
 import msgspec
 import pytest
 
+from skald.actors.archive import recovery
 from skald.messages.sessions import Message, TextPart
 from skald.store import sessions
 from skald.store.session_meta import ArchiveMeta, Checkpoint, DoneMarker, FailedMarker, QuarantineMarker
 from skald.store.treeport import Tree
-from skald.store.uri import VikingPath
+from skald.store.uri import Identity, Namespace, VikingPath
 from tests.unit.test_tree_port import IMPLEMENTATIONS
 
 
@@ -95,3 +96,22 @@ def test_archive_listings_past_one_read(kind: str, tmp_path: Path) -> None:
     assert [a.index for a in got] == order
     assert [[m.id for m in a.messages] for a in got] == [[f"m{i}-{k}" for k in range(i % 3 + 1)] for i in order]
     assert sessions.read_archives(s, []) == []
+
+
+async def test_the_recovery_scan_finds_every_pending_archive_of_every_session(tmp_path: Path) -> None:
+    """Sessions of two accounts and users, more than the scan reads side by side: exactly the
+    archives whose markers say pending, in the tree's order."""
+    ns = Namespace(tmp_path)
+    done = {sessions.DONE: msgspec.json.encode(DoneMarker()), sessions.OVERVIEW: b"# O"}
+    want = []
+    for account, user in (("acme", "ann"), ("acme", "bob"), ("zeta", "cy")):
+        for n in range(recovery.SCAN_AT_ONCE + 1):
+            s = sessions.session_dir(ns, Identity(account=account, user=user), f"s{n}")
+            for i in range(1, n + 2):  # s0: one archive, completed; later ones: the last pending
+                pending = i == n + 1 and n > 0
+                files = {sessions.MESSAGES: b"", **({} if pending else done)}
+                ns.tree.write_dir(s.akey(sessions.archive_name(i)), files)
+                if pending:
+                    want.append((account, user, f"s{n}", sessions.archive_name(i)))
+    assert await recovery.pending_archives(ns) == want
+    assert await recovery.pending_archives(Namespace(tmp_path / "empty")) == []
