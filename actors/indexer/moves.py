@@ -43,8 +43,9 @@ class Moves(Jobs):
         for d in treeops.walk_dirs_bottom_up(t, vp.key):
             dv = self.ns.from_key(vp.account, d)
             out += [(dv.uri, 0), (dv.uri, 1)]
-        for f, _, _ in treeops.walk_files(t, vp.key):
-            out += sorted(file_rows.row_keys(self.ns.from_key(vp.account, f).uri, document_records.load(t, f)))
+        files = [f for f, _, _ in treeops.walk_files(t, vp.key)]
+        for f, rec in zip(files, document_records.load_many(t, files), strict=True):
+            out += sorted(file_rows.row_keys(self.ns.from_key(vp.account, f).uri, rec))
         return out
 
     @handles(catalog.FS_RM, timeout_s=120.0, journal=True)
