@@ -50,9 +50,12 @@ class Item:
     updated_at: float = 0.0
 
 
+READ_CAP = 256 * 1024  # of a memory file read for the manifest
+
+
 def _read(t: Tree, key: str) -> str:
     try:
-        return t.read(key)[:256 * 1024].decode("utf-8", errors="replace")
+        return t.read(key)[:READ_CAP].decode("utf-8", errors="replace")
     except OSError:
         return ""
 
@@ -99,17 +102,21 @@ def manifest(ns: Namespace, ident: Identity, session: SessionDir | None, now: fl
         roots.append(ns.resolve(f"{ident.user_root}/peers/{ident.peer}/memories/events", ident).key)
     recent = sorted((x for r in roots for x in _md_files(t, r)), key=lambda x: (-x[0], x[1]))
     cutoff = now - WORKING_DAYS * 86400
-    for mtime, key in [x for x in recent if x[0] >= cutoff][:WORKING_MAX]:
-        body = _read(t, key)
+    working = [x for x in recent if x[0] >= cutoff][:WORKING_MAX]
+    for (mtime, key), data in zip(working, t.read_many([k for _, k in working]), strict=True):
+        body = (data or b"")[:READ_CAP].decode("utf-8", errors="replace")
         vp = ns.from_key(ident.account, key)
         items.append(Item("working_state", vp.uri, "overview", "overview",
                           {"overview": extract.text_overview(vp.name, body),
                            "abstract": extract.file_abstract(vp.name, body)}, mtime))
     items.append(Item("instructions", INSTRUCTIONS_URI, "full", "full", {"full": INSTRUCTIONS}))
     lines, names = [], []
+    facts_of: dict[str, dict[str, sidecar.FileFacts]] = {}  # each directory's sidecar, read once
     for _, key in _md_files(t, memories.key)[:LISTING_MAX]:
-        name = key.rpartition("/")[2]
-        facts = sidecar.load(t, parent(key)).get(name)
+        name, d = key.rpartition("/")[2], parent(key)
+        if d not in facts_of:
+            facts_of[d] = sidecar.load(t, d)
+        facts = facts_of[d].get(name)
         rel = key[len(memories.key) + 1:]
         names.append(f"- {rel}")
         lines.append(f"- {rel}: {facts.abstract[:160]}" if facts and facts.abstract else f"- {rel}")
