@@ -203,10 +203,24 @@ class TreeReads:
         return fs_msgs.ReadResult(uri=uri, content=content, size=len(whole), truncated=end < last,
                                   lines=last - first, start_line=start + 1 if part else 0, format=fmt)
 
-    def _entry(self, vp: VikingPath, e: Entry, facts: dict[str, sidecar.FileFacts]) -> fs_msgs.Entry:
+    def _entries(self, vp: VikingPath, found: list[Entry], facts: dict[str, sidecar.FileFacts]) -> list[fs_msgs.Entry]:
+        """A listing's entries with their abstracts: a file's from its directory's sidecar `facts`,
+        the subdirectories' `.abstract.md` read together (one exchange on the JetStream tree)."""
+        dirs = [e.name for e in found if e.is_dir]
+        read = dict(zip(dirs, self.ns.tree.read_many([f"{vp.key}/{n}/{tree.ABSTRACT}" for n in dirs]), strict=True))
+        out = []
+        for e in found:
+            if e.is_dir:
+                data = read[e.name]
+                abstract = None if data is None else data.decode("utf-8", errors="replace")
+            else:
+                abstract = facts[e.name].abstract if e.name in facts else None
+            out.append(self._entry(vp, e, abstract))
+        return out
+
+    @staticmethod
+    def _entry(vp: VikingPath, e: Entry, abstract: str | None) -> fs_msgs.Entry:
         uri = f"{vp.uri.rstrip('/')}/{e.name}" if vp.segments else f"viking://{e.name}"
-        abstract = (treeops.read_text(self.ns.tree, f"{vp.key}/{e.name}/{tree.ABSTRACT}", None) if e.is_dir
-                    else (facts[e.name].abstract if e.name in facts else None))
         return fs_msgs.Entry(uri=uri, name=e.name, is_dir=e.is_dir, size=e.size,
                              created_at=e.mtime, updated_at=e.mtime, abstract=abstract)
 
@@ -235,12 +249,13 @@ class TreeReads:
                         if req.recursive:
                             stack.append(s)
                 else:
-                    for e in treeops.listdir(t, d.key, req.show_hidden, missing_ok=d is not vp):
-                        out.append(self._entry(d, e, facts))
-                        if req.recursive and e.is_dir:
-                            stack.append(self.ns.child(d, e.name))
-                        if len(out) >= req.node_limit:
-                            return out, True
+                    found = treeops.listdir(t, d.key, req.show_hidden, missing_ok=d is not vp)
+                    shown = found[:req.node_limit - len(out)]
+                    out += self._entries(d, shown, facts)
+                    if req.recursive:
+                        stack += [self.ns.child(d, e.name) for e in shown if e.is_dir]
+                    if len(out) >= req.node_limit:
+                        return out, True
             return out, False
 
         entries, cut = await asyncio.to_thread(run)

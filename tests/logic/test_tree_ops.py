@@ -37,6 +37,29 @@ async def test_write_then_read_stat_ls_tree(client: MemoryDeployment) -> None:
     assert tree["tree"]["children"][0]["children"][0]["uri"] == "viking://resources/proj/guide.md"
 
 
+async def test_ls_gives_each_subdirectory_its_abstract_and_stops_at_the_node_limit(client: MemoryDeployment) -> None:
+    """A listing's subdirectories carry their `.abstract.md` (read together), its files their
+    sidecar abstract; recursive listings go down breadth first and stop at `node_limit`."""
+    for d in ("alpha", "beta", "gamma"):
+        await client.call("fs.write", {"uri": f"viking://resources/lib/{d}/notes.md",
+                                       "content": f"# {d.title()} notes\n\nHow the {d} service restarts."})
+    await client.call("fs.write", {"uri": "viking://resources/lib/readme.md", "content": "# Lib\n\nThe library."})
+    ls = (await client.call("fs.ls", {"uri": "viking://resources/lib"}))["entries"]
+    assert [(e["name"], e["is_dir"]) for e in ls] == [("alpha", True), ("beta", True), ("gamma", True),
+                                                      ("readme.md", False)]
+    for e in ls[:3]:
+        assert e["abstract"] == (await client.call("fs.abstract", {"uri": e["uri"]}))["content"]
+        assert e["abstract"].startswith(f"{e['name']}: ")
+    assert ls[3]["abstract"].startswith("Lib.")
+    deep = await client.call("fs.ls", {"uri": "viking://resources/lib", "recursive": True})
+    assert [e["uri"].removeprefix("viking://resources/lib/") for e in deep["entries"]] == [
+        "alpha", "beta", "gamma", "readme.md", "alpha/notes.md", "beta/notes.md", "gamma/notes.md"]
+    assert not deep["truncated"] and deep["entries"][4]["abstract"].startswith("Alpha notes.")
+    cut = await client.call("fs.ls", {"uri": "viking://resources/lib", "recursive": True, "node_limit": 5})
+    assert [e["name"] for e in cut["entries"]] == ["alpha", "beta", "gamma", "readme.md", "notes.md"]
+    assert cut["truncated"]
+
+
 async def test_write_modes(client: MemoryDeployment) -> None:
     """create refuses an existing file; append appends; replace replaces."""
     u = "viking://resources/notes/a.md"
