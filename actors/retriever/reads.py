@@ -268,24 +268,27 @@ class TreeReads:
         count = 0
         cut = False
 
-        def build(node: VikingPath, depth: int) -> fs_msgs.TreeNode:
+        def build(node: VikingPath, depth: int, is_dir: bool | None = None) -> fs_msgs.TreeNode:
+            """`is_dir`: what the parent's listing said of the node (None: ask the tree)."""
             nonlocal count, cut
-            is_dir = treeops.is_dir(self.ns.tree, node.key)
+            if is_dir is None:
+                is_dir = treeops.is_dir(self.ns.tree, node.key)
             tn = fs_msgs.TreeNode(uri=node.uri, name=node.name or "viking://", is_dir=is_dir)
             if not is_dir or depth >= req.level_limit:
                 return tn
+            kids: list[tuple[VikingPath, bool | None]]
             if node.segments in ((), ("user",)) and not ctx.identity.is_root:
-                kids = grep_glob.visible_starts(self.ns, node, ctx.identity.user, False)
-            else:
-                kids = [self.ns.child(node, e.name)
-                        for e in treeops.listdir(self.ns.tree, node.key, req.show_hidden, missing_ok=depth > 0)]
+                kids = [(k, None) for k in grep_glob.visible_starts(self.ns, node, ctx.identity.user, False)]
+            else:  # names and kinds are all a tree shows: no entry's size or time is read
+                kids = [(self.ns.child(node, e.name), e.is_dir) for e in treeops.listdir(
+                    self.ns.tree, node.key, req.show_hidden, missing_ok=depth > 0, details=False)]
             tn.children = []
-            for k in kids:
+            for k, kid_is_dir in kids:
                 if count >= req.node_limit:
                     cut = True
                     break
                 count += 1
-                tn.children.append(build(k, depth + 1))
+                tn.children.append(build(k, depth + 1, kid_is_dir))
             return tn
 
         built = await asyncio.to_thread(build, vp, 0)

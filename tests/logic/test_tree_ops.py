@@ -39,7 +39,8 @@ async def test_write_then_read_stat_ls_tree(client: MemoryDeployment) -> None:
 
 async def test_ls_gives_each_subdirectory_its_abstract_and_stops_at_the_node_limit(client: MemoryDeployment) -> None:
     """A listing's subdirectories carry their `.abstract.md` (read together), its files their
-    sidecar abstract; recursive listings go down breadth first and stop at `node_limit`."""
+    sidecar abstract; recursive listings go down breadth first and stop at `node_limit`; a tree
+    shows each node's kind as its parent's listing gave it."""
     for d in ("alpha", "beta", "gamma"):
         await client.call("fs.write", {"uri": f"viking://resources/lib/{d}/notes.md",
                                        "content": f"# {d.title()} notes\n\nHow the {d} service restarts."})
@@ -58,6 +59,10 @@ async def test_ls_gives_each_subdirectory_its_abstract_and_stops_at_the_node_lim
     cut = await client.call("fs.ls", {"uri": "viking://resources/lib", "recursive": True, "node_limit": 5})
     assert [e["name"] for e in cut["entries"]] == ["alpha", "beta", "gamma", "readme.md", "notes.md"]
     assert cut["truncated"]
+    tree = (await client.call("fs.tree", {"uri": "viking://resources/lib"}))["tree"]
+    assert [(k["name"], k["is_dir"], [(g["name"], g["is_dir"]) for g in k.get("children") or []])
+            for k in tree["children"]] == [(d, True, [("notes.md", False)]) for d in ("alpha", "beta", "gamma")] + [
+                ("readme.md", False, [])]
 
 
 async def test_write_modes(client: MemoryDeployment) -> None:
