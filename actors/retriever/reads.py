@@ -143,6 +143,11 @@ class TreeReads:
     def _existing(self, uri: str, ident: Identity) -> VikingPath:
         """`uri` resolved, and there (or a scope's own directory, made on first use); it reads the
         tree, so handlers call it off the event loop."""
+        return self._existing_entry(uri, ident)[0]
+
+    def _existing_entry(self, uri: str, ident: Identity) -> tuple[VikingPath, Entry]:
+        """`_existing`, with what the tree holds there: a handler that needs the node's kind or
+        size asks the store once, not again (a round trip each on the JetStream tree)."""
         vp = self.ns.resolve(uri, ident)
         tree_ = self.ns.tree
         if not vp.segments:
@@ -150,13 +155,17 @@ class TreeReads:
             for root in ("viking://resources", "viking://agent", ident.user_root):
                 tree_.mkdir(self.ns.resolve(root, ident).key)
         key = vp.key
-        if tree_.stat(key) is None:
+        st = tree_.stat(key)
+        if st is None:
             if vp.uri not in self._containers(ident):
                 raise NotFound("no such file or directory", {"uri": vp.uri})
             # So are the scopes' own directories: `ls viking://resources` on a new deployment is an
             # empty listing (as in OpenViking), not a missing directory.
             tree_.mkdir(key)
-        return vp
+            st = tree_.stat(key)
+            if st is None:  # removed as soon as it was made
+                raise NotFound("no such file or directory", {"uri": vp.uri})
+        return vp, st
 
     @staticmethod
     def _containers(ident: Identity) -> frozenset[str]:
@@ -175,9 +184,9 @@ class TreeReads:
     async def fs_read(self, req: fs_msgs.ReadRequest, ctx: Ctx) -> fs_msgs.ReadResult:
         """`fs.read`: Read a file's content (optionally a line range)."""
         file_uri, _, anchor = req.uri.partition("#")
-        vp = await asyncio.to_thread(self._existing, file_uri, ctx.identity)
+        vp, st = await asyncio.to_thread(self._existing_entry, file_uri, ctx.identity)
         t = self.ns.tree
-        if await asyncio.to_thread(treeops.is_dir, t, vp.key):
+        if st.is_dir:
             raise InvalidArgument("is a directory; list it or read its overview", {"uri": vp.uri})
         if req.raw:
             data = await asyncio.to_thread(treeops.read_bytes, t, vp.key)
@@ -227,9 +236,9 @@ class TreeReads:
     @handles(catalog.FS_LS)
     async def fs_ls(self, req: fs_msgs.LsRequest, ctx: Ctx) -> fs_msgs.LsResult:
         """`fs.ls`: List a directory."""
-        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
+        vp, st = await asyncio.to_thread(self._existing_entry, req.uri, ctx.identity)
         t = self.ns.tree
-        if not await asyncio.to_thread(treeops.is_dir, t, vp.key):
+        if not st.is_dir:
             raise InvalidArgument("not a directory", {"uri": vp.uri})
 
         def run() -> tuple[list[fs_msgs.Entry], bool]:
@@ -264,7 +273,7 @@ class TreeReads:
     @handles(catalog.FS_TREE)
     async def fs_tree(self, req: fs_msgs.TreeRequest, ctx: Ctx) -> fs_msgs.TreeResult:
         """`fs.tree`: A directory tree."""
-        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
+        vp, st = await asyncio.to_thread(self._existing_entry, req.uri, ctx.identity)
         count = 0
         cut = False
 
@@ -291,29 +300,25 @@ class TreeReads:
                 tn.children.append(build(k, depth + 1, kid_is_dir))
             return tn
 
-        built = await asyncio.to_thread(build, vp, 0)
+        built = await asyncio.to_thread(build, vp, 0, st.is_dir)
         return fs_msgs.TreeResult(uri=vp.uri, tree=built, count=count, truncated=cut)
 
     @handles(catalog.FS_STAT)
     async def fs_stat(self, req: fs_msgs.StatRequest, ctx: Ctx) -> fs_msgs.StatResult:
         """`fs.stat`: Size and times of a node."""
-        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
-        st = await asyncio.to_thread(self.ns.tree.stat, vp.key)
-        if st is None:
-            raise NotFound("no such file or directory", {"uri": vp.uri})
+        vp, st = await asyncio.to_thread(self._existing_entry, req.uri, ctx.identity)
         return fs_msgs.StatResult(uri=vp.uri, is_dir=st.is_dir, size=st.size, created_at=st.mtime,
                                   updated_at=st.mtime)
 
     @handles(catalog.FS_ABSTRACT)
     async def fs_abstract(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
         """`fs.abstract`: A node's L0 abstract."""
-        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
-        is_dir = await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key)
-        text = await asyncio.to_thread(self._abstract_of, vp.key, is_dir)
+        vp, st = await asyncio.to_thread(self._existing_entry, req.uri, ctx.identity)
+        text = await asyncio.to_thread(self._abstract_of, vp.key, st.is_dir)
         if not text and (there := await self._from_owner(catalog.FS_ABSTRACT, req, ctx, vp)) is not None:
             return there
         if not text:
-            row = self.replica.index.get(vp.account, vp.uri, 0 if is_dir else 2)
+            row = self.replica.index.get(vp.account, vp.uri, 0 if st.is_dir else 2)
             text = row.abstract if row else ""
         if not text:
             raise NotFound("no abstract yet (not indexed)", {"uri": vp.uri})
@@ -322,8 +327,8 @@ class TreeReads:
     @handles(catalog.FS_OVERVIEW)
     async def fs_overview(self, req: fs_msgs.AbstractRequest, ctx: Ctx) -> fs_msgs.TextResult:
         """`fs.overview`: A node's L1 overview."""
-        vp = await asyncio.to_thread(self._existing, req.uri, ctx.identity)
-        if await asyncio.to_thread(treeops.is_dir, self.ns.tree, vp.key):
+        vp, st = await asyncio.to_thread(self._existing_entry, req.uri, ctx.identity)
+        if st.is_dir:
             text = await asyncio.to_thread(treeops.read_text, self.ns.tree, f"{vp.key}/{tree.OVERVIEW}", "") or ""
             if not text:
                 raise NotFound("no overview yet (not indexed)", {"uri": vp.uri})
