@@ -52,8 +52,16 @@ def record_key(file: str) -> str:
 
 def load(tree: Tree, file: str) -> DocRecord | None:
     try:
-        return _dec.decode(tree.read(record_key(file)))
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, msgspec.DecodeError, msgspec.ValidationError):
+        return decoded(tree.read(record_key(file)))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def decoded(data: bytes | None) -> DocRecord | None:
+    """A record from its bytes (None: no record, or one that does not decode, to be rebuilt)."""
+    try:
+        return None if data is None else _dec.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 
 
@@ -65,11 +73,7 @@ def load_many(tree: Tree, files: list[str]) -> list[DocRecord | None]:
     JetStream tree, where a record at a time took a round trip each)."""
     out: list[DocRecord | None] = []
     for at in range(0, len(files), LOADED_AT_ONCE):
-        for data in tree.read_many([record_key(f) for f in files[at:at + LOADED_AT_ONCE]]):
-            try:
-                out.append(None if data is None else _dec.decode(data))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                out.append(None)
+        out += [decoded(data) for data in tree.read_many([record_key(f) for f in files[at:at + LOADED_AT_ONCE]])]
     return out
 
 

@@ -40,6 +40,19 @@ def read_bytes(t: Tree, key: str, limit: int = MAX_READ_BYTES) -> bytes:
         raise NotFound("no such file", {"path": _name(key)}) from e
     except IsADirectoryError as e:
         raise InvalidArgument("is a directory", {"path": _name(key)}) from e
+    return _within(data, limit)
+
+
+def read_bytes_and(t: Tree, key: str, others: list[str],
+                   limit: int = MAX_READ_BYTES) -> tuple[bytes, list[bytes | None]]:
+    """`read_bytes` of `key` with the bytes of `others` (None where there is no file), read
+    together (`Tree.read_many`: one exchange on the JetStream tree)."""
+    got = t.read_many([key, *others])
+    data = got[0] if got[0] is not None else read_bytes(t, key, limit)  # the typed error of what is there
+    return _within(data, limit), got[1:]
+
+
+def _within(data: bytes, limit: int) -> bytes:
     if len(data) > limit:
         raise InvalidArgument("file too large to read in one request", {"max": limit})
     return data

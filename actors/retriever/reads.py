@@ -29,43 +29,52 @@ from skald.store.treeport import Entry, Tree, parent
 from skald.store.uri import Identity, Namespace, VikingPath, canonical, context_type_of, join_uri
 
 
-def document_text(t: Tree, key: str) -> tuple[str, str]:
-    """(text, converted-from format) of a file: a document's converted text (from its record
-    when the bytes have not changed since it was indexed), or the file's own text."""
-    data = treeops.read_bytes(t, key)
-    rec = document_records.load(t, key)
+def document(t: Tree, key: str) -> tuple[str, str, document_records.DocRecord | None]:
+    """(text, converted-from format, record) of a file: a document's converted text (from its
+    record when the bytes have not changed since it was indexed), or the file's own text. The
+    file and its record are read together."""
+    data, (raw,) = treeops.read_bytes_and(t, key, [document_records.record_key(key)])
+    rec = document_records.decoded(raw)
     if rec is not None and rec.text and rec.sha == hashlib.sha256(data).hexdigest():
-        return rec.text, rec.format
+        return rec.text, rec.format, rec
     try:
         doc = formats.convert(key.rpartition("/")[2], data)
     except Unconvertible as e:
         raise InvalidArgument(f"cannot read as text ({e.reason}); pass raw to get the bytes",
                               {"reason": e.reason, "detail": e.detail}) from e
-    return doc.text, doc.format if doc.derived else ""
+    return doc.text, doc.format if doc.derived else "", rec
 
 
-def find_section(t: Tree, key: str, anchor: str) -> document_records.SectionRecord | None:
-    rec = document_records.load(t, key)
+def section_of(rec: document_records.DocRecord | None, anchor: str) -> document_records.SectionRecord | None:
     return next((s for s in rec.sections if s.anchor == anchor), None) if rec is not None else None
 
 
-def section_text(t: Tree, key: str, anchor: str) -> str:
-    sec = find_section(t, key, anchor)
+def section_in(text: str, rec: document_records.DocRecord | None, anchor: str) -> str:
+    """The lines of a document's `text` its section `anchor` holds (NOT_FOUND: no such section)."""
+    sec = section_of(rec, anchor)
     if sec is None:
         raise NotFound("no such section in the document", {"anchor": anchor})
-    return "\n".join(document_text(t, key)[0].splitlines()[sec.start - 1 : sec.end])
+    return "\n".join(text.splitlines()[sec.start - 1 : sec.end])
 
 
 async def inline_content(ns: Namespace, result: search_msgs.FindResult, ident: Identity) -> None:
     """`read_content`: each hit's full text beside it (a section's own text). A hit that cannot be
     read now keeps none: removed or moved meanwhile, a directory, or no longer convertible (a
     typed error or the file system's); anything else is a bug and propagates."""
-    for m in (*result.memories, *result.resources, *result.skills):
-        file_uri, _, anchor = m.uri.partition("#")
-        with contextlib.suppress(SkaldError, OSError):
-            key = ns.resolve(file_uri, ident).key
-            m.content = await asyncio.to_thread(section_text, ns.tree, key, anchor) if anchor else \
-                (await asyncio.to_thread(document_text, ns.tree, key))[0]
+    def fill() -> None:
+        docs: dict[str, tuple[str, str, document_records.DocRecord | None] | None] = {}  # each file read once
+        for m in (*result.memories, *result.resources, *result.skills):
+            file_uri, _, anchor = m.uri.partition("#")
+            with contextlib.suppress(SkaldError, OSError):
+                key = ns.resolve(file_uri, ident).key
+                if key not in docs:
+                    docs[key] = None  # unreadable, unless read below
+                    docs[key] = document(ns.tree, key)
+                got = docs[key]
+                if got is not None:
+                    m.content = section_in(got[0], got[2], anchor) if anchor else got[0]
+
+    await asyncio.to_thread(fill)
 
 
 class TreeReads:
@@ -195,12 +204,12 @@ class TreeReads:
             except UnicodeDecodeError:
                 return fs_msgs.ReadResult(uri=vp.uri, content=base64.b64encode(data).decode(), size=len(data),
                                           encoding="base64")
-        text, fmt = await asyncio.to_thread(document_text, t, vp.key)
+        text, fmt, rec = await asyncio.to_thread(document, t, vp.key)
         lines = text.splitlines()
         first, last = 0, len(lines)
         uri = vp.uri
         if anchor:
-            sec = await asyncio.to_thread(find_section, t, vp.key, anchor)
+            sec = section_of(rec, anchor)
             if sec is None:
                 raise NotFound("no such section in the document", {"uri": req.uri})
             first, last, uri = sec.start - 1, min(sec.end, len(lines)), f"{vp.uri}#{anchor}"
@@ -339,5 +348,5 @@ class TreeReads:
         row = self.replica.index.get(vp.account, vp.uri, 1)
         if row is not None and row.kind == "document":  # a long document: its table of contents
             return fs_msgs.TextResult(uri=vp.uri, content=row.text.split("\n", 1)[-1])
-        text, _ = await asyncio.to_thread(document_text, self.ns.tree, vp.key)
+        text, _, _ = await asyncio.to_thread(document, self.ns.tree, vp.key)
         return fs_msgs.TextResult(uri=vp.uri, content=extract.text_overview(vp.name, text))

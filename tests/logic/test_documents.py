@@ -64,6 +64,19 @@ async def test_the_passage_that_answers_is_found_and_served(client: MemoryClient
     assert 'location="lines ' in ctx.rendered
 
 
+async def test_read_content_gives_each_hit_what_reading_it_gives(client: MemoryClient, docs: dict[str, bytes]) -> None:
+    """A find with `read_content`: each hit's content is what `fs.read` of its URI serves, a
+    section's own lines for a section hit (several sections of one document read from it once)."""
+    found = await client.find("recovery point objective tier-one service backups", target_uri=BASE, limit=10,
+                              read_content=True)
+    hits = found.resources
+    sections = [h for h in hits if "#" in h.uri]
+    assert len(sections) >= 2 and len({h.uri.partition("#")[0] for h in sections}) < len(sections)
+    for h in hits:
+        assert h.content is not None, h.uri
+        assert h.content.rstrip("\n") == (await client.read(h.uri)).content.rstrip("\n"), h.uri
+
+
 async def test_a_document_node_lists_its_sections_and_thinking_descends_into_them(
         client: MemoryClient, docs: dict[str, bytes]) -> None:
     ov = await client.call("fs.overview", {"uri": f"{BASE}/handbook.md"})
