@@ -277,8 +277,7 @@ class Assembler:
         def look_up() -> list[tuple[str, bool] | tuple[str, int, int] | None]:
             """Each file's body from the cache when unchanged since it was read, else where to read it."""
             out: list[tuple[str, bool] | tuple[str, int, int] | None] = []
-            for s, _ in todo:
-                got = reads.cached(self.ns, self.texts, s.uri, ident)
+            for got in reads.cached(self.ns, self.texts, [s.uri for s, _ in todo], ident):
                 if got is None:
                     out.append(None)
                     continue

@@ -35,18 +35,30 @@ def read(t: Tree, cache: textcache.TextCache, key: str, mtime_ns: int, size: int
     return text, complete and size // 8 <= max_tokens
 
 
-def cached(ns: Namespace, cache: textcache.TextCache, uri: str,
-           ident: Identity) -> tuple[str, Entry, textcache.Body | None] | None:
-    """(key, entry, the cached body if the file is unchanged since it was read), or None when the
-    URI has no readable file: the one stat every read of a served file starts with."""
+Cached = tuple[str, Entry, textcache.Body | None]
+
+
+def cached(ns: Namespace, cache: textcache.TextCache, uris: list[str], ident: Identity) -> list[Cached | None]:
+    """For each URI, (key, entry, the cached body if the file is unchanged since it was read), or
+    None when it has no readable file: the one stat every read of a served file starts with, the
+    stats of all of them asked at once (`Tree.stat_many`: one exchange on the JetStream tree)."""
+    keys: list[str | None] = []
+    for uri in uris:
+        try:
+            keys.append(ns.key_of(uri, ident))
+        except (OSError, errors.SkaldError):
+            keys.append(None)
+    asked = [k for k in keys if k is not None]
     try:
-        key = ns.key_of(uri, ident)
-        st = ns.tree.stat(key)
-    except (OSError, errors.SkaldError):
-        return None
-    if st is None or st.is_dir:
-        return None
-    return key, st, cache.get(key, treeops.mtime_ns(st), st.size)
+        found = dict(zip(asked, ns.tree.stat_many(asked), strict=True))
+    except OSError:  # the store not answering: nothing is served from files this time
+        return [None] * len(uris)
+    out: list[Cached | None] = []
+    for key in keys:
+        st = found.get(key) if key is not None else None
+        out.append(None if key is None or st is None or st.is_dir else
+                   (key, st, cache.get(key, treeops.mtime_ns(st), st.size)))
+    return out
 
 
 def turn_documents(buckets: dict[str, list[Candidate]]) -> list[str]:
@@ -59,8 +71,7 @@ def transcripts(ns: Namespace, cache: textcache.TextCache, docs: list[str], iden
     """The lines of each transcript (`turn_documents`): where the turns beside a hit are read. A
     transcript is written once, so after its first read it costs one stat."""
     out: dict[str, list[str]] = {}
-    for doc in docs:
-        got = cached(ns, cache, doc, ident)
+    for doc, got in zip(docs, cached(ns, cache, docs, ident), strict=True):
         if got is None:
             continue
         key, st, body = got
