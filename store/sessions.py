@@ -292,14 +292,6 @@ def archive_indexes(session: SessionDir) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := ARCHIVE_RE.match(n)))
 
 
-def _text(tree: Tree, key: str) -> str | None:
-    """A UTF-8 file's text, None when missing or not text."""
-    try:
-        return text_of(tree.read(key))
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-
-
 def text_of(data: bytes | None) -> str | None:
     """Bytes as UTF-8 text, None when absent or not text."""
     try:
@@ -388,11 +380,21 @@ def create_archive(session: SessionDir, index: int, messages: list[Message], met
     return session.akey(aid)
 
 
+LATEST_WINDOW = 8  # archives, newest first, whose `.done` and overview one read asks for
+
+
 def latest_completed(session: SessionDir) -> tuple[str, str] | None:
-    """(archive id, overview) of the newest completed archive (state from markers only)."""
-    for i in reversed(archive_indexes(session)):
-        if marker_state(session, i) == "completed":
-            return archive_name(i), _text(session.tree, session.akey(archive_name(i), OVERVIEW)) or ""
+    """(archive id, overview) of the newest completed archive (state from markers only: a `.done`
+    that decodes and an overview with text), the markers and the overview read together, the
+    newest LATEST_WINDOW archives at a time (the newest is nearly always the one)."""
+    indexes = archive_indexes(session)
+    for end in range(len(indexes), 0, -LATEST_WINDOW):
+        window = indexes[max(0, end - LATEST_WINDOW):end]
+        got = session.tree.read_many([session.akey(archive_name(i), m) for i in window for m in (DONE, OVERVIEW)])
+        for k in reversed(range(len(window))):
+            done, overview = got[2 * k], text_of(got[2 * k + 1])
+            if done is not None and decoded(done, DoneMarker)[1] == "ok" and overview and overview.strip():
+                return archive_name(window[k]), overview
     return None
 
 

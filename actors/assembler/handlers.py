@@ -213,9 +213,10 @@ class Assembler:
             info = {"total_message_count": 0, "created": True}
         need_text = p.mode == "bootstrap" or p.query_expansion == "auto" or p.rewrite is not False
         overview, recent = "", []
-        if need_text:
-            overview = await asyncio.to_thread(session_store.latest_overview, sdir)
-            recent = await asyncio.to_thread(session_store.recent_messages, sdir, intent.MAX_RECENT_MESSAGES)
+        if need_text:  # side by side: each a round trip on the JetStream tree
+            overview, recent = await asyncio.gather(
+                asyncio.to_thread(session_store.latest_overview, sdir),
+                asyncio.to_thread(session_store.recent_messages, sdir, intent.MAX_RECENT_MESSAGES))
         return SessionView(sdir=sdir, clock=int(info.get("total_message_count", 0)),
                            overview=overview, recent=recent, created=bool(info.get("created")))
 

@@ -79,8 +79,9 @@ async def session_context(ns: Namespace, session_id: str | None, ctx: Ctx) -> tu
         return "", []
     check_name("session_id", session_id)
     sdir = session_store.session_dir(ns, ctx.identity, session_id)
-    overview = await asyncio.to_thread(session_store.latest_overview, sdir)
-    recent = await asyncio.to_thread(session_store.recent_messages, sdir, intent.MAX_RECENT_MESSAGES)
+    overview, recent = await asyncio.gather(  # side by side: each a round trip on the JetStream tree
+        asyncio.to_thread(session_store.latest_overview, sdir),
+        asyncio.to_thread(session_store.recent_messages, sdir, intent.MAX_RECENT_MESSAGES))
     return overview, recent
 
 
