@@ -115,3 +115,21 @@ async def test_the_recovery_scan_finds_every_pending_archive_of_every_session(tm
                     want.append((account, user, f"s{n}", sessions.archive_name(i)))
     assert await recovery.pending_archives(ns) == want
     assert await recovery.pending_archives(Namespace(tmp_path / "empty")) == []
+
+
+@pytest.mark.parametrize("kind", sorted(IMPLEMENTATIONS))
+def test_the_newest_completed_archive_is_found_past_a_window_of_unfinished_ones(kind: str, tmp_path: Path) -> None:
+    t: Tree = IMPLEMENTATIONS[kind](tmp_path)
+    s = sessions.SessionDir(vp=cast(VikingPath, None), tree=t, key="sess")
+    done = msgspec.json.encode(DoneMarker())
+    assert sessions.latest_completed(s) is None
+    t.write_dir(s.akey("archive_001"), {sessions.DONE: done, sessions.OVERVIEW: b"# First"})
+    t.write_dir(s.akey("archive_002"), {sessions.DONE: done, sessions.OVERVIEW: b"# Second"})
+    t.write_dir(s.akey("archive_003"), {sessions.DONE: b"{torn", sessions.OVERVIEW: b"# Third"})  # invalid
+    t.write_dir(s.akey("archive_004"), {sessions.DONE: done, sessions.OVERVIEW: b" \n"})  # invalid: no overview
+    for i in range(5, 5 + sessions.LATEST_WINDOW):  # pending and failed ones, more than one window
+        t.write_dir(s.akey(sessions.archive_name(i)), {sessions.MESSAGES: b"", **(
+            {sessions.FAILED: msgspec.json.encode(FailedMarker())} if i % 2 else {})})
+    assert sessions.latest_completed(s) == ("archive_002", "# Second")
+    assert sessions.latest_overview(s) == "# Second"
+    assert sessions.marker_states(s, [2, 3, 4]) == ["completed", "invalid", "invalid"]
