@@ -170,10 +170,12 @@ class Sessions:
         return st
 
     def _info(self, st: State) -> session_msgs.SessionInfo:
+        """A loaded session's counters, from its state: archives are numbered from 1 with no gap
+        (each commit's is the next), so the newest one's number is their count, with no listing of
+        the history (a round trip on the JetStream tree, on every context request with a session)."""
         return session_msgs.SessionInfo(session_id=st.sdir.session_id, uri=st.sdir.uri, created_at=st.created_at,
                                         message_count=len(st.root), total_message_count=st.total,
-                                        commit_count=st.commit_count,
-                                        archives=len(session_store.archive_indexes(st.sdir)),
+                                        commit_count=st.commit_count, archives=st.max_index,
                                         auto_commit=st.auto_commit)
 
     # ----- requests --------------------------------------------------------------------
@@ -218,8 +220,7 @@ class Sessions:
             if st is not None:  # loaded here: its live counters
                 return session_msgs.SessionInfo(
                     session_id=n, uri=sdir.uri, created_at=st.created_at, message_count=len(st.root),
-                    total_message_count=st.total, commit_count=st.commit_count,
-                    archives=len(session_store.archive_indexes(st.sdir)))
+                    total_message_count=st.total, commit_count=st.commit_count, archives=st.max_index)
             # Elsewhere or not loaded: counted from what is stored (a corrupt meta is repaired by
             # its owner; neither a message nor a commit rewrites it).
             meta, live, total, archives = recovery.counted(sdir)
