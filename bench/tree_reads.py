@@ -32,7 +32,7 @@ from skald.runtime.bus.jetstream_tree import JetStreamTree  # noqa: E402
 from skald.runtime.bus.natsserver import EmbeddedNats  # noqa: E402
 from skald.runtime.bus.tree_buckets import bounded  # noqa: E402
 from skald.runtime.bus.tree_keys import kv_key  # noqa: E402
-from skald.store import sessions  # noqa: E402
+from skald.store import message_lines, sessions  # noqa: E402
 from skald.store.archive_state import ArchiveListing  # noqa: E402
 from skald.store.session_meta import DoneMarker, QuarantineMarker  # noqa: E402
 from skald.store.uri import VikingPath  # noqa: E402
@@ -76,7 +76,7 @@ def archives(t: JetStreamTree, key: str, n: int) -> sessions.SessionDir:
     for i in range(1, n + 1):
         said = [Message(id=f"m{i}-{k}", role="user", parts=[TextPart(text=f"turn {k}: " + "words " * 30)])
                 for k in range(20)]
-        t.write_dir(s.akey(sessions.archive_name(i)), {"messages.jsonl": sessions.encode_lines(said),
+        t.write_dir(s.akey(sessions.archive_name(i)), {"messages.jsonl": message_lines.encode_lines(said),
                                                       sessions.DONE: done, sessions.META: b"{}",
                                                       sessions.OVERVIEW: b"# Overview\n\nwhat was said"})
     return s
@@ -90,7 +90,7 @@ def listing_one_file_at_a_time(s: sessions.SessionDir, i: int) -> ArchiveListing
     quarantined = sessions.load(t, s.akey(aid, sessions.QUARANTINED), QuarantineMarker)[0]
     return ArchiveListing(archive_id=aid, index=i, done=done, done_unreadable=status == "corrupt", overview=overview,
                           failed=sessions.read_failed(s, aid), quarantined=quarantined,
-                          messages=sessions.read_messages_at(t, s.akey(aid, sessions.MESSAGES)),
+                          messages=message_lines.read_messages_at(t, s.akey(aid, sessions.MESSAGES)),
                           checkpoints=list(sessions.read_archive_meta(s, aid).checkpoints))
 
 

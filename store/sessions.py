@@ -19,14 +19,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
 from skald.messages.sessions import Message
-from skald.store import groupsync
 from skald.store.archive_state import ArchiveListing
+from skald.store.message_lines import decode_lines, encode_lines, read_messages_at
 from skald.store.session_meta import ArchiveMeta, DoneMarker, FailedMarker, QuarantineMarker, SessionMeta
 from skald.store.treeport import Tree, join
 from skald.store.uri import Identity, Namespace, VikingPath
@@ -43,8 +42,6 @@ ABSTRACT = ".abstract.md"
 DONE = ".done"
 FAILED = ".failed.json"
 QUARANTINED = ".quarantined.json"
-_msg_dec = msgspec.json.Decoder(Message)
-_enc = msgspec.json.Encoder()
 S = TypeVar("S", bound=msgspec.Struct)
 
 
@@ -199,48 +196,6 @@ def write_done(session: SessionDir, archive_id: str, marker: DoneMarker) -> None
 
 
 # ----- messages -------------------------------------------------------------------------
-
-
-def read_messages(path: Path) -> list[Message]:
-    """Messages of a jsonl file; a torn or malformed line (a crash mid-append) is skipped."""
-    try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return decode_lines(data)
-
-
-def read_messages_at(tree: Tree, key: str) -> list[Message]:
-    """`read_messages` through the Tree port."""
-    try:
-        return decode_lines(tree.read(key))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def decode_lines(data: bytes) -> list[Message]:
-    out = []
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            out.append(_msg_dec.decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return out
-
-
-def encode_lines(messages: list[Message]) -> bytes:
-    return b"".join(_enc.encode(m) + b"\n" for m in messages)
-
-
-def append_messages(path: Path, messages: list[Message]) -> None:
-    """Durable append of one session's lines."""
-    out = groupsync.Appended()
-    out.write(path, encode_lines(messages))
-    failed = out.flush()
-    if failed:
-        raise failed[path]
 
 
 def write_live(session: SessionDir, messages: list[Message]) -> None:

@@ -34,8 +34,7 @@ import msgspec
 
 from skald.actors.kit.ports import Events
 from skald.messages.sessions import AddedEntry, Message, MessagesAdded
-from skald.store import faults, groupsync
-from skald.store import sessions as session_store
+from skald.store import faults, groupsync, message_lines
 from skald.store.local_tree import LocalTree
 from skald.store.treeport import Tree
 
@@ -145,7 +144,7 @@ def _write(batch: list[_Entry], tree: Tree) -> _LocalAppended | _PortAppended:
         by_log.setdefault(e.log, []).append(e.msg)
     out = _LocalAppended(tree) if isinstance(tree, LocalTree) else _PortAppended(tree)
     for key, msgs in by_log.items():
-        out.write(key, session_store.encode_lines(msgs))
+        out.write(key, message_lines.encode_lines(msgs))
     return out
 
 

@@ -18,6 +18,7 @@ from skald.actors.kit.ports import WorkQueue
 from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
+from skald.store import message_lines
 from skald.store import sessions as session_store
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir
@@ -41,7 +42,7 @@ def counted(sdir: SessionDir) -> tuple[SessionMeta, int, int, int]:
     itself. The meta and the live log are read together, the archives many at once."""
     meta_b, live_b = sdir.tree.read_many([sdir.fkey(session_store.META), sdir.fkey(session_store.MESSAGES)])
     meta = session_store.decoded(meta_b, SessionMeta)[0] or SessionMeta()
-    live = session_store.decode_lines(live_b) if live_b else []
+    live = message_lines.decode_lines(live_b) if live_b else []
     indexes = session_store.archive_indexes(sdir)
     ids = {m.id for m in live}
     for listing in session_store.read_archives(sdir, indexes):

@@ -11,7 +11,7 @@ import pytest
 
 from skald.actors.archive import recovery
 from skald.messages.sessions import Message, TextPart
-from skald.store import sessions
+from skald.store import message_lines, sessions
 from skald.store.session_meta import ArchiveMeta, Checkpoint, DoneMarker, FailedMarker, QuarantineMarker
 from skald.store.treeport import Tree
 from skald.store.uri import Identity, Namespace, VikingPath
@@ -56,10 +56,11 @@ def test_archive_listings_read_at_once_hold_every_file(kind: str, tmp_path: Path
     done = DoneMarker(ending_message_id="m1-2", covered_failed_archives=["archive_000"])
     meta = ArchiveMeta(archive_id="archive_001", checkpoints=[Checkpoint(abstract="what came before")])
     t.write_dir(s.akey("archive_001"), {
-        sessions.MESSAGES: sessions.encode_lines(_said(1, 3)) + b'{"torn', sessions.META: msgspec.json.encode(meta),
+        sessions.MESSAGES: message_lines.encode_lines(_said(1, 3)) + b'{"torn',
+        sessions.META: msgspec.json.encode(meta),
         sessions.DONE: msgspec.json.encode(done), sessions.OVERVIEW: b"# Overview\n\nWhat was said."})
     t.write_dir(s.akey("archive_002"), {  # every marker unreadable, the overview not text
-        sessions.MESSAGES: sessions.encode_lines(_said(2, 1)), sessions.META: b"{not json", sessions.DONE: b"[",
+        sessions.MESSAGES: message_lines.encode_lines(_said(2, 1)), sessions.META: b"{not json", sessions.DONE: b"[",
         sessions.OVERVIEW: b"\xff\xfe", sessions.FAILED: b"{", sessions.QUARANTINED: b"{"})
     t.write_dir(s.akey("archive_003"), {sessions.FAILED: msgspec.json.encode(FailedMarker(stage="llm", error="x")),
                                         sessions.OVERVIEW: b"  \n"})  # no messages file, a blank overview
@@ -79,7 +80,7 @@ def test_archive_listings_read_at_once_hold_every_file(kind: str, tmp_path: Path
         assert a.done == sessions.load(t, s.akey(aid, sessions.DONE), DoneMarker)[0]
         assert a.failed == sessions.read_failed(s, aid)
         assert a.checkpoints == sessions.read_archive_meta(s, aid).checkpoints
-        assert a.messages == sessions.read_messages_at(t, s.akey(aid, sessions.MESSAGES))
+        assert a.messages == message_lines.read_messages_at(t, s.akey(aid, sessions.MESSAGES))
         assert a == sessions.read_archive(s, a.index)
 
 
@@ -90,7 +91,8 @@ def test_archive_listings_past_one_read(kind: str, tmp_path: Path) -> None:
     s = sessions.SessionDir(vp=cast(VikingPath, None), tree=t, key="sess")
     n = sessions.ARCHIVES_READ_AT_ONCE + 6
     for i in range(1, n + 1):
-        t.write_dir(s.akey(sessions.archive_name(i)), {sessions.MESSAGES: sessions.encode_lines(_said(i, i % 3 + 1))})
+        said = message_lines.encode_lines(_said(i, i % 3 + 1))
+        t.write_dir(s.akey(sessions.archive_name(i)), {sessions.MESSAGES: said})
     order = list(range(n, 0, -1))
     got = sessions.read_archives(s, order)
     assert [a.index for a in got] == order
