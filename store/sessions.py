@@ -208,6 +208,14 @@ def read_live(session: SessionDir) -> list[Message]:
     return read_messages_at(session.tree, session.fkey(MESSAGES))
 
 
+def meta_and_live(session: SessionDir) -> tuple[SessionMeta | None, str, list[Message]]:
+    """`read_session_meta` and `read_live` in one read of both files (one exchange on the
+    JetStream tree): (meta, its status, the live log's messages)."""
+    meta_b, live_b = session.tree.read_many([session.fkey(META), session.fkey(MESSAGES)])
+    meta, status = decoded(meta_b, SessionMeta)
+    return meta, status, decode_lines(live_b) if live_b else []
+
+
 def write_bytes(tree: Tree, key: str, data: bytes) -> None:
     tree.write(key, data)
 

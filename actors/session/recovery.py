@@ -18,7 +18,6 @@ from skald.actors.kit.ports import WorkQueue
 from skald.actors.session.state import State
 from skald.messages import catalog
 from skald.messages import sessions as session_msgs
-from skald.store import message_lines
 from skald.store import sessions as session_store
 from skald.store.session_meta import SessionMeta
 from skald.store.sessions import SessionDir
@@ -40,9 +39,8 @@ def counted(sdir: SessionDir) -> tuple[SessionMeta, int, int, int]:
     """A session not loaded here, counted from what is stored: (its meta, live messages, every
     message accepted, archives). Its meta is not rewritten per message, so it cannot say this
     itself. The meta and the live log are read together, the archives many at once."""
-    meta_b, live_b = sdir.tree.read_many([sdir.fkey(session_store.META), sdir.fkey(session_store.MESSAGES)])
-    meta = session_store.decoded(meta_b, SessionMeta)[0] or SessionMeta()
-    live = message_lines.decode_lines(live_b) if live_b else []
+    stored, _, live = session_store.meta_and_live(sdir)
+    meta = stored or SessionMeta()
     indexes = session_store.archive_indexes(sdir)
     ids = {m.id for m in live}
     for listing in session_store.read_archives(sdir, indexes):
@@ -52,8 +50,7 @@ def counted(sdir: SessionDir) -> tuple[SessionMeta, int, int, int]:
 
 def load(sdir: SessionDir, fence: Callable[[], None]) -> State:
     """Read one session (in a worker thread); `fence` is called before any repair is written."""
-    meta, status = session_store.read_session_meta(sdir)
-    root = session_store.read_live(sdir)
+    meta, status, root = session_store.meta_and_live(sdir)
     archived: set[str] = set()
     requests: dict[str, str] = {}
     pending: list[int] = []
