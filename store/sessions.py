@@ -314,26 +314,34 @@ MARKERS = (DONE, OVERVIEW, QUARANTINED, FAILED)  # what an archive's state is re
 def marker_states(session: SessionDir, indexes: list[int]) -> list[str]:
     """`marker_state` of each archive, every marker of all of them read in one call
     (`Tree.read_many`: one exchange on the JetStream tree, where reading them in turn took a round
-    trip each); only an archive without a marker is looked at again, for its directory.
-    `.done` decides (completed, or invalid when it does not decode or the overview is empty), then
-    `.quarantined.json`, then `.failed.json`."""
+    trip each); the archives without a marker are looked at again, their directories' stats asked
+    together. `.done` decides (completed, or invalid when it does not decode or the overview is
+    empty), then `.quarantined.json`, then `.failed.json`."""
     tree = session.tree
     aids = [archive_name(i) for i in indexes]
     got = tree.read_many([session.akey(aid, m) for aid in aids for m in MARKERS])
-    out = []
-    for n, aid in enumerate(aids):
+    out: list[str] = []
+    unmarked: list[int] = []  # places in `out` of archives with no marker
+    for n in range(len(aids)):
         done, overview, quarantined, failed = got[n * len(MARKERS):(n + 1) * len(MARKERS)]
         if done is not None:
-            ok = decoded(done, DoneMarker)[1] == "ok" and bool((text_of(overview) or "").strip())
-            out.append("completed" if ok else "invalid")
+            out.append("completed" if _completed(done, overview) else "invalid")
         elif quarantined is not None:
             out.append("quarantined")
         elif failed is not None:
             out.append("failed")
         else:
-            d = tree.stat(session.akey(aid))
-            out.append("pending" if d is not None and d.is_dir else "missing")
+            unmarked.append(n)
+            out.append("missing")
+    for n, d in zip(unmarked, tree.stat_many([session.akey(aids[n]) for n in unmarked]), strict=True):
+        if d is not None and d.is_dir:
+            out[n] = "pending"
     return out
+
+
+def _completed(done: bytes, overview: bytes | None) -> bool:
+    """What makes an archive completed: a `.done` that decodes and an overview with text."""
+    return decoded(done, DoneMarker)[1] == "ok" and bool((text_of(overview) or "").strip())
 
 
 def create_archive(session: SessionDir, index: int, messages: list[Message], meta: ArchiveMeta) -> str:
@@ -355,9 +363,9 @@ def latest_completed(session: SessionDir) -> tuple[str, str] | None:
         window = indexes[max(0, end - LATEST_WINDOW):end]
         got = session.tree.read_many([session.akey(archive_name(i), m) for i in window for m in (DONE, OVERVIEW)])
         for k in reversed(range(len(window))):
-            done, overview = got[2 * k], text_of(got[2 * k + 1])
-            if done is not None and decoded(done, DoneMarker)[1] == "ok" and overview and overview.strip():
-                return archive_name(window[k]), overview
+            done, overview = got[2 * k], got[2 * k + 1]
+            if done is not None and _completed(done, overview):
+                return archive_name(window[k]), text_of(overview) or ""
     return None
 
 

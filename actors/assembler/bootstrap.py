@@ -55,9 +55,14 @@ READ_CAP = 256 * 1024  # of a memory file read for the manifest
 
 def _read(t: Tree, key: str) -> str:
     try:
-        return t.read(key)[:READ_CAP].decode("utf-8", errors="replace")
+        return _text(t.read(key))
     except OSError:
         return ""
+
+
+def _text(data: bytes | None) -> str:
+    """A memory file's text as the manifest shows it (its first READ_CAP bytes; "" for none)."""
+    return (data or b"")[:READ_CAP].decode("utf-8", errors="replace")
 
 
 def _md_files(t: Tree, root: str) -> list[tuple[float, str]]:
@@ -104,7 +109,7 @@ def manifest(ns: Namespace, ident: Identity, session: SessionDir | None, now: fl
     cutoff = now - WORKING_DAYS * 86400
     working = [x for x in recent if x[0] >= cutoff][:WORKING_MAX]
     for (mtime, key), data in zip(working, t.read_many([k for _, k in working]), strict=True):
-        body = (data or b"")[:READ_CAP].decode("utf-8", errors="replace")
+        body = _text(data)
         vp = ns.from_key(ident.account, key)
         items.append(Item("working_state", vp.uri, "overview", "overview",
                           {"overview": extract.text_overview(vp.name, body),
