@@ -127,6 +127,10 @@ class ContextStats(msgspec.Struct, kw_only=True, omit_defaults=True):
     instructions_hash: str | None = None  # bootstrap: the version of the instructions served
     quotas: dict[str, int] | None = None
     retrieval_errors: dict[str, str] | None = None  # bucket -> why its retrieval failed
+    # Files and transcripts whose stored text the store did not answer for (a lost connection, a
+    # stream electing its leader): their entries are served from what the index holds, and the
+    # turns beside a hit in such a transcript are left out. Asking again in a moment may serve them.
+    unread: list[str] | None = None
     ignored: list[str] | None = None  # parameters this mode does not use
     deprecated: list[str] | None = None  # v1 aliases the request used
     telemetry: dict[str, float] | None = None  # milliseconds by stage, when asked for

@@ -19,7 +19,7 @@ from skald.actors.text import extract
 from skald.store import sessions as session_store
 from skald.store import sidecar, treeops
 from skald.store.sessions import SessionDir
-from skald.store.treeport import Tree, parent
+from skald.store.treeport import StoreUnavailable, Tree, parent
 from skald.store.uri import Identity, Namespace
 
 WORKING_DAYS = 7
@@ -56,6 +56,8 @@ READ_CAP = 256 * 1024  # of a memory file read for the manifest
 def _read(t: Tree, key: str) -> str:
     try:
         return _text(t.read(key))
+    except StoreUnavailable:
+        raise  # UNAVAILABLE, as for the working state: not a manifest without its profile
     except OSError:
         return ""
 

@@ -43,6 +43,7 @@ from skald.messages.sessions import CreateRequest, SessionRef
 from skald.store import faults, treeops
 from skald.store import sessions as session_store
 from skald.store.sessions import SessionDir, session_dir
+from skald.store.treeport import StoreUnavailable
 from skald.store.uri import Identity, Namespace, check_name, node_of
 
 log = logging.getLogger("skald.assembler")
@@ -151,6 +152,7 @@ class Assembler:
             dedup.update(status="ok", turn=session.clock, malformed=bad)
         cooled = sorted(ledger.cooled(records, session.clock, p.dedup_turns)) if session is not None else []
         queries: list[str] | None = None
+        unread: list[str] = []  # what the store did not answer for: served from what the index holds
         if p.mode == "bootstrap":
             slots, retrieval = await self._bootstrap(p, ctx, session, set(cooled))
             expansion, ts = "off", time.perf_counter()
@@ -161,11 +163,11 @@ class Assembler:
             ts = pipeline.timed(timing, "retrieve_ms", ts, time.perf_counter)
             timing.update(embed_ms=retrieval.embed_ms, search_ms=retrieval.search_ms, shape_ms=retrieval.shape_ms)
             docs = reads.turn_documents(retrieval.buckets)
-            scripts = (await asyncio.to_thread(reads.transcripts, self.ns, self.texts, docs, ctx.identity)
+            scripts = (await asyncio.to_thread(reads.transcripts, self.ns, self.texts, docs, ctx.identity, unread)
                        if docs else {})
             chosen = pipeline.choose(retrieval.buckets, scripts, p)
             ts = pipeline.timed(timing, "group_ms", ts, time.perf_counter)
-            slots = await self._slots(chosen, p, ctx.identity)
+            slots = await self._slots(chosen, p, ctx.identity, unread)
             ts = pipeline.timed(timing, "read_ms", ts, time.perf_counter)
         block = pipeline.fill(slots, p.max_tokens)
         ts = pipeline.timed(timing, "fill_ms", ts, time.perf_counter)
@@ -191,7 +193,7 @@ class Assembler:
             timing["own_ms"] = timing["total_ms"] - timing.get("embed_ms", 0.0) - timing.get("rewrite_ms", 0.0)
         stats = pipeline.stats_of(
             block, p, retrieval, query_expansion=expansion, planned_queries=queries, rewrite=rewrite,
-            rewrite_usage=usage, dedup=dedup, uses_counted=uses,
+            rewrite_usage=usage, dedup=dedup, uses_counted=uses, unread=unread,
             instructions_hash=bootstrap.INSTRUCTIONS_HASH if p.mode == "bootstrap" else None,
             telemetry={k: round(v, 3) for k, v in timing.items()} if telemetry else None,
             session_created=session is not None and session.created)
@@ -254,8 +256,9 @@ class Assembler:
         return got
 
     async def _slots(self, chosen: list[context_msgs.Candidate], p: params_mod.Params,
-                     ident: Identity) -> list[budget.Slot]:
-        """Plan tiers without I/O, then read only what may be served and can fit."""
+                     ident: Identity, unread: list[str]) -> list[budget.Slot]:
+        """Plan tiers without I/O, then read only what may be served and can fit. A file the store
+        does not answer for is served from what its candidate holds and added to `unread`."""
         slots = []
         for c in chosen:
             pinned = p.detail.get(c.category)
@@ -278,7 +281,13 @@ class Assembler:
         def look_up() -> list[tuple[str, bool] | tuple[str, int, int] | None]:
             """Each file's body from the cache when unchanged since it was read, else where to read it."""
             out: list[tuple[str, bool] | tuple[str, int, int] | None] = []
-            for got in reads.cached(self.ns, self.texts, [s.uri for s, _ in todo], ident):
+            uris = [s.uri for s, _ in todo]
+            try:
+                stated = reads.cached(self.ns, self.texts, uris, ident)
+            except StoreUnavailable:
+                unread.extend(uris)
+                return [None] * len(uris)
+            for got in stated:
                 if got is None:
                     out.append(None)
                     continue
@@ -291,7 +300,14 @@ class Assembler:
         misses = [i for i, f in enumerate(found) if f is not None and len(f) == 3]
 
         def read_chunk(chunk: list[int]) -> list[tuple[str, bool]]:
-            return [reads.read(self.ns.tree, self.texts, *found[i], p.max_tokens) for i in chunk]  # type: ignore[misc]
+            out = []
+            for i in chunk:
+                try:
+                    out.append(reads.read(self.ns.tree, self.texts, *found[i], p.max_tokens))  # type: ignore[misc]
+                except StoreUnavailable:
+                    unread.append(todo[i][0].uri)
+                    out.append(("", False))
+            return out
 
         # Small files read faster in a row than one thread hop each: at most READ_CONCURRENCY
         # threads, each reading its share in score order.

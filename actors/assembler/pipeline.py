@@ -66,7 +66,8 @@ def fill(slots: list[budget.Slot], max_tokens: int) -> Block:
 def stats_of(block: Block, p: Params, retrieval: context_msgs.CandidatesResult, *, query_expansion: str,
              planned_queries: list[str] | None, rewrite: str, rewrite_usage: dict[str, Any] | None,
              dedup: dict[str, Any], uses_counted: int | None, instructions_hash: str | None,
-             telemetry: dict[str, float] | None, session_created: bool = False) -> context_msgs.ContextStats:
+             telemetry: dict[str, float] | None, session_created: bool = False,
+             unread: list[str] | None = None) -> context_msgs.ContextStats:
     """What the block cost and why it holds what it holds."""
     tier_counts: dict[str, int] = {}
     for e in block.entries:
@@ -84,7 +85,7 @@ def stats_of(block: Block, p: Params, retrieval: context_msgs.CandidatesResult, 
         coverage=budget.coverage(block.slots, plan), uses_counted=uses_counted,
         instructions_hash=instructions_hash, quotas=p.quotas, retrieval_errors=retrieval.errors or None,
         ignored=p.ignored or None, deprecated=p.deprecated or None, telemetry=telemetry,
-        session_created=session_created)
+        session_created=session_created, unread=sorted(set(unread)) if unread else None)
 
 
 def timed(timing: dict[str, float], name: str, start: float, now: Callable[[], float]) -> float:

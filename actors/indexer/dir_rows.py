@@ -20,7 +20,7 @@ from skald.messages.errors import InvalidArgument
 from skald.messages.index import IndexChange, IndexRow
 from skald.store import sidecar, tree, treeops, vector_bytes
 from skald.store.index import row_subject_token
-from skald.store.treeport import Entry, Tree
+from skald.store.treeport import Entry, StoreUnavailable, Tree
 from skald.store.uri import Namespace, VikingPath
 
 
@@ -98,6 +98,8 @@ class DirRows:
         for i, name, st in stale:  # files new or changed since their abstract was written
             try:
                 data = await asyncio.to_thread(t.read, f"{vp.key}/{name}") if st.size <= self.max_file_bytes else b""
+            except StoreUnavailable:
+                raise  # the job runs again: not an abstract written without this file's
             except OSError:
                 continue  # gone since it was listed
             try:

@@ -36,6 +36,7 @@ from skald.messages import errors
 from skald.messages.catalog import Op, Queue
 from skald.messages.index import IndexChange, IndexRow
 from skald.store.index.types import row_subject_token
+from skald.store.treeport import StoreUnavailable
 
 _json = msgspec.json.Encoder()
 log = logging.getLogger("skald.memory_bus")
@@ -272,6 +273,8 @@ class MemoryBus:
             raise errors.DeadlineExceeded(f"no answer within {timeout_s:.3f}s", {"op": op}) from e
         except errors.SkaldError:
             raise
+        except StoreUnavailable as e:  # as the host answers it: UNAVAILABLE, worth asking again
+            raise errors.Unavailable(f"the store is not answering right now ({e}); retry", {"op": op}) from e
         except Exception as e:  # as the host answers it: a typed INTERNAL error, logged with its trace
             log.exception("%s failed", op)
             raise errors.Internal(f"internal error ({type(e).__name__})") from e

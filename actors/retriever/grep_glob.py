@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from skald.messages.search import ContextLine, GrepMatch
 from skald.store import sidecar, treeops
-from skald.store.treeport import Entry, Tree, parent
+from skald.store.treeport import Entry, StoreUnavailable, Tree, parent
 from skald.store.uri import Namespace, VikingPath, join_uri
 
 MAX_LINE = 2_000  # characters of a matched line returned
@@ -113,8 +113,10 @@ def grep(ns: Namespace, starts: list[VikingPath], regex: re.Pattern[str], *, lim
                     continue
             try:
                 data = t.read(f)
+            except StoreUnavailable:
+                raise  # UNAVAILABLE, to be asked again: never a grep that silently skipped files
             except OSError:
-                continue
+                continue  # gone since the walk
             if b"\x00" in data[:8192]:
                 continue
             lines = data.decode("utf-8", errors="replace").splitlines()

@@ -230,3 +230,53 @@ async def test_garbage_reaches_no_handler(tmp_path: Path, bus: MemoryBus) -> Non
     with pytest.raises(errors.Unavailable):
         await call(bus, catalog.SEARCH_FIND, {"query": "x"})
     assert not any(tmp_path.iterdir())  # nothing was written
+
+
+async def test_a_file_the_store_cannot_read_is_named_in_the_block_and_grep_answers_unavailable(
+        tmp_path: Path, bus: MemoryBus) -> None:
+    """Reads the store does not answer are never passed off as missing files: a context block serves
+    the entry from what the index holds and names the file in `stats.unread` (the same request a
+    moment later reads it); a grep that could not read a file, and a session-start block that could
+    not read the profile, answer UNAVAILABLE rather than a list of matches or a block without it."""
+    ns = Namespace(tmp_path)
+    embedder, llm = HashEmbedder(), ExtractiveLLM()
+    indexer = Indexer(ns, embedder, ExtractiveSummarizer(), bus)
+    refusing = RefusingReads(tmp_path, "/backups.md", 1)
+    retriever = Retriever(Namespace(tmp_path, refusing), embedder, bus, tmp_path / ".skald", llm, None,
+                          SearchSettings(enable_intent=False))
+    assembler = Assembler(Namespace(tmp_path, refusing), bus, llm)
+    bus.serve(indexer, retriever, assembler)
+    await retriever.start()
+    uri = "viking://resources/ops/backups.md"
+    try:
+        await call(bus, catalog.FS_WRITE, {"uri": uri, "content": GUIDE, "wait": False})
+        await bus.run_jobs()
+        seq = await bus.index_last_seq()
+        ask = msgspec.convert({"query": "restore drill row counts", "mode": "context", "score_threshold": 0.0,
+                               "max_tokens": 1000, "detail": "full"}, catalog.SEARCH_SEARCH.request)
+        block = await bus.call(catalog.SEARCH_SEARCH, ask, ME, 10.0, index_seq=seq)
+        assert refusing.left == 0 and block["stats"]["unread"] == [uri]
+        assert block["entries"][0]["uri"] == uri and block["entries"][0]["text"]
+        again = await bus.call(catalog.SEARCH_SEARCH, ask, ME, 10.0, index_seq=seq)
+        assert "unread" not in again["stats"] and "nightly backups" in again["entries"][0]["text"]
+        assert again["entries"][0]["detail"] == "full"
+
+        refusing.left = 1
+        grep = msgspec.convert({"uri": "viking://resources", "pattern": "restore"}, catalog.SEARCH_GREP.request)
+        with pytest.raises(errors.Unavailable):
+            await bus.call(catalog.SEARCH_GREP, grep, ME, 10.0)
+        found = await bus.call(catalog.SEARCH_GREP, grep, ME, 10.0)
+        assert [m["uri"] for m in found["matches"]] == [uri]
+
+        profile = tmp_path / "accounts/default/user/default/memories/profile.md"
+        profile.parent.mkdir(parents=True)
+        profile.write_text("# Profile\nAlice, SRE, likes terse answers.\n")
+        refusing.suffix, refusing.left = "/profile.md", 1
+        boot = msgspec.convert({"mode": "bootstrap", "max_tokens": 1000}, catalog.SEARCH_SEARCH.request)
+        with pytest.raises(errors.Unavailable):  # a session's first block is not served without its profile
+            await bus.call(catalog.SEARCH_SEARCH, boot, ME, 10.0)
+        assert "Alice, SRE" in (await bus.call(catalog.SEARCH_SEARCH, boot, ME, 10.0))["rendered"]
+    finally:
+        await retriever.stop()
+        await indexer.stop()
+        await assembler.stop()

@@ -254,12 +254,13 @@ def test_transcripts_are_read_through_the_cache_and_a_cut_head_loses_its_last_li
     other = Candidate(uri="viking://resources/a.md", category="resources", score=0.5)
     assert not reads.turn_documents({"memories": [other]})
     assert reads.turn_documents({"memories": [other, hit, hit]}) == [doc]  # each transcript once
-    got = reads.transcripts(ns, cache, reads.turn_documents({"memories": [hit, other]}), ident)
+    unread: list[str] = []
+    got = reads.transcripts(ns, cache, reads.turn_documents({"memories": [hit, other]}), ident, unread)
     assert got == {doc: ["# Conversation on 8 May 2023", "", "user: hi", "assistant: hello"]}
-    assert reads.transcripts(ns, cache, [doc], ident) == got and cache.hits == 1
+    assert reads.transcripts(ns, cache, [doc], ident, unread) == got and cache.hits == 1 and not unread
     line = "user: " + "x" * 999 + "\n"
     path.write_text("# Conversation on 8 May 2023\n\n" + line * (reads.READ_MAX_BYTES // len(line) + 5))
-    lines = reads.transcripts(ns, cache, [doc], ident)[doc]
+    lines = reads.transcripts(ns, cache, [doc], ident, unread)[doc]
     assert lines and all(ln == line.rstrip("\n") for ln in lines[2:])  # every line offered is whole
 
 
