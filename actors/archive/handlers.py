@@ -83,8 +83,14 @@ class Archiver:
 
     async def stop(self) -> None:
         task = getattr(self, "_sweep", None)
-        if task is not None:
+        if task is not None:  # waited for once cancelled, so no scan is left pending as the loop closes
             task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001 - best effort, as the scan is; said, not raised at shutdown
+                log.warning("the recovery scan failed", exc_info=True)
         await self.claims.stop()
 
     def health(self) -> dict[str, Any]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -56,6 +55,7 @@ from skald.runtime.bus.tree_keys import (
     moving,
     segment,
 )
+from skald.runtime.loop_thread import LoopClosed, LoopThread
 from skald.store import faults
 from skald.store.treeport import Entry, StoreUnavailable, check_key
 
@@ -76,9 +76,7 @@ class JetStreamTree:
         self.placement = placement or {}  # account -> placement tags; "*" for every other account
         self._noted_dirs: set[str] = set()  # directories `put_note` has made sure of
         self._tails = Tails(TAIL_BYTES)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="skald-tree", daemon=True)
-        self._thread.start()
+        self._loop = LoopThread("skald-tree")
         self._nc: Any = None
         self._run(self._open(servers, connect or {}))
 
@@ -92,16 +90,19 @@ class JetStreamTree:
         """The coroutine's result on the tree's loop; JetStream's transient failures raised as the
         port's `StoreUnavailable`, so callers tell "not now" from "not so" without knowing NATS."""
         try:
-            return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s * 6)
+            return self._loop.run(coro, self.timeout_s * 6)
         except TRANSIENT as e:
             raise StoreUnavailable(f"the tree's JetStream is not answering ({type(e).__name__}: {e})") from e
+        except LoopClosed as e:  # a call from another thread as the worker shuts down
+            raise StoreUnavailable(f"the tree is {e}") from e
 
     def close(self) -> None:
-        """Close the connection and stop the loop thread."""
+        """Close the connection and stop the loop thread; calls still in flight end UNAVAILABLE."""
+        if self._loop.closed:
+            return
         if self._nc is not None:
             self._run(self._nc.drain())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._loop.close()
 
     # ----- buckets and values ---------------------------------------------------------------
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from skald.runtime.client.api import SkaldClient
+from skald.runtime.loop_thread import LoopThread
 
 
 class SyncSkaldClient:
@@ -19,15 +18,13 @@ class SyncSkaldClient:
     def __init__(self, servers: str | list[str], *, prefix: str = "skald", account: str | None = None,
                  user: str | None = None, agent: str | None = None, peer: str | None = None,
                  api_key: str | None = None, timeout_s: float = 30.0, retries: bool = True) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="skald-client", daemon=True)
-        self._thread.start()
+        self._loop = LoopThread("skald-client")
         self._client: SkaldClient = self._run(SkaldClient.connect(
             servers, prefix=prefix, account=account, user=user, agent=agent, peer=peer, api_key=api_key,
             timeout_s=timeout_s, retries=retries))
 
     def _run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self._loop.run(coro)
 
     def __getattr__(self, name: str) -> Any:
         """The async client's plain attributes (its prefix, its last index sequence)."""
@@ -36,8 +33,7 @@ class SyncSkaldClient:
     def close(self) -> None:
         """Close the connection and stop the client's event loop thread."""
         self._run(self._client.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._loop.close()
 
     def __enter__(self) -> SyncSkaldClient:
         return self

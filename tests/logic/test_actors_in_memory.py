@@ -280,3 +280,20 @@ async def test_a_file_the_store_cannot_read_is_named_in_the_block_and_grep_answe
         await retriever.stop()
         await indexer.stop()
         await assembler.stop()
+
+
+async def test_stopping_the_archive_actor_waits_for_its_recovery_scan_to_end(tmp_path: Path,
+                                                                             bus: MemoryBus) -> None:
+    """A worker stopped while its recovery scan still reads sessions leaves no scan behind (a task
+    pending as the loop closes, its reads going on against a closed store): stop returns once the
+    scan has ended."""
+    ns = Namespace(tmp_path)
+    async with archiving(ns, bus):
+        for _ in range(20):
+            await committed(bus, message("user", "The boat is moored at pier nine."))
+    archiver = Archiver(ns, ExtractiveLLM(), bus, worker_id="w2")
+    await archiver.start()
+    scan = archiver._sweep
+    assert not scan.done()
+    await archiver.stop()
+    assert scan.done()

@@ -350,3 +350,14 @@ def test_many_keys_read_at_once_are_what_each_read_alone_gives(t: JetStreamTree)
     assert many[4] is None and many[5] is None and all(f is not None for i, f in enumerate(many) if i not in (4, 5))
     assert MTIME in many[2].headers and many[-1].value == f"F{leader_reads.WINDOW + 19}".encode()  # type: ignore[union-attr]
     assert t._run(b.get_many([])) == []
+
+
+def test_a_closed_tree_answers_unavailable_at_once(nats_server: EmbeddedNats) -> None:
+    """A call after the tree closed (a recovery scan's read as its worker shuts down) is the port's
+    StoreUnavailable, not a wait on a stopped loop; closing twice is harmless."""
+    tree = JetStreamTree([nats_server.url], f"tree_test_{next(_buckets)}")
+    tree.write("a/x.md", b"x")
+    tree.close()
+    with pytest.raises(StoreUnavailable):
+        tree.read("a/x.md")
+    tree.close()
