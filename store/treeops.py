@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from skald.messages.errors import Conflict, InvalidArgument, NotFound
 from skald.store.tree import MAX_READ_BYTES, visible
-from skald.store.treeport import Entry, Tree, join, parent
+from skald.store.treeport import Entry, StoreUnavailable, Tree, join, parent
 
 
 def mtime_ns(e: Entry) -> int:
@@ -135,6 +135,8 @@ def move(t: Tree, src: str, dst: str) -> None:
         raise NotFound("no such file or directory", {"path": _name(src)}) from e
     except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
         raise Conflict("destination exists", {"path": _name(dst)}) from e
+    except StoreUnavailable:
+        raise  # not an answer about the destination: UNAVAILABLE, to be asked again
     except OSError as e:  # ENOTEMPTY / EEXIST: created by a concurrent writer meanwhile
         raise Conflict("destination exists", {"path": _name(dst)}) from e
 
