@@ -110,6 +110,9 @@ class NanoQueriesOverHashRows(HashEmbedder):
     async def embed_query(self, text: str):  # type: ignore[no-untyped-def]
         return await self.nano.embed_query(text)
 
+    async def embed_queries(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        return await self.nano.embed_queries(texts)
+
 
 async def main() -> None:
     ap = argparse.ArgumentParser()

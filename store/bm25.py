@@ -233,6 +233,24 @@ class KeywordIndex:
         order = {w: i for i, (w, _) in enumerate(pairs)}
         return [sorted(words, key=order.__getitem__) if len(words) > 1 else words for words in out]
 
+    def holders(self, query: str, sample: int) -> dict[str, tuple[int, np.ndarray]]:
+        """For each word of a query (`query_words`): how many rows hold it (its commonest stem's
+        document frequency) and at most `sample` of their labels, evenly spaced: enough to tell
+        what share of a scope holds a word that most of it may hold (the speakers' names
+        throughout a conversation's turns), at a fixed cost whatever the word's frequency."""
+        pairs = query_words(query, self.languages)
+        out: dict[str, tuple[int, np.ndarray]] = {}
+        with self._lock:
+            for w, g in pairs:
+                tid = max((self._tid[t] for t in g if t in self._tid), key=self._post.live, default=None)
+                if tid is None:
+                    out[w] = (0, np.zeros(0, dtype=np.int64))
+                    continue
+                labels = self._post.current(tid, self._gen)[0]
+                step = max(1, -(-labels.size // sample))
+                out[w] = (int(labels.size), labels[::step].astype(np.int64))
+        return out
+
     def absent_share(self, query: str) -> float:
         """The share of the query's IDF mass (function words aside) in words no row holds at all:
         0 when the index knows every word, near 1 when the query is about things never written

@@ -172,4 +172,5 @@ def query_words(text: str, langs: Langs = ENGLISH) -> tuple[tuple[str, frozenset
     return tuple(kept or [(w, g) for w, g, _ in groups])
 
 
+FUNCTION_WORDS = frozenset(_STOP)  # as written, lower-cased
 STOP_WORDS = frozenset(stem(t) for w in _STOP for t in _written(w))  # as the tokenizer turns them ("does" -> "doe")

@@ -25,6 +25,10 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> np.ndarray: ...
 
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Several queries' vectors, in one model call where the model allows (a row each)."""
+        ...
+
     async def embed_passages(self, texts: list[str]) -> np.ndarray: ...
 
 

