@@ -99,8 +99,9 @@ class _Counting(HashEmbedder):
 
 
 async def test_a_query_naming_a_common_name_is_ranked_by_both_vectors_in_one_call() -> None:
-    """The query's vectors with and without the names most of the scope's rows hold, asked in one
-    call, added; a query naming nothing common is embedded as it was, alone."""
+    """The question's vectors with and without the names most of the scope's rows hold, asked in
+    one call, added; the queries made from it, and a query naming nothing common, embedded as they
+    are."""
     emb = _Counting()
     idx = VectorIndex(emb.dim, emb.name)
     turns = ["Caroline: hey Mel!", "Melanie: hi Caroline", "Caroline: I researched adoption agencies",
@@ -114,6 +115,11 @@ async def test_a_query_naming_a_common_name_is_ranked_by_both_vectors_in_one_cal
     assert emb.calls == [["What did Caroline research?", "What did research?"]]
     want = blended(await emb.embed_query("What did Caroline research?"), await emb.embed_query("What did research?"))
     assert np.allclose(v, want)
+    emb.calls.clear()  # a comparative question's parts are about one name each on purpose: kept whole
+    both = "What do Caroline and Melanie both research?"
+    v0, v1 = await query_vectors(emb, idx, [both, "What does Caroline research?"], scope)
+    assert emb.calls == [[both, "What does Caroline research?", "What do and both research?"]]
+    assert np.allclose(v1, await emb.embed_query("What does Caroline research?"))
     emb.calls.clear()
     [v] = await query_vectors(emb, idx, ["What did Paris research?"], scope)  # no row holds "Paris"
     assert emb.calls == [["What did Paris research?"]]
