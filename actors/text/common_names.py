@@ -4,8 +4,9 @@ In a conversation's memory the speakers' names are in nearly every turn ("[D3:7]
 so a question naming one ("What did Caroline research?") is pulled by its name toward every turn
 of hers alike, short greetings first, and away from the turn about the research. A word that most
 rows hold tells them apart no better than a function word (its inverse document frequency is
-near zero): the embedding is asked of the question without it. The keyword half keeps the whole
-question, where BM25 already weighs such a word near nothing.
+near zero): a second embedding is asked of the question without it, and the two are added
+(`blended`). The keyword half keeps the whole question, where BM25 already weighs such a word near
+nothing.
 """
 
 from __future__ import annotations
