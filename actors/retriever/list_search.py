@@ -112,7 +112,7 @@ async def plan_search(retr: ListSearch, req: search_msgs.SearchRequest, ctx: Ctx
         plan = intent.original(req.query, "off")
     vectors: list[np.ndarray | None] = [None] * len(plan.queries)
     if embed and req.search_type != "keywords":
-        vectors = list(await query_vectors(retr.embedder, retr.index, [tq.query for tq in plan.queries],
+        vectors = list(await query_vectors(retr.embedder, retr.replica.index, [tq.query for tq in plan.queries],
                                            [Query(account=ctx.identity.account)]))
     return Planned(plan, vectors, len(summary), len(recent))
 

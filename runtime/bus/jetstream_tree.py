@@ -55,7 +55,7 @@ from skald.runtime.bus.tree_keys import (
     moving,
     segment,
 )
-from skald.runtime.loop_thread import LoopClosed, LoopThread
+from skald.runtime.client.loop_thread import LoopClosed, LoopThread
 from skald.store import faults
 from skald.store.treeport import Entry, StoreUnavailable, check_key
 

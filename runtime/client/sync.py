@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skald.runtime.client.api import SkaldClient
-from skald.runtime.loop_thread import LoopThread
+from skald.runtime.client.loop_thread import LoopThread
 
 
 class SyncSkaldClient:

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from skald.runtime.loop_thread import LoopClosed, LoopThread
+from skald.runtime.client.loop_thread import LoopClosed, LoopThread
 
 
 def test_closing_ends_the_calls_in_flight_and_refuses_the_next() -> None:
