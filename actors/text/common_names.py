@@ -31,22 +31,13 @@ def names_in(query: str) -> list[str]:
 
 
 def without_common_names(query: str, shares: dict[str, float], share: float = COMMON_SHARE) -> str:
-    """`query` without the capitalised words (a name; not the query's first word, which any
-    sentence capitalises) that `share` or more of the rows hold (`shares`: word, lower-cased, to
+    """`query` without its names (`names_in`) that `share` or more of the rows hold (`shares`: word, lower-cased, to
     its share). The query as it was when nothing is left out, or when nothing else would be left."""
-    first = True
-
-    def drop(m: re.Match[str]) -> str:
-        nonlocal first
-        word, was_first = m.group(1), first
-        first = False
-        if was_first or len(word) < 2 or not word[0].isupper() or shares.get(word.lower(), 0.0) < share:
-            return m.group(0)
-        return ""
-
-    out = _NAME.sub(drop, query)
-    if out == query:
+    common = {w for w in names_in(query) if shares.get(w.lower(), 0.0) >= share}
+    head = _NAME.search(query)  # the first word stays, whatever it is
+    if not common or head is None:
         return query
+    out = head.group(0) + _NAME.sub(lambda m: "" if m.group(1) in common else m.group(0), query[head.end():])
     out = re.sub(r"\s+([?!.,;:])", r"\1", re.sub(r"\s{2,}", " ", out)).strip()
     left = [m.group(1).lower() for m in _NAME.finditer(out)]
     return out if any(w not in FUNCTION_WORDS for w in left) else query

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -287,20 +288,27 @@ async def test_query_embeddings_are_cached_and_bounded() -> None:
     assert cache.name == inner.name and cache.dim == inner.dim
 
 
+def _batches_sent(model: Any, method: str) -> tuple[list[list[str]], Any]:
+    """`model.<method>` (a batch of texts) made to note each batch it is sent: (the batches, the
+    method as it was)."""
+    sent: list[list[str]] = []
+    original = getattr(model, method)
+
+    async def counting(texts: list[str]):  # type: ignore[no-untyped-def]
+        sent.append(list(texts))
+        return await original(texts)
+
+    setattr(model, method, counting)
+    return sent, original
+
+
 async def test_several_queries_at_once_send_the_model_only_those_not_remembered() -> None:
     """`embed_queries` through the cache: the remembered ones answered from it, the rest (each
     once) in one call, each vector the one `embed_query` gives, then remembered too."""
     from skald.runtime.models.embedders import HashEmbedder, QueryCache
 
     inner = HashEmbedder()
-    sent: list[list[str]] = []
-    original = inner.embed_queries
-
-    async def counting(texts: list[str]):  # type: ignore[no-untyped-def]
-        sent.append(list(texts))
-        return await original(texts)
-
-    inner.embed_queries = counting  # type: ignore[method-assign]
+    sent, original = _batches_sent(inner, "embed_queries")
     cache = QueryCache(inner, size=8)
     known = await cache.embed_query("where is caddy")
     got = await cache.embed_queries(["what port", "where is caddy", "what port", "tls"])
@@ -319,14 +327,7 @@ async def test_passages_are_embedded_once_by_content_across_processes_and_bounde
     from skald.store.vectors import VectorCache
 
     inner = HashEmbedder()
-    sent: list[list[str]] = []
-    original = inner.embed_passages
-
-    async def counting(texts: list[str]):  # type: ignore[no-untyped-def]
-        sent.append(list(texts))
-        return await original(texts)
-
-    inner.embed_passages = counting  # type: ignore[method-assign]
+    sent, original = _batches_sent(inner, "embed_passages")
     path = tmp_path / "vectors.sqlite"
     one = QueryCache(inner, passages=VectorCache(path, max_rows=1000))
     got = await one.embed_passages(["alpha", "beta", "alpha"])
